@@ -1,0 +1,184 @@
+"""torque's grammar: tokens from the command line, the config file and aliases become a Plan.
+
+Global options may stand anywhere; local options gather until an action closes the group;
+the next group starts from the defaults. The command line's tokens come first, then the config
+file's: the config's globals and files always apply, its actions only when the command line
+names none.
+"""
+from __future__ import annotations
+
+import difflib
+import os
+import shlex
+import time
+from dataclasses import dataclass, replace
+from typing import Iterable
+
+from .options import ACTION, GLOBAL, OPTIONS, SAME, ArgError, Globals, Locals
+from .plan import Group, Plan
+
+DEFAULT_CONFIG = "Torque.config"
+COMMAND_LINE = "command line"
+
+
+class UsageError(Exception):
+    """Bad input: one line for stderr, exit code 2."""
+
+
+@dataclass(frozen=True)
+class Token:
+    text: str
+    origin: str                   # "command line" or "FILE:LINE"
+
+    def where(self) -> str:
+        return "" if self.origin == COMMAND_LINE else f"{self.origin}: "
+
+
+def read_lines(path: str, what: str) -> list[tuple[int, list[str]]]:
+    """(line number, shell-split words) of a text file, '#' comments and blank lines dropped."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            raw = fh.read().splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"cannot read {what} {path}: {getattr(e, 'strerror', None) or e}")
+    lines = []
+    for number, line in enumerate(raw, 1):
+        try:
+            words = shlex.split(line, comments=True)
+        except ValueError as e:
+            raise UsageError(f"{path}:{number}: {e}") from None
+        if words:
+            lines.append((number, words))
+    return lines
+
+
+def config_tokens(path: str) -> list[Token]:
+    return [Token(w, f"{path}:{n}") for n, words in read_lines(path, "configuration file")
+            for w in words]
+
+
+def read_aliases(path: str) -> dict[str, tuple[Token, ...]]:
+    """Alias file: one 'NAME = tokens ...' a line; '-NAME' on the command line expands."""
+    aliases = {}
+    for number, words in read_lines(path, "alias file"):
+        where = f"{path}:{number}"
+        if len(words) < 3 or words[1] != "=":
+            raise UsageError(f"{where}: expected 'NAME = tokens ...'")
+        name = words[0].lstrip("-")
+        if name in OPTIONS:
+            raise UsageError(f"{where}: alias '{name}' would hide the option -{name}")
+        aliases[name] = tuple(Token(w, where) for w in words[2:])
+    return aliases
+
+
+def expand(tokens: Iterable[Token], aliases: dict[str, tuple[Token, ...]],
+           chain: tuple[str, ...] = ()) -> list[Token]:
+    out = []
+    for tok in tokens:
+        name = tok.text[1:]
+        if tok.text.startswith("-") and name in aliases and name not in OPTIONS:
+            if name in chain:
+                raise UsageError(f"{tok.where()}alias loop: {' -> '.join((*chain, name))}")
+            out += expand(aliases[name], aliases, (*chain, name))
+        else:
+            out.append(tok)
+    return out
+
+
+def value_after(tokens: list[Token], option: str) -> Token | None:
+    """The argument of the first `-option ARG` among tokens (read before full scanning)."""
+    for tok, nxt in zip(tokens, tokens[1:]):
+        if tok.text == f"-{option}":
+            return nxt
+    return None
+
+
+def suggest(name: str, extra: Iterable[str] = ()) -> str:
+    close = difflib.get_close_matches(name, [*OPTIONS, *extra], n=1, cutoff=0.6)
+    if not close:
+        close = [o for o in OPTIONS if o.lower() == name.lower()]
+    return f" (did you mean -{close[0]}?)" if close else ""
+
+
+@dataclass
+class Scan:
+    settings: dict
+    groups: list[Group]
+
+
+def scan(tokens: list[Token], aliases: Iterable[str] = ()) -> Scan:
+    """Turn tokens into global settings and groups; locals left without an action are an error."""
+    settings: dict = {}
+    files: list[str] = []
+    groups: list[Group] = []
+    local: dict = {}
+    group_text: list[str] = []
+    pos = 0
+    while pos < len(tokens):
+        tok = tokens[pos]
+        if not tok.text.startswith("-") or len(tok.text) < 2:
+            raise UsageError(f"{tok.where()}unexpected '{tok.text}': options start with '-'")
+        opt = OPTIONS.get(tok.text[1:])
+        if opt is None:
+            raise UsageError(f"{tok.where()}unknown option {tok.text}{suggest(tok.text[1:], aliases)}")
+        words = tokens[pos + 1:pos + 1 + len(opt.args)]
+        if len(words) < len(opt.args):
+            names = " ".join(a.name for a in opt.args)
+            raise UsageError(f"{tok.where()}{tok.text} needs {len(opt.args)} argument"
+                             f"{'s' if len(opt.args) > 1 else ''}: {names}")
+        values = []
+        for arg, word in zip(opt.args, words):
+            try:
+                values.append(arg.parse(word.text))
+            except ArgError as e:
+                raise UsageError(f"{word.where()}{tok.text} {arg.name}: {e}") from None
+        pos += 1 + len(opt.args)
+        value = opt.value(values)
+        if opt.scope == GLOBAL:
+            if opt.field == "files":
+                files.append(value)
+            else:
+                settings[opt.field] = value
+            continue
+        group_text += [tok.text, *(w.text for w in words)]
+        if opt.scope == ACTION:
+            args = tuple(values)
+            groups.append(Group(len(groups), opt.name, args, Locals(**local),
+                                " ".join(group_text), tok.origin.split(":")[0]))
+            local, group_text = {}, []
+        else:
+            local[opt.field] = value
+            local.update((f, value if v == SAME else v) for f, v in opt.also)
+    if group_text:
+        first = next(t for t in tokens if t.text == group_text[0])
+        raise UsageError(f"{first.where()}local options without an action after them: "
+                         f"{' '.join(group_text)}")
+    if files:
+        settings["files"] = tuple(files)
+    return Scan(settings, groups)
+
+
+def parse(argv: list[str], cwd: str = ".") -> Plan:
+    """The Plan of a command line (argv without the program name), config file and aliases."""
+    line = [Token(a, COMMAND_LINE) for a in argv]
+    named = value_after(line, "c")
+    path = named.text if named else os.path.join(cwd, DEFAULT_CONFIG)
+    config = path if named or os.path.isfile(path) else None
+    conf = config_tokens(config) if config else []
+
+    alias_tok = value_after(line, "aliasFile") or value_after(conf, "aliasFile")
+    aliases = read_aliases(alias_tok.text) if alias_tok else {}
+    cmd = scan(expand(line, aliases), aliases)
+    cfg = scan(expand(conf, aliases), aliases)
+
+    files = cmd.settings.get("files", ()) + cfg.settings.get("files", ())
+    settings = Globals(**{**cfg.settings, **cmd.settings, "files": files})
+    if len(files) > 128:
+        raise UsageError(f"-f: {len(files)} test files, at most 128")
+    if settings.seed is None:
+        settings = replace(settings, seed=time.time_ns() % (2**63))
+    groups = tuple(cmd.groups or cfg.groups)
+    return Plan(settings=settings, groups=groups, command=" ".join(shlex.quote(a) for a in argv),
+                config=config, aliases=tuple((k, " ".join(t.text for t in v))
+                                             for k, v in aliases.items()),
+                from_config=not cmd.groups and bool(cfg.groups))

@@ -1,0 +1,86 @@
+"""Help levels, examples and the -quit plan listing, all generated from the option table."""
+from __future__ import annotations
+
+from dataclasses import fields
+
+from .options import ACTION, GLOBAL, LOCAL, LOCAL_DEFAULTS, OPTIONS, Locals, default_text
+from .plan import Plan
+
+USAGE = ("usage: torque-async [run] [global options] [[local options] action] "
+         "[[local options] action] ...")
+SECTIONS = {"global": (GLOBAL, "Global parameters (affect all actions; anywhere on the line)"),
+            "local": (LOCAL, "Local parameters (only affect the action that follows them)"),
+            "actions": (ACTION, "Actions (each starts one group of tests)")}
+
+EXAMPLES = """\
+Examples:
+  torque-async -p 2 -n 8 -i 10 -MB 4 -load
+      two processes each load a 32 MB working set ten times, side by side
+  torque-async -p 1 -n 8 -i 10 -MB 4 -load -p 1 -n 8 -i 10 -MB 4 -load
+      the same two tests written out: locals apply only to the action after them
+  torque-async -n 16 -MB 8 -Striad -spinWait -bcopy -quit
+      show how the line parses (Triad on 3 x 128 MB, a spinner, a bcopy) and exit
+  torque-async -p 2 -n 400 -MB 4 -Striad -spinWait
+      how much CPU a spinner keeps while two STREAM Triads load memory
+  torque-async -nh -bo -n 64 -MB 4 -bcopy | grep -a BW:
+      only the comma-separated bandwidth figures, for spreadsheets
+Units: KB, MB, GB are 2^10, 2^20, 2^30 bytes; BW(MB/s) is MiB per second; times in ms.
+Torque.config in the working directory (or -c FILE) adds its tokens after the command line's:
+its global options and -f files always apply, its actions only when the command line has none.
+"""
+
+
+def option_line(name: str) -> str:
+    opt = OPTIONS[name]
+    args = " ".join(a.name for a in opt.args)
+    default = default_text(opt.field) if opt.args else ""
+    tail = f" (default {default})" if default else ""
+    return f"  -{name}{' ' + args if args else ''}".ljust(28) + f"{opt.help}{tail}"
+
+
+def section(key: str) -> list[str]:
+    scope, title = SECTIONS[key]
+    lines, last_group = [title], None
+    for name, opt in OPTIONS.items():
+        if opt.scope != scope:
+            continue
+        if opt.group != last_group:
+            lines.append(f" {opt.group}:")
+            last_group = opt.group
+        lines.append(option_line(name))
+    return lines
+
+
+def help_lines(level: str) -> list[str]:
+    """-h/-hg: globals; -hl: locals; -ha: actions; -help: everything and the examples."""
+    keys = list(SECTIONS) if level == "all" else [level]
+    lines = [USAGE, ""]
+    for key in keys:
+        lines += section(key) + [""]
+    if level == "all":
+        lines += EXAMPLES.splitlines()
+    return lines
+
+
+def plan_lines(plan: Plan) -> list[str]:
+    """What -quit shows: the globals that were set, then each group's locals and action."""
+    s = plan.settings
+    set_globals = [f"{f.name}={getattr(s, f.name)!r}" for f in fields(s)
+                   if getattr(s, f.name) != f.default and f.name not in ("quit", "seed")]
+    lines = [f"command line: torque-async {plan.command}".rstrip(),
+             f"configuration file: {plan.config or 'none'}"
+             + (" (its actions run: the command line has none)" if plan.from_config else ""),
+             f"seed: {s.seed}", f"globals: {', '.join(set_globals) or 'defaults'}",
+             f"test processes: {len(plan.procs())} in {len(plan.groups)} groups "
+             f"({'-slow' if plan.slow else '-fast'})"]
+    for g in plan.groups:
+        changed = [f"{f.name}={getattr(g.local, f.name)!r}" for f in fields(Locals)
+                   if getattr(g.local, f.name) != LOCAL_DEFAULTS[f.name]]
+        args = " ".join(map(str, g.args))
+        lines += [f"group {g.index}: -{g.action}{' ' + args if args else ''} x {g.local.p}",
+                  f"  locals: {', '.join(changed) or 'defaults'}", f"  from: {g.text}"]
+    return lines
+
+
+def alias_lines(plan: Plan) -> list[str]:
+    return [f"-{name} = {tokens}" for name, tokens in plan.aliases] or ["no aliases defined"]

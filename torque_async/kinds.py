@@ -1,0 +1,61 @@
+"""What each action runs: one registration per test kind, checked when registered.
+
+A kind names its report label, its family, where it runs (a spawned worker process for the
+CPU-bound tests, a coroutine on the event loop for I/O) and the class that implements it, as
+"module:attribute" so the core never imports numpy kernels or OpenGL. Actions whose family is not
+built yet have no implementation and are refused with a clear message when a run asks for them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .options import ACTION, OPTIONS
+
+WORKER, LOOP = "worker", "loop"
+
+
+@dataclass(frozen=True)
+class Kind:
+    action: str
+    label: str                    # the Test column and the BW: line
+    family: str
+    runs_in: str                  # WORKER or LOOP
+    impl: str | None              # "module:TESTS-dict" holding the class under `action`
+    buffers: int = 0              # buffers of n x transfer size each process allocates
+
+    def load(self):
+        module, attr = self.impl.split(":")
+        return getattr(__import__(module, fromlist=[attr]), attr)[self.action]
+
+
+KINDS: dict[str, Kind] = {}
+
+
+def register(*kinds: Kind) -> None:
+    for k in kinds:
+        assert OPTIONS.get(k.action) and OPTIONS[k.action].scope == ACTION, k.action
+        assert k.runs_in in (WORKER, LOOP) and k.action not in KINDS, k.action
+        assert k.impl is None or ":" in k.impl, k.action
+        KINDS[k.action] = k
+
+
+_MEM, _STREAM = "workers.memory:TESTS", "workers.stream:TESTS"
+register(
+    Kind("bcopy", "Bcopy", "memory", WORKER, _MEM, buffers=2),
+    Kind("bzero", "Bzero", "memory", WORKER, _MEM, buffers=1),
+    Kind("load", "Load", "memory", WORKER, _MEM, buffers=1),
+    Kind("store", "Store", "memory", WORKER, _MEM, buffers=1),
+    Kind("ls", "LoadStore", "memory", WORKER, _MEM, buffers=1),
+    Kind("Scopy", "SCopy", "STREAM", WORKER, _STREAM, buffers=3),
+    Kind("Sscale", "SScale", "STREAM", WORKER, _STREAM, buffers=3),
+    Kind("Sadd", "SAdd", "STREAM", WORKER, _STREAM, buffers=3),
+    Kind("Striad", "STriad", "STREAM", WORKER, _STREAM, buffers=3),
+    Kind("spinWait", "SpinWait", "cpu", WORKER, "workers.spin:TESTS"),
+    Kind("V", "Video", "video", WORKER, None),
+    *(Kind(a, label, "file", LOOP, None) for a, label in (
+        ("r", "Read"), ("w", "Write"), ("rand", "Random"), ("rmw", "RdModWr"), ("rw", "RdWr"),
+        ("scan", "Scan"), ("scanfile", "ScanFile"), ("aio", "AIO"), ("files", "Files"))),
+    Kind("streams", "Streams", "streams", LOOP, None),
+    Kind("memStreams", "MemStreams", "streams", LOOP, None),
+)
+assert set(KINDS) == {n for n, o in OPTIONS.items() if o.scope == ACTION}, "an action has no kind"

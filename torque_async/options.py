@@ -1,0 +1,303 @@
+"""The one option table: it drives the scanner, the help levels, the config file and -quit.
+
+Each entry names an option as torque spells it (without the dash), its scope, its arguments,
+where its value goes and a one-line help. Size options that differ only in unit (-B/-KB/-MB/-GB)
+are separate entries writing the same field with a different multiplier.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, make_dataclass
+from typing import Any, Callable
+
+from .units import GB, KB, MB
+
+GLOBAL, LOCAL, ACTION = "global", "local", "action"
+SAME = "<same value>"          # in Option.also: the extra field takes the option's own value
+
+
+class ArgError(ValueError):
+    """An argument that does not parse or is out of bounds; the message says which."""
+
+
+@dataclass(frozen=True)
+class Arg:
+    name: str
+    parse: Callable[[str], Any]
+
+
+def integer(lo: int | None = None, hi: int | None = None, mult: int = 1) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text, 0)
+        except ValueError:
+            raise ArgError(f"'{text}' is not an integer") from None
+        if (lo is not None and value < lo) or (hi is not None and value > hi):
+            span = f"{lo}..{hi}" if hi is not None else f">= {lo}"
+            raise ArgError(f"{value} is out of range ({span})")
+        return value * mult
+    return parse
+
+
+def number(lo: float, hi: float | None = None) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise ArgError(f"'{text}' is not a number") from None
+        if value != value or value < lo or (hi is not None and value > hi):
+            raise ArgError(f"{text} is out of range ({lo}..{hi if hi is not None else 'inf'})")
+        return value
+    return parse
+
+
+def choice(*names: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        if text not in names:
+            raise ArgError(f"'{text}' is not one of {', '.join(names)}")
+        return text
+    return parse
+
+
+def text(value: str) -> str:
+    if not value:
+        raise ArgError("an empty name")
+    return value
+
+
+def pattern(value: str) -> int:
+    return integer(0, 2**64 - 1)(value)
+
+
+Size = integer(1, 2**40)          # a count of units; the entry's multiplier makes bytes
+Count = integer(0, 2**40)
+Cpu = integer(0, 4095)
+
+
+@dataclass(frozen=True)
+class Option:
+    name: str                      # as typed, without the dash
+    scope: str                     # GLOBAL, LOCAL or ACTION
+    help: str
+    args: tuple[Arg, ...] = ()
+    dest: str = ""                 # field written (defaults to the name)
+    const: Any = True              # value stored by a flag (no args)
+    group: str = ""                # help section
+    also: tuple[tuple[str, Any], ...] = ()   # more fields it sets: -sa sets sa=True, -bp bp2
+
+    @property
+    def field(self) -> str:
+        return self.dest or self.name
+
+    def value(self, parsed: list[Any]) -> Any:
+        if not self.args:
+            return self.const
+        return parsed[0] if len(parsed) == 1 else tuple(parsed)
+
+
+def _sizes(stem: str, dest: str, help: str, units=(("B", 1), ("KB", KB), ("MB", MB), ("GB", GB)),
+           lo: int = 1) -> list[Option]:
+    return [Option(f"{stem}{u}", LOCAL, f"{help} in {'bytes' if u == 'B' else u + 'ytes'}",
+                   (Arg(u, integer(lo, 2**40, mult)),), dest, group="Sizes")
+            for u, mult in units]
+
+
+STREAM_ARGS = (Arg("label", choice("r", "w", "rw", "wr", "rwr", "rrw")),
+               Arg("lookahead", integer(0, 1 << 20)), Arg("sizeKB", integer(1, 1 << 22)),
+               Arg("bwMBs", number(0.001)), Arg("startTime", number(0.0)),
+               Arg("runTime", number(0.001)), Arg("mfileMB", integer(1, 1 << 30)))
+
+# Globals ---------------------------------------------------------------------------------------
+_G = [
+    Option("aliasFile", GLOBAL, "file of alias definitions (NAME = tokens ...; '-NAME' expands)",
+           (Arg("file", text),), group="Configuration"),
+    Option("bo", GLOBAL, "print only the bandwidth results", group="Output"),
+    Option("c", GLOBAL, "configuration file (default Torque.config in the working directory)",
+           (Arg("file", text),), dest="config", group="Configuration"),
+    Option("child", GLOBAL, "run only test process n of the plan (as torque's fork-exec child)",
+           (Arg("n", Count),), group="Execution"),
+    Option("example", GLOBAL, "print worked examples", group="Help"),
+    Option("f", GLOBAL, "add a test file to the file list (at most 128)", (Arg("file", text),),
+           dest="files", group="Files"),
+    Option("fast", GLOBAL, "each test stops at its own completion (opposite of -slow)",
+           dest="slow", const=False, group="Execution"),
+    Option("freeSharedMemory", GLOBAL, "remove the shared memory left by an interrupted run",
+           group="Execution"),
+    Option("g", GLOBAL, "print every test's PID and wait for Enter before testing starts",
+           group="Execution"),
+    Option("h", GLOBAL, "short help (global parameters)", dest="help", const="global", group="Help"),
+    Option("ha", GLOBAL, "help on actions", dest="help", const="actions", group="Help"),
+    Option("help", GLOBAL, "all help and the examples", const="all", group="Help"),
+    Option("hg", GLOBAL, "help on global parameters", dest="help", const="global", group="Help"),
+    Option("hl", GLOBAL, "help on local parameters", dest="help", const="local", group="Help"),
+    Option("nh", GLOBAL, "no header: only the per-test table and the bandwidth lines",
+           group="Output"),
+    Option("printAlias", GLOBAL, "print the aliases in effect", group="Help"),
+    Option("quit", GLOBAL, "parse the command line and the config file, show the plan, exit",
+           group="Execution"),
+    Option("seed", GLOBAL, "seed of every random choice (default: from the clock, printed)",
+           (Arg("n", integer(0, 2**63 - 1)),), group="Execution"),
+    Option("slow", GLOBAL, "keep every test running until the slowest completes "
+           "(default with more than one test)", const=True, group="Execution"),
+    Option("smkey", GLOBAL, "shared memory key: the results segment is /torque-async-KEY "
+           "(default 0xDECA)", (Arg("key", integer(0, 2**32 - 1)),), group="Execution"),
+    Option("sp", GLOBAL, "single process: the main process runs the one test itself",
+           group="Execution"),
+    Option("v", GLOBAL, "verbose (perturbs results)", dest="vl", const=1, group="Output"),
+    Option("version", GLOBAL, "print the version", group="Help"),
+    Option("vl", GLOBAL, "verbose level 1..3", (Arg("n", integer(1, 3)),), group="Output"),
+]
+
+# Locals ----------------------------------------------------------------------------------------
+_L = [
+    Option("affinityNumber", LOCAL, "pin every process of the group to CPU n", (Arg("n", Cpu),),
+           group="Processes"),
+    Option("affinityNumberDiff", LOCAL, "pin process k of the group to CPU n+k",
+           (Arg("n", Cpu),), group="Processes"),
+    Option("affinityParent", LOCAL, "give the parent CPU n's affinity while it launches the group",
+           (Arg("n", Cpu),), group="Processes"),
+    *_sizes("", "size", "transfer size"),
+    Option("bp", LOCAL, "64-bit memory init patterns 1 and 2", (Arg("p", pattern),),
+           dest="bp1", also=(("bp2", SAME),), group="Memory patterns"),
+    Option("bp1", LOCAL, "64-bit memory init pattern 1", (Arg("p", pattern),),
+           group="Memory patterns"),
+    Option("bp2", LOCAL, "64-bit memory init pattern 2", (Arg("p", pattern),),
+           group="Memory patterns"),
+    Option("bpkey", LOCAL, "start each memory buffer with a recognisable key (0/1)",
+           (Arg("p", integer(0, 1)),), group="Memory patterns"),
+    Option("bt", LOCAL, "pattern alternation: 0 (1,1,..) 50 (1,1,2,2) 75 100 (1,2,..) "
+           "101 (walking one) 102 (random)", (Arg("p", integer(0, 102)),),
+           group="Memory patterns"),
+    Option("btr", LOCAL, "initialise memory buffers with random numbers", group="Memory patterns"),
+    Option("cfiles", LOCAL, "create the -files tree before the test (not timed)", group="Files"),
+    Option("checkpoint", LOCAL, "time the phases of each test process (set-up, barrier, test)",
+           group="Output"),
+    Option("dir", LOCAL, "directory of the -files test (default filestest)",
+           (Arg("path", text),), group="Files"),
+    Option("display", LOCAL, "display (EGL device index) used by the video test",
+           (Arg("display", text),), group="Video"),
+    Option("execChild", LOCAL, "exec the child rather than fork it (every worker is spawned "
+           "anyway)", group="Processes"),
+    *_sizes("extraRead", "extraRead", "extra read and seek back after each read",
+            units=(("B", 1), ("KB", KB), ("MB", MB)), lo=0),
+    Option("fbc", LOCAL, "turn the file buffer cache on (default off: O_DIRECT)", group="Files"),
+    Option("i", LOCAL, "iterations; the bandwidth is averaged over all of them",
+           (Arg("n", integer(1, 2**31)),), group="Transfers"),
+    Option("IH", LOCAL, "video image height in pixels", (Arg("pixels", integer(1, 16384)),),
+           group="Video"),
+    Option("IW", LOCAL, "video image width in pixels", (Arg("pixels", integer(1, 16384)),),
+           group="Video"),
+    Option("linesize", LOCAL, "cache line size: the default stride of -load/-store",
+           (Arg("bytes", integer(8, 1 << 16)),), group="Memory patterns"),
+    Option("m", LOCAL, "misalign the file test buffers by one byte", group="Files"),
+    *[Option(f"mfile{u}", LOCAL, f"maximum file size in {what}; transfers past it wrap",
+             (Arg("n", integer(1, 2**40, mult)),), dest="mfile", also=(("mfileXfer", None),),
+             group="Files")
+      for u, mult, what in (("4K", 4 * KB, "4 KB blocks"), ("KB", KB, "KBytes"),
+                            ("MB", MB, "MBytes"), ("GB", GB, "GBytes"))],
+    Option("mfileXfer", LOCAL, "maximum file size in transfers", (Arg("n", integer(1, 2**40)),),
+           also=(("mfile", None),), group="Files"),
+    Option("n", LOCAL, "number of transfers per iteration", (Arg("n", integer(1, 2**40)),),
+           group="Transfers"),
+    Option("noResetParentAffinity", LOCAL, "leave the parent's affinity as -affinityParent set it",
+           group="Processes"),
+    Option("noVideoInitLoops", LOCAL, "no untimed video warm-up transfers", group="Video"),
+    *_sizes("offset", "offset", "start transfers at this offset",
+            units=(("B", 1), ("KB", KB), ("MB", MB)), lo=0),
+    Option("p", LOCAL, "number of processes running this test at once",
+           (Arg("n", integer(1, 1024)),), group="Processes"),
+    Option("percR", LOCAL, "percentage of reads for -rand, -aio, -files",
+           (Arg("p", integer(0, 100)),), group="Files"),
+    Option("s", LOCAL, "index in the file list of this test's first file", (Arg("n", Count),),
+           group="Files"),
+    Option("sa", LOCAL, "as -sample, showing only the bandwidth columns", (Arg("k", Count),),
+           dest="sample", also=(("sa", True),), group="Output"),
+    Option("sample", LOCAL, "time-stamp a sample every k+1 transfers (at most 1024)",
+           (Arg("k", Count),), group="Output"),
+    Option("sleepEnd", LOCAL, "sleep n seconds after the test, before the process exits",
+           (Arg("n", integer(0, 86400)),), group="Processes"),
+    Option("stride", LOCAL, "stride of -load/-store in bytes (default: the cache line size)",
+           (Arg("bytes", integer(8, 2**30)),), group="Memory patterns"),
+    Option("T", LOCAL, "throttle: add this delay in microseconds to every transfer",
+           (Arg("usec", integer(0, 10**9)),), group="Transfers"),
+    Option("touch", LOCAL, "after each read, touch one word of the buffer", group="Files"),
+    Option("touch4K", LOCAL, "after each read, touch one word per 4 KB", group="Files"),
+    *_sizes("vector", "vector", "seek this far after each file transfer",
+            units=(("B", 1), ("KB", KB), ("MB", MB)), lo=0),
+    Option("wire", LOCAL, "lock (wire) the test's buffers in memory (mlock)", group="Processes"),
+]
+
+# Actions ---------------------------------------------------------------------------------------
+_A = [
+    Option("aio", ACTION, "keep n asynchronous transfers outstanding (-percR mix)",
+           (Arg("n", integer(1, 1024)),), group="File"),
+    Option("bcopy", ACTION, "memory copy (system bandwidth counts read + write)", group="Memory"),
+    Option("bzero", ACTION, "memory zeroing", group="Memory"),
+    Option("files", ACTION, "web-server simulation: random transfers to n files under -dir",
+           (Arg("n", integer(1, 10**7)),), group="File"),
+    Option("load", ACTION, "one integer load per cache line (or -stride)", group="Memory"),
+    Option("ls", ACTION, "bursts of loads then stores; the burst is the transfer size",
+           group="Memory"),
+    Option("memStreams", ACTION, "rate-paced streams on system memory (see -streams)",
+           STREAM_ARGS, group="Streams"),
+    Option("r", ACTION, "sequential file read", group="File"),
+    Option("rand", ACTION, "random transfers in a file (-percR reads)", group="File"),
+    Option("rmw", ACTION, "read a transfer, modify it, write it back", group="File"),
+    Option("rw", ACTION, "read a transfer, write the next location, alternate", group="File"),
+    Option("Sadd", ACTION, "STREAM Add: c = a + b", group="STREAM"),
+    Option("scan", ACTION, "equally spaced reads across a whole disk or file (wired buffers)",
+           (Arg("file", text),), group="File"),
+    Option("scanfile", ACTION, "as -scan through the ordinary file interface",
+           (Arg("file", text),), group="File"),
+    Option("Scopy", ACTION, "STREAM Copy: c = a", group="STREAM"),
+    Option("spinWait", ACTION, "random-number loop keeping a CPU busy; reports loops/s",
+           group="CPU"),
+    Option("Sscale", ACTION, "STREAM Scale: b = scalar * c", group="STREAM"),
+    Option("store", ACTION, "one integer store per cache line (or -stride)", group="Memory"),
+    Option("streams", ACTION, "rate-paced HDTV streams: label lookahead sizeKB bwMBs startTime "
+           "runTime mfileMB", STREAM_ARGS, group="Streams"),
+    Option("Striad", ACTION, "STREAM Triad: a = b + scalar * c", group="STREAM"),
+    Option("V", ACTION, "video test n (1..12)", (Arg("n", integer(1, 12)),), group="Video"),
+    Option("w", ACTION, "sequential file write", group="File"),
+]
+
+OPTIONS: dict[str, Option] = {o.name: o for o in (*_G, *_L, *_A)}
+assert len(OPTIONS) == len(_G) + len(_L) + len(_A), "duplicate option name"
+
+# Defaults of the fields the options write. A field's default is documented in -help.
+GLOBAL_DEFAULTS: dict[str, Any] = dict(
+    aliasFile=None, bo=False, config=None, child=None, example=False, files=(), slow=None,
+    freeSharedMemory=False, g=False, help=None, nh=False, printAlias=False, quit=False,
+    seed=None, smkey=0xDECA, sp=False, vl=0, version=False)
+LOCAL_DEFAULTS: dict[str, Any] = dict(
+    affinityNumber=None, affinityNumberDiff=None, affinityParent=None, size=MB,
+    bp1=0x5555555555555555, bp2=0xAAAAAAAAAAAAAAAA, bpkey=1, bt=100, btr=False, cfiles=False,
+    checkpoint=False, dir="filestest", display=None, execChild=False, extraRead=0, fbc=False,
+    i=10, IH=480, IW=720, linesize=None, m=False, mfile=None, mfileXfer=None, n=64,
+    noResetParentAffinity=False, noVideoInitLoops=False, offset=0, p=1, percR=100, s=None,
+    sa=False, sample=None, sleepEnd=0, stride=None, T=0, touch=False, touch4K=False, vector=0,
+    wire=False)
+
+for _o in OPTIONS.values():
+    _defaults = {GLOBAL: GLOBAL_DEFAULTS, LOCAL: LOCAL_DEFAULTS}.get(_o.scope)
+    assert _defaults is None or _o.field in _defaults, f"-{_o.name} writes an unknown field"
+
+
+
+def _record(name: str, defaults: dict[str, Any]) -> type:
+    """A frozen, picklable record with one field per option destination, defaults included."""
+    cls = make_dataclass(name, [(k, Any, field(default=v)) for k, v in defaults.items()],
+                         frozen=True)
+    cls.__module__ = __name__
+    return cls
+
+
+Globals = _record("Globals", GLOBAL_DEFAULTS)
+Locals = _record("Locals", LOCAL_DEFAULTS)
+
+
+def default_text(field_name: str) -> str:
+    """The default of a field as -help shows it."""
+    value = {**GLOBAL_DEFAULTS, **LOCAL_DEFAULTS}.get(field_name)
+    if isinstance(value, bool) or value in (None, (), 0):
+        return ""
+    return hex(value) if field_name in ("bp1", "bp2", "smkey") else str(value)

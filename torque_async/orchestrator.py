@@ -1,0 +1,181 @@
+"""One run: the results segment, the spawned workers, the barrier, supervision and clean-up.
+
+Everything runs on one uvloop event loop. Workers are spawned processes; the loop takes its
+place at the barrier through a thread so it never blocks, and it watches every worker's
+sentinel: a worker that dies or fails stops the run (stop flag, barrier abort), never hangs it.
+The segment is unlinked whatever happens.
+"""
+from __future__ import annotations
+
+import asyncio
+import multiprocessing as mp
+import os
+import signal
+import sys
+import threading
+from dataclasses import dataclass
+from threading import BrokenBarrierError
+
+import psutil
+import uvloop
+
+from .cmdline import UsageError
+from .kinds import KINDS, WORKER
+from .plan import Plan, Proc
+from .results import STATE_NAMES, Record, Results, SegmentExists, owner_of, segment_name
+from workers import entry
+
+SETUP_TIMEOUT = 300.0              # seconds every test may take to set up before the start
+STOP_GRACE = 2.0                   # seconds a stopped worker gets before it is killed
+
+
+@dataclass(frozen=True)
+class Outcome:
+    records: tuple[Record, ...]
+    failures: tuple[str, ...]      # one line per test process that failed, by name
+
+
+def describe(proc: Proc) -> str:
+    g = proc.group
+    return f"test {proc.row} (-{g.action}{' ' + ' '.join(map(str, g.args)) if g.args else ''}, " \
+           f"group {g.index}, process {proc.index})"
+
+
+def open_segment(plan: Plan, rows: int) -> Results:
+    name = segment_name(plan.settings.smkey)
+    try:
+        return Results.create(name, rows)
+    except SegmentExists:
+        owner = owner_of(name)
+        if owner and psutil.pid_exists(owner):
+            raise UsageError(f"shared memory key {plan.settings.smkey:#x} is in use by "
+                             f"torque-async pid {owner}: wait for it or choose another -smkey")
+        raise UsageError(f"a killed run (pid {owner}) left shared memory /dev/shm/{name}: "
+                         f"remove it with -freeSharedMemory") from None
+
+
+def spec_for(plan: Plan, proc: Proc, segment: str, linesize: int) -> entry.WorkerSpec:
+    return entry.WorkerSpec(segment, proc, plan.settings.seed,
+                            proc.group.local.linesize or linesize, plan.slow)
+
+
+def run(plan: Plan, linesize: int) -> Outcome:
+    procs = plan.procs()
+    results = open_segment(plan, len(procs))
+    try:
+        if plan.settings.sp:
+            spec = spec_for(plan, procs[0], results.shm.name.lstrip("/"), linesize)
+            entry.main(spec, threading.Barrier(1), threading.Lock(), in_process=True)
+            return Outcome(results.snapshot(), failures(procs, results, {}))
+        return uvloop.run(Supervisor(plan, procs, results, linesize).run())
+    finally:
+        results.header["stop"] = 1
+        results.shm.unlink()
+        results.release()
+
+
+def failures(procs, results: Results, exitcodes: dict[int, int | None]) -> tuple[str, ...]:
+    """A line for every process that did not finish well, saying why."""
+    lines = []
+    for proc, rec in zip(procs, results.snapshot()):
+        code = exitcodes.get(proc.row, 0)
+        if rec.error:
+            lines.append(f"{describe(proc)} failed: {rec.error}")
+        elif code is not None and code < 0:
+            lines.append(f"{describe(proc)} died: {signal.Signals(-code).name}")
+        elif rec.state in (1, 2, 3) or code:
+            lines.append(f"{describe(proc)} stopped while {STATE_NAMES[rec.state]} "
+                         f"(exit code {code})")
+    return tuple(lines)
+
+
+class Supervisor:
+    def __init__(self, plan: Plan, procs, results: Results, linesize: int):
+        self.plan, self.procs, self.results, self.linesize = plan, procs, results, linesize
+        self.ctx = mp.get_context("spawn")
+        self.workers = [p for p in procs if KINDS[p.group.action].runs_in == WORKER]
+        self.barrier = self.ctx.Barrier(len(self.workers) + 1)
+        self.calibration_lock = self.ctx.Lock()     # spinWait measures its idle rate alone
+        self.children: dict[int, mp.process.BaseProcess] = {}
+        self.exitcodes: dict[int, int | None] = {}
+        self.failed = asyncio.Event()
+        self.problems: tuple[str, ...] = ()
+
+    async def run(self) -> Outcome:
+        self.loop = loop = asyncio.get_running_loop()
+        try:
+            self.spawn()
+            ended = [self.watch(loop, row, child) for row, child in self.children.items()]
+            if self.plan.settings.g:
+                await loop.run_in_executor(None, self.wait_for_key)
+            start = loop.run_in_executor(None, self.pass_barrier)
+            failed = asyncio.ensure_future(self.failed.wait())
+            await asyncio.wait([start, failed], return_when=asyncio.FIRST_COMPLETED)
+            failed.cancel()
+            if not self.failed.is_set():
+                await asyncio.gather(*ended)
+        finally:
+            self.stop()
+        return Outcome(self.results.snapshot(), self.problems
+                       + failures(self.procs, self.results, self.exitcodes))
+
+    def spawn(self) -> None:
+        segment = self.results.shm.name.lstrip("/")
+        for proc in self.workers:
+            local = proc.group.local
+            parent_cpus = os.sched_getaffinity(0)
+            if local.affinityParent is not None:
+                os.sched_setaffinity(0, {local.affinityParent})
+            child = self.ctx.Process(target=entry.main, name=f"torque-async {describe(proc)}",
+                                     args=(spec_for(self.plan, proc, segment, self.linesize),
+                                           self.barrier, self.calibration_lock))
+            child.start()
+            if local.affinityParent is not None and not local.noResetParentAffinity:
+                os.sched_setaffinity(0, parent_cpus)
+            self.children[proc.row] = child
+
+    def watch(self, loop: asyncio.AbstractEventLoop, row: int, child) -> asyncio.Future:
+        """A future that resolves when the child exits; a bad exit stops the whole run."""
+        done = loop.create_future()
+
+        def exited() -> None:
+            loop.remove_reader(child.sentinel)
+            child.join()
+            self.exitcodes[row] = child.exitcode
+            if child.exitcode != 0:
+                self.abort()
+            done.set_result(child.exitcode)
+        loop.add_reader(child.sentinel, exited)
+        return done
+
+    def wait_for_key(self) -> None:
+        for row, child in self.children.items():
+            print(f"pid {child.pid}: {describe(self.procs[row])}", file=sys.stderr)
+        print("press Enter to start testing", file=sys.stderr)
+        sys.stdin.readline()
+
+    def pass_barrier(self) -> None:
+        """The loop's place at the barrier: all set up, then (after calibration) the start."""
+        try:
+            self.barrier.wait(SETUP_TIMEOUT)
+            self.barrier.wait(SETUP_TIMEOUT)
+        except BrokenBarrierError:
+            if not self.failed.is_set():     # nobody aborted: the wait timed out
+                self.problems = (f"the tests did not all set up within {SETUP_TIMEOUT:.0f} s",)
+                self.loop.call_soon_threadsafe(self.abort)
+
+    def abort(self) -> None:
+        self.results.header["stop"] = 1
+        self.barrier.abort()
+        self.failed.set()
+
+    def stop(self) -> None:
+        """Stop every worker: the stop flag first, then SIGKILL after a grace period."""
+        self.results.header["stop"] = 1
+        self.barrier.abort()
+        for child in self.children.values():
+            child.join(STOP_GRACE)
+            if child.exitcode is None:
+                child.kill()
+                child.join()
+        self.exitcodes.update((row, c.exitcode) for row, c in self.children.items())

@@ -1,0 +1,46 @@
+"""The frozen, picklable result of parsing: global settings and one group per action."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Group:
+    index: int
+    action: str                   # option name of the action, e.g. "load"
+    args: tuple[Any, ...]         # the action's parsed arguments
+    local: Any                    # options.Locals: the options that stood before the action
+    text: str                     # this group's part of the command line
+    origin: str                   # "command line" or the config file it came from
+
+
+@dataclass(frozen=True)
+class Proc:
+    """One test process: its row in the results array and its place in its group."""
+    row: int
+    group: Group
+    index: int                    # 0 .. p-1 inside the group
+
+
+@dataclass(frozen=True)
+class Plan:
+    settings: Any                 # options.Globals
+    groups: tuple[Group, ...]
+    command: str                  # the command line as typed (quoted)
+    config: str | None            # the configuration file read, if any
+    aliases: tuple[tuple[str, str], ...]
+    from_config: bool             # the groups came from the configuration file
+
+    def procs(self) -> tuple[Proc, ...]:
+        """Every test process, numbered in order; -child n keeps only process n."""
+        every = [(g, k) for g in self.groups for k in range(g.local.p)]
+        if self.settings.child is not None:
+            every = every[self.settings.child:self.settings.child + 1]
+        return tuple(Proc(row, g, k) for row, (g, k) in enumerate(every))
+
+    @property
+    def slow(self) -> bool:
+        """-slow is the default with more than one test process."""
+        s = self.settings.slow
+        return len(self.procs()) > 1 if s is None else s

@@ -1,0 +1,176 @@
+"""The shared results array: one fixed record per test process, in one shared memory segment.
+
+Each test process writes only its own row; the orchestrator reads them all and sets the stop
+flag. Times are CLOCK_MONOTONIC nanoseconds. After the run, `snapshot()` copies the rows into
+immutable `Record`s that the report reads.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+import _posixshmem
+from multiprocessing import resource_tracker, shared_memory
+
+import numpy as np
+
+SUB_BITS = 2                       # latency histogram: 4 buckets per power of two of ns
+HIST_BUCKETS = 64 << SUB_BITS
+MAX_SAMPLES = 1024
+PHASES = ("spawned", "set up", "released", "measured", "done")
+MAGIC = 0x746F72717565         # "torque"
+
+# Row states, in the order a test goes through them.
+NEW, READY, RUNNING, MEASURED, DONE, FAILED, ABORTED = range(7)
+STATE_NAMES = ("new", "ready", "running", "measured", "done", "failed", "aborted")
+
+HEADER = np.dtype([("magic", "i8"), ("owner", "i8"), ("rows", "i8"), ("stop", "i8")])
+ROW = np.dtype([
+    ("state", "i8"), ("pid", "i8"),
+    ("start", "i8"), ("finish", "i8"),            # the measured interval
+    ("transfers", "i8"),                         # measured transfers (live while running)
+    ("bytes", "i8"), ("sys_bytes", "i8"),        # transfer bytes and system bytes measured
+    ("extra_transfers", "i8"),                   # unmeasured transfers run under -slow
+    ("lat_min", "i8"), ("lat_max", "i8"), ("lat_sum", "i8"), ("lat_count", "i8"),
+    ("hist", "i8", (HIST_BUCKETS,)),
+    ("nsamples", "i8"), ("samples", "i8", (MAX_SAMPLES, 2)),   # (time ns, transfers done)
+    ("phase", "i8", (len(PHASES),)),             # when each phase began (-checkpoint)
+    ("ops", "i8"), ("ref_rate", "f8"),           # spinWait: loops measured, loops/s alone
+    ("transfer_bytes", "i8"),
+    ("info", "S160"), ("error", "S240"),
+], align=True)
+
+
+def bucket(ns: int) -> int:
+    """Histogram bucket of a latency: its power of two, then the next SUB_BITS bits."""
+    b = ns.bit_length()
+    if b <= SUB_BITS:
+        return b << SUB_BITS
+    return (b << SUB_BITS) | ((ns >> (b - 1 - SUB_BITS)) & ((1 << SUB_BITS) - 1))
+
+
+def bucket_top(i: int) -> int:
+    """The largest latency (ns) that falls in bucket i."""
+    b, sub = i >> SUB_BITS, i & ((1 << SUB_BITS) - 1)
+    if b <= SUB_BITS:
+        return (1 << b) - 1
+    width = 1 << (b - 1 - SUB_BITS)
+    return (1 << (b - 1)) + (sub + 1) * width - 1
+
+
+def segment_name(smkey: int) -> str:
+    return f"torque-async-{smkey:x}"
+
+
+class SegmentExists(Exception):
+    """A results segment of this key exists: another run, or one that was killed."""
+
+
+class Results:
+    def __init__(self, shm: shared_memory.SharedMemory, rows: int):
+        self.shm = shm
+        self.header = np.ndarray((), HEADER, shm.buf, 0)
+        self.rows = np.ndarray((rows,), ROW, shm.buf, HEADER.itemsize)
+
+    @classmethod
+    def create(cls, name: str, rows: int) -> "Results":
+        try:
+            shm = shared_memory.SharedMemory(name, create=True,
+                                             size=HEADER.itemsize + rows * ROW.itemsize)
+        except FileExistsError:
+            raise SegmentExists(name) from None
+        res = cls(shm, rows)
+        res.rows[...] = np.zeros((), ROW)
+        res.rows["lat_min"] = np.iinfo(np.int64).max
+        res.header[()] = (MAGIC, os.getpid(), rows, 0)
+        return res
+
+    @classmethod
+    def attach(cls, name: str) -> "Results":
+        shm = shared_memory.SharedMemory(name)
+        rows = int(np.ndarray((), HEADER, shm.buf, 0)["rows"])
+        return cls(shm, rows)
+
+    def release(self) -> None:
+        """Drop the numpy views and unmap; the segment itself stays until unlinked."""
+        del self.header, self.rows
+        try:
+            self.shm.close()
+        except BufferError:     # a view is still alive (a traceback's frame): exit unmaps it
+            pass
+
+    def snapshot(self) -> tuple["Record", ...]:
+        return tuple(Record.of(r, i) for i, r in enumerate(self.rows.copy()))
+
+
+def owner_of(name: str) -> int | None:
+    """The pid that created segment `name`, 0 if unreadable, None if there is no such segment.
+
+    Looking must not adopt the segment: a plain attach would register it with this process's
+    resource tracker, which would then unlink another run's segment when this process exits.
+    """
+    try:
+        shm = shared_memory.SharedMemory(name)
+    except FileNotFoundError:
+        return None
+    resource_tracker.unregister(shm._name, "shared_memory")
+    try:
+        return int(np.ndarray((), HEADER, shm.buf, 0)["owner"]) if shm.size >= HEADER.itemsize else 0
+    finally:
+        shm.close()
+
+
+def free_segment(name: str) -> int | None:
+    """Remove a leftover segment; returns its creator's pid, or None if there was none."""
+    owner = owner_of(name)
+    if owner is not None:
+        _posixshmem.shm_unlink("/" + name)
+    return owner
+
+
+@dataclass(frozen=True)
+class Record:
+    """An immutable copy of one row, with plain Python values."""
+    row: int
+    state: int
+    pid: int
+    start: int
+    finish: int
+    transfers: int
+    bytes: int
+    sys_bytes: int
+    extra_transfers: int
+    lat_min: int
+    lat_max: int
+    lat_sum: int
+    lat_count: int
+    hist: tuple[int, ...]
+    samples: tuple[tuple[int, int], ...]
+    phase: tuple[int, ...]
+    ops: int
+    ref_rate: float
+    transfer_bytes: int
+    info: str
+    error: str
+
+    @classmethod
+    def of(cls, r: np.void, row: int) -> "Record":
+        n = int(r["nsamples"])
+        return cls(row=row, state=int(r["state"]), pid=int(r["pid"]), start=int(r["start"]),
+                   finish=int(r["finish"]), transfers=int(r["transfers"]),
+                   bytes=int(r["bytes"]), sys_bytes=int(r["sys_bytes"]),
+                   extra_transfers=int(r["extra_transfers"]), lat_min=int(r["lat_min"]),
+                   lat_max=int(r["lat_max"]), lat_sum=int(r["lat_sum"]),
+                   lat_count=int(r["lat_count"]), hist=tuple(int(x) for x in r["hist"]),
+                   samples=tuple((int(t), int(k)) for t, k in r["samples"][:n]),
+                   phase=tuple(int(x) for x in r["phase"]), ops=int(r["ops"]),
+                   ref_rate=float(r["ref_rate"]), transfer_bytes=int(r["transfer_bytes"]),
+                   info=r["info"].decode(errors="replace"),
+                   error=r["error"].decode(errors="replace"))
+
+    @property
+    def elapsed(self) -> int:
+        return self.finish - self.start
+
+    @property
+    def ok(self) -> bool:
+        return self.state == DONE

@@ -1,0 +1,190 @@
+"""Machine description for the report header and the `sysctl.current` dump.
+
+Everything comes from /sys, /proc, psutil and the standard library; a value
+that cannot be read is reported as 0 or 'NA', never guessed.
+"""
+
+from __future__ import annotations
+
+import glob
+import importlib.metadata
+import os
+import platform
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+_CPU = "/sys/devices/system/cpu"
+_PACKAGES = ("numpy", "uvloop", "aiofiles", "psutil", "PyOpenGL", "click")
+
+
+@dataclass(frozen=True)
+class SysInfo:
+    hostname: str
+    machine: str
+    cpu_model: str
+    ethernet: str
+    cpu_mhz: int
+    cache_line: int
+    l1d_kb: int
+    l1i_kb: int
+    l2_kb: int
+    l3_kb: int
+    mem_mb: int
+    physical_cpus: int
+    logical_cpus: int
+    kernel: str
+
+
+def _read(path: str, default: str = "") -> str:
+    """Stripped contents of a (sysfs/procfs) file, or `default` if unreadable."""
+    try:
+        return Path(path).read_text().strip()
+    except (OSError, UnicodeDecodeError):
+        return default
+
+
+def _cpuinfo() -> dict[str, str]:
+    """First value of each key in /proc/cpuinfo (i.e. the fields of CPU 0)."""
+    fields: dict[str, str] = {}
+    for line in _read("/proc/cpuinfo").splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            fields.setdefault(key.strip(), value.strip())
+    return fields
+
+
+def _ethernet() -> str:
+    """MAC of the first interface (by name) with a non-zero address; lo has none."""
+    for address in sorted(glob.glob("/sys/class/net/*/address")):
+        mac = _read(address)
+        if mac and mac.strip("0:"):
+            return mac
+    return "NA"
+
+
+def _cpu_mhz(cpuinfo: dict[str, str]) -> int:
+    khz = _read(f"{_CPU}/cpu0/cpufreq/cpuinfo_max_freq")
+    if khz.isdigit() and int(khz) > 0:
+        return int(khz) // 1000
+    freq = psutil.cpu_freq()
+    if freq and (freq.max or freq.current):
+        return int(freq.max or freq.current)
+    try:
+        return int(float(cpuinfo.get("cpu MHz", "0")))
+    except ValueError:
+        return 0
+
+
+def _cache_line() -> int:
+    size = _read(f"{_CPU}/cpu0/cache/index0/coherency_line_size")
+    if size.isdigit() and int(size) > 0:
+        return int(size)
+    try:
+        size = os.sysconf("SC_LEVEL1_DCACHE_LINESIZE")
+    except (ValueError, OSError):
+        size = 0
+    return size if size > 0 else 64
+
+
+def _cache_sizes() -> dict[str, int]:
+    """KiB per cache of CPU 0, keyed level+type: '1Data', '1Instruction', '2Unified', ..."""
+    sizes: dict[str, int] = {}
+    unit = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}
+    for index in sorted(glob.glob(f"{_CPU}/cpu0/cache/index[0-9]*")):
+        match = re.fullmatch(r"(\d+)([KMG]?)", _read(f"{index}/size"))
+        if match:
+            key = _read(f"{index}/level") + _read(f"{index}/type")
+            sizes.setdefault(key, int(match[1]) * unit[match[2]] // 2**10)
+    return sizes
+
+
+def collect() -> SysInfo:
+    """Read the machine's description (fast: a handful of small file reads)."""
+    cpuinfo = _cpuinfo()
+    caches = _cache_sizes()
+    logical = psutil.cpu_count(logical=True) or 0
+    uname = platform.uname()
+    return SysInfo(
+        hostname=uname.node,
+        machine=uname.machine,
+        # x86 names the model; ARM/others only give a processor or hardware line.
+        cpu_model=cpuinfo.get("model name") or cpuinfo.get("Processor")
+        or cpuinfo.get("Hardware") or uname.processor or "NA",
+        ethernet=_ethernet(),
+        cpu_mhz=_cpu_mhz(cpuinfo),
+        cache_line=_cache_line(),
+        l1d_kb=caches.get("1Data", 0),
+        l1i_kb=caches.get("1Instruction", 0),
+        l2_kb=caches.get("2Unified", 0),
+        l3_kb=caches.get("3Unified", 0),
+        mem_mb=psutil.virtual_memory().total // 2**20,
+        physical_cpus=psutil.cpu_count(logical=False) or logical,
+        logical_cpus=logical,
+        kernel=uname.release,
+    )
+
+
+def header_lines(info: SysInfo) -> list[str]:
+    """The report header's machine block, in the style of torque's man page."""
+    return [
+        f"hw.machine: {info.machine}",
+        f"hw.model: {info.cpu_model}",
+        f"hostname: {info.hostname}",
+        f"Ethernet Address: {info.ethernet}",
+        "",
+        f"{info.cpu_mhz} hw.cpufrequency (MHz)",
+        f"{info.cache_line} hw.cachelinesize (Bytes)",
+        f"{info.l1i_kb} hw.l1icachesize (KByte)",
+        f"{info.l1d_kb} hw.l1dcachesize (KByte)",
+        f"{info.l2_kb} hw.l2cachesize (KByte)",
+        f"{info.l3_kb} hw.l3cachesize (KByte)",
+        f"{info.mem_mb} hw.memsize (MByte)",
+        f"{info.physical_cpus} hw.physicalcpu",
+        f"{info.logical_cpus} hw.logicalcpu",
+    ]
+
+
+def _mount_of(path: str) -> str:
+    """'device on mountpoint type fstype (options)' for the mount holding `path`."""
+    target = os.path.realpath(path)
+    best = None
+    for part in psutil.disk_partitions(all=True):
+        mp = part.mountpoint
+        inside = target == mp or target.startswith(mp.rstrip("/") + "/")
+        # `>=` so that of stacked mounts on one point the last (visible) one wins.
+        if inside and (best is None or len(mp) >= len(best.mountpoint)):
+            best = part
+    if best is None:
+        return "NA"
+    return f"{best.device} on {best.mountpoint} type {best.fstype} ({best.opts})"
+
+
+def _version(package: str) -> str:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def detail_lines(info: SysInfo, paths: list[str]) -> list[str]:
+    """The longer configuration dump written to `sysctl.current`."""
+    cpus = sorted(glob.glob(f"{_CPU}/cpu[0-9]*"), key=lambda p: int(p.rsplit("cpu", 1)[1]))
+    vm, swap = psutil.virtual_memory(), psutil.swap_memory()
+    lines = header_lines(info) + ["", f"kernel: {' '.join(filter(None, platform.uname()))}"]
+    for cpu in cpus:
+        governor = _read(f"{cpu}/cpufreq/scaling_governor", "NA")
+        lines.append(f"{os.path.basename(cpu)}.scaling_governor: {governor}")
+    lines += [
+        f"transparent_hugepage: {_read('/sys/kernel/mm/transparent_hugepage/enabled', 'NA')}",
+        f"io_uring_disabled: {_read('/proc/sys/kernel/io_uring_disabled', 'NA')}",
+        f"mem.total: {vm.total // 2**20} MByte",
+        f"mem.available: {vm.available // 2**20} MByte",
+        f"swap.total: {swap.total // 2**20} MByte",
+    ]
+    lines += [f"mount {path}: {_mount_of(path)}" for path in paths]
+    lines.append(f"version python: {platform.python_version()}")
+    lines += [f"version {pkg}: {_version(pkg)}" for pkg in _PACKAGES]
+    return lines

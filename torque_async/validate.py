@@ -1,0 +1,52 @@
+"""Checks of a parsed plan against what this version runs and what this machine has."""
+from __future__ import annotations
+
+import os
+
+import psutil
+
+from .cmdline import UsageError
+from .kinds import KINDS, WORKER
+from .plan import Plan
+from .units import MB
+
+
+def check(plan: Plan) -> None:
+    """Raise UsageError, naming the option, for a plan that cannot run here."""
+    if not plan.groups:
+        raise UsageError("no action given: name a test (e.g. -load) or put one in Torque.config;"
+                         " -h for help")
+    child = plan.settings.child
+    total = sum(g.local.p for g in plan.groups)
+    if child is not None and child >= total:
+        raise UsageError(f"-child {child}: the plan has {total} test processes (0..{total - 1})")
+    procs = plan.procs()
+    for g in plan.groups:
+        kind = KINDS[g.action]
+        if kind.impl is None:
+            raise UsageError(f"-{g.action}: the {kind.family} tests are not in this version yet")
+        check_cpus(g)
+    if plan.settings.sp and (len(procs) != 1 or KINDS[procs[0].group.action].runs_in != WORKER):
+        raise UsageError(f"-sp runs a single test process in the main process; the plan has "
+                         f"{len(procs)}")
+    need = sum(KINDS[p.group.action].buffers * p.group.local.n * p.group.local.size
+               for p in procs)
+    have = psutil.virtual_memory().available
+    if need > have * 0.9:
+        raise UsageError(f"the tests need {need // MB} MB of buffers but only {have // MB} MB of "
+                         f"memory is available: lower -n or the transfer size")
+
+
+def check_cpus(group) -> None:
+    local, allowed = group.local, os.sched_getaffinity(0)
+    wanted = {
+        "affinityNumber": [local.affinityNumber],
+        "affinityNumberDiff": [None if local.affinityNumberDiff is None
+                               else local.affinityNumberDiff + k for k in range(local.p)],
+        "affinityParent": [local.affinityParent],
+    }
+    for name, cpus in wanted.items():
+        bad = [c for c in cpus if c is not None and c not in allowed]
+        if bad:
+            raise UsageError(f"-{name}: CPU {bad[0]} is not available here "
+                             f"(CPUs {','.join(map(str, sorted(allowed)))})")

@@ -1,0 +1,41 @@
+"""The interface every spawned-process test implements, and what it is given.
+
+A test class is constructed in its worker process (set-up: allocate, initialise, warm up; never
+timed), then `transfer(k)` is called for k = 0, 1, 2, ... between the timer's start and stop
+(and past n x i, unmeasured, while -slow keeps it busy), then `check()` validates the data after
+timing and `close()` frees what it holds. The driver (workers/entry.py) owns the clock, the
+latency statistics, the samples and the results row; a test only moves data.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+
+class TestError(Exception):
+    """A test found wrong data or could not set up: the message names what and why."""
+
+
+@dataclass(frozen=True)
+class TestContext:
+    group: Any                # torque_async.plan.Group: .action, .args, .local (the group's options)
+    proc: int                 # process index inside the group (0 .. p-1)
+    row: int                  # this process's row in the results array (its global number)
+    rng: np.random.Generator  # seeded from -seed and the row: every random choice comes from here
+    linesize: int             # cache line size in bytes (-linesize or the machine's)
+
+    @property
+    def local(self):
+        return self.group.local
+
+
+class WorkerTest(Protocol):
+    transfer_bytes: int   # bytes one transfer reports in BW(MB/s)
+    system_bytes: int     # bytes one transfer moves through the system (the BW: line)
+    info: str             # one line about the set-up for the report ('' for none)
+
+    def transfer(self, k: int) -> None: ...
+    def check(self) -> None: ...
+    def close(self) -> None: ...

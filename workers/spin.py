@@ -1,0 +1,43 @@
+"""-spinWait: keep a processor busy generating random numbers; no bandwidth.
+
+One transfer generates transfer-size / 8 random doubles from the process's own generator, in
+fills of one small preallocated block that stays in cache (so the test moves no memory); one
+loop is one random number. The driver measures the loop rate alone before the start
+(`calibrate`) and under load, so the report can say how much of an idle CPU the test kept.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from workers.api import TestContext, TestError
+
+BLOCK = 16384                      # random numbers per fill (128 KiB: stays in L2)
+
+
+class SpinTest:
+    transfer_bytes = 0
+    system_bytes = 0
+    calibrate = True
+
+    def __init__(self, ctx: TestContext):
+        self.rng = ctx.rng
+        self.block = np.zeros(BLOCK)
+        self.fills = max(1, ctx.local.size // 8 // BLOCK)
+        self.ops_per_transfer = self.fills * BLOCK
+        self.info = f"{self.ops_per_transfer} random numbers per transfer"
+
+    def transfer(self, k: int) -> None:
+        for _ in range(self.fills):
+            self.rng.random(out=self.block)
+
+    def check(self) -> None:
+        # Doubles in [0, 1) with a plausible mean: the loop really generated numbers.
+        if not (0.0 <= self.block.min() and self.block.max() < 1.0
+                and abs(self.block.mean() - 0.5) < 0.05):
+            raise TestError("spinWait: the random block does not hold uniform numbers")
+
+    def close(self) -> None:
+        pass
+
+
+TESTS = {"spinWait": SpinTest}

@@ -94,9 +94,9 @@ def value_after(tokens: list[Token], option: str) -> Token | None:
 
 
 def suggest(name: str, extra: Iterable[str] = ()) -> str:
-    close = difflib.get_close_matches(name, [*OPTIONS, *extra], n=1, cutoff=0.6)
-    if not close:
-        close = [o for o in OPTIONS if o.lower() == name.lower()]
+    known = [*OPTIONS, *extra]
+    close = [o for o in known if o.lower() == name.lower()] or \
+        difflib.get_close_matches(name, known, n=1, cutoff=0.6)
     return f" (did you mean -{close[0]}?)" if close else ""
 
 

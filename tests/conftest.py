@@ -1,0 +1,40 @@
+"""Shared helpers: run the real command in-process or as a subprocess, in a clean directory."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from torque_async import cli
+
+
+@pytest.fixture(autouse=True)
+def _in_tmp(tmp_path, monkeypatch):
+    """Every test runs in its own empty directory: no stray Torque.config, sysctl.current kept."""
+    monkeypatch.chdir(tmp_path)
+
+
+def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """The installed command as a user runs it (a fresh process: spawn, signals, exit codes)."""
+    return subprocess.run([sys.executable, "-m", "torque_async", *args], capture_output=True,
+                          text=True, timeout=timeout, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+
+def execute(capsys, *args: str) -> tuple[int, str, str]:
+    code = cli.execute(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def table(out: str) -> list[list[str]]:
+    """The rows of the bandwidth table, split into their columns."""
+    lines = out.splitlines()
+    i = lines.index("proc,Start,Finish,Diff,Xfers,BW(MB/s),TS(KB),IO/sec,Test,File,PID")
+    rows = []
+    for line in lines[i + 1:]:
+        if not line.strip():
+            break
+        rows.append([c.strip() for c in line.split(",")])
+    return rows

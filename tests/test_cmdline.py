@@ -1,0 +1,187 @@
+"""The grammar: every option of the table, order dependence, config file, aliases, bad input."""
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from torque_async import cmdline
+from torque_async.options import ACTION, GLOBAL, LOCAL, OPTIONS, ArgError, Locals
+from torque_async.units import KB, MB
+
+from conftest import execute
+
+CANDIDATES = ("8", "1", "r", "file.dat")
+
+
+def sample_args(opt) -> list[str]:
+    """A valid argument for each of an option's arguments."""
+    out = []
+    for arg in opt.args:
+        for text in CANDIDATES:
+            try:
+                arg.parse(text)
+            except ArgError:
+                continue
+            out.append(text)
+            break
+        else:
+            raise AssertionError(f"no sample for -{opt.name} {arg.name}")
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(OPTIONS))
+def test_every_option_is_accepted_and_lands_in_its_field(name):
+    opt = OPTIONS[name]
+    tokens = [f"-{name}", *sample_args(opt)]
+    if opt.scope == LOCAL:
+        tokens.append("-load")
+    if name in ("c", "aliasFile"):          # options that read a file: give them an empty one
+        open(tokens[1], "w").close()
+    plan = cmdline.parse(tokens)
+    expected = opt.value([a.parse(t) for a, t in zip(opt.args, tokens[1:])])
+    if opt.scope == GLOBAL:
+        got = getattr(plan.settings, opt.field)
+        assert got == ((expected,) if opt.field == "files" else expected)
+    elif opt.scope == LOCAL:
+        assert getattr(plan.groups[0].local, opt.field) == expected
+    else:
+        assert plan.groups[0].action == name
+        assert plan.groups[0].args == tuple(a.parse(t) for a, t in zip(opt.args, tokens[1:]))
+
+
+def test_sizes_use_powers_of_two():
+    groups = cmdline.parse(["-B", "100", "-r", "-KB", "4", "-r", "-MB", "2", "-r",
+                            "-GB", "1", "-r"]).groups
+    assert [g.local.size for g in groups] == [100, 4 * KB, 2 * MB, 1 << 30]
+
+
+def test_locals_apply_only_to_the_next_action():
+    plan = cmdline.parse(["-p", "1", "-n", "8", "-i", "20", "-MB", "4", "-load",
+                          "-n", "256", "-V", "6", "-nh"])
+    load, video = plan.groups
+    assert (load.local.n, load.local.i, load.local.size) == (8, 20, 4 * MB)
+    assert (video.local.n, video.local.i, video.local.size) == (256, 10, MB)
+    assert video.args == (6,) and plan.settings.nh
+    assert load.text == "-p 1 -n 8 -i 20 -MB 4 -load" and video.text == "-n 256 -V 6"
+
+
+def test_the_man_pages_two_equivalent_lines_give_the_same_processes():
+    short = cmdline.parse("-p 2 -n 8 -i 10 -MB 4 -load".split()).procs()
+    long = cmdline.parse("-p 1 -n 8 -i 10 -MB 4 -load -p 1 -n 8 -i 10 -MB 4 -load".split()).procs()
+    assert len(short) == len(long) == 2
+    assert [p.group.local.n * p.group.local.size for p in short] == \
+           [p.group.local.n * p.group.local.size for p in long]
+    assert [p.index for p in short] == [0, 1] and [p.index for p in long] == [0, 0]
+
+
+def test_globals_anywhere_and_last_local_wins():
+    plan = cmdline.parse(["-n", "4", "-seed", "7", "-n", "5", "-bcopy", "-fast"])
+    assert plan.groups[0].local.n == 5 and plan.settings.seed == 7
+    assert plan.settings.slow is False and not plan.slow
+
+
+def test_slow_is_the_default_with_more_than_one_process():
+    assert not cmdline.parse(["-load"]).slow
+    assert cmdline.parse(["-p", "2", "-load"]).slow
+    assert cmdline.parse(["-load", "-bzero"]).slow
+
+
+def test_bp_sets_both_patterns_and_mfile_units_exclude_each_other():
+    g = cmdline.parse(["-bp", "0x1234", "-load"]).groups[0]
+    assert g.local.bp1 == g.local.bp2 == 0x1234
+    g = cmdline.parse(["-mfileXfer", "5", "-mfileMB", "2", "-r"]).groups[0]
+    assert (g.local.mfile, g.local.mfileXfer) == (2 * MB, None)
+    g = cmdline.parse(["-mfile4K", "3", "-mfileXfer", "5", "-r"]).groups[0]
+    assert (g.local.mfile, g.local.mfileXfer) == (None, 5)
+
+
+def test_sa_sets_the_sample_interval_and_the_bandwidth_only_flag():
+    g = cmdline.parse(["-sa", "15", "-load"]).groups[0]
+    assert (g.local.sample, g.local.sa) == (15, True)
+
+
+def test_plan_is_picklable_and_frozen():
+    plan = cmdline.parse(["-p", "2", "-n", "3", "-Striad", "-spinWait"])
+    again = pickle.loads(pickle.dumps(plan))
+    assert again == plan and again.procs() == plan.procs()
+    with pytest.raises(Exception):
+        plan.groups[0].local.n = 4  # type: ignore[misc]
+    assert isinstance(plan.groups[0].local, Locals)
+
+
+def test_child_keeps_one_process():
+    plan = cmdline.parse(["-child", "2", "-p", "2", "-load", "-p", "2", "-bzero"])
+    (proc,) = plan.procs()
+    assert proc.row == 0 and proc.group.action == "bzero" and proc.index == 0
+
+
+def write(path, text):
+    path.write_text(text)
+    return str(path)
+
+
+def test_config_globals_apply_and_its_actions_run_only_without_command_line_actions(tmp_path):
+    write(tmp_path / "Torque.config", "# default workload\n-seed 11 -f conf.dat\n"
+                                      "-n 4 -MB 2 -bcopy   # a comment\n")
+    own = cmdline.parse(["-f", "mine.dat", "-seed", "5", "-load"], cwd=str(tmp_path))
+    assert own.settings.seed == 5                       # the command line wins
+    assert own.settings.files == ("mine.dat", "conf.dat")   # command-line files first
+    assert [g.action for g in own.groups] == ["load"] and not own.from_config
+    default = cmdline.parse([], cwd=str(tmp_path))
+    assert default.settings.seed == 11 and default.from_config
+    assert [(g.action, g.local.n, g.local.size) for g in default.groups] == [("bcopy", 4, 2 * MB)]
+    assert default.config.endswith("Torque.config")
+
+
+def test_c_names_another_config_file_and_errors_name_file_and_line(tmp_path):
+    conf = write(tmp_path / "other.cfg", "-n 4\n\n-MB lots -load\n")
+    with pytest.raises(cmdline.UsageError, match=r"other.cfg:3: -MB MB: 'lots' is not an integer"):
+        cmdline.parse(["-c", conf])
+    with pytest.raises(cmdline.UsageError, match="cannot read configuration file"):
+        cmdline.parse(["-c", str(tmp_path / "missing.cfg")])
+
+
+def test_aliases_expand_and_loops_are_caught(tmp_path):
+    aliases = write(tmp_path / "a.alias", "# hdtv read\nhd = -n 4 -MB 8 -load\n"
+                                          "two = -hd -hd\nloop1 = -loop2\nloop2 = -loop1\n")
+    plan = cmdline.parse(["-aliasFile", aliases, "-two"])
+    assert [(g.action, g.local.n) for g in plan.groups] == [("load", 4), ("load", 4)]
+    assert dict(plan.aliases)["hd"] == "-n 4 -MB 8 -load"
+    with pytest.raises(cmdline.UsageError, match="alias loop: loop1 -> loop2 -> loop1"):
+        cmdline.parse(["-aliasFile", aliases, "-loop1"])
+    bad = write(tmp_path / "b.alias", "load = -bzero\n")
+    with pytest.raises(cmdline.UsageError, match="would hide the option -load"):
+        cmdline.parse(["-aliasFile", bad, "-load"])
+
+
+BAD = [
+    (["-nope"], "unknown option -nope"),
+    (["-laod"], "did you mean -load?"),
+    (["-strIad"], "did you mean -Striad?"),
+    (["-MB"], "-MB needs 1 argument"),
+    (["-MB", "x", "-load"], "'x' is not an integer"),
+    (["-n", "0", "-load"], "-n n: 0 is out of range"),
+    (["-KB", "-3", "-load"], "out of range"),
+    (["-n", "8"], "local options without an action after them: -n 8"),
+    (["-V", "13"], "13 is out of range (1..12)"),
+    (["-aio", "0"], "0 is out of range"),
+    (["-percR", "101", "-rand"], "101 is out of range"),
+    (["-streams", "x", "1", "1", "1", "0", "1", "1"], "'x' is not one of r, w, rw, wr, rwr, rrw"),
+    (["-streams", "r", "4"], "-streams needs 7 arguments"),
+    (["load"], "unexpected 'load': options start with '-'"),
+    (["-r"], "the file tests are not in this version yet"),
+    (["-affinityNumber", "999", "-load"], "-affinityNumber: CPU 999 is not available"),
+    (["-sp", "-p", "2", "-load"], "-sp runs a single test process"),
+    (["-child", "5", "-load"], "-child 5: the plan has 1 test processes"),
+    (["-n", "100000", "-GB", "1", "-bcopy"], "memory is available"),
+    ([], "no action given"),
+]
+
+
+@pytest.mark.parametrize("argv,message", BAD, ids=[" ".join(a) or "empty" for a, _ in BAD])
+def test_bad_input_is_one_line_and_exit_code_2(capsys, argv, message):
+    code, out, err = execute(capsys, *argv)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("torque-async: error: ")
+    assert message in err and "Traceback" not in err

@@ -1,0 +1,107 @@
+"""The report is pure: known records in, the man page's lines out."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from torque_async import cmdline, report
+from torque_async.results import DONE, HIST_BUCKETS, Record, bucket
+from torque_async.sysinfo import SysInfo
+from torque_async.units import MB
+
+MS = 1_000_000
+INFO = SysInfo("host", "x86_64", "CPU", "00:03:93:c6:73:12", 1000, 32, 32, 32, 256, 0, 1024,
+               1, 1, "6.1")
+
+
+def record(row, start_ms, finish_ns_after, transfers, size, sys_factor=1, pid=700, **kw):
+    hist = [0] * HIST_BUCKETS
+    base = dict(row=row, state=DONE, pid=pid, start=start_ms * MS,
+                finish=start_ms * MS + finish_ns_after, transfers=transfers,
+                bytes=transfers * size, sys_bytes=transfers * size * sys_factor,
+                extra_transfers=0, lat_min=0, lat_max=0, lat_sum=0, lat_count=0,
+                hist=tuple(hist), samples=(), phase=(0,) * 5, ops=0, ref_rate=0.0,
+                transfer_bytes=size, info="", error="")
+    return replace(Record(**base), **kw)
+
+
+def man_page_example():
+    plan = cmdline.parse("-p 2 -n 8 -i 10 -MB 4 -load -seed 1".split())
+    # The man page's two loads: 80 x 4 MB in 902 ms and in 890 ms, starting 64 ms apart.
+    recs = (record(0, 1000, 902 * MS + 400_000, 80, 4 * MB, pid=707),
+            record(1, 1064, 890 * MS, 80, 4 * MB, pid=708))
+    return plan, recs
+
+
+def test_table_row_has_the_man_pages_numbers():
+    plan, recs = man_page_example()
+    procs = plan.procs()
+    t0 = report.time_zero(recs)
+    rows = [report.table_row(r, p, t0).text() for r, p in zip(recs, procs)]
+    assert rows[0] == "0, 0, 902, 902, 80, 354.6, 4096, 88, Load, NA, 707"
+    assert rows[1] == "1, 64, 954, 890, 80, 359.6, 4096, 89, Load, NA, 708"
+
+
+def test_354_8_for_80_transfers_of_4_mb_in_902_ms():
+    rec = record(0, 0, 902 * MS, 80, 4 * MB)
+    assert f"{report.table_row(rec, None or _proc(), 0).bw:.1f}" == "354.8"
+
+
+def _proc():
+    return cmdline.parse(["-load"]).procs()[0]
+
+
+def test_bw_line_sums_system_bandwidth_per_kind_and_counts_bcopy_twice():
+    plan = cmdline.parse("-p 2 -load -bcopy".split())
+    recs = (record(0, 0, 1000 * MS, 100, MB), record(1, 0, 1000 * MS, 50, MB),
+            record(2, 0, 500 * MS, 10, MB, sys_factor=2))
+    lines = report.bw_lines(recs, plan.procs())
+    assert lines[0] == "BW, Load, Bcopy, Total"
+    assert lines[1] == "BW:, 150, 40, 190"
+    assert lines[-1] == "190: Total Bandwidth Consumed (MBytes/sec)"
+
+
+def test_render_has_header_group_block_table_and_bw_and_honours_nh_and_bo():
+    plan, recs = man_page_example()
+    lines = report.render(plan, recs, plan.procs(), INFO, "today")
+    text = "\n".join(lines)
+    for expected in ("torque-async -p 2 -n 8 -i 10 -MB 4 -load -seed 1", "today",
+                     "Ethernet Address: 00:03:93:c6:73:12", "We waited for 2 processes",
+                     "transaction size = 4194304 (4096K), (4M)", "number of transactions = 8",
+                     "Bytes Transferred = 320 MBytes/process", "Number of processes = 2",
+                     "Number of iterations = 10", "-p 2 -n 8 -i 10 -MB 4 -load",
+                     report.TABLE_HEADER, "BW:, 714, 714",
+                     "All 2 tests ran together from 64 ms to 902 ms (838 ms)"):
+        assert expected in text
+    assert text.index("Ethernet") < text.index(report.TABLE_HEADER) < text.index("BW:")
+    nh = report.render(replace(plan, settings=replace(plan.settings, nh=True)), recs,
+                       plan.procs(), INFO, "today")
+    assert nh[0] == report.TABLE_HEADER and "Ethernet" not in "\n".join(nh)
+    bo = report.render(replace(plan, settings=replace(plan.settings, bo=True)), recs,
+                       plan.procs(), INFO, "today")
+    assert bo == ["BW, Load, Total", "BW:, 714, 714", "",
+                  "714: Total Bandwidth Consumed (MBytes/sec)"]
+
+
+def test_overlap_warns_when_measured_intervals_do_not_meet():
+    recs = (record(0, 0, 10 * MS, 1, MB), record(1, 20, 10 * MS, 1, MB))
+    assert report.overlap_line(recs, 0).startswith("Warning: the measured intervals did not")
+
+
+def test_latency_percentiles_come_from_the_histogram():
+    lats = [1000] * 98 + [50_000, 2_000_000]
+    hist = [0] * HIST_BUCKETS
+    for v in lats:
+        hist[bucket(v)] += 1
+    rec = record(0, 0, MS, 100, MB, hist=tuple(hist), lat_min=1000, lat_max=2_000_000,
+                 lat_sum=sum(lats), lat_count=100)
+    assert 1000 <= report.percentile(rec, 0.5) < 1000 * 1.25      # within one bucket
+    assert 50_000 <= report.percentile(rec, 0.99) < 50_000 * 1.25  # within one bucket
+    assert report.percentile(rec, 0.999) == 2_000_000
+    line = report.latency_lines((rec,), (_proc(),))[2]
+    assert line.startswith("0, 1.0, 21.5, 1.0, ") and line.endswith(", 2000.0, 2000.0, Load")
+
+
+def test_spin_line_states_the_share_of_the_idle_rate_kept():
+    rec = record(0, 0, 1000 * MS, 10, 0, ops=50_000_000, ref_rate=100e6)
+    (line,) = report.spin_lines((rec,), (_proc(),))
+    assert "50.00 Mloops/s under load, 100.00 Mloops/s alone: 50.0%" in line

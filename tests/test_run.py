@@ -1,0 +1,158 @@
+"""End-to-end runs of the real command with tiny sizes: processes, barrier, report, clean-up."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+import numpy as np
+
+from torque_async.results import HEADER, ROW, RUNNING, Results, segment_name
+
+from conftest import run_cli, table
+
+REPO = Path(__file__).resolve().parents[1]
+ROW_NONE = np.zeros(0, ROW)
+
+
+def shm_left(key: int) -> bool:
+    return Path("/dev/shm", segment_name(key)).exists()
+
+
+def test_two_load_processes_report_a_table_that_parses_back():
+    r = run_cli("-smkey", "0x7001", "-p", "2", "-n", "8", "-i", "3", "-KB", "256", "-load")
+    assert r.returncode == 0, r.stderr
+    rows = table(r.stdout)
+    assert [row[0] for row in rows] == ["0", "1"]
+    for row in rows:
+        start, finish, diff, xfers = map(int, row[1:5])
+        assert xfers == 24 and finish >= start and diff <= finish - start + 1
+        assert float(row[5]) > 0 and row[6] == "256" and row[8] == "Load"
+    pids = {int(row[10]) for row in rows}
+    assert len(pids) == 2 and os.getpid() not in pids
+    bw = next(line for line in r.stdout.splitlines() if line.startswith("BW:"))
+    total = int(bw.split(",")[-1])
+    assert abs(total - sum(float(row[5]) for row in rows)) <= 2   # load counts its bytes once
+    assert "Total Bandwidth Consumed (MBytes/sec)" in r.stdout
+    assert not shm_left(0x7001)
+
+
+def test_quit_shows_the_plan_and_runs_nothing():
+    r = run_cli("run", "-n", "16", "-MB", "8", "-Striad", "-spinWait", "-bcopy", "-quit")
+    assert r.returncode == 0, r.stderr
+    assert "group 0: -Striad x 1" in r.stdout and "group 2: -bcopy x 1" in r.stdout
+    assert "size=8388608, n=16" in r.stdout and "proc,Start" not in r.stdout
+
+
+def test_the_default_workload_of_the_shipped_config_runs(tmp_path):
+    shutil.copy(REPO / "Torque.config", tmp_path / "Torque.config")
+    r = run_cli(timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "configuration file = " in r.stdout and "BW:" in r.stdout
+    assert len(table(r.stdout)) >= 3
+    assert (tmp_path / "sysctl.current").read_text().count("version numpy") == 1
+
+
+def test_spinwait_reports_its_loop_rate_alone_and_under_load():
+    r = run_cli("-smkey", "0x7002", "-n", "20", "-KB", "512", "-spinWait",
+                "-n", "20", "-MB", "1", "-bzero")
+    assert r.returncode == 0, r.stderr
+    line = next(ln for ln in r.stdout.splitlines() if ln.startswith("SpinWait proc 0"))
+    m = re.search(r"([\d.]+) Mloops/s under load, ([\d.]+) Mloops/s alone: ([\d.]+)% of an "
+                  r"idle CPU kept", line)
+    under, alone, kept = map(float, m.groups())
+    assert under > 0 and alone > 0
+    assert abs(kept - 100 * under / alone) < 0.5
+
+
+def test_slow_keeps_a_finished_test_running_and_fast_does_not():
+    args = ["-n", "2", "-i", "1", "-KB", "4", "-bzero", "-n", "64", "-i", "4", "-MB", "1", "-bcopy"]
+    slow = run_cli("-smkey", "0x7003", *args)
+    assert slow.returncode == 0, slow.stderr
+    assert "Unmeasured transfers while waiting for the slowest test (-slow)" in slow.stdout
+    assert "All 2 tests ran together" in slow.stdout
+    fast = run_cli("-smkey", "0x7003", "-fast", *args)
+    assert fast.returncode == 0, fast.stderr
+    assert "Unmeasured transfers" not in fast.stdout
+
+
+def test_throttle_adds_its_delay_to_every_transfer():
+    r = run_cli("-smkey", "0x7004", "-n", "20", "-i", "1", "-KB", "4", "-T", "3000", "-bzero")
+    assert r.returncode == 0, r.stderr
+    (row,) = table(r.stdout)
+    assert int(row[3]) >= 20 * 3 - 1            # 20 transfers, each followed by 3 ms
+
+
+def test_sp_runs_the_test_in_the_main_process():
+    proc = subprocess.Popen([sys.executable, "-m", "torque_async", "-smkey", "0x7005", "-sp",
+                             "-n", "4", "-i", "1", "-KB", "64", "-Scopy"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    (row,) = table(out)
+    assert int(row[10]) == proc.pid and row[8] == "SCopy"
+
+
+def test_checkpoint_prints_every_phase():
+    r = run_cli("-smkey", "0x7006", "-checkpoint", "-n", "4", "-KB", "64", "-store")
+    assert r.returncode == 0, r.stderr
+    line = next(ln for ln in r.stdout.splitlines() if ln.startswith("checkpoint proc 0"))
+    for phase in ("spawned", "set up", "released", "measured", "done"):
+        assert phase in line
+
+
+def test_g_prints_pids_and_waits_for_enter():
+    proc = subprocess.Popen([sys.executable, "-m", "torque_async", "-smkey", "0x7007", "-g",
+                             "-n", "4", "-KB", "64", "-bzero"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines = []
+    while not lines or "press Enter" not in lines[-1]:
+        lines.append(proc.stderr.readline())
+    pid = int(lines[0].split()[1].rstrip(":"))
+    assert psutil.Process(pid).ppid() == proc.pid
+    out, _ = proc.communicate("\n", timeout=60)
+    assert proc.returncode == 0 and table(out)[0][10] == str(pid)
+
+
+def test_a_killed_worker_ends_the_run_cleanly_and_names_the_test():
+    proc = subprocess.Popen([sys.executable, "-m", "torque_async", "-smkey", "0x7008",
+                             "-n", "16", "-i", "1000000", "-KB", "64", "-bzero", "-spinWait"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    parent = psutil.Process(proc.pid)
+    deadline = time.monotonic() + 60
+    victim = None
+    while victim is None and time.monotonic() < deadline:    # wait until the tests run
+        seg = Path("/dev/shm", segment_name(0x7008))
+        rows = np.fromfile(seg, ROW, offset=HEADER.itemsize) if seg.exists() else ROW_NONE
+        running = [int(p) for p, s in zip(rows["pid"], rows["state"]) if s == RUNNING]
+        victim = running[0] if len(running) == 2 else None
+        time.sleep(0.05)                                   # poll, not synchronise
+    assert victim, "the tests never started"
+    children = parent.children(recursive=True)
+    os.kill(victim, signal.SIGKILL)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 1
+    assert "died: SIGKILL" in err and "Traceback" not in err
+    assert "INCOMPLETE" in out
+    assert not shm_left(0x7008)
+    gone, alive = psutil.wait_procs(children, timeout=5)
+    assert not alive
+
+
+def test_a_leftover_segment_is_detected_and_freed(capsys):
+    res = Results.create(segment_name(0x7009), 1)
+    res.header["owner"] = 999_999_999                      # a pid that cannot be alive
+    res.release()
+    r = run_cli("-smkey", "0x7009", "-load")
+    assert r.returncode == 2 and "-freeSharedMemory" in r.stderr
+    r = run_cli("-smkey", "0x7009", "-freeSharedMemory")
+    assert r.returncode == 0 and "removed /dev/shm/torque-async-7009" in r.stdout
+    assert not shm_left(0x7009)

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Everything torque-async needs on a fresh Debian/Ubuntu machine: the OpenGL libraries for the
+# video tests (installed when run as root with apt-get), then the package and its test extras.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    need=()
+    for pkg in libegl1 libegl-mesa0 libgl1-mesa-dri libopengl0 gcc; do
+        dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
+    done
+    if [ ${#need[@]} -gt 0 ]; then
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+    fi
+fi
+python3 -m pip install -q --disable-pip-version-check -e '.[test]'

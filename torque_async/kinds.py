@@ -20,12 +20,12 @@ class Kind:
     label: str                    # the Test column and the BW: line
     family: str
     runs_in: str                  # WORKER or LOOP
-    impl: str | None              # "module:TESTS-dict" holding the class under `action`
+    impl: str | None              # "module:Class" implementing the test
     buffers: int = 0              # buffers of n x transfer size each process allocates
 
     def load(self):
         module, attr = self.impl.split(":")
-        return getattr(__import__(module, fromlist=[attr]), attr)[self.action]
+        return getattr(__import__(module, fromlist=[attr]), attr)
 
 
 KINDS: dict[str, Kind] = {}
@@ -39,19 +39,19 @@ def register(*kinds: Kind) -> None:
         KINDS[k.action] = k
 
 
-_MEM, _STREAM = "workers.memory:TESTS", "workers.stream:TESTS"
+_M, _S = "workers.memory:", "workers.stream:"
 register(
-    Kind("bcopy", "Bcopy", "memory", WORKER, _MEM, buffers=2),
-    Kind("bzero", "Bzero", "memory", WORKER, _MEM, buffers=1),
-    Kind("load", "Load", "memory", WORKER, _MEM, buffers=1),
-    Kind("store", "Store", "memory", WORKER, _MEM, buffers=1),
-    Kind("ls", "LoadStore", "memory", WORKER, _MEM, buffers=1),
-    Kind("Scopy", "SCopy", "STREAM", WORKER, _STREAM, buffers=3),
-    Kind("Sscale", "SScale", "STREAM", WORKER, _STREAM, buffers=3),
-    Kind("Sadd", "SAdd", "STREAM", WORKER, _STREAM, buffers=3),
-    Kind("Striad", "STriad", "STREAM", WORKER, _STREAM, buffers=3),
-    Kind("spinWait", "SpinWait", "cpu", WORKER, "workers.spin:TESTS"),
-    Kind("V", "Video", "video", WORKER, None),
+    Kind("bcopy", "Bcopy", "memory", WORKER, _M + "BcopyTest", buffers=2),
+    Kind("bzero", "Bzero", "memory", WORKER, _M + "BzeroTest", buffers=1),
+    Kind("load", "Load", "memory", WORKER, _M + "LoadTest", buffers=1),
+    Kind("store", "Store", "memory", WORKER, _M + "StoreTest", buffers=1),
+    Kind("ls", "LoadStore", "memory", WORKER, _M + "LsTest", buffers=1),
+    Kind("Scopy", "SCopy", "STREAM", WORKER, _S + "Scopy", buffers=3),
+    Kind("Sscale", "SScale", "STREAM", WORKER, _S + "Sscale", buffers=3),
+    Kind("Sadd", "SAdd", "STREAM", WORKER, _S + "Sadd", buffers=3),
+    Kind("Striad", "STriad", "STREAM", WORKER, _S + "Striad", buffers=3),
+    Kind("spinWait", "SpinWait", "cpu", WORKER, "workers.spin:SpinTest"),
+    Kind("V", "Video", "video", WORKER, "workers.video:VideoTest"),
     *(Kind(a, label, "file", LOOP, None) for a, label in (
         ("r", "Read"), ("w", "Write"), ("rand", "Random"), ("rmw", "RdModWr"), ("rw", "RdWr"),
         ("scan", "Scan"), ("scanfile", "ScanFile"), ("aio", "AIO"), ("files", "Files"))),

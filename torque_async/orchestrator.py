@@ -20,7 +20,8 @@ import psutil
 import uvloop
 
 from .cmdline import UsageError
-from .kinds import KINDS, WORKER
+from .kinds import KINDS, LOOP, WORKER
+from .loop import LoopSide
 from .plan import Plan, Proc
 from .results import STATE_NAMES, Record, Results, SegmentExists, owner_of, segment_name
 from workers import entry
@@ -63,7 +64,7 @@ def run(plan: Plan, linesize: int) -> Outcome:
     procs = plan.procs()
     results = open_segment(plan, len(procs))
     try:
-        if plan.settings.sp:
+        if plan.settings.sp and KINDS[procs[0].group.action].runs_in == WORKER:
             spec = spec_for(plan, procs[0], results.shm.name.lstrip("/"), linesize)
             entry.main(spec, threading.Barrier(1), threading.Lock(), in_process=True)
             return Outcome(results.snapshot(), failures(procs, results, {}))
@@ -94,6 +95,8 @@ class Supervisor:
         self.plan, self.procs, self.results, self.linesize = plan, procs, results, linesize
         self.ctx = mp.get_context("spawn")
         self.workers = [p for p in procs if KINDS[p.group.action].runs_in == WORKER]
+        self.loop_side = LoopSide(plan, [p for p in procs if KINDS[p.group.action].runs_in == LOOP],
+                                  results, linesize, self.abort)
         self.barrier = self.ctx.Barrier(len(self.workers) + 1)
         self.calibration_lock = self.ctx.Lock()     # spinWait measures its idle rate alone
         self.children: dict[int, mp.process.BaseProcess] = {}
@@ -106,6 +109,7 @@ class Supervisor:
         try:
             self.spawn()
             ended = [self.watch(loop, row, child) for row, child in self.children.items()]
+            await self.loop_side.setup()
             if self.plan.settings.g:
                 await loop.run_in_executor(None, self.wait_for_key)
             start = loop.run_in_executor(None, self.pass_barrier)
@@ -113,9 +117,10 @@ class Supervisor:
             await asyncio.wait([start, failed], return_when=asyncio.FIRST_COMPLETED)
             failed.cancel()
             if not self.failed.is_set():
-                await asyncio.gather(*ended)
+                await asyncio.gather(self.loop_side.run(), *ended)
         finally:
             self.stop()
+            await self.loop_side.close()
         return Outcome(self.results.snapshot(), self.problems
                        + failures(self.procs, self.results, self.exitcodes))
 

@@ -6,7 +6,7 @@ import os
 import psutil
 
 from .cmdline import UsageError
-from .kinds import KINDS, WORKER
+from .kinds import KINDS
 from .plan import Plan
 from .units import MB
 
@@ -26,7 +26,7 @@ def check(plan: Plan) -> None:
         if kind.impl is None:
             raise UsageError(f"-{g.action}: the {kind.family} tests are not in this version yet")
         check_cpus(g)
-    if plan.settings.sp and (len(procs) != 1 or KINDS[procs[0].group.action].runs_in != WORKER):
+    if plan.settings.sp and len(procs) != 1:
         raise UsageError(f"-sp runs a single test process in the main process; the plan has "
                          f"{len(procs)}")
     need = sum(KINDS[p.group.action].buffers * p.group.local.n * p.group.local.size

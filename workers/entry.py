@@ -2,8 +2,8 @@
 
 The barrier is passed twice: once when every party is set up (spinWait then measures its idle
 loop rate, one process at a time, while everything else waits), and once to start: its release
-is time zero for everyone. The measuring loop reads the clock once per transfer and keeps its
-statistics in locals; the row is written when the measured part ends.
+is time zero for everyone. The measuring loop reads the clock once per transfer; the Meter keeps
+the statistics and writes the row when the measured part ends.
 """
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ import numpy as np
 
 from torque_async.kinds import KINDS
 from torque_async.plan import Proc
-from torque_async.results import (ABORTED, DONE, FAILED, HIST_BUCKETS, MAX_SAMPLES, MEASURED,
-                                  READY, RUNNING, Results, bucket)
+from torque_async.meter import Meter
+from torque_async.results import ABORTED, DONE, FAILED, READY, RUNNING, Results
 from workers.api import TestContext, TestError
 
 CALIBRATION_NS = 250_000_000       # how long spinWait measures its idle loop rate
@@ -58,8 +58,10 @@ def main(spec: WorkerSpec, barrier, calibration_lock, in_process: bool = False) 
             with calibration_lock:
                 row["ref_rate"] = idle_rate(test)
         barrier.wait()
+        row["phase"][0, 2] = time.monotonic_ns()
         row["state"] = RUNNING
-        measure(test, row, results, spec)
+        local = spec.proc.group.local
+        measure(test, Meter(results, spec.proc.row, local.sample, spec.slow), local)
         test.check()
         row["state"] = DONE
         return 0
@@ -122,54 +124,25 @@ def wait_until(deadline: int) -> int:
     return t
 
 
-def measure(test, row, results: Results, spec: WorkerSpec) -> None:
+def measure(test, meter: Meter, local) -> None:
     """The timed loop: n x i transfers, then (-slow) unmeasured ones until every test is done."""
-    local = spec.proc.group.local
-    total = local.n * local.i
-    every = local.sample + 1 if local.sample is not None else 0
-    next_sample, nsamples = (every if every else -1), 0
-    samples = row["samples"][0]
-    throttle = local.T * 1000
-    stop = results.header["stop"].reshape(1)
-    live = row["transfers"]
-    hist = [0] * HIST_BUCKETS
-    lo, hi, tot = 1 << 62, 0, 0
-    transfer, now = test.transfer, time.monotonic_ns
-
-    row["phase"][0, 2] = start = t = now()
+    total, throttle = local.n * local.i, local.T * 1000
+    transfer, record, stop, now = test.transfer, meter.record, meter.stop, time.monotonic_ns
+    t = meter.begin()
     k = 0
     while k < total and not stop[0]:
         transfer(k)
         t1 = now()
-        lat = t1 - t
-        tot += lat
-        lo = lat if lat < lo else lo
-        hi = lat if lat > hi else hi
-        hist[bucket(lat)] += 1
+        record(t1 - t, t1)
         k += 1
-        live[0] = k
-        if k == next_sample and nsamples < MAX_SAMPLES:
-            samples[nsamples] = (t1, k)
-            nsamples += 1
-            next_sample += every
         t = wait_until(t1 + throttle) if throttle else t1
-
-    row["start"], row["finish"] = start, t
-    row["bytes"], row["sys_bytes"] = k * test.transfer_bytes, k * test.system_bytes
-    row["lat_min"], row["lat_max"], row["lat_sum"], row["lat_count"] = lo, hi, tot, k
-    row["hist"][0] = hist
-    row["nsamples"] = nsamples
-    row["ops"] = k * getattr(test, "ops_per_transfer", 0)
-    row["phase"][0, 3] = t
-    row["state"] = MEASURED
-    if not spec.slow:
-        return
-    states = results.rows["state"]
+    meter.end(t)
+    meter.publish(test.transfer_bytes, test.system_bytes, getattr(test, "ops_per_transfer", 0))
     extra = 0
-    while not stop[0] and (states < MEASURED).any():
+    while meter.keep_going():
         transfer(k + extra)
         extra += 1
-    row["extra_transfers"] = extra
+    meter.publish_extra(extra)
 
 
 if __name__ == "__main__":       # pragma: no cover - workers are started by the orchestrator

@@ -38,6 +38,3 @@ class SpinTest:
 
     def close(self) -> None:
         pass
-
-
-TESTS = {"spinWait": SpinTest}

@@ -1,0 +1,81 @@
+"""The measuring side every test shares: one Meter per test process, bound to its results row.
+
+A test calls `begin()` at its first measured transfer, `record(latency, end)` once per completed
+transfer (the statistics live in plain attributes: no allocation, no shared-memory traffic but
+one counter), `end()` after its last measured one, then runs unmeasured transfers while
+`keep_going()` says so (-slow). `publish()` writes the figures into the row.
+"""
+from __future__ import annotations
+
+import time
+
+from .results import HIST_BUCKETS, MAX_SAMPLES, MEASURED, Results, bucket
+
+now = time.monotonic_ns
+
+
+class Meter:
+    __slots__ = ("results", "row", "live", "stop", "states", "slow", "every", "next_sample",
+                 "nsamples", "samples", "hist", "lo", "hi", "total", "count", "start", "finish",
+                 "extra")
+
+    def __init__(self, results: Results, row: int, sample: int | None, slow: bool):
+        self.results = results
+        self.row = results.rows[row:row + 1]          # a view: writes land in the segment
+        self.live = self.row["transfers"]
+        self.stop = results.header["stop"].reshape(1)
+        self.states = results.rows["state"]
+        self.slow = slow
+        self.every = sample + 1 if sample is not None else 0
+        self.next_sample = self.every or -1
+        self.nsamples = 0
+        self.samples = self.row["samples"][0]
+        self.hist = [0] * HIST_BUCKETS
+        self.lo, self.hi, self.total, self.count = 1 << 62, 0, 0, 0
+        self.start = self.finish = 0
+        self.extra = 0
+
+    def begin(self) -> int:
+        self.start = t = now()
+        return t
+
+    def record(self, latency: int, t_end: int) -> None:
+        """One measured transfer completed at t_end after `latency` ns."""
+        self.total += latency
+        if latency < self.lo:
+            self.lo = latency
+        if latency > self.hi:
+            self.hi = latency
+        self.hist[bucket(latency)] += 1
+        self.count = k = self.count + 1
+        self.live[0] = k
+        if k == self.next_sample and self.nsamples < MAX_SAMPLES:
+            self.samples[self.nsamples] = (t_end, k)
+            self.nsamples += 1
+            self.next_sample += self.every
+
+    @property
+    def stopped(self) -> bool:
+        return bool(self.stop[0])
+
+    def end(self, t_end: int) -> None:
+        self.finish = t_end
+
+    def keep_going(self) -> bool:
+        """-slow: true while some other test is still measuring (and nobody stopped the run)."""
+        return self.slow and not self.stop[0] and bool((self.states < MEASURED).any())
+
+    def publish(self, transfer_bytes: int, system_bytes: int, ops_per_transfer: int = 0) -> None:
+        """Write the measured figures into the row and mark it measured."""
+        r, k = self.row, self.count
+        r["start"], r["finish"] = self.start, self.finish
+        r["bytes"], r["sys_bytes"] = k * transfer_bytes, k * system_bytes
+        r["lat_min"], r["lat_max"], r["lat_sum"], r["lat_count"] = self.lo, self.hi, self.total, k
+        r["hist"][0] = self.hist
+        r["nsamples"] = self.nsamples
+        r["ops"] = k * ops_per_transfer
+        r["phase"][0, 3] = self.finish
+        r["state"] = MEASURED
+
+    def publish_extra(self, extra: int) -> None:
+        self.row["extra_transfers"] = extra

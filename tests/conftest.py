@@ -5,9 +5,13 @@ import os
 import subprocess
 import sys
 
+from pathlib import Path
+
 import pytest
 
 from torque_async import cli
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(autouse=True)
@@ -17,9 +21,12 @@ def _in_tmp(tmp_path, monkeypatch):
 
 
 def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    """The installed command as a user runs it (a fresh process: spawn, signals, exit codes)."""
+    """The command as a user runs it (a fresh process: spawn, signals, exit codes)."""
     return subprocess.run([sys.executable, "-m", "torque_async", *args], capture_output=True,
-                          text=True, timeout=timeout, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                          text=True, timeout=timeout, env=ENV)
+
+
+ENV = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(REPO)}   # this checkout's code
 
 
 def execute(capsys, *args: str) -> tuple[int, str, str]:

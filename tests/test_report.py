@@ -20,7 +20,7 @@ def record(row, start_ms, finish_ns_after, transfers, size, sys_factor=1, pid=70
                 bytes=transfers * size, sys_bytes=transfers * size * sys_factor,
                 extra_transfers=0, lat_min=0, lat_max=0, lat_sum=0, lat_count=0,
                 hist=tuple(hist), samples=(), phase=(0,) * 5, ops=0, ref_rate=0.0,
-                transfer_bytes=size, info="", error="")
+                transfer_bytes=size, file="", info="", error="")
     return replace(Record(**base), **kw)
 
 

@@ -48,8 +48,8 @@ def table_row(rec: Record, proc: Proc, t0: int) -> Row:
     start, finish = (rec.start - t0) // NS_PER_MS, (rec.finish - t0) // NS_PER_MS
     return Row(rec.row, start, finish, rec.elapsed // NS_PER_MS, rec.transfers,
                mb_per_s(rec.bytes, rec.elapsed), kb_text(rec.transfer_bytes),
-               int(per_s(rec.transfers, rec.elapsed)), KINDS[proc.group.action].label, "NA",
-               rec.pid)
+               int(per_s(rec.transfers, rec.elapsed)), KINDS[proc.group.action].label,
+               rec.file or "NA", rec.pid)
 
 
 def kind_bandwidths(records, procs) -> dict[str, float]:

@@ -36,6 +36,7 @@ ROW = np.dtype([
     ("phase", "i8", (len(PHASES),)),             # when each phase began (-checkpoint)
     ("ops", "i8"), ("ref_rate", "f8"),           # spinWait: loops measured, loops/s alone
     ("transfer_bytes", "i8"),
+    ("file", "S256"),                            # the file a file test used (File column)
     ("info", "S160"), ("error", "S240"),
 ], align=True)
 
@@ -149,6 +150,7 @@ class Record:
     ops: int
     ref_rate: float
     transfer_bytes: int
+    file: str
     info: str
     error: str
 
@@ -164,7 +166,7 @@ class Record:
                    samples=tuple((int(t), int(k)) for t, k in r["samples"][:n]),
                    phase=tuple(int(x) for x in r["phase"]), ops=int(r["ops"]),
                    ref_rate=float(r["ref_rate"]), transfer_bytes=int(r["transfer_bytes"]),
-                   info=r["info"].decode(errors="replace"),
+                   file=r["file"].decode(errors="replace"), info=r["info"].decode(errors="replace"),
                    error=r["error"].decode(errors="replace"))
 
     @property

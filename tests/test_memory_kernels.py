@@ -1,0 +1,398 @@
+"""Memory and STREAM kernels: data after n x i transfers, checks that catch corruption,
+patterns word for word, strides, wiring, and no allocation in Triad's transfer."""
+from __future__ import annotations
+
+import ctypes
+import errno
+import tracemalloc
+import types
+
+import numpy as np
+import pytest
+
+from workers import api, memory, patterns, stream
+
+P1, P2 = 0x5555555555555555, 0xAAAAAAAAAAAAAAAA
+KEY = 0xDECAFBAD00000000
+U64 = np.uint64
+
+
+def make_local(**overrides):
+    local = dict(n=4, size=256, stride=None, bp1=P1, bp2=P2, bt=0, btr=False, bpkey=1,
+                 wire=False)
+    local.update(overrides)
+    return types.SimpleNamespace(**local)
+
+
+def make_ctx(action="load", row=7, seed=1, linesize=64, **overrides):
+    group = types.SimpleNamespace(action=action, args=(), local=make_local(**overrides))
+    return api.TestContext(group=group, proc=0, row=row, rng=np.random.default_rng(seed),
+                       linesize=linesize)
+
+
+def make(action, **overrides):
+    table = {**memory.TESTS, **stream.TESTS}
+    return table[action](make_ctx(action, **overrides))
+
+
+def run(test, transfers):
+    for k in range(transfers):
+        test.transfer(k)
+    return test
+
+
+def pattern(words, row=7, **overrides):
+    """What patterns.fill writes into `words` words (the reference the tests compare with)."""
+    buf = np.empty(words, U64)
+    patterns.fill(buf, make_local(**overrides), np.random.default_rng(1), row)
+    return buf
+
+
+def chunk_words(buf, j, size):
+    return buf[j * size:(j + 1) * size].view(U64)
+
+
+# ---------------------------------------------------------------- the table of tests
+
+def test_tables_name_every_action():
+    assert set(memory.TESTS) == {"bcopy", "bzero", "load", "store", "ls"}
+    assert set(stream.TESTS) == {"Scopy", "Sscale", "Sadd", "Striad"}
+    for action, cls in {**memory.TESTS, **stream.TESTS}.items():
+        assert cls.action == action
+
+
+@pytest.mark.parametrize("action, factor", [
+    ("bcopy", 2), ("bzero", 1), ("load", 1), ("store", 1), ("ls", 2),
+    ("Scopy", 2), ("Sscale", 2), ("Sadd", 3), ("Striad", 3)])
+def test_byte_accounting(action, factor):
+    test = make(action, size=1000)
+    assert test.transfer_bytes == 1000
+    assert test.system_bytes == factor * 1000
+    test.close()
+
+
+def test_stream_rounds_size_down_to_doubles():
+    test = make("Striad", size=1003)
+    assert test.transfer_bytes == 1000 and test.a.size == 4 * 125
+
+
+# ---------------------------------------------------------------- memory tests: data
+
+def test_bcopy_copies_every_chunk():
+    test = make("bcopy")
+    src0 = test.src.copy()
+    # the destination starts unlike the source (complement of the pattern, key kept)
+    assert np.array_equal(test.dst.view(U64)[1:], ~src0.view(U64)[1:])
+    assert test.dst.view(U64)[0] == KEY | 7
+    run(test, 4 * 3).check()
+    assert np.array_equal(test.dst, test.src)
+    assert np.array_equal(test.src, src0)
+    assert np.array_equal(test.src.view(U64), pattern(4 * 256 // 8))
+
+
+def test_bcopy_check_catches_a_wrong_byte():
+    test = run(make("bcopy"), 8)
+    test.dst[3 * 256 + 17] ^= 0x10
+    with pytest.raises(api.TestError, match=r"bcopy: destination byte 785 \(chunk 3\)"):
+        test.check()
+
+
+def test_bcopy_check_catches_a_missing_copy():
+    test = run(make("bcopy"), 2)      # chunks 0 and 1 copied, 2 and 3 not: check passes
+    test.check()
+    assert np.array_equal(test.dst[:512], test.src[:512])
+    assert not np.array_equal(test.dst[512:], test.src[512:])
+    test.transfers = 4                # pretend all four were copied
+    with pytest.raises(api.TestError, match="chunk 2"):
+        test.check()
+
+
+def test_bzero_zeroes_every_chunk():
+    test = make("bzero")
+    assert test.buf.any()
+    run(test, 4 * 2).check()
+    assert not test.buf.any()
+
+
+def test_bzero_partial_and_corrupt():
+    test = run(make("bzero"), 3)
+    test.check()
+    assert not test.buf[:3 * 256].any() and test.buf[3 * 256:].all()
+    test.buf[2 * 256 + 5] = 1
+    with pytest.raises(api.TestError, match=r"byte 517 \(chunk 2\)"):
+        test.check()
+
+
+def strided_words(test, j):
+    """The words transfer k = j (mod n) loads/stores, taken straight from the buffer."""
+    return chunk_words(test.buf, j, test.size)[::test.stride // 8]
+
+
+def test_load_sums_one_word_per_line():
+    test = make("load", bt=102)       # random words: a sum no pattern symmetry can fake
+    assert test.stride == 64 and test.words == 4
+    before = test.buf.copy()
+    run(test, 4 * 3).check()
+    expected = sum(int(strided_words(test, j).astype(object).sum()) for j in range(4)) * 3
+    assert test.acc == expected % 2**64
+    assert np.array_equal(test.buf, before)          # loads leave memory alone
+
+
+def test_load_partial_pass_and_corrupt_accumulator():
+    test = run(make("load"), 6)       # chunks 0, 1 twice, chunks 2, 3 once
+    per_chunk = [int(strided_words(test, j).astype(object).sum()) for j in range(4)]
+    assert test.acc == (2 * per_chunk[0] + 2 * per_chunk[1] + per_chunk[2] + per_chunk[3]) % 2**64
+    test.check()
+    test._acc += U64(1)
+    with pytest.raises(api.TestError, match="load: the loads summed to"):
+        test.check()
+
+
+def test_load_check_uses_the_pattern_not_the_buffer_now():
+    test = run(make("load"), 4)
+    strided_words(test, 0)[2] ^= U64(1)              # memory changed after the loads
+    test.check()                                     # the loads did read the pattern
+    test.transfer(4)                                 # ... but this load reads the change
+    with pytest.raises(api.TestError):
+        test.check()
+
+
+def test_store_writes_the_value_once_per_line_only():
+    test = make("store", size=512, stride=128)
+    value = ~P1 & (2**64 - 1)
+    run(test, 4 * 2).check()
+    words = test.buf.view(U64)
+    reference = pattern(4 * 512 // 8)
+    stored = np.zeros(words.size, bool)
+    for j in range(4):
+        stored[j * 64:(j + 1) * 64:16] = True        # stride 128 bytes: every 16th word
+    assert stored.sum() == 16
+    assert (words[stored] == value).all()
+    assert np.array_equal(words[~stored], reference[~stored])
+
+
+def test_store_stride_defaults_to_the_line_size():
+    test = run(make("store", linesize=128, size=512), 4)
+    assert test.stride == 128 and test.words == 4
+    assert (test.buf.view(U64).reshape(4, 64)[:, ::16] == ~U64(P1)).all()
+    assert (test.buf.view(U64).reshape(4, 64)[:, 1::16] == U64(P1)).all()
+
+
+def test_store_check_catches_a_lost_store():
+    test = run(make("store"), 4)
+    strided_words(test, 2)[3] = U64(0)
+    with pytest.raises(api.TestError, match=r"store: word at byte 704 \(chunk 2\) holds 0x0000000000000000"):
+        test.check()
+
+
+def test_ls_loads_then_stores():
+    test = make("ls", bt=100)
+    value = ~P1 & (2**64 - 1)
+    first = [int(strided_words(test, j).astype(object).sum()) for j in range(4)]
+    run(test, 4 * 3).check()
+    # first pass reads the pattern, the two later passes read back what was stored
+    assert test.acc == (sum(first) + 2 * 4 * test.words * value) % 2**64
+    assert all((strided_words(test, j) == value).all() for j in range(4))
+    test._acc += U64(2)
+    with pytest.raises(api.TestError, match="ls: the loads summed"):
+        test.check()
+
+
+def test_ls_check_catches_a_lost_store():
+    test = run(make("ls"), 4)
+    strided_words(test, 0)[1] = U64(P1)
+    with pytest.raises(api.TestError, match="ls: word at byte 64"):
+        test.check()
+
+
+def test_unaligned_transfer_size():
+    test = make("store", size=100, stride=24)        # chunks start at odd word offsets
+    run(test, 8).check()
+    assert test.words == 4
+    raw = test.buf
+    for j in range(4):
+        for w in range(4):
+            at = j * 100 + w * 24
+            assert int.from_bytes(raw[at:at + 8].tobytes(), "little") == ~P1 & (2**64 - 1)
+
+
+@pytest.mark.parametrize("action, overrides, message", [
+    ("load", {"stride": 4}, "stride 4 is below 8"),
+    ("store", {"size": 7}, "holds no 64-bit word"),
+    ("bzero", {"n": 0}, "n must be a positive integer"),
+    ("bcopy", {"size": None}, "size must be a positive integer"),
+    ("Sadd", {"size": 4}, "at least 8 bytes"),
+    ("load", {"bt": 33}, "-bt 33"),
+])
+def test_bad_settings_are_refused(action, overrides, message):
+    with pytest.raises(api.TestError, match=message):
+        make(action, **overrides)
+
+
+# ---------------------------------------------------------------- buffers
+
+def test_buffers_are_page_aligned():
+    import mmap
+    for test in (make("bcopy", size=1000), make("Striad", size=1000)):
+        for array in (getattr(test, "src", None), getattr(test, "dst", None),
+                      getattr(test, "a", None), getattr(test, "c", None)):
+            if array is not None:
+                assert array.ctypes.data % mmap.PAGESIZE == 0
+        test.close()
+
+
+def test_wire_locks_buffers():
+    test = make("load", wire=True, size=4096)
+    with open("/proc/self/status") as status:
+        locked = next(int(line.split()[1]) for line in status if line.startswith("VmLck"))
+    assert locked >= 16              # kB: 4 chunks x 4 KiB
+    test.close()
+
+
+def test_wire_refused_names_rlimit_memlock(monkeypatch):
+    def refuse(address, length):
+        ctypes.set_errno(errno.ENOMEM)
+        return -1
+    monkeypatch.setattr(memory, "_libc", types.SimpleNamespace(mlock=refuse))
+    with pytest.raises(api.TestError, match="RLIMIT_MEMLOCK"):
+        make("bzero", wire=True)
+    with pytest.raises(api.TestError, match="-wire: mlock"):
+        make("Scopy", wire=True)
+
+
+def test_close_releases():
+    test = run(make("bcopy"), 4)
+    test.close()
+    assert test.src is None and test.dst is None
+
+
+# ---------------------------------------------------------------- patterns
+
+@pytest.mark.parametrize("bt, period", [
+    (0, [P1]),
+    (100, [P1, P2]),
+    (50, [P1, P1, P2, P2]),
+    (75, [P1, P2, P1, P2, P2, P1, P2, P1]),
+])
+def test_pattern_words(bt, period):
+    words = pattern(21, bt=bt, bpkey=0)
+    assert [int(w) for w in words] == [period[i % len(period)] for i in range(21)]
+
+
+def test_pattern_uses_bp1_and_bp2():
+    words = pattern(6, bt=100, bpkey=0, bp1=0x0123456789ABCDEF, bp2=0xFEDCBA9876543210)
+    assert [int(w) for w in words] == [0x0123456789ABCDEF, 0xFEDCBA9876543210] * 3
+
+
+def test_pattern_walking_one():
+    words = pattern(130, bt=101, bpkey=0)
+    assert [int(w) for w in words] == [1 << (i % 64) for i in range(130)]
+
+
+def test_pattern_key_starts_the_buffer():
+    words = pattern(5, row=0x2A, bt=100)
+    assert int(words[0]) == 0xDECAFBAD0000002A
+    assert [int(w) for w in words[1:]] == [P2, P1, P2, P1]
+    assert int(pattern(5, bpkey=0)[0]) == P1
+
+
+def test_pattern_invert_keeps_the_key():
+    local = make_local(bt=50)
+    words = np.empty(8, U64)
+    patterns.fill(words, local, np.random.default_rng(0), 3, invert=True)
+    assert [int(w) for w in words] == [KEY | 3, P2, P1, P1, P2, P2, P1, P1]
+
+
+@pytest.mark.parametrize("overrides", [{"btr": True, "bt": 100}, {"bt": 102}])
+def test_pattern_random_is_reproducible(overrides):
+    def draw(seed, words=patterns.RANDOM_BLOCK + 100):   # more than one block
+        buf = np.empty(words, U64)
+        patterns.fill(buf, make_local(bpkey=0, **overrides), np.random.default_rng(seed), 0)
+        return buf
+    first, again, other = draw(5), draw(5), draw(6)
+    assert np.array_equal(first, again)
+    assert not np.array_equal(first, other)
+    assert len(np.unique(first)) > 0.99 * first.size   # not a repeating pattern
+    assert not np.isin(first[:16], [P1, P2]).all()      # -btr wins over -bt
+
+
+def test_pattern_refuses_a_non_contiguous_buffer():
+    with pytest.raises(ValueError):
+        patterns.fill(np.empty(16, U64)[::2], make_local(), np.random.default_rng(0), 0)
+
+
+# ---------------------------------------------------------------- STREAM
+
+STREAM_OUT = {"Scopy": ("c", 1.0), "Sscale": ("b", 1.5), "Sadd": ("c", 3.0),
+              "Striad": ("a", 3.5)}
+INITIAL = {"a": 1.0, "b": 2.0, "c": 0.5}
+
+
+@pytest.mark.parametrize("action", list(STREAM_OUT))
+def test_stream_kernel_results(action):
+    test = make(action, n=4, size=8 * 1000)
+    run(test, 4 * 3).check()
+    name, value = STREAM_OUT[action]
+    for array in "abc":
+        want = value if array == name else INITIAL[array]
+        assert (getattr(test, array) == want).all(), array
+
+
+@pytest.mark.parametrize("action", list(STREAM_OUT))
+def test_stream_untouched_chunks_keep_their_values(action):
+    test = run(make(action, n=4, size=800), 3)
+    test.check()
+    name, value = STREAM_OUT[action]
+    out = getattr(test, name)
+    assert (out[:300] == value).all() and (out[300:] == INITIAL[name]).all()
+
+
+@pytest.mark.parametrize("action", list(STREAM_OUT))
+@pytest.mark.parametrize("array", "abc")
+def test_stream_check_catches_one_bad_element(action, array):
+    test = run(make(action, n=4, size=800), 8)
+    getattr(test, array)[237] *= 1 + 1e-12                 # beyond STREAM's 1e-13
+    with pytest.raises(api.TestError, match=rf"{action}: {array}\[237\] = "):
+        test.check()
+
+
+def test_stream_check_tolerates_rounding_and_catches_nan():
+    test = run(make("Striad", n=2, size=800), 2)
+    test.a[5] *= 1 + 1e-15                                  # within 1e-13
+    test.check()
+    test.c[99] = np.nan
+    with pytest.raises(api.TestError, match=r"c\[99\] = nan"):
+        test.check()
+
+
+def test_triad_blocks_cover_the_chunk(monkeypatch):
+    monkeypatch.setattr(stream, "l2_bytes", lambda: 7 * 16)    # 7-double blocks, 100 a chunk
+    test = make("Striad", n=3, size=800)
+    assert test.scratch.size == 7 and len(test._views[0]) == 15
+    run(test, 2).check()
+    assert (test.a[:200] == 3.5).all() and (test.a[200:] == 1.0).all()
+    test.c[250] = 1.0                                           # Triad reads c ...
+    test.transfer(2)
+    with pytest.raises(api.TestError, match=r"Striad: a\[250\] = 5.0"):
+        test.check()                                            # ... and a shows it
+
+
+def test_triad_transfer_allocates_no_temporary():
+    chunk = 4 << 20
+    test = make("Striad", n=2, size=chunk)
+    tracemalloc.start()
+    try:
+        # the measurement sees numpy's allocations: the naive Triad would be caught
+        a, b, c = (x[:chunk // 8] for x in (test.a, test.b, test.c))
+        tracemalloc.reset_peak()
+        a[:] = b + 3.0 * c
+        naive = tracemalloc.get_traced_memory()[1]
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        run(test, 6)
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    assert naive >= chunk
+    assert peak < chunk // 64, peak
+    test.check()

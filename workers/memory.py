@@ -1,0 +1,246 @@
+"""Memory tests: -bcopy, -bzero, -load, -store, -ls.
+
+Every buffer holds `local.n` chunks of `local.size` bytes (the working set); transfer k works
+on chunk k mod n, so a working set larger than the caches makes every transfer go to memory.
+Set-up (not timed) allocates each buffer once as an anonymous mmap (page-aligned, advised
+MADV_HUGEPAGE, the same as tools/cref/memkernels.c), wires it with mlock under -wire, and
+touches it by filling it with the -bp/-bt pattern.  A transfer is one numpy call per buffer on
+views made at set-up: nothing is allocated while the clock runs.
+
+    action  transfer k (chunk j = k mod n)                    system bytes per transfer
+    bcopy   dst[j] = src[j] (memmove)                          2 x size (read + write)
+    bzero   buf[j] = 0 (memset)                                1 x size
+    load    acc += sum of one 64-bit word per stride of buf[j] 1 x size
+    store   one 64-bit word per stride of buf[j] = value       1 x size
+    ls      load burst over buf[j], then store burst over it   2 x size
+
+The stride is -stride, or the cache line size: with the default every word loaded or stored
+is a different line, so the whole chunk crosses the memory bus.  The value stored is the
+complement of pattern 1, so every bit toggles against a -bt 0 background.
+"""
+from __future__ import annotations
+
+import ctypes
+import mmap
+import os
+import resource
+
+import numpy as np
+
+from workers import patterns
+from workers.api import TestContext, TestError
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mlock.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+_libc.mlock.restype = ctypes.c_int
+
+
+def _limit(value: int) -> str:
+    return "unlimited" if value == resource.RLIM_INFINITY else f"{value} bytes"
+
+
+class Buffers:
+    """The page-aligned buffers of one test: anonymous mmaps, locked in memory on request."""
+
+    def __init__(self, wire: bool):
+        self.wire = wire
+        self._maps: list[mmap.mmap] = []
+
+    def new(self, nbytes: int, dtype=np.uint8) -> np.ndarray:
+        """A fresh zeroed buffer of `nbytes` bytes (whole pages are mapped) seen as `dtype`."""
+        length = -(-nbytes // mmap.PAGESIZE) * mmap.PAGESIZE
+        try:
+            mm = mmap.mmap(-1, length, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        except OSError as exc:
+            raise TestError(f"cannot map a {nbytes}-byte test buffer: {exc.strerror}") from None
+        if hasattr(mmap, "MADV_HUGEPAGE"):
+            mm.madvise(mmap.MADV_HUGEPAGE)
+        self._maps.append(mm)
+        array = np.frombuffer(mm, dtype=np.uint8, count=nbytes)
+        if self.wire and _libc.mlock(array.ctypes.data, length) != 0:
+            error = os.strerror(ctypes.get_errno())
+            soft, _hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)
+            raise TestError(
+                f"-wire: mlock of {length} bytes refused ({error}); RLIMIT_MEMLOCK allows "
+                f"{_limit(soft)}: raise it (ulimit -l, /etc/security/limits.conf) or run as root")
+        return array.view(dtype)
+
+    def close(self) -> None:
+        """Unmap what nobody else still views (the rest goes when its last view does)."""
+        for mm in self._maps:
+            try:
+                mm.close()          # munmap also unlocks
+            except BufferError:
+                pass
+        self._maps.clear()
+
+
+def _positive(local, name: str, action: str) -> int:
+    value = getattr(local, name, None)
+    if value is None or int(value) < 1:
+        raise TestError(f"-{action}: {name} must be a positive integer, not {value!r}")
+    return int(value)
+
+
+class MemoryTest:
+    """What every memory test shares: n chunks of size bytes per buffer, bytes accounting,
+    pattern-filled buffers, and how many chunks the transfers so far have touched."""
+
+    action = ""
+    traffic = 1                 # system bytes per transfer byte
+
+    def __init__(self, ctx: TestContext):
+        local = ctx.local
+        self.n = _positive(local, "n", self.action)
+        self.size = _positive(local, "size", self.action)
+        self.transfer_bytes = self.size
+        self.system_bytes = self.traffic * self.size
+        self.transfers = 0
+        self.info = ""
+        self._ctx = ctx
+        self._buffers = Buffers(bool(getattr(local, "wire", False)))
+        self._views: list = []  # per chunk: what transfer() hands to numpy
+
+    def buffer(self, *, invert: bool = False) -> np.ndarray:
+        """A new n x size byte buffer filled with the test's pattern (uint8 view)."""
+        buf = self._buffers.new(self.n * self.size)
+        words = buf[:buf.size // 8 * 8].view(np.uint64)
+        patterns.fill(words, self._ctx.local, self._ctx.rng, self._ctx.row, invert=invert)
+        return buf
+
+    def chunks(self, buf: np.ndarray) -> list[np.ndarray]:
+        return [buf[j * self.size:(j + 1) * self.size] for j in range(self.n)]
+
+    def passes(self) -> list[int]:
+        """How many transfers have worked on each chunk."""
+        whole, part = divmod(self.transfers, self.n)
+        return [whole + (j < part) for j in range(self.n)]
+
+    def touched(self) -> int:
+        """Chunks 0 .. touched()-1 have been worked on."""
+        return min(self.transfers, self.n)
+
+    def fail(self, what: str) -> None:
+        raise TestError(f"{self.action}: {what}")
+
+    def close(self) -> None:
+        self._views = []
+        self.__dict__.update({k: None for k, v in vars(self).items() if isinstance(v, np.ndarray)})
+        self._buffers.close()
+
+
+class BcopyTest(MemoryTest):
+    """dst chunk = src chunk; the destination starts as the pattern's complement."""
+
+    action, traffic = "bcopy", 2
+
+    def __init__(self, ctx: TestContext):
+        super().__init__(ctx)
+        self.src = self.buffer()
+        self.dst = self.buffer(invert=True)
+        self._views = list(zip(self.chunks(self.dst), self.chunks(self.src)))
+
+    def transfer(self, k: int) -> None:
+        self.transfers += 1
+        np.copyto(*self._views[k % self.n])
+
+    def check(self) -> None:
+        for j, (dst, src) in enumerate(self._views[:self.touched()]):
+            if not np.array_equal(dst, src):
+                i = int(np.argmax(dst != src))
+                self.fail(f"destination byte {j * self.size + i} (chunk {j}) is {dst[i]:#04x}, "
+                          f"the source holds {src[i]:#04x}")
+
+
+class BzeroTest(MemoryTest):
+    """buf chunk = 0."""
+
+    action = "bzero"
+
+    def __init__(self, ctx: TestContext):
+        super().__init__(ctx)
+        self.buf = self.buffer()
+        self._views = self.chunks(self.buf)
+
+    def transfer(self, k: int) -> None:
+        self.transfers += 1
+        self._views[k % self.n].fill(0)
+
+    def check(self) -> None:
+        for j, chunk in enumerate(self._views[:self.touched()]):
+            if chunk.any():
+                i = int(np.flatnonzero(chunk)[0])
+                self.fail(f"byte {j * self.size + i} (chunk {j}) is {chunk[i]:#04x} after zeroing")
+
+
+class StridedTest(MemoryTest):
+    """load, store, ls: one 64-bit word per stride of a chunk, as strided uint64 views."""
+
+    loads = stores = False
+
+    def __init__(self, ctx: TestContext):
+        super().__init__(ctx)
+        local = ctx.local
+        stride = getattr(local, "stride", None)
+        self.stride = int(stride) if stride is not None else int(ctx.linesize)
+        if self.stride < 8:
+            self.fail(f"stride {self.stride} is below 8 bytes: the 64-bit words would overlap")
+        if self.size < 8:
+            self.fail(f"a transfer of {self.size} bytes holds no 64-bit word")
+        self.words = (self.size - 8) // self.stride + 1       # words per chunk
+        self.value = np.uint64(~getattr(local, "bp1", patterns.PATTERN1) & patterns.MASK64)
+        self.buf = self.buffer()
+        self._views = [np.ndarray((self.words,), np.uint64, self.buf, j * self.size, (self.stride,))
+                       for j in range(self.n)]
+        # what the pattern puts in the words each chunk loads, taken before any transfer
+        self._pattern_sums = [int(np.add.reduce(w)) for w in self._views]
+        self._acc = np.zeros((), np.uint64)                   # every load adds into it
+        self.info = f"stride {self.stride} bytes"
+
+    def transfer(self, k: int) -> None:
+        self.transfers += 1
+        words = self._views[k % self.n]
+        if self.loads:
+            self._acc += np.add.reduce(words)
+        if self.stores:
+            words.fill(self.value)
+
+    @property
+    def acc(self) -> int:
+        return int(self._acc)
+
+    def expected_acc(self) -> int:
+        """The load sum the pattern implies: a chunk's first pass reads the pattern; under ls
+        every later pass reads back the value the previous pass stored."""
+        total = 0
+        again = int(self.value) * self.words if self.stores else None
+        for first, passes in zip(self._pattern_sums, self.passes()):
+            if passes:
+                total += first + (passes - 1) * (first if again is None else again)
+        return total & patterns.MASK64
+
+    def check(self) -> None:
+        if self.loads and self.acc != self.expected_acc():
+            self.fail(f"the loads summed to {self.acc:#018x}, the pattern implies "
+                      f"{self.expected_acc():#018x}")
+        if self.stores:
+            for j, words in enumerate(self._views[:self.touched()]):
+                if not (words == self.value).all():
+                    i = int(np.argmax(words != self.value))
+                    self.fail(f"word at byte {j * self.size + i * self.stride} (chunk {j}) holds "
+                              f"{int(words[i]):#018x}, {int(self.value):#018x} was stored")
+
+
+class LoadTest(StridedTest):
+    action, loads = "load", True
+
+
+class StoreTest(StridedTest):
+    action, stores = "store", True
+
+
+class LsTest(StridedTest):
+    action, traffic, loads, stores = "ls", 2, True, True
+
+
+TESTS = {cls.action: cls for cls in (BcopyTest, BzeroTest, LoadTest, StoreTest, LsTest)}

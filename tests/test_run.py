@@ -15,7 +15,7 @@ import pytest
 
 import numpy as np
 
-from torque_async.results import HEADER, ROW, RUNNING, Results, segment_name
+from torque_async.results import HEADER, READY, ROW, RUNNING, Results, segment_name
 
 from conftest import ENV, REPO, run_cli, table
 
@@ -134,8 +134,7 @@ def test_a_killed_worker_ends_the_run_cleanly_and_names_the_test():
     deadline = time.monotonic() + 60
     victim = None
     while victim is None and time.monotonic() < deadline:    # wait until the tests run
-        seg = Path("/dev/shm", segment_name(0x7008))
-        rows = np.fromfile(seg, ROW, offset=HEADER.itemsize) if seg.exists() else ROW_NONE
+        rows = rows_of(0x7008)
         running = [int(p) for p, s in zip(rows["pid"], rows["state"]) if s == RUNNING]
         victim = running[0] if len(running) == 2 else None
         time.sleep(0.05)                                   # poll, not synchronise
@@ -160,3 +159,26 @@ def test_a_leftover_segment_is_detected_and_freed(capsys):
     r = run_cli("-smkey", "0x7009", "-freeSharedMemory")
     assert r.returncode == 0 and "removed /dev/shm/torque-async-7009" in r.stdout
     assert not shm_left(0x7009)
+
+
+def rows_of(key: int) -> np.ndarray:
+    seg = Path("/dev/shm", segment_name(key))
+    return np.fromfile(seg, ROW, offset=HEADER.itemsize) if seg.exists() else ROW_NONE
+
+
+def test_affinity_pins_each_process_as_asked():
+    key = 0x700A
+    proc = subprocess.Popen([sys.executable, "-m", "torque_async", "-smkey", hex(key), "-g",
+                             "-affinityNumber", "1", "-p", "2", "-n", "4", "-KB", "64", "-bzero",
+                             "-affinityNumberDiff", "0", "-p", "2", "-n", "4", "-KB", "64",
+                             "-store"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=ENV)
+    deadline = time.monotonic() + 60
+    rows = ROW_NONE
+    while time.monotonic() < deadline and not (len(rows) == 4 and (rows["state"] == READY).all()):
+        rows = rows_of(key)
+        time.sleep(0.05)                                   # poll, not synchronise
+    cpus = [psutil.Process(int(pid)).cpu_affinity() for pid in rows["pid"]]
+    out, err = proc.communicate("\n", timeout=60)
+    assert proc.returncode == 0, err
+    assert cpus == [[1], [1], [0], [1]]

@@ -89,8 +89,9 @@ PANELS = (Panel("Bandwidth over time (per sample interval)", sampled, draw_bandw
           Panel("Latency histograms", histograms, draw_histograms))
 
 
-def render(doc: dict[str, Any], path: str) -> list[str]:
-    """Draw every panel the results have data for into a PNG at path; their titles."""
+def render(doc: dict[str, Any], path: str) -> list[tuple[str, list[str]]]:
+    """Draw every panel the results have data for into a PNG at path; (title, line labels) of
+    each panel drawn."""
     try:
         from matplotlib.figure import Figure
     except ImportError:
@@ -100,10 +101,14 @@ def render(doc: dict[str, Any], path: str) -> list[str]:
         raise PlotError("nothing to plot: the results hold no samples and no latencies")
     fig = Figure(figsize=(WIDTH_IN, PANEL_IN * len(panels)), dpi=DPI, layout="constrained")
     fig.suptitle(f"torque-async {doc['command']}", fontsize=9)
+    drawn = []
     for ax, panel in zip(fig.subplots(len(panels), 1, squeeze=False)[:, 0], panels):
         panel.draw(ax, doc)
         ax.set_title(panel.title, fontsize=10)
+        ax.set_ylim(bottom=0)
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7, ncol=max(1, len(ax.get_legend_handles_labels()[1]) // 8))
+        labels = ax.get_legend_handles_labels()[1]
+        ax.legend(fontsize=7, ncol=max(1, len(labels) // 8))
+        drawn.append((panel.title, labels))
     fig.savefig(path, format="png")
-    return [p.title for p in panels]
+    return drawn

@@ -54,7 +54,7 @@ def plot_command(results: str, output: str | None) -> None:
         fail(str(e), 2)
     except plotting.PlotError as e:
         fail(str(e), 1)
-    say([f"{path}: {'; '.join(drawn)}"])
+    say([f"{path}: {'; '.join(title for title, _ in drawn)}"])
 
 
 @main.command("compare")

@@ -57,16 +57,16 @@ def test_sampling_stops_at_the_limit_and_the_table_says_so():
 def test_the_table_has_every_column_and_sa_anywhere_keeps_only_bandwidth():
     rec0 = sampled([(10 * MS, 256), (40 * MS, 512)], 512, finish=40)
     rec1 = record(1, 0, 40 * MS, 10, KB64, samples=((20 * MS, 5), (40 * MS, 10)))
-    full = report.sample_lines((rec0, rec1),
-                               cmdline.parse("-sample 255 -bzero -sample 4 -load".split()).procs(), 0)
+    procs = cmdline.parse("-sample 255 -bzero -sample 4 -load".split()).procs()
+    full = report.sample_lines((rec0, rec1), procs, 0)
     assert full[1] == report.SAMPLES_HEADER
     assert full[2:] == ["0, 0, 0.000, 10.000, 256, 1600.0, Bzero",
                         "0, 1, 10.000, 40.000, 256, 533.3, Bzero",
                         "1, 0, 0.000, 20.000, 5, 15.6, Load",
                         "1, 1, 20.000, 40.000, 5, 15.6, Load"]
     # -sa on the first group applies to every sampled test, as the man page says.
-    bw_only = report.sample_lines((rec0, rec1),
-                                  cmdline.parse("-sa 255 -bzero -sample 4 -load".split()).procs(), 0)
+    procs = cmdline.parse("-sa 255 -bzero -sample 4 -load".split()).procs()
+    bw_only = report.sample_lines((rec0, rec1), procs, 0)
     assert bw_only[1] == report.SA_HEADER
     assert bw_only[2:] == ["0, 0, 1600.0, Bzero", "0, 1, 533.3, Bzero", "1, 0, 15.6, Load",
                            "1, 1, 15.6, Load"]
@@ -126,7 +126,8 @@ def test_a_sampled_run_s_samples_add_up_to_its_transfers_and_tile_its_interval()
 
 
 def test_sa_shows_only_the_bandwidth_columns():
-    r = run_cli("-smkey", "0x7602", "-nh", "-n", "64", "-i", "1", "-KB", "64", "-sa", "15", "-bzero")
+    r = run_cli("-smkey", "0x7602", "-nh", "-n", "64", "-i", "1", "-KB", "64", "-sa", "15",
+                "-bzero")
     assert r.returncode == 0, r.stderr
     assert report.SA_HEADER in r.stdout and report.SAMPLES_HEADER not in r.stdout
     rows = samples_table(r.stdout)
@@ -149,7 +150,8 @@ def test_checkpoint_prints_durations_whose_test_step_is_the_measured_time():
     assert r.returncode == 0, r.stderr
     (row,) = table(r.stdout)
     line = next(ln for ln in r.stdout.splitlines() if ln.startswith("checkpoint proc 0 durations"))
-    steps = {k: float(v) for k, v in (step.rsplit(" ", 1) for step in line.split(": ")[1].split(", "))}
+    steps = {k: float(v)
+             for k, v in (step.rsplit(" ", 1) for step in line.split(": ")[1].split(", "))}
     assert set(steps) == {"set-up", "barrier wait", "test", "wind-down"}
     assert abs(steps["test"] - int(row[3])) <= 1
     assert re.search(r"^checkpoint report \(ms\): [\d.]+$", r.stdout, re.M)

@@ -49,17 +49,18 @@ ENCODE: dict[str, Callable[[Any], Any]] = {
 
 def record_fields(rec: Record) -> dict[str, Any]:
     """Every field of the record; histograms sparse, ENCODE's fields in their readable form."""
-    out = {}
+    hists, out = histogram_fields(), {}
     for f in fields(Record):
+        encode = sparse if f.name in hists else ENCODE.get(f.name)
         value = getattr(rec, f.name)
-        out[f.name] = sparse(value) if f.name in histogram_fields() else \
-            ENCODE.get(f.name, lambda x: x)(value)
+        out[f.name] = encode(value) if encode else value
     return out
 
 
 def samples(rec: Record, proc: Proc, t0: int) -> dict[str, Any]:
     every = proc.group.local.sample
-    return {"every": None if every is None else every + 1, "limit_reached": report.sampling_cut(rec),
+    return {"every": None if every is None else every + 1,
+            "limit_reached": report.sampling_cut(rec),
             "intervals": [asdict(s) for s in report.sample_intervals(rec, t0)]}
 
 

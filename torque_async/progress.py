@@ -34,7 +34,8 @@ def line(procs, transfers, states, elapsed_ns: int) -> str:
         share[0] += min(int(transfers[p.row]), goal)
         share[1] += goal
     labels = {p.group.index: KINDS[p.group.action].label for p in procs}
-    return " ".join([head, *(f"{g}:{labels[g]} {100 * k // goal}%" for g, (k, goal) in done.items())])
+    return " ".join([head, *(f"{g}:{labels[g]} {100 * k // goal}%"
+                             for g, (k, goal) in done.items())])
 
 
 async def show(procs, results: Results, stream: TextIO,

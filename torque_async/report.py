@@ -241,7 +241,8 @@ def detail_lines(records, procs, level: int) -> list[str]:
                      f"transfers (+{rec.extra_transfers} unmeasured), {rec.bytes} bytes, "
                      f"{rec.sys_bytes} system bytes, {len(rec.samples)} samples; {steps}")
         if level >= 2 and rec.lat_count:
-            buckets = ", ".join(f"{bucket_top(i) / 1000:g} {n}" for i, n in enumerate(rec.hist) if n)
+            buckets = ", ".join(f"{bucket_top(i) / 1000:g} {n}"
+                                for i, n in enumerate(rec.hist) if n)
             lines.append(f"proc {rec.row} latency histogram (us at most: transfers): {buckets}")
     return lines
 

@@ -5,10 +5,13 @@ from __future__ import annotations
 import os
 import sys
 import time
+from dataclasses import replace
+from pathlib import Path
 
 import click
 
-from . import __version__, cmdline, helptext, orchestrator, report, sysinfo, validate
+from . import __version__, cmdline, export, helptext, orchestrator, report, sysinfo, validate
+from . import compare as comparing, plot as plotting
 from .results import free_segment, segment_name
 
 SYSCTL_FILE = "sysctl.current"
@@ -36,6 +39,45 @@ def main() -> None:
 def run(tokens: tuple[str, ...]) -> None:
     """Run tests: torque's grammar, e.g. `-p 2 -n 8 -MB 4 -load`."""
     sys.exit(execute(list(tokens)))
+
+
+@main.command("plot")
+@click.argument("results")
+@click.option("-o", "--output", metavar="FILE.png",
+              help="where the picture goes (default: RESULTS with .png)")
+def plot_command(results: str, output: str | None) -> None:
+    """Draw a -json results file: bandwidth over time, latency histograms."""
+    path = output or str(Path(results).with_suffix(".png"))
+    try:
+        drawn = plotting.render(export.load(results), path)
+    except export.ResultsFileError as e:
+        fail(str(e), 2)
+    except plotting.PlotError as e:
+        fail(str(e), 1)
+    say([f"{path}: {'; '.join(title for title, _ in drawn)}"])
+
+
+@main.command("compare")
+@click.argument("a")
+@click.argument("b")
+@click.option("--threshold", type=click.FloatRange(min=0), default=5.0, show_default=True,
+              help="mark changes beyond this many percent")
+@click.option("--fail-on-regression", is_flag=True,
+              help="exit with 1 when B is slower than A beyond the threshold")
+def compare_command(a: str, b: str, threshold: float, fail_on_regression: bool) -> None:
+    """What changed from run A to run B (two -json files), per test and in total."""
+    try:
+        docs = export.load(a), export.load(b)
+    except export.ResultsFileError as e:
+        fail(str(e), 2)
+    say(comparing.lines(*docs, (a, b), threshold))
+    worse = comparing.regressed(comparing.changes(*docs), threshold)
+    sys.exit(1 if fail_on_regression and worse else 0)
+
+
+def fail(message: str, code: int) -> None:
+    print(f"torque-async: error: {message}", file=sys.stderr)
+    sys.exit(code)
 
 
 def say(lines: list[str], err: bool = False) -> None:
@@ -66,6 +108,9 @@ def execute(argv: list[str]) -> int:
             say(helptext.plan_lines(plan))
             return 0
         validate.check(plan)
+        check_outputs(s)
+        if s.vl >= 3:
+            plan = trace_every_transfer(plan)
         info = sysinfo.collect()
         write_sysctl(info, [os.getcwd(), *s.files])
         outcome = orchestrator.run(plan, info.cache_line)
@@ -76,9 +121,54 @@ def execute(argv: list[str]) -> int:
         print("torque-async: interrupted", file=sys.stderr)
         return 130
     date = time.strftime("%a %b %d %H:%M:%S %Z %Y")
-    say(report.render(plan, outcome.records, plan.procs(), info, date, outcome.failures))
-    say([f"torque-async: {line}" for line in outcome.failures], err=True)
-    return 1 if outcome.failures else 0
+    began = time.monotonic_ns()
+    lines = report.render(plan, outcome.records, plan.procs(), info, date, outcome.failures)
+    machine = {}
+    if s.json or s.csv:
+        doc = export.document(plan, outcome.records, plan.procs(), info, date, outcome.failures)
+        machine = {path: make(doc) for path, make in ((s.json, export.json_text),
+                                                      (s.csv, export.csv_text)) if path}
+    if any(g.local.checkpoint for g in plan.groups) and not s.bo:
+        lines += ["", f"checkpoint report (ms): {(time.monotonic_ns() - began) / 1e6:.1f}"]
+    say(lines, err="-" in machine)
+    unwritten = [write_output(path, text) for path, text in machine.items()]
+    say([f"torque-async: {line}" for line in (*outcome.failures, *filter(None, unwritten))],
+        err=True)
+    return 1 if outcome.failures or any(unwritten) else 0
+
+
+def check_outputs(s) -> None:
+    """-json and -csv: distinct targets, at most one on stdout, in writable directories;
+    checked before the run rather than after it."""
+    paths = [p for p in (s.json, s.csv) if p]
+    if len(set(paths)) < len(paths):
+        raise cmdline.UsageError(f"-json and -csv both write to {paths[0]}")
+    for path in paths:
+        folder = os.path.dirname(path) or "."
+        if path != "-" and not (os.path.isdir(folder) and os.access(folder, os.W_OK)):
+            raise cmdline.UsageError(f"cannot write {path}: {folder} is not a writable directory")
+
+
+def write_output(path: str, text: str) -> str:
+    """Write a -json/-csv output ('-': stdout); the problem, or '' when written."""
+    if path == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return ""
+    try:
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    except OSError as e:
+        return f"cannot write {path}: {e.strerror}"
+    return ""
+
+
+def trace_every_transfer(plan):
+    """-vl 3: time-stamp every transfer (the first 1024 of each process, into the preallocated
+    samples) where no -sample was given; the samples table then lists each transfer."""
+    groups = tuple(g if g.local.sample is not None else replace(g, local=replace(g.local, sample=0))
+                   for g in plan.groups)
+    return replace(plan, groups=groups)
 
 
 def write_sysctl(info: sysinfo.SysInfo, paths: list[str]) -> None:

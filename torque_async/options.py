@@ -115,6 +115,8 @@ _G = [
            (Arg("file", text),), dest="config", group="Configuration"),
     Option("child", GLOBAL, "run only test process n of the plan (as torque's fork-exec child)",
            (Arg("n", Count),), group="Execution"),
+    Option("csv", GLOBAL, "write one CSV row per test process to FILE ('-': stdout; the text "
+           "report then goes to stderr)", (Arg("file", text),), group="Output"),
     Option("example", GLOBAL, "print worked examples", group="Help"),
     Option("f", GLOBAL, "add a test file to the file list (at most 128)", (Arg("file", text),),
            dest="files", group="Files"),
@@ -129,7 +131,12 @@ _G = [
     Option("help", GLOBAL, "all help and the examples", const="all", group="Help"),
     Option("hg", GLOBAL, "help on global parameters", dest="help", const="global", group="Help"),
     Option("hl", GLOBAL, "help on local parameters", dest="help", const="local", group="Help"),
+    Option("json", GLOBAL, "write the results as JSON (schema/results.schema.json) to FILE "
+           "('-': stdout; the text report then goes to stderr)", (Arg("file", text),),
+           group="Output"),
     Option("nh", GLOBAL, "no header: only the per-test table and the bandwidth lines",
+           group="Output"),
+    Option("noProgress", GLOBAL, "no progress line on a terminal's stderr while testing",
            group="Output"),
     Option("printAlias", GLOBAL, "print the aliases in effect", group="Help"),
     Option("quit", GLOBAL, "parse the command line and the config file, show the plan, exit",
@@ -267,7 +274,8 @@ assert len(OPTIONS) == len(_G) + len(_L) + len(_A), "duplicate option name"
 GLOBAL_DEFAULTS: dict[str, Any] = dict(
     aliasFile=None, bo=False, config=None, child=None, example=False, files=(), slow=None,
     freeSharedMemory=False, g=False, help=None, nh=False, printAlias=False, quit=False,
-    seed=None, smkey=0xDECA, sp=False, vl=0, version=False)
+    seed=None, smkey=0xDECA, sp=False, vl=0, version=False,
+    csv=None, json=None, noProgress=False)
 LOCAL_DEFAULTS: dict[str, Any] = dict(
     affinityNumber=None, affinityNumberDiff=None, affinityParent=None, size=MB,
     bp1=0x5555555555555555, bp2=0xAAAAAAAAAAAAAAAA, bpkey=1, bt=100, btr=False, cfiles=False,

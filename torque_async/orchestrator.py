@@ -19,6 +19,7 @@ from threading import BrokenBarrierError
 import psutil
 import uvloop
 
+from . import progress
 from .cmdline import UsageError
 from .kinds import KINDS, LOOP, WORKER
 from .loop import LoopSide
@@ -106,12 +107,14 @@ class Supervisor:
 
     async def run(self) -> Outcome:
         self.loop = loop = asyncio.get_running_loop()
+        ticker = None
         try:
             self.spawn()
             ended = [self.watch(loop, row, child) for row, child in self.children.items()]
             await self.loop_side.setup()
             if self.plan.settings.g:
                 await loop.run_in_executor(None, self.wait_for_key)
+            ticker = progress.start(self.plan, self.procs, self.results, sys.stderr)
             start = loop.run_in_executor(None, self.pass_barrier)
             failed = asyncio.ensure_future(self.failed.wait())
             await asyncio.wait([start, failed], return_when=asyncio.FIRST_COMPLETED)
@@ -119,6 +122,7 @@ class Supervisor:
             if not self.failed.is_set():
                 await asyncio.gather(self.loop_side.run(), *ended)
         finally:
+            await progress.stop(ticker)
             self.stop()
             await self.loop_side.close()
         return Outcome(self.results.snapshot(), self.problems

@@ -11,12 +11,16 @@ from dataclasses import dataclass
 from . import __version__
 from .kinds import KINDS
 from .plan import Group, Plan, Proc
-from .results import PHASES, Record, bucket_top
+from .results import MAX_SAMPLES, PHASES, STATE_NAMES, Record, bucket_top
 from .sysinfo import SysInfo, header_lines
 from .units import MB, NS_PER_MS, human, kb_text, mb_per_s, per_s
 
 TABLE_HEADER = "proc,Start,Finish,Diff,Xfers,BW(MB/s),TS(KB),IO/sec,Test,File,PID"
 LATENCY_HEADER = "proc,min,avg,p50,p99,p99.9,max,Test"
+LATENCY_QUANTILES = (("p50", 0.5), ("p99", 0.99), ("p999", 0.999))
+SAMPLES_HEADER = "proc,Sample,Start,End,Xfers,BW(MB/s),Test"
+SA_HEADER = "proc,Sample,BW(MB/s),Test"
+STEPS = ("set-up", "barrier wait", "test", "wind-down")    # between consecutive PHASES
 
 
 @dataclass(frozen=True)
@@ -69,16 +73,25 @@ def bw_lines(records, procs) -> list[str]:
             "", f"{total:.0f}: Total Bandwidth Consumed (MBytes/sec)"]
 
 
-def overlap_line(records, t0: int) -> str:
-    """The interval in which every test was measuring at once."""
+def overlap_window(records) -> tuple[int, int, int] | None:
+    """(latest start, earliest finish, count) of the tests that measured, None for fewer than
+    two; they all ran together only when start < finish."""
     measured = [r for r in records if r.transfers]
     if len(measured) < 2:
+        return None
+    return max(r.start for r in measured), min(r.finish for r in measured), len(measured)
+
+
+def overlap_line(records, t0: int) -> str:
+    """The interval in which every test was measuring at once."""
+    window = overlap_window(records)
+    if window is None:
         return ""
-    lo, hi = max(r.start for r in measured), min(r.finish for r in measured)
+    lo, hi, count = window
     if hi <= lo:
         return ("Warning: the measured intervals did not all overlap; "
                 "drop -fast to keep every test running until the slowest finishes")
-    return (f"All {len(measured)} tests ran together from {(lo - t0) // NS_PER_MS} ms to "
+    return (f"All {count} tests ran together from {(lo - t0) // NS_PER_MS} ms to "
             f"{(hi - t0) // NS_PER_MS} ms ({(hi - lo) // NS_PER_MS} ms)")
 
 
@@ -92,26 +105,90 @@ def percentile(rec: Record, q: float) -> int:
     return rec.lat_max
 
 
+def latency_summary(rec: Record) -> dict[str, int] | None:
+    """Latency per transfer (ns): min, avg, p50, p99, p999, max; None without transfers."""
+    if not rec.lat_count:
+        return None
+    return {"min": rec.lat_min, "avg": rec.lat_sum // rec.lat_count,
+            **{name: percentile(rec, q) for name, q in LATENCY_QUANTILES}, "max": rec.lat_max}
+
+
 def latency_lines(records, procs) -> list[str]:
     lines = ["Latency per transfer (us)", LATENCY_HEADER]
     for rec, proc in zip(records, procs):
-        if rec.lat_count:
-            us = [rec.lat_min, rec.lat_sum // rec.lat_count, percentile(rec, 0.5),
-                  percentile(rec, 0.99), percentile(rec, 0.999), rec.lat_max]
-            lines.append(", ".join([str(rec.row), *(f"{v / 1000:.1f}" for v in us),
+        summary = latency_summary(rec)
+        if summary:
+            lines.append(", ".join([str(rec.row), *(f"{v / 1000:.1f}" for v in summary.values()),
                                     KINDS[proc.group.action].label]))
     return lines if len(lines) > 2 else []
 
 
+def spin_rates(rec: Record) -> dict[str, float] | None:
+    """spinWait: loops/s under load and alone, and the share of the idle rate it kept."""
+    if not (rec.ref_rate and rec.elapsed):
+        return None
+    rate = per_s(rec.ops, rec.elapsed)
+    return {"loops_per_s": rate, "alone_per_s": rec.ref_rate,
+            "kept_pct": 100 * rate / rec.ref_rate}
+
+
 def spin_lines(records, procs) -> list[str]:
     out = []
-    for rec, proc in zip(records, procs):
-        if rec.ref_rate and rec.elapsed:
-            rate = per_s(rec.ops, rec.elapsed)
-            out.append(f"SpinWait proc {rec.row}: {rate / 1e6:.2f} Mloops/s under load, "
-                       f"{rec.ref_rate / 1e6:.2f} Mloops/s alone: {100 * rate / rec.ref_rate:.1f}% "
-                       f"of an idle CPU kept")
+    for rec in records:
+        spin = spin_rates(rec)
+        if spin:
+            out.append(f"SpinWait proc {rec.row}: {spin['loops_per_s'] / 1e6:.2f} Mloops/s under "
+                       f"load, {spin['alone_per_s'] / 1e6:.2f} Mloops/s alone: "
+                       f"{spin['kept_pct']:.1f}% of an idle CPU kept")
     return out
+
+
+@dataclass(frozen=True)
+class Interval:
+    """One sample: the transfers completed since the previous sample (or the start)."""
+    start: int                    # ns since time zero
+    end: int
+    transfers: int
+    bw: float                     # MB/s of transfer bytes over this interval alone
+
+
+def sampling_cut(rec: Record) -> bool:
+    """Sampling stopped at the limit before the measured transfers ended."""
+    return len(rec.samples) == MAX_SAMPLES and rec.samples[-1][1] < rec.transfers
+
+
+def sample_intervals(rec: Record, t0: int) -> list[Interval]:
+    """The intervals between consecutive samples; transfers after the last sample form a last,
+    shorter interval ending at the finish (unless sampling stopped at its limit)."""
+    points = list(rec.samples)
+    if points and points[-1][1] < rec.transfers and not sampling_cut(rec):
+        points.append((rec.finish, rec.transfers))
+    out, t, k = [], rec.start, 0
+    for t_end, k_end in points:
+        out.append(Interval(t - t0, t_end - t0, k_end - k,
+                            mb_per_s((k_end - k) * rec.transfer_bytes, t_end - t)))
+        t, k = t_end, k_end
+    return out
+
+
+def sample_lines(records, procs, t0: int) -> list[str]:
+    """One samples table for every sampled test; -sa anywhere keeps only the bandwidth."""
+    sampled = [(r, p) for r, p in zip(records, procs) if r.samples]
+    if not sampled:
+        return []
+    bw_only = any(p.group.local.sa for p in procs)
+    lines = ["Samples (ms since the start; bandwidth over each interval alone)",
+             SA_HEADER if bw_only else SAMPLES_HEADER]
+    for rec, proc in sampled:
+        label = KINDS[proc.group.action].label
+        for j, s in enumerate(sample_intervals(rec, t0)):
+            cols = (rec.row, j, f"{s.bw:.1f}") if bw_only else \
+                (rec.row, j, f"{s.start / NS_PER_MS:.3f}", f"{s.end / NS_PER_MS:.3f}",
+                 s.transfers, f"{s.bw:.1f}")
+            lines.append(", ".join(map(str, (*cols, label))))
+    return lines + [f"proc {rec.row}: sampling stopped at {MAX_SAMPLES} samples, after transfer "
+                    f"{rec.samples[-1][1]} of {rec.transfers}"
+                    for rec, _ in sampled if sampling_cut(rec)]
 
 
 def group_lines(plan: Plan, group: Group, records, procs) -> list[str]:
@@ -134,13 +211,39 @@ def group_lines(plan: Plan, group: Group, records, procs) -> list[str]:
     return lines + [group.text]
 
 
+def phase_durations(rec: Record) -> dict[str, float]:
+    """ms each step took: set-up, barrier wait (spinWait calibrates there), test, and wind-down
+    (-slow's unmeasured transfers, the data check, clean-up); steps not reached are left out."""
+    return {name: (b - a) / NS_PER_MS
+            for name, a, b in zip(STEPS, rec.phase, rec.phase[1:]) if a and b}
+
+
 def checkpoint_lines(records, procs, t0: int) -> list[str]:
     lines = []
     for rec, proc in zip(records, procs):
         if proc.group.local.checkpoint and rec.phase[0]:
             marks = ", ".join(f"{name} {(t - t0) / NS_PER_MS:.1f}"
                               for name, t in zip(PHASES, rec.phase) if t)
-            lines.append(f"checkpoint proc {rec.row} (ms since the start): {marks}")
+            steps = ", ".join(f"{k} {v:.1f}" for k, v in phase_durations(rec).items())
+            lines += [f"checkpoint proc {rec.row} (ms since the start): {marks}",
+                      f"checkpoint proc {rec.row} durations (ms): {steps}"]
+    return lines
+
+
+def detail_lines(records, procs, level: int) -> list[str]:
+    """-v / -vl n, printed after the run: each process's raw figures and step durations (1),
+    and its latency histogram (2 and up; -vl 3 also samples every transfer, see cli)."""
+    lines = []
+    for rec, proc in zip(records, procs):
+        steps = ", ".join(f"{k} {v:.1f} ms" for k, v in phase_durations(rec).items())
+        lines.append(f"proc {rec.row} (-{proc.group.action}, group {proc.group.index}, process "
+                     f"{proc.index}): pid {rec.pid}, {STATE_NAMES[rec.state]}, {rec.transfers} "
+                     f"transfers (+{rec.extra_transfers} unmeasured), {rec.bytes} bytes, "
+                     f"{rec.sys_bytes} system bytes, {len(rec.samples)} samples; {steps}")
+        if level >= 2 and rec.lat_count:
+            buckets = ", ".join(f"{bucket_top(i) / 1000:g} {n}"
+                                for i, n in enumerate(rec.hist) if n)
+            lines.append(f"proc {rec.row} latency histogram (us at most: transfers): {buckets}")
     return lines
 
 
@@ -164,6 +267,9 @@ def render(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], inf
     for extra in (overlap_line(records, t0), *spin_lines(records, procs),
                   *checkpoint_lines(records, procs, t0)):
         lines.append(extra)
+    lines += ["", *sample_lines(records, procs, t0)]
+    if plan.settings.vl:
+        lines += ["", *detail_lines(records, procs, plan.settings.vl)]
     if not plan.settings.nh:
         lines += [""] + latency_lines(records, procs)
     lines += ["", *bw]

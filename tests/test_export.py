@@ -1,0 +1,182 @@
+"""JSON and CSV: the documented schema, real runs validated against it, and the text report,
+the JSON and the CSV telling the same figures."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import field, fields, make_dataclass
+
+import jsonschema
+import numpy as np
+import pytest
+
+from torque_async import cmdline, export
+from torque_async.results import FAILED, HIST_BUCKETS, ROW, Record, bucket
+from torque_async.sysinfo import SysInfo
+
+from conftest import run_cli, table
+from test_report import INFO, MS, man_page_example, record
+
+SCHEMA = export.schema()
+VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
+WHERE = "torque_async/schema/results.schema.json"
+
+
+def test_the_schema_is_a_valid_versioned_json_schema():
+    jsonschema.Draft202012Validator.check_schema(SCHEMA)
+    assert SCHEMA["properties"]["schema_version"]["const"] == export.SCHEMA_VERSION
+    assert SCHEMA["properties"]["schema"]["const"] == export.SCHEMA_NAME
+    assert SCHEMA["$id"].endswith(f":{export.SCHEMA_VERSION}")
+
+
+@pytest.mark.parametrize("what, names, where", [
+    ("results row (results.Record)", [f.name for f in fields(Record)], "record"),
+    ("SysInfo", [f.name for f in fields(SysInfo)], "system"),
+    ("derived figure (export.FIGURES)", list(export.FIGURES), "test")])
+def test_every_field_is_documented_in_the_schema(what, names, where):
+    documented = SCHEMA["$defs"][where]["properties"]
+    missing = [n for n in names if n not in documented]
+    assert not missing, f"document the {what} field(s) {missing} in {WHERE} under $defs/{where}"
+    assert set(names) <= set(SCHEMA["$defs"][where]["required"])
+
+
+def test_a_crafted_run_validates_and_carries_the_report_s_figures():
+    plan, recs = man_page_example()
+    doc = export.document(plan, recs, plan.procs(), INFO, "today")
+    VALIDATOR.validate(doc)
+    assert doc["time_zero_ns"] == 1000 * MS
+    assert doc["overlap"] == {"start_ns": 64 * MS, "end_ns": 902 * MS + 400_000, "tests": 2,
+                              "together": True}
+    t0, t1 = doc["tests"]
+    assert (t0["table"]["diff_ms"], t0["kind"]) == (902, "Load")
+    assert t0["table"]["bw"] == pytest.approx(354.6, abs=0.05)
+    assert t1["table"]["start_ms"] == 64 and t1["record"]["start"] == 1064 * MS
+    assert round(doc["bandwidth"]["total"]) == 714 and list(doc["bandwidth"]["kinds"]) == ["Load"]
+    group = doc["plan"]["groups"][0]
+    assert group["locals"]["n"] == 8 and group["processes"] == 2
+    assert doc["plan"]["settings"]["seed"] == 1 and doc["system"]["ethernet"] == INFO.ethernet
+
+
+def test_a_failed_test_with_nothing_measured_still_validates():
+    plan = cmdline.parse(["-bzero"])
+    rec = record(0, 0, 0, 0, 4096, state=FAILED, error="boom")
+    doc = export.document(plan, (rec,), plan.procs(), INFO, "today", ("test 0 failed: boom",))
+    VALIDATOR.validate(doc)
+    (test,) = doc["tests"]
+    assert (test["state"], test["latency"], test["record"]["error"]) == ("failed", None, "boom")
+    assert doc["overlap"] is None and doc["failures"] == ["test 0 failed: boom"]
+
+
+def test_histograms_are_sparse_upper_bounds_and_phases_are_named():
+    lats = [900, 900, 50_000]
+    hist = [0] * HIST_BUCKETS
+    for v in lats:
+        hist[bucket(v)] += 1
+    rec = record(0, 0, MS, 3, 64, hist=tuple(hist), lat_count=3, lat_min=900, lat_max=50_000,
+                 lat_sum=51_800, phase=(1, 2, 3, 4, 5))
+    out = export.record_fields(rec)
+    assert [n for _, n in out["hist"]] == [2, 1]
+    for (top, _), v in zip(out["hist"], (900, 50_000)):
+        assert v <= top and bucket(top) == bucket(v)
+    assert out["phase"] == {"spawned": 1, "set_up": 2, "released": 3, "measured": 4, "done": 5}
+
+
+def test_a_new_row_field_appears_in_the_json_and_the_schema_asks_for_it(monkeypatch):
+    """Families add fields to the row; the export walks them without code, and validation
+    fails until the schema documents them."""
+    extended = make_dataclass("Record", [("late_max", int, field(default=7)),
+                                         ("late_hist", tuple, field(default=()))],
+                              bases=(Record,), frozen=True)
+    row = np.dtype(ROW.descr + [("late_max", "i8"), ("late_hist", "i8", (HIST_BUCKETS,))])
+    monkeypatch.setattr(export, "Record", extended)
+    monkeypatch.setattr(export, "ROW", row)
+    late = [0] * HIST_BUCKETS
+    late[bucket(3000)] = 4
+    plan = cmdline.parse(["-bzero"])
+    base = record(0, 0, MS, 4, 64)
+    rec = extended(**{f.name: getattr(base, f.name) for f in fields(Record)}, late_hist=tuple(late))
+    doc = export.document(plan, (rec,), plan.procs(), INFO, "today")
+    assert doc["histograms"] == ["hist", "late_hist"]
+    assert doc["tests"][0]["record"]["late_max"] == 7
+    assert doc["tests"][0]["record"]["late_hist"] == [[export.bucket_top(bucket(3000)), 4]]
+    with pytest.raises(jsonschema.ValidationError, match="late_hist|late_max"):
+        VALIDATOR.validate(doc)
+
+
+def test_load_refuses_what_is_not_a_results_file(tmp_path):
+    bad_json, other, old = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "c.json"
+    bad_json.write_text("{")
+    other.write_text(json.dumps({"hello": 1}))
+    old.write_text(json.dumps({"schema": export.SCHEMA_NAME, "schema_version": 0}))
+    for path, message in ((bad_json, "is not JSON"), (other, "not a torque-async results file"),
+                          (old, "schema version 0"), (tmp_path / "none.json", "cannot read")):
+        with pytest.raises(export.ResultsFileError, match=message):
+            export.load(str(path))
+
+
+def test_csv_columns_are_the_schema_s_scalars_whatever_the_run():
+    plan, recs = man_page_example()
+    text = export.csv_text(export.document(plan, recs, plan.procs(), INFO, "today"))
+    rows = list(csv.reader(io.StringIO(text)))
+    assert rows[0] == [".".join(p) for p in export.csv_columns()]
+    assert "table.bw" in rows[0] and "spin.kept_pct" in rows[0] and "record.hist" not in rows[0]
+    assert len(rows) == 3 and all(len(r) == len(rows[0]) for r in rows)
+    spin = dict(zip(rows[0], rows[1]))["spin.loops_per_s"]
+    assert spin == ""                                   # a load test has no loop rate
+
+
+def parse_bw_line(out: str) -> dict[str, int]:
+    lines = out.splitlines()
+    i = next(j for j, ln in enumerate(lines) if ln.startswith("BW,"))
+    return dict(zip(lines[i].split(", ")[1:], map(int, lines[i + 1].split(", ")[1:])))
+
+
+def test_a_real_run_validates_and_text_json_and_csv_agree(tmp_path):
+    r = run_cli("-smkey", "0x7501", "-json", "run.json", "-csv", "run.csv",
+                "-n", "256", "-i", "1", "-KB", "64", "-sample", "31", "-bzero",
+                "-n", "8", "-i", "2", "-MB", "1", "-Striad", "-n", "4", "-KB", "256", "-spinWait")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads((tmp_path / "run.json").read_text())
+    VALIDATOR.validate(doc)
+    rows = list(csv.DictReader(io.StringIO((tmp_path / "run.csv").read_text())))
+    text = table(r.stdout)
+    assert len(doc["tests"]) == len(rows) == len(text) == 3
+    for test, row, line in zip(doc["tests"], rows, text):
+        t = test["table"]
+        printed = [t["proc"], t["start_ms"], t["finish_ms"], t["diff_ms"], t["xfers"],
+                   f"{t['bw']:.1f}", t["ts"], t["iops"], t["test"], t["file"], t["pid"]]
+        assert line == [str(v) for v in printed]
+        assert float(row["table.bw"]) == t["bw"] and int(row["record.transfers"]) == t["xfers"]
+        assert row["kind"] == test["kind"] == t["test"] and row["state"] == "done"
+    bzero, triad, spin = doc["tests"]
+    assert sum(s["transfers"] for s in bzero["samples"]["intervals"]) == 256
+    assert bzero["samples"]["every"] == 32 and triad["samples"]["every"] is None
+    assert spin["spin"]["loops_per_s"] > 0 and triad["spin"] is None
+    assert triad["sys_bw"] == pytest.approx(3 * triad["table"]["bw"], rel=1e-9)  # 3 arrays
+    printed_bw = parse_bw_line(r.stdout)
+    assert printed_bw == {k: round(v) for k, v in doc["bandwidth"]["kinds"].items()} | \
+        {"Total": round(doc["bandwidth"]["total"])}
+    assert doc["command"].startswith("-smkey 0x7501 -json run.json")
+
+
+def test_json_to_stdout_moves_the_text_report_to_stderr():
+    r = run_cli("-smkey", "0x7502", "-json", "-", "-n", "4", "-i", "1", "-KB", "64", "-load")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    VALIDATOR.validate(doc)
+    assert "Total Bandwidth Consumed" in r.stderr and doc["tests"][0]["table"]["xfers"] == 4
+    c = run_cli("-smkey", "0x7503", "-csv", "-", "-nh", "-n", "4", "-i", "1", "-KB", "64", "-load")
+    assert c.returncode == 0, c.stderr
+    (row,) = csv.DictReader(io.StringIO(c.stdout))
+    assert row["table.xfers"] == "4" and table(c.stderr)[0][4] == "4"
+
+
+@pytest.mark.parametrize("args, message", [
+    (("-json", "-", "-csv", "-"), "-json and -csv both write to -"),
+    (("-json", "no/such/dir/run.json"), "cannot write no/such/dir/run.json: no/such/dir is not a "
+                                        "writable directory")])
+def test_outputs_that_cannot_work_are_refused_before_the_run(args, message):
+    r = run_cli("-smkey", "0x7504", *args, "-n", "4", "-KB", "64", "-load")
+    assert r.returncode == 2 and r.stderr.strip() == f"torque-async: error: {message}"
+    assert "proc,Start" not in r.stdout

@@ -1,0 +1,120 @@
+"""The progress line: only on a terminal, never with -noProgress, at most 4 refreshes a second,
+each group's share of its measured transfers, erased at the end."""
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import pty
+import subprocess
+import sys
+from dataclasses import replace
+
+import numpy as np
+
+from torque_async import cmdline, progress
+from torque_async.results import READY, ROW, RUNNING
+
+from conftest import ENV, run_cli, table
+
+PLAN = cmdline.parse("-p 2 -n 50 -i 2 -bzero -n 10 -i 1 -load".split())
+
+
+class Terminal(io.StringIO):
+    def __init__(self, tty: bool):
+        super().__init__()
+        self.tty = tty
+
+    def isatty(self) -> bool:
+        return self.tty
+
+
+class FakeResults:
+    def __init__(self, transfers, states):
+        self.rows = np.zeros(len(transfers), ROW)
+        self.rows["transfers"], self.rows["state"] = transfers, states
+
+
+def test_wanted_only_on_a_terminal_and_without_noprogress():
+    quiet = replace(PLAN.settings, noProgress=True)
+    assert progress.wanted(PLAN.settings, Terminal(True))
+    assert not progress.wanted(PLAN.settings, Terminal(False))
+    assert not progress.wanted(quiet, Terminal(True))
+
+
+def test_the_line_gives_each_group_s_share_of_its_measured_transfers():
+    procs = PLAN.procs()
+    assert progress.line(procs, [50, 100, 0], [RUNNING] * 3, 1_500_000_000) == \
+        "torque-async 1.5 s: 0:Bzero 75% 1:Load 0%"
+    assert progress.line(procs, [0, 0, 0], [READY] * 3, 200_000_000) == \
+        "torque-async 0.2 s: setting up"
+
+
+def test_show_refreshes_at_most_4_times_a_second_and_erases_its_line():
+    stream, waits, ticks = Terminal(True), [], iter(range(0, 10**10, 500_000_000))
+    results = FakeResults([10, 20, 10], [RUNNING] * 3)
+
+    async def main():
+        third = asyncio.Event()
+
+        async def sleep(seconds):
+            waits.append(seconds)
+            if len(waits) == 3:
+                third.set()
+                await asyncio.Event().wait()          # the third wait lasts until cancelled
+        task = asyncio.ensure_future(progress.show(PLAN.procs(), results, stream, sleep,
+                                                   lambda: next(ticks)))
+        await third.wait()
+        await progress.stop(task)
+        return task
+
+    task = asyncio.run(main())
+    assert task.cancelled() and waits == [progress.INTERVAL] * 3 and progress.INTERVAL >= 0.25
+    E = progress.ERASE
+    assert stream.getvalue() == (f"{E}torque-async 0.5 s: 0:Bzero 15% 1:Load 100%"
+                                 f"{E}torque-async 1.0 s: 0:Bzero 15% 1:Load 100%{E}")
+
+
+def test_start_gives_no_task_when_stderr_is_not_a_terminal():
+    async def main():
+        results = FakeResults([0, 0, 0], [READY] * 3)
+        off = progress.start(PLAN, PLAN.procs(), results, Terminal(False))
+        on = progress.start(PLAN, PLAN.procs(), results, Terminal(True))
+        await progress.stop(on)
+        return off, on
+    off, on = asyncio.run(main())
+    assert off is None and on is not None and on.cancelled()
+
+
+def on_a_terminal(*args: str) -> tuple[int, str, str]:
+    """Run the command with stderr on a pseudo-terminal: (exit code, stdout, the terminal)."""
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "torque_async", *args], env=ENV,
+                            stdout=subprocess.PIPE, stderr=slave, text=True)
+    os.close(slave)
+    seen = []
+    while True:
+        try:
+            data = os.read(master, 4096)
+        except OSError:                  # EIO: every process holding the terminal has exited
+            break
+        if not data:
+            break
+        seen.append(data)
+    os.close(master)
+    out = proc.stdout.read()
+    return proc.wait(), out, b"".join(seen).decode()
+
+
+SLOW = ("-n", "6", "-i", "1", "-KB", "4", "-T", "100000", "-bzero")   # 0.6 s of testing
+
+
+def test_a_terminal_shows_the_line_and_noprogress_or_a_pipe_do_not():
+    code, out, tty = on_a_terminal("-smkey", "0x7801", *SLOW)
+    assert code == 0 and table(out)[0][4] == "6"
+    assert f"{progress.ERASE}torque-async " in tty and " 0:Bzero " in tty
+    assert tty.endswith(progress.ERASE)
+    code, out, tty = on_a_terminal("-smkey", "0x7802", "-noProgress", *SLOW)
+    assert code == 0 and tty == ""
+    piped = run_cli("-smkey", "0x7803", *SLOW)
+    assert piped.returncode == 0 and piped.stderr == ""

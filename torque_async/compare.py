@@ -1,0 +1,73 @@
+"""torque-async compare A.json B.json: what changed between two runs.
+
+Tests are matched by group, kind and process index; each is compared by its bandwidth (MB/s,
+the table's BW column), spinWait by its loop rate, and the runs by their total bandwidth (the
+BW: line). A change beyond the threshold (percent) is marked; B slower than A beyond it is a
+regression.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Change:
+    name: str
+    kind: str
+    unit: str
+    a: float | None               # None: the test is not in A
+    b: float | None
+
+    @property
+    def pct(self) -> float | None:
+        return None if not self.a or self.b is None else 100 * (self.b - self.a) / self.a
+
+    def verdict(self, threshold: float) -> str:
+        if self.a is None or self.b is None:
+            return f"only in {'B' if self.a is None else 'A'}"
+        pct = self.pct
+        if pct is None:
+            return "n/a"
+        mark = " slower" if pct < -threshold else " faster" if pct > threshold else ""
+        return f"{pct:+.1f}%{mark}"
+
+
+def key(test: dict[str, Any]) -> tuple[int, str, int]:
+    return test["group"], test["kind"], test["index"]
+
+
+def figure(test: dict[str, Any] | None) -> tuple[float | None, str]:
+    if test is None:
+        return None, ""
+    if test["spin"]:
+        return test["spin"]["loops_per_s"] / 1e6, "Mloops/s"
+    return test["table"]["bw"], "MB/s"
+
+
+def changes(a: dict[str, Any], b: dict[str, Any]) -> list[Change]:
+    """Every test of A then every test only B ran, and the total last."""
+    in_a = {key(t): t for t in a["tests"]}
+    in_b = {key(t): t for t in b["tests"]}
+    out = []
+    for k in [*in_a, *(k for k in in_b if k not in in_a)]:
+        (va, ua), (vb, ub) = figure(in_a.get(k)), figure(in_b.get(k))
+        out.append(Change(f"group {k[0]} proc {k[2]}", k[1], ua or ub, va, vb))
+    return out + [Change("Total", "all", "MB/s", a["bandwidth"]["total"], b["bandwidth"]["total"])]
+
+
+def regressed(found: list[Change], threshold: float) -> bool:
+    return any(c.pct is not None and c.pct < -threshold for c in found)
+
+
+def lines(a: dict[str, Any], b: dict[str, Any], names: tuple[str, str],
+          threshold: float) -> list[str]:
+    found = changes(a, b)
+    out = [f"{label}: {path} ({doc['date']}): torque-async {doc['command']}".rstrip()
+           for label, path, doc in (("A", names[0], a), ("B", names[1], b))]
+    out += ["", "test, kind, A, B, unit, change"]
+    out += [", ".join((c.name, c.kind, *("-" if v is None else f"{v:.1f}" for v in (c.a, c.b)),
+                       c.unit, c.verdict(threshold))) for c in found]
+    slower = sum(c.pct is not None and c.pct < -threshold for c in found)
+    faster = sum(c.pct is not None and c.pct > threshold for c in found)
+    return out + ["", f"changes beyond {threshold:g}% marked: {slower} slower, {faster} faster"]

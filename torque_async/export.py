@@ -1,0 +1,181 @@
+"""Results for machines: the JSON document and the CSV rows, pure functions of one run.
+
+Each test's `record` walks every field of the results Record, so a new row field appears in
+the JSON without code here (the schema test then asks for its documentation). The derived
+figures come from FIGURES, each the same function the text report prints from. The layout is
+the versioned JSON Schema in schema/results.schema.json; the CSV's columns are that schema's
+scalar test properties, flattened, so they stay the same from run to run.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import asdict, fields
+from functools import cache
+from pathlib import Path
+from typing import Any, Callable
+
+from . import __version__, report
+from .kinds import KINDS
+from .plan import Group, Plan, Proc
+from .results import HIST_BUCKETS, PHASES, ROW, STATE_NAMES, Record, bucket_top
+from .sysinfo import SysInfo
+from .units import mb_per_s
+
+SCHEMA_NAME = "torque-async-results"
+SCHEMA_VERSION = 1
+SCHEMA_PATH = Path(__file__).with_name("schema") / "results.schema.json"
+
+
+class ResultsFileError(ValueError):
+    """A results file that cannot be read or is not torque-async results; says which."""
+
+
+def histogram_fields() -> tuple[str, ...]:
+    """The Record fields that hold a log-scale latency histogram (known by their row shape)."""
+    return tuple(f.name for f in fields(Record)
+                 if f.name in ROW.names and ROW[f.name].shape == (HIST_BUCKETS,))
+
+
+def sparse(hist) -> list[list[int]]:
+    """A histogram as [upper bound in ns, count] pairs of its non-empty buckets."""
+    return [[bucket_top(i), n] for i, n in enumerate(hist) if n]
+
+
+ENCODE: dict[str, Callable[[Any], Any]] = {
+    "phase": lambda marks: {p.replace(" ", "_"): t for p, t in zip(PHASES, marks)}}
+
+
+def record_fields(rec: Record) -> dict[str, Any]:
+    """Every field of the record; histograms sparse, ENCODE's fields in their readable form."""
+    hists, out = histogram_fields(), {}
+    for f in fields(Record):
+        encode = sparse if f.name in hists else ENCODE.get(f.name)
+        value = getattr(rec, f.name)
+        out[f.name] = encode(value) if encode else value
+    return out
+
+
+def samples(rec: Record, proc: Proc, t0: int) -> dict[str, Any]:
+    every = proc.group.local.sample
+    return {"every": None if every is None else every + 1,
+            "limit_reached": report.sampling_cut(rec),
+            "intervals": [asdict(s) for s in report.sample_intervals(rec, t0)]}
+
+
+# The derived figures of one test process: name -> f(record, proc, time zero).
+FIGURES: dict[str, Callable[[Record, Proc, int], Any]] = {
+    "table": lambda rec, proc, t0: asdict(report.table_row(rec, proc, t0)),
+    "sys_bw": lambda rec, proc, t0: mb_per_s(rec.sys_bytes, rec.elapsed),
+    "latency": lambda rec, proc, t0: report.latency_summary(rec),
+    "spin": lambda rec, proc, t0: report.spin_rates(rec),
+    "samples": samples,
+}
+
+
+def process_entry(rec: Record, proc: Proc, t0: int) -> dict[str, Any]:
+    kind = KINDS[proc.group.action]
+    return {"proc": proc.row, "group": proc.group.index, "index": proc.index,
+            "action": proc.group.action, "kind": kind.label, "family": kind.family,
+            "state": STATE_NAMES[rec.state],
+            **{name: figure(rec, proc, t0) for name, figure in FIGURES.items()},
+            "record": record_fields(rec)}
+
+
+def group_entry(group: Group, procs: tuple[Proc, ...]) -> dict[str, Any]:
+    kind = KINDS[group.action]
+    return {"index": group.index, "action": group.action, "args": group.args,
+            "kind": kind.label, "family": kind.family, "text": group.text, "origin": group.origin,
+            "processes": sum(p.group is group for p in procs), "locals": asdict(group.local)}
+
+
+def plain(value: Any) -> Any:
+    """JSON's own types: tuples become lists (for json and for schema validation alike)."""
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    return value
+
+
+def document(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], info: SysInfo,
+             date: str, failures: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The whole run as one JSON-ready dict (see schema/results.schema.json)."""
+    t0 = report.time_zero(records)
+    window = report.overlap_window(records)
+    kinds = report.kind_bandwidths(records, procs)
+    overlap = None if window is None else {
+        "start_ns": window[0] - t0, "end_ns": window[1] - t0, "tests": window[2],
+        "together": window[1] > window[0]}
+    return plain({
+        "schema": SCHEMA_NAME, "schema_version": SCHEMA_VERSION, "version": __version__,
+        "command": plan.command, "date": date, "config": plan.config,
+        "plan": {"settings": asdict(plan.settings),
+                 "groups": [group_entry(g, procs) for g in plan.groups]},
+        "system": asdict(info), "time_zero_ns": t0, "histograms": histogram_fields(),
+        "tests": [process_entry(r, p, t0) for r, p in zip(records, procs)],
+        "overlap": overlap, "bandwidth": {"kinds": kinds, "total": sum(kinds.values())},
+        "failures": failures})
+
+
+def json_text(doc: dict[str, Any]) -> str:
+    return json.dumps(doc, indent=1) + "\n"
+
+
+@cache
+def schema() -> dict[str, Any]:
+    return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+
+
+def scalar_paths(node: dict[str, Any], prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """Paths to the scalar properties of a schema object, nested objects flattened, arrays
+    left out (histograms, samples: the JSON holds them)."""
+    defs = schema()["$defs"]
+    paths = []
+    for name, sub in node["properties"].items():
+        sub = defs[sub["$ref"].rsplit("/", 1)[1]] if "$ref" in sub else sub
+        types = sub.get("type", ())
+        if "properties" in sub:
+            paths += scalar_paths(sub, (*prefix, name))
+        elif "array" not in types:
+            paths.append((*prefix, name))
+    return paths
+
+
+def csv_columns() -> list[tuple[str, ...]]:
+    return scalar_paths(schema()["$defs"]["test"])
+
+
+def lookup(entry: dict[str, Any], path: tuple[str, ...]) -> Any:
+    for key in path:
+        entry = entry.get(key) if isinstance(entry, dict) else None
+    return entry
+
+
+def csv_text(doc: dict[str, Any]) -> str:
+    """One row per test process: the test's scalar figures, named by their JSON path."""
+    columns = csv_columns()
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(".".join(p) for p in columns)
+    for test in doc["tests"]:
+        writer.writerow("" if v is None else v for v in (lookup(test, p) for p in columns))
+    return out.getvalue()
+
+
+def load(path: str) -> dict[str, Any]:
+    """A results file written by -json, checked for its schema name and version."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except OSError as e:
+        raise ResultsFileError(f"cannot read {path}: {e.strerror}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ResultsFileError(f"{path} is not JSON: {e}") from None
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA_NAME:
+        raise ResultsFileError(f"{path} is not a torque-async results file (-json)")
+    if doc.get("schema_version") != SCHEMA_VERSION:
+        raise ResultsFileError(f"{path} has results schema version {doc.get('schema_version')}; "
+                               f"this torque-async reads version {SCHEMA_VERSION}")
+    return doc

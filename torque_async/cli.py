@@ -75,8 +75,14 @@ def compare_command(a: str, b: str, threshold: float, fail_on_regression: bool) 
     sys.exit(1 if fail_on_regression and worse else 0)
 
 
+def error(message: str) -> None:
+    """One line on stderr: control characters in the offending token are shown escaped."""
+    shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+    print(f"torque-async: error: {shown}", file=sys.stderr)
+
+
 def fail(message: str, code: int) -> None:
-    print(f"torque-async: error: {message}", file=sys.stderr)
+    error(message)
     sys.exit(code)
 
 
@@ -115,7 +121,7 @@ def execute(argv: list[str]) -> int:
         write_sysctl(info, [os.getcwd(), *s.files])
         outcome = orchestrator.run(plan, info.cache_line)
     except cmdline.UsageError as e:
-        print(f"torque-async: error: {e}", file=sys.stderr)
+        error(str(e))
         return 2
     except KeyboardInterrupt:
         print("torque-async: interrupted", file=sys.stderr)

@@ -84,12 +84,17 @@ def overlap_line(records, t0: int) -> str:
 
 def percentile(rec: Record, q: float) -> int:
     """Latency (ns) under which a share q of transfers completed, from the histogram."""
-    want, seen = q * rec.lat_count, 0
-    for i, n in enumerate(rec.hist):
+    return hist_percentile(rec.hist, rec.lat_count, rec.lat_min, rec.lat_max, q)
+
+
+def hist_percentile(hist, count: int, lo: int, hi: int, q: float) -> int:
+    """The value under which a share q of `count` values fell, from their log histogram."""
+    want, seen = q * count, 0
+    for i, n in enumerate(hist):
         seen += n
         if n and seen >= want:
-            return min(max(bucket_top(i), rec.lat_min), rec.lat_max)
-    return rec.lat_max
+            return min(max(bucket_top(i), lo), hi)
+    return hi
 
 
 def latency_lines(records, procs) -> list[str]:
@@ -114,6 +119,59 @@ def spin_lines(records, procs) -> list[str]:
     return out
 
 
+STREAM_HEADER = "proc,sub,Target(MB/s),BW(MB/s),Xfers,Late,LongestLate,min,avg,p99,max,Test"
+
+
+def stream_lines(records, procs) -> list[str]:
+    """Per sub-stream: target and achieved bandwidth, late transfers and lateness (us); with
+    -sample, the stream's bandwidth in each sample interval."""
+    from .streams.schedule import stages
+    lines, samples = [], []
+    for rec, proc in zip(records, procs):
+        if not rec.subs:
+            continue
+        label, lookahead, _, bw = proc.group.args[:4]
+        names = [s.name for s in stages(label, lookahead, 1)]
+        for name, sub in zip(names, rec.subs):
+            n = max(sub.transfers, 1)
+            us = [sub.lo if sub.transfers else 0, sub.total // n,
+                  hist_percentile(sub.hist, sub.transfers, sub.lo, sub.hi, 0.99), sub.hi]
+            lines.append(", ".join([str(rec.row), name, f"{bw:.1f}",
+                                    f"{mb_per_s(sub.transfers * rec.transfer_bytes, rec.elapsed):.1f}",
+                                    str(sub.transfers), str(sub.late), str(sub.late_run),
+                                    *(f"{v / 1000:.1f}" for v in us),
+                                    f"{KINDS[proc.group.action].label} {label}"]))
+        t, k = rec.start, 0
+        for i, (t_end, k_end) in enumerate(rec.samples):
+            samples.append(f"{rec.row}, {i}, {(t_end - rec.start) / NS_PER_MS:.1f}, {k_end - k}, "
+                           f"{mb_per_s((k_end - k) * rec.transfer_bytes, t_end - t):.1f}")
+            t, k = t_end, k_end
+    if not lines:
+        return []
+    out = ["Streams: lateness = completion - deadline (us, 0 when on time)", STREAM_HEADER, *lines]
+    if samples:
+        out += ["", "Stream samples: bandwidth of all sub-streams in each interval",
+                "proc,sample,End(ms),Xfers,BW(MB/s)", *samples]
+    return out
+
+
+def cyclic_lines(records, procs) -> list[str]:
+    """cyclictest's summary line for each -cyclic process, in us, and its p99."""
+    out = []
+    for rec, proc in zip(records, procs):
+        if proc.group.action == "cyclic" and rec.lat_count:
+            us = [rec.lat_min, rec.last_lat, rec.lat_sum // rec.lat_count, rec.lat_max,
+                  percentile(rec, 0.99)]
+            out.append(f"T: {rec.row} ({rec.pid}) I:{proc.group.args[0]} C: {rec.lat_count} "
+                       + " ".join(f"{name}: {v / 1000:.0f}" for name, v in
+                                  zip(("Min", "Act", "Avg", "Max", "p99"), us)) + " (us)")
+    return out
+
+
+PACED = {"streams": ("transaction size", "configuration", "Number of processes"),
+         "timer": ("configuration", "Number of processes")}
+
+
 def group_lines(plan: Plan, group: Group, records, procs) -> list[str]:
     local = group.local
     mine = [(r, p) for r, p in zip(records, procs) if p.group is group]
@@ -126,6 +184,8 @@ def group_lines(plan: Plan, group: Group, records, procs) -> list[str]:
         lines.append(f"Working Set = {kind.buffers} x {local.n * size / MB:g} MBytes/process")
     lines += [f"Bytes Transferred = {local.n * local.i * size / MB:g} MBytes/process",
               f"Number of processes = {len(mine)}", f"Number of iterations = {local.i}"]
+    if kind.family in PACED:          # their arguments, not -n x -i, say what they do (info)
+        lines = [ln for ln in lines if ln.startswith(PACED[kind.family])]
     infos = sorted({r.info for r, _ in mine if r.info})
     lines += infos
     extra = sum(r.extra_transfers for r, _ in mine)
@@ -162,8 +222,9 @@ def render(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], inf
     lines += [table_row(r, p, t0).text() for r, p in zip(records, procs) if r.transfers]
     lines += [""]
     for extra in (overlap_line(records, t0), *spin_lines(records, procs),
-                  *checkpoint_lines(records, procs, t0)):
+                  *cyclic_lines(records, procs), *checkpoint_lines(records, procs, t0)):
         lines.append(extra)
+    lines += [""] + stream_lines(records, procs)
     if not plan.settings.nh:
         lines += [""] + latency_lines(records, procs)
     lines += ["", *bw]

@@ -103,8 +103,8 @@ class Geometry:
     def of(cls, args) -> "Geometry":
         label, lookahead, size_kb, bw, start, run, mfile = args
         size = size_kb * KB
-        period = Fraction(size * NS_PER_S) / (Fraction(bw) * MB)
-        frames = max(1, math.ceil(Fraction(run) * NS_PER_S / period))
+        period = Fraction(size * NS_PER_S) / (decimal(bw) * MB)
+        frames = max(1, math.ceil(decimal(run) * NS_PER_S / period))
         mfile_slots = mfile * MB // size
         return cls(label, min(lookahead, frames), size, period, round(start * NS_PER_S), frames,
                    max(1, min(frames, mfile_slots)), mfile_slots)
@@ -119,6 +119,11 @@ class Geometry:
 
     def stages(self) -> tuple[Stage, ...]:
         return stages(self.label, self.lookahead, self.slots)
+
+
+def decimal(x: float) -> Fraction:
+    """A parsed argument as the decimal the user typed (0.05, not the binary float near it)."""
+    return Fraction(str(x))
 
 
 class Pacer:

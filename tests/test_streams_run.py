@@ -5,6 +5,7 @@ import os
 
 import numpy as np
 
+from torque_async.report import STREAM_HEADER
 from torque_async.streams.frames import WRITTEN, header_of
 from torque_async.units import KB
 
@@ -12,14 +13,7 @@ from conftest import run_cli, table
 
 
 def stream_rows(out: str) -> list[list[str]]:
-    lines = out.splitlines()
-    i = lines.index("proc,sub,Target(MB/s),BW(MB/s),Xfers,Late,LongestLate,min,avg,p99,max,Test")
-    rows = []
-    for line in lines[i + 1:]:
-        if not line.strip():
-            break
-        rows.append([c.strip() for c in line.split(",")])
-    return rows
+    return table(out, STREAM_HEADER)
 
 
 def test_a_memory_stream_holds_its_target_over_a_few_seconds():

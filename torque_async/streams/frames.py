@@ -48,6 +48,7 @@ class Frames:
         self.slots, self.stages = geometry.slots, stages
         self.patterns = [rng.integers(0, 256, size, np.uint8) for _ in range(geometry.tracks)]
         self.sourced = sourced      # source tracks hold our source frames (not a user's file)
+        self.written = {s.op.track for s in stages if s.op.kind != READ}
         self.rings: list[list[np.ndarray]] = []     # the frames each sub-stream moves in turn
         for s in stages:
             if s.op.kind != READ and len(s.op.deps) == 1:
@@ -58,11 +59,6 @@ class Frames:
                 if s.op.kind != READ and not s.op.deps:
                     ring[0][:] = self.patterns[s.op.track]      # the camera's picture
             self.rings.append(ring)
-
-    def writer_of(self, stage: Stage) -> Stage | None:
-        """The write sub-stream on this stage's track, if there is one."""
-        return next((s for s in self.stages if s.op.kind != READ
-                     and s.op.track == stage.op.track), None)
 
     def source_tracks(self) -> list[int]:
         """Tracks read before anything writes them: filled with source frames in set-up."""
@@ -91,10 +87,9 @@ class Frames:
     def expected(self, stage: Stage, k: int) -> tuple[int, int] | None:
         """The header read k of `stage` must find (None: a user's data, unknown)."""
         track, slot = stage.op.track, k % self.slots
-        writer = self.writer_of(stage)
         if stage.op.deps:
             return WRITTEN | track, k
-        if writer is not None and k >= self.slots:
+        if track in self.written and k >= self.slots:
             return WRITTEN | track, k - self.slots
         return (SOURCE | track, slot) if self.sourced else None
 

@@ -14,7 +14,7 @@ from workers.api import TestError
 
 from ..results import HIST_BUCKETS, bucket
 from .frames import Frames
-from .schedule import Pacer, Stage
+from .schedule import READ, Pacer, Stage
 
 
 class Stopped(Exception):
@@ -58,15 +58,11 @@ class Lateness:
         if ns > 0:
             self.late += 1
             self.run += 1
-            if self.run > self.longest:
-                self.longest = self.run
+            self.longest = max(self.longest, self.run)
         else:
             ns = self.run = 0
         self.total += ns
-        if ns < self.lo:
-            self.lo = ns
-        if ns > self.hi:
-            self.hi = ns
+        self.lo, self.hi = min(self.lo, ns), max(self.hi, ns)
         self.hist[bucket(ns)] += 1
 
 
@@ -114,7 +110,7 @@ class Pipeline:
             t0 = clock()
             await move(kind, track, k % slots, frame)
             t1 = clock()
-            if kind == "r":
+            if kind == READ:
                 self.frames.received(stage, k, frame)
             if k < self.measured:
                 lateness.add(t1 - pacer.release(k + late))

@@ -49,7 +49,7 @@ class StreamTest:
         self.transfer_bytes = g.size
         self.system_bytes = g.size * (2 if self.memory else 1)    # a memory copy reads + writes
         self.buffers = Buffers(ctx.local.wire)
-        self.tracks = self.timer = self.pipeline = None
+        self.tracks = self.frames = self.timer = self.pipeline = None
         self.trace: list | None = None
         self.info = ""
 

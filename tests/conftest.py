@@ -35,10 +35,11 @@ def execute(capsys, *args: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-def table(out: str) -> list[list[str]]:
-    """The rows of the bandwidth table, split into their columns."""
+def table(out: str, header: str = "proc,Start,Finish,Diff,Xfers,BW(MB/s),TS(KB),IO/sec,Test,"
+                                   "File,PID") -> list[list[str]]:
+    """The rows of the table under `header` (the bandwidth table), split into their columns."""
     lines = out.splitlines()
-    i = lines.index("proc,Start,Finish,Diff,Xfers,BW(MB/s),TS(KB),IO/sec,Test,File,PID")
+    i = lines.index(header)
     rows = []
     for line in lines[i + 1:]:
         if not line.strip():

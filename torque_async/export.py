@@ -44,7 +44,8 @@ def sparse(hist) -> list[list[int]]:
 
 
 ENCODE: dict[str, Callable[[Any], Any]] = {
-    "phase": lambda marks: {p.replace(" ", "_"): t for p, t in zip(PHASES, marks)}}
+    "phase": lambda marks: {p.replace(" ", "_"): t for p, t in zip(PHASES, marks)},
+    "subs": lambda subs: [{**asdict(s), "hist": sparse(s.hist)} for s in subs]}
 
 
 def record_fields(rec: Record) -> dict[str, Any]:

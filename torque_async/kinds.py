@@ -22,9 +22,10 @@ class Kind:
     runs_in: str                  # WORKER or LOOP
     impl: str | None              # "module:Class" implementing the test
     buffers: int = 0              # buffers of n x transfer size each process allocates
+    check: str | None = None      # "module:function"(plan, group) raising UsageError
 
-    def load(self):
-        module, attr = self.impl.split(":")
+    def load(self, name: str | None = None):
+        module, attr = (name or self.impl).split(":")
         return getattr(__import__(module, fromlist=[attr]), attr)
 
 
@@ -36,10 +37,12 @@ def register(*kinds: Kind) -> None:
         assert OPTIONS.get(k.action) and OPTIONS[k.action].scope == ACTION, k.action
         assert k.runs_in in (WORKER, LOOP) and k.action not in KINDS, k.action
         assert k.impl is None or ":" in k.impl, k.action
+        assert k.check is None or ":" in k.check, k.action
         KINDS[k.action] = k
 
 
 _M, _S = "workers.memory:", "workers.stream:"
+_ST = "torque_async.streams.stream:"
 register(
     Kind("bcopy", "Bcopy", "memory", WORKER, _M + "BcopyTest", buffers=2),
     Kind("bzero", "Bzero", "memory", WORKER, _M + "BzeroTest", buffers=1),
@@ -55,7 +58,9 @@ register(
     *(Kind(a, label, "file", LOOP, None) for a, label in (
         ("r", "Read"), ("w", "Write"), ("rand", "Random"), ("rmw", "RdModWr"), ("rw", "RdWr"),
         ("scan", "Scan"), ("scanfile", "ScanFile"), ("aio", "AIO"), ("files", "Files"))),
-    Kind("streams", "Streams", "streams", LOOP, None),
-    Kind("memStreams", "MemStreams", "streams", LOOP, None),
+    Kind("streams", "Streams", "streams", LOOP, _ST + "StreamTest", check=_ST + "check_group"),
+    Kind("memStreams", "MemStreams", "streams", LOOP, _ST + "MemStreamTest",
+         check=_ST + "check_group"),
+    Kind("cyclic", "Cyclic", "timer", WORKER, "workers.cyclic:CyclicTest"),
 )
 assert set(KINDS) == {n for n, o in OPTIONS.items() if o.scope == ACTION}, "an action has no kind"

@@ -239,6 +239,8 @@ _A = [
            (Arg("n", integer(1, 1024)),), group="File"),
     Option("bcopy", ACTION, "memory copy (system bandwidth counts read + write)", group="Memory"),
     Option("bzero", ACTION, "memory zeroing", group="Memory"),
+    Option("cyclic", ACTION, "cyclictest-style wake-up lateness every usec beside the other "
+           "tests (at least n x i wake-ups)", (Arg("usec", integer(1, 10**7)),), group="CPU"),
     Option("files", ACTION, "web-server simulation: random transfers to n files under -dir",
            (Arg("n", integer(1, 10**7)),), group="File"),
     Option("load", ACTION, "one integer load per cache line (or -stride)", group="Memory"),

@@ -97,12 +97,17 @@ def overlap_line(records, t0: int) -> str:
 
 def percentile(rec: Record, q: float) -> int:
     """Latency (ns) under which a share q of transfers completed, from the histogram."""
-    want, seen = q * rec.lat_count, 0
-    for i, n in enumerate(rec.hist):
+    return hist_percentile(rec.hist, rec.lat_count, rec.lat_min, rec.lat_max, q)
+
+
+def hist_percentile(hist, count: int, lo: int, hi: int, q: float) -> int:
+    """The value under which a share q of `count` values fell, from their log histogram."""
+    want, seen = q * count, 0
+    for i, n in enumerate(hist):
         seen += n
         if n and seen >= want:
-            return min(max(bucket_top(i), rec.lat_min), rec.lat_max)
-    return rec.lat_max
+            return min(max(bucket_top(i), lo), hi)
+    return hi
 
 
 def latency_summary(rec: Record) -> dict[str, int] | None:
@@ -191,6 +196,50 @@ def sample_lines(records, procs, t0: int) -> list[str]:
                     for rec, _ in sampled if sampling_cut(rec)]
 
 
+STREAM_HEADER = "proc,sub,Target(MB/s),BW(MB/s),Xfers,Late,LongestLate,min,avg,p99,max,Test"
+
+
+def stream_lines(records, procs) -> list[str]:
+    """Per sub-stream: target and achieved bandwidth, late transfers and lateness (us).
+    (With -sample, the stream's intervals are in the one samples table.)"""
+    from .streams.schedule import stages
+    lines = []
+    for rec, proc in zip(records, procs):
+        if not rec.subs:
+            continue
+        label, lookahead, _, bw = proc.group.args[:4]
+        names = [s.name for s in stages(label, lookahead, 1)]
+        for name, sub in zip(names, rec.subs):
+            n = max(sub.transfers, 1)
+            us = [sub.lo if sub.transfers else 0, sub.total // n,
+                  hist_percentile(sub.hist, sub.transfers, sub.lo, sub.hi, 0.99), sub.hi]
+            lines.append(", ".join([str(rec.row), name, f"{bw:.1f}",
+                                    f"{mb_per_s(sub.transfers * rec.transfer_bytes, rec.elapsed):.1f}",
+                                    str(sub.transfers), str(sub.late), str(sub.late_run),
+                                    *(f"{v / 1000:.1f}" for v in us),
+                                    f"{KINDS[proc.group.action].label} {label}"]))
+    if not lines:
+        return []
+    return ["Streams: lateness = completion - deadline (us, 0 when on time)", STREAM_HEADER, *lines]
+
+
+def cyclic_lines(records, procs) -> list[str]:
+    """cyclictest's summary line for each -cyclic process, in us, and its p99."""
+    out = []
+    for rec, proc in zip(records, procs):
+        if proc.group.action == "cyclic" and rec.lat_count:
+            us = [rec.lat_min, rec.last_lat, rec.lat_sum // rec.lat_count, rec.lat_max,
+                  percentile(rec, 0.99)]
+            out.append(f"T: {rec.row} ({rec.pid}) I:{proc.group.args[0]} C: {rec.lat_count} "
+                       + " ".join(f"{name}: {v / 1000:.0f}" for name, v in
+                                  zip(("Min", "Act", "Avg", "Max", "p99"), us)) + " (us)")
+    return out
+
+
+PACED = {"streams": ("transaction size", "configuration", "Number of processes"),
+         "timer": ("configuration", "Number of processes")}
+
+
 def group_lines(plan: Plan, group: Group, records, procs) -> list[str]:
     local = group.local
     mine = [(r, p) for r, p in zip(records, procs) if p.group is group]
@@ -203,6 +252,8 @@ def group_lines(plan: Plan, group: Group, records, procs) -> list[str]:
         lines.append(f"Working Set = {kind.buffers} x {local.n * size / MB:g} MBytes/process")
     lines += [f"Bytes Transferred = {local.n * local.i * size / MB:g} MBytes/process",
               f"Number of processes = {len(mine)}", f"Number of iterations = {local.i}"]
+    if kind.family in PACED:          # their arguments, not -n x -i, say what they do (info)
+        lines = [ln for ln in lines if ln.startswith(PACED[kind.family])]
     infos = sorted({r.info for r, _ in mine if r.info})
     lines += infos
     extra = sum(r.extra_transfers for r, _ in mine)
@@ -265,9 +316,9 @@ def render(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], inf
     lines += [table_row(r, p, t0).text() for r, p in zip(records, procs) if r.transfers]
     lines += [""]
     for extra in (overlap_line(records, t0), *spin_lines(records, procs),
-                  *checkpoint_lines(records, procs, t0)):
+                  *cyclic_lines(records, procs), *checkpoint_lines(records, procs, t0)):
         lines.append(extra)
-    lines += ["", *sample_lines(records, procs, t0)]
+    lines += ["", *stream_lines(records, procs), "", *sample_lines(records, procs, t0)]
     if plan.settings.vl:
         lines += ["", *detail_lines(records, procs, plan.settings.vl)]
     if not plan.settings.nh:

@@ -16,6 +16,7 @@ import numpy as np
 SUB_BITS = 2                       # latency histogram: 4 buckets per power of two of ns
 HIST_BUCKETS = 64 << SUB_BITS
 MAX_SAMPLES = 1024
+MAX_SUBS = 3                       # sub-streams of one stream (rwr, rrw)
 PHASES = ("spawned", "set up", "released", "measured", "done")
 MAGIC = 0x746F72717565         # "torque"
 
@@ -38,6 +39,14 @@ ROW = np.dtype([
     ("transfer_bytes", "i8"),
     ("file", "S256"),                            # the file a file test used (File column)
     ("info", "S160"), ("error", "S240"),
+    ("last_lat", "i8"),                          # the last latency recorded (-cyclic's Act)
+    ("nsubs", "i8"),                             # streams: sub-streams, and for each of them
+    ("sub_xfers", "i8", (MAX_SUBS,)),            # measured transfers,
+    ("late", "i8", (MAX_SUBS,)),                 # those completed after their deadline,
+    ("late_run", "i8", (MAX_SUBS,)),             # the longest run of consecutive late ones,
+    ("late_min", "i8", (MAX_SUBS,)), ("late_max", "i8", (MAX_SUBS,)),   # lateness (ns, 0 when
+    ("late_sum", "i8", (MAX_SUBS,)),             # on time): min, max, sum and histogram
+    ("late_hist", "i8", (MAX_SUBS, HIST_BUCKETS)),
 ], align=True)
 
 
@@ -129,6 +138,18 @@ def free_segment(name: str) -> int | None:
 
 
 @dataclass(frozen=True)
+class SubStream:
+    """One sub-stream's figures: measured transfers and their lateness (ns)."""
+    transfers: int
+    late: int
+    late_run: int
+    lo: int
+    hi: int
+    total: int
+    hist: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class Record:
     """An immutable copy of one row, with plain Python values."""
     row: int
@@ -153,6 +174,8 @@ class Record:
     file: str
     info: str
     error: str
+    last_lat: int = 0
+    subs: tuple[SubStream, ...] = ()
 
     @classmethod
     def of(cls, r: np.void, row: int) -> "Record":
@@ -167,7 +190,12 @@ class Record:
                    phase=tuple(int(x) for x in r["phase"]), ops=int(r["ops"]),
                    ref_rate=float(r["ref_rate"]), transfer_bytes=int(r["transfer_bytes"]),
                    file=r["file"].decode(errors="replace"), info=r["info"].decode(errors="replace"),
-                   error=r["error"].decode(errors="replace"))
+                   error=r["error"].decode(errors="replace"), last_lat=int(r["last_lat"]),
+                   subs=tuple(SubStream(int(r["sub_xfers"][i]), int(r["late"][i]),
+                                        int(r["late_run"][i]), int(r["late_min"][i]),
+                                        int(r["late_max"][i]), int(r["late_sum"][i]),
+                                        tuple(int(x) for x in r["late_hist"][i]))
+                              for i in range(int(r["nsubs"]))))
 
     @property
     def elapsed(self) -> int:

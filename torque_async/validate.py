@@ -26,6 +26,8 @@ def check(plan: Plan) -> None:
         if kind.impl is None:
             raise UsageError(f"-{g.action}: the {kind.family} tests are not in this version yet")
         check_cpus(g)
+        if kind.check:
+            kind.load(kind.check)(plan, g)
     if plan.settings.sp and len(procs) != 1:
         raise UsageError(f"-sp runs a single test process in the main process; the plan has "
                          f"{len(procs)}")

@@ -61,7 +61,11 @@ def main(spec: WorkerSpec, barrier, calibration_lock, in_process: bool = False) 
         row["phase"][0, 2] = time.monotonic_ns()
         row["state"] = RUNNING
         local = spec.proc.group.local
-        measure(test, Meter(results, spec.proc.row, local.sample, spec.slow), local)
+        meter = Meter(results, spec.proc.row, local.sample, spec.slow)
+        if hasattr(test, "measure"):     # a test that times itself (-cyclic: lateness)
+            test.measure(meter, local)
+        else:
+            measure(test, meter, local)
         test.check()
         row["state"] = DONE
         return 0

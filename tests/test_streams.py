@@ -1,0 +1,350 @@
+"""The stream engine in-process: exact pacing on a virtual clock, every label's ordering and
+data, the lookahead bound, slot reuse, lateness, and the checks that catch broken data."""
+from __future__ import annotations
+
+import asyncio
+import itertools
+import math
+import os
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from torque_async import cmdline
+from torque_async.meter import Meter
+from torque_async.results import Results, segment_name
+from torque_async.streams.frames import SOURCE, WRITTEN, Frames, header_of, stamp
+from torque_async.streams.pipeline import Lateness, Pipeline
+from torque_async.streams.schedule import LABELS, READ, WRITE, Geometry, Pacer, stages
+from torque_async.streams.stream import MemStreamTest, StreamTest
+from torque_async.streams.tracks import MemoryTracks
+from torque_async.units import KB, MB
+from workers.api import TestContext as Context      # not Test*: pytest would collect it
+from workers.api import TestError as Failure
+from workers.memory import Buffers
+
+KEYS = itertools.count(0x7A100)
+
+
+def build(args: str, *extra: str):
+    """The stream test of `[extra] -memStreams|-streams ARGS` as the loop side builds it."""
+    plan = cmdline.parse([*extra, *args.split()])
+    proc = plan.procs()[0]
+    ctx = Context(proc.group, 0, 0, np.random.default_rng(7), 64, plan.settings.files)
+    return (MemStreamTest if proc.group.action == "memStreams" else StreamTest)(ctx)
+
+
+def run_stream(test, wrap=None) -> tuple[Results, list]:
+    """setup, run (tracing every transfer) and check one stream test on its own results row."""
+    results = Results.create(segment_name(next(KEYS)), 1)
+    test.trace = []
+
+    async def go():
+        await test.setup()
+        if wrap:
+            test.tracks = wrap(test.tracks)
+        try:
+            await test.run(Meter(results, 0, None, slow=False))
+            await test.check()
+        finally:
+            await test.close()
+    try:
+        asyncio.run(go())
+    finally:
+        results.shm.unlink()
+    return results, test.trace
+
+
+def by_op(trace) -> dict[int, dict[int, tuple[int, int]]]:
+    out: dict[int, dict[int, tuple[int, int]]] = {}
+    for i, k, t0, t1 in trace:
+        out.setdefault(i, {})[k] = (t0, t1)
+    return out
+
+
+def done_by(ops, j: int, t: int) -> int:
+    """Transfers sub-stream j had completed at time t."""
+    return sum(1 for t0, t1 in ops[j].values() if t1 <= t)
+
+
+# Pacing on a virtual clock -------------------------------------------------------------------
+
+class VirtualTime:
+    """A clock that only moves when someone sleeps or a transfer takes time."""
+
+    def __init__(self, t: int = 0):
+        self.t = t
+
+    def __call__(self) -> int:
+        return self.t
+
+    async def sleep_until(self, t: int) -> None:
+        assert t > self.t, "slept for a time already past"
+        self.t = t
+
+
+class TimedTracks:
+    """Memory tracks whose transfer k of each sub-stream takes durations(k) virtual ns."""
+
+    def __init__(self, tracks, clock: VirtualTime, durations):
+        self.tracks, self.clock, self.durations, self.k = tracks, clock, durations, 0
+
+    async def move(self, kind, track, slot, frame):
+        await self.tracks.move(kind, track, slot, frame)
+        self.clock.t += self.durations(self.k)
+        self.k += 1
+
+
+def virtual_pipeline(label: str, lookahead: int, size_kb: int, bw: float, run_s: float,
+                     durations):
+    g = Geometry.of((label, lookahead, size_kb, bw, 0.0, run_s, 64))
+    st = g.stages()
+    buffers = Buffers(False)
+    clock = VirtualTime(10**12)
+    tracks = TimedTracks(MemoryTracks(buffers, g.tracks, g.slots, g.size), clock, durations)
+    frames = Frames(g, st, buffers, np.random.default_rng(1), sourced=False)
+    trace: list = []
+    pipe = Pipeline(st, Pacer(clock.t, g.period), tracks, frames, clock, clock.sleep_until,
+                    lambda: False, trace)
+    pipe.measured, pipe.record = g.frames, lambda latency, end: None
+    return g, pipe, clock, trace
+
+
+def test_pacing_keeps_exact_deadlines_over_100000_transfers_and_late_ones_do_not_shift_it():
+    # The 1080p60 period (8 MB at 480 MB/s; here 8 KB frames at 0.46875 MB/s): 16 666 666.67 ns,
+    # which no integer step accumulates without drift. Every 1000th transfer takes 2.5 periods:
+    # it and the next one are late.
+    period = Fraction(8 * KB * 10**9) / (Fraction("0.46875") * MB)
+    long = int(2.5 * period)
+    g, pipe, clock, trace = virtual_pipeline(
+        "w", 0, 8, 0.46875, 1667.0, lambda k: long if k % 1000 == 999 else 1_000_000)
+    start = clock.t
+    assert g.frames == 100_020                      # ceil(1667 s / period)
+    asyncio.run(pipe.run(g.frames))
+    assert len(trace) == g.frames
+    previous_end = 0
+    for i, k, t0, t1 in trace:
+        exact = start + math.floor(k * period)
+        assert t0 == max(exact, previous_end), k  # starts on its release, or right after a late one
+        previous_end = t1
+    assert trace[-1][2] == start + math.floor((g.frames - 1) * period)
+    lateness = pipe.lateness[0]
+    # transfer 999 of each 1000 ends 1.5 periods after its deadline, the next 0.5 period + 1 ms
+    assert lateness.count == g.frames and lateness.late == 2 * (g.frames // 1000)
+    assert lateness.longest == 2
+    worst = max(t1 - (start + math.floor((k + 1) * period)) for _, k, _, t1 in trace)
+    assert lateness.hi == worst and lateness.lo == 0 and abs(worst - 1.5 * period) <= 1
+
+
+def test_a_prefetching_read_is_released_lookahead_periods_early():
+    g, pipe, clock, trace = virtual_pipeline("r", 4, 1024, 100.0, 1.0, lambda k: 1000)
+    start = clock.t
+    asyncio.run(pipe.run(g.frames))
+    starts = {k: t0 for _, k, t0, _ in trace}
+    for k in range(5):                                   # frames 0..4 are read at once
+        assert starts[k] == start + 1000 * k
+    for k in range(5, g.frames):                         # then frame k at release(k - 4)
+        assert starts[k] == start + (k - 4) * 10_000_000
+    assert pipe.lateness[0].late == 0
+
+
+# Every label, on memory ----------------------------------------------------------------------
+
+LABEL_ARGS = "{label} 3 64 62.5 0 0.1 1"   # 64 KB every 1 ms for 0.1 s: 100 frames, 16 slots
+
+
+@pytest.mark.parametrize("label", sorted(LABELS))
+def test_each_label_runs_its_dependencies_in_order_and_moves_the_data(label):
+    test = build(f"-memStreams {LABEL_ARGS.format(label=label)}")
+    g = test.geometry
+    assert (g.frames, g.slots) == (100, 16)
+    results, trace = run_stream(test)
+    ops = by_op(trace)
+    st = test.stages
+    assert {i: len(v) for i, v in ops.items()} == {s.index: 100 for s in st}
+    for s in st:
+        for k, (t0, _) in ops[s.index].items():
+            for d in s.op.deps:                       # a dependent transfer waits for its input
+                assert t0 >= ops[d][k][1], (s.name, k, d)
+            for j in range(s.index + 1, len(st)):     # a slot is reused only once later
+                if st[j].op.track == s.op.track and k >= g.slots:   # sub-streams are done
+                    assert t0 >= ops[j][k - g.slots][1], (s.name, k, j)
+    row = results.rows[0]
+    assert row["nsubs"] == len(st) and list(row["sub_xfers"][:len(st)]) == [100] * len(st)
+    assert row["transfers"] == 100 * len(st) and row["bytes"] == 100 * len(st) * 64 * KB
+    check_tracks(test)
+
+
+def check_tracks(test) -> None:
+    """The final tracks hold what the label says, computed here from the source frames."""
+    g, data = test.geometry, test.tracks.data
+    patterns = test.frames.patterns
+
+    def source(track, slot):
+        f = patterns[track].copy()
+        stamp(f, SOURCE | track, slot)
+        return f
+    label = g.label
+    last = {slot: slot + (g.frames - 1 - slot) // g.slots * g.slots for slot in range(g.slots)}
+    for slot, k in last.items():
+        if label in ("w", "wr"):
+            want = patterns[0].copy()
+        elif label in ("rw", "rwr"):
+            passes = k // g.slots + 1
+            want = ~source(0, slot) if passes % 2 else source(0, slot)
+        elif label == "rrw":
+            want = source(0, slot) ^ source(1, slot)
+            assert np.array_equal(data[0, slot], source(0, slot))      # sources unchanged
+            assert np.array_equal(data[1, slot], source(1, slot))
+        else:
+            assert np.array_equal(data[0, slot], source(0, slot))
+            continue
+        track = 2 if label == "rrw" else 0
+        stamp(want, WRITTEN | track, k)
+        assert np.array_equal(data[track, slot], want), (label, slot)
+
+
+def test_wr_reads_back_exactly_what_was_written():
+    seen = []
+
+    class Keep:
+        def __init__(self, tracks):
+            self.tracks, self.data = tracks, tracks.data
+
+        async def move(self, kind, track, slot, frame):
+            await self.tracks.move(kind, track, slot, frame)
+            if kind == READ:
+                seen.append(frame.copy())
+
+        def close(self):
+            self.tracks.close()
+    test = build(f"-memStreams {LABEL_ARGS.format(label='wr')}")
+    run_stream(test, Keep)
+    assert len(seen) == 100 + 16                          # the run's, then check()'s
+    for k, frame in enumerate(seen[:100]):
+        assert header_of(frame) == (WRITTEN, k)
+        assert np.array_equal(frame[16:], test.frames.patterns[0][16:])
+
+
+class SlowWrites:
+    """Memory tracks whose writes of chosen frames land `delay` seconds late."""
+
+    def __init__(self, tracks, frames: set[int], delay: float):
+        self.tracks, self.data, self.frames, self.delay = tracks, tracks.data, frames, delay
+        self.writes = 0
+
+    async def move(self, kind, track, slot, frame):
+        if kind == WRITE:
+            if self.writes in self.frames:
+                await asyncio.sleep(self.delay)
+            self.writes += 1
+        await self.tracks.move(kind, track, slot, frame)
+
+    def close(self):
+        self.tracks.close()
+
+
+def test_the_first_read_runs_at_most_lookahead_frames_ahead_of_its_consumer():
+    test = build(f"-memStreams {LABEL_ARGS.format(label='rw')}")      # lookahead 3
+    _, trace = run_stream(test, lambda t: SlowWrites(t, {0, 40}, 0.05))
+    ops = by_op(trace)
+    ahead = [k - done_by(ops, 1, t0) for k, (t0, _) in ops[0].items()]
+    assert max(ahead) == 3                       # reached while write 0 and write 40 hang ...
+    assert ops[0][3][0] < ops[1][0][1] <= ops[0][4][0]   # ... and never passed
+    assert ops[0][43][0] < ops[1][40][1] <= ops[0][44][0]
+
+
+def test_without_its_gates_a_read_back_gets_stale_data_and_the_stream_fails():
+    test = build(f"-memStreams {LABEL_ARGS.format(label='wr')}")
+    test.stages = tuple(s.__class__(s.index, s.op, s.stage, s.lead, s.consumers, ())
+                        for s in test.stages)
+    with pytest.raises(Failure, match="found frame"):
+        run_stream(test, lambda t: SlowWrites(t, {5}, 0.01))
+
+
+def test_check_catches_a_frame_changed_after_it_was_written():
+    class Spoil(SlowWrites):
+        async def move(self, kind, track, slot, frame):
+            await super().move(kind, track, slot, frame)
+            if kind == WRITE and self.writes == 100:        # the last write: flip one byte
+                self.data[track, slot, 1000] ^= 1
+    test = build(f"-memStreams {LABEL_ARGS.format(label='rrw')}")
+    with pytest.raises(Failure, match="same header, other data"):
+        run_stream(test, lambda t: Spoil(t, set(), 0))
+
+
+def test_an_impossible_target_counts_every_transfer_late():
+    test = build("-memStreams r 0 1024 102400 0 0.005 64")    # 100 GB/s: 512 transfers of 1 MB
+    results, _ = run_stream(test)
+    row = results.rows[0]
+    assert row["sub_xfers"][0] == 512
+    assert row["late"][0] == 512 and row["late_run"][0] == 512
+    assert 0 < row["late_min"][0] <= row["late_max"][0]
+    assert row["late_hist"][0].sum() == 512
+    assert row["bytes"] / MB / ((row["finish"] - row["start"]) / 1e9) < 102400
+
+
+# Streams on files ----------------------------------------------------------------------------
+
+def test_a_file_stream_reads_back_its_writes_and_removes_its_scratch_file(tmp_path):
+    test = build("-streams wr 1 64 62.5 0 0.05 1")
+    results, trace = run_stream(test)
+    row = results.rows[0]
+    assert len(trace) == 100 and list(row["sub_xfers"][:2]) == [50, 50]
+    assert row["file"].decode().startswith(str(tmp_path))
+    assert test.tracks.direct or "buffered" in test.tracks.where
+    assert os.listdir(tmp_path) == []                     # the scratch directory is gone
+
+
+def test_a_user_file_is_written_and_kept(tmp_path):
+    path = tmp_path / "cam.dat"
+    run_stream(build("-streams w 2 64 62.5 0 0.05 1", "-f", str(path)))
+    data = np.fromfile(path, np.uint8).reshape(-1, 64 * KB)       # 16 slots, frames 0..49
+    assert [header_of(f) for f in data] == [(WRITTEN, 48 + s if s < 2 else 32 + s)
+                                            for s in range(16)]
+
+
+def test_rw_on_a_user_file_changes_its_data_in_place(tmp_path):
+    path = tmp_path / "video.dat"
+    original = np.random.default_rng(3).integers(0, 256, (16, 64 * KB), np.uint8)
+    original.tofile(path)
+    results, trace = run_stream(build("-streams rw 2 64 62.5 0 0.05 1", "-f", str(path)))
+    assert len(trace) == 100
+    data = np.fromfile(path, np.uint8).reshape(16, 64 * KB)
+    for slot in range(16):                       # frames 0..49: slots 0, 1 written 4 times
+        passes = 4 if slot < 2 else 3
+        want = original[slot] if passes % 2 == 0 else ~original[slot]
+        assert np.array_equal(data[slot, 16:], want[16:])
+        assert header_of(data[slot]) == (WRITTEN, slot + 16 * (passes - 1))
+
+
+def test_usage_errors_of_stream_groups(tmp_path):
+    from torque_async import validate
+    with pytest.raises(cmdline.UsageError, match="holds no transfer"):
+        validate.check(cmdline.parse("-memStreams r 2 4096 100 0 1 2".split()))
+    with pytest.raises(cmdline.UsageError, match="needs file number 1"):
+        validate.check(cmdline.parse(["-f", str(tmp_path / "a"), "-p", "2", "-streams", "w",
+                                      "2", "64", "10", "0", "1", "1"]))
+    with pytest.raises(cmdline.UsageError, match="reads 1 MB"):
+        validate.check(cmdline.parse(["-f", str(tmp_path / "a"), "-streams", "r",
+                                      "2", "64", "100", "0", "1", "1"]))
+
+
+def test_lateness_figures_of_a_known_sequence():
+    late = Lateness()
+    for ns in (0, 5, 7, -3, 9, 9, 9, 0):
+        late.add(ns)
+    assert (late.count, late.late, late.longest) == (8, 5, 3)
+    assert (late.lo, late.hi, late.total) == (0, 9, 39) and sum(late.hist) == 8
+
+
+def test_stages_derive_stage_lead_and_gates_from_the_label():
+    rwr = stages("rwr", 4, 16)
+    assert [s.stage for s in rwr] == [0, 1, 2] and [s.lead for s in rwr] == [4, 0, 0]
+    assert rwr[0].gates == ((1, -4), (1, -15), (2, -15))
+    assert rwr[1].gates == ((0, 1), (2, -15)) and rwr[2].gates == ((1, 1),)
+    rrw = stages("rrw", 2, 8)
+    assert [s.stage for s in rrw] == [0, 0, 1] and [s.lead for s in rrw] == [2, 2, 0]
+    assert rrw[0].gates == ((2, -2),) and rrw[2].gates == ((0, 1), (1, 1))
+    assert stages("r", 3, 8)[0].gates == () and stages("r", 3, 8)[0].lead == 3

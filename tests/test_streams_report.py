@@ -1,0 +1,48 @@
+"""The stream and cyclic report lines are pure: known records in, known lines out."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from torque_async import cmdline, report
+from torque_async.results import HIST_BUCKETS, SubStream, bucket
+from torque_async.units import KB
+
+from test_report import INFO, MS, record
+
+
+def sub(transfers: int, lateness: list[int]) -> SubStream:
+    hist = [0] * HIST_BUCKETS
+    for ns in lateness + [0] * (transfers - len(lateness)):
+        hist[bucket(ns)] += 1
+    late = [ns for ns in lateness if ns]
+    return SubStream(transfers, len(late), 2 if late else 0, 0 if len(lateness) < transfers
+                     else min(lateness), max(lateness, default=0), sum(lateness), tuple(hist))
+
+
+def test_stream_lines_give_each_sub_stream_its_target_bandwidth_and_lateness():
+    plan = cmdline.parse("-sample 99 -memStreams rw 2 1024 100 0 2 64 -seed 1".split())
+    rec = record(0, 0, 2000 * MS, 400, 1024 * KB, sys_factor=2,
+                 subs=(sub(200, []), sub(200, [5000, 12000, 400_000])),
+                 samples=((1000 * MS, 100), (2000 * MS, 300)))
+    lines = report.stream_lines((rec,), plan.procs())
+    assert lines == [               # p99: the 198th of 200 is 5000 ns, bucket top 5119
+        "Streams: lateness = completion - deadline (us, 0 when on time)", report.STREAM_HEADER,
+        "0, 0 read t0, 100.0, 100.0, 200, 0, 0, 0.0, 0.0, 0.0, 0.0, MemStreams rw",
+        "0, 1 write t0, 100.0, 100.0, 200, 3, 2, 0.0, 2.1, 5.1, 400.0, MemStreams rw"]
+    text = "\n".join(report.render(plan, (rec,), plan.procs(), INFO, "today"))
+    # -sample: the stream's intervals are in the one samples table, per interval
+    assert "0, 0, 0.000, 1000.000, 100, 100.0, MemStreams" in text
+    assert "0, 1, 1000.000, 2000.000, 200, 200.0, MemStreams" in text
+    assert "number of transactions" not in text and "Number of processes = 1" in text
+    assert text.index("Streams: lateness") < text.index("BW:")
+
+
+def test_cyclic_line_is_cyclictests_with_p99():
+    plan = cmdline.parse("-cyclic 1000 -seed 1".split())
+    hist = [0] * HIST_BUCKETS
+    for ns in (5000, 6000, 7000, 90_000):
+        hist[bucket(ns)] += 1
+    rec = replace(record(0, 0, 4 * MS, 4, 0, pid=42), lat_min=5000, lat_max=90_000,
+                  lat_sum=108_000, lat_count=4, hist=tuple(hist), last_lat=7000)
+    assert report.cyclic_lines((rec,), plan.procs()) == [
+        "T: 0 (42) I:1000 C: 4 Min: 5 Act: 7 Avg: 27 Max: 90 p99: 90 (us)"]

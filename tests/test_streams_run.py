@@ -1,0 +1,81 @@
+"""Streams as a user runs them: the command, the table, the stream lines, files left behind."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from torque_async.report import SAMPLES_HEADER, STREAM_HEADER
+from torque_async.streams.frames import WRITTEN, header_of
+from torque_async.units import KB
+
+from conftest import run_cli, table
+
+
+def stream_rows(out: str) -> list[list[str]]:
+    return table(out, STREAM_HEADER)
+
+
+def test_a_memory_stream_holds_its_target_over_a_few_seconds():
+    # 128 KB every 5 ms for 3 s: a modest rate any loaded machine keeps.
+    r = run_cli("-smkey", "0x7A201", "-memStreams", "rrw", "2", "128", "25", "0", "3", "4")
+    assert r.returncode == 0, r.stderr
+    (row,) = table(r.stdout)
+    assert row[8] == "MemStreams" and int(row[4]) == 3 * 600
+    assert abs(float(row[5]) - 75) <= 0.05 * 75              # three sub-streams of 25 MB/s
+    subs = stream_rows(r.stdout)
+    assert [s[1] for s in subs] == ["0 read t0", "1 read t1", "2 write t2"]
+    for s in subs:
+        assert s[2] == "25.0" and abs(float(s[3]) - 25) <= 0.05 * 25 and s[4] == "600"
+        assert int(s[5]) <= 600 and s[-1] == "MemStreams rrw"
+    bw = next(line for line in r.stdout.splitlines() if line.startswith("BW:"))
+    assert abs(int(bw.split(",")[1]) - 2 * float(row[5])) <= 2   # a memory copy reads + writes
+
+
+def test_an_impossible_target_is_reported_late_not_skipped():
+    r = run_cli("-smkey", "0x7A202", "-nh", "-memStreams", "r", "0", "1024", "102400", "0",
+                "0.005", "8")
+    assert r.returncode == 0, r.stderr
+    (s,) = stream_rows(r.stdout)
+    assert s[4] == "512" and s[5] == "512" and s[6] == "512"      # every transfer late, in a row
+    assert float(s[3]) < 102400 and 0 < float(s[7]) <= float(s[9]) <= float(s[10])
+
+
+def test_a_camera_stream_on_a_named_file_writes_it_and_keeps_it(tmp_path):
+    path = tmp_path / "cam.dat"
+    r = run_cli("-smkey", "0x7A203", "-f", str(path), "-sample", "49",
+                "-streams", "wr", "2", "64", "12.5", "0", "2", "1")
+    assert r.returncode == 0, r.stderr
+    (row,) = table(r.stdout)
+    assert row[9] == str(path) and int(row[4]) == 2 * 400
+    assert abs(float(row[5]) - 25) <= 0.05 * 25
+    assert [s[4] for s in stream_rows(r.stdout)] == ["400", "400"]
+    data = np.fromfile(path, np.uint8).reshape(-1, 64 * KB)       # 16 slots, frames 384..399
+    assert sorted(header_of(f) for f in data) == [(WRITTEN, k) for k in range(384, 400)]
+    intervals = table(r.stdout, SAMPLES_HEADER)
+    assert len(intervals) == 16 and all(i[4] == "50" for i in intervals)
+    bws = sorted(float(i[5]) for i in intervals)
+    assert abs(bws[len(bws) // 2] - 25) <= 0.1 * 25          # a stall moves one or two only
+
+
+def test_scratch_files_are_removed_and_streams_run_beside_a_memory_load(tmp_path):
+    r = run_cli("-smkey", "0x7A204", "-p", "2", "-streams", "rw", "2", "256", "20", "0.2", "1",
+                "2", "-n", "16", "-MB", "1", "-i", "4", "-Striad")
+    assert r.returncode == 0, r.stderr
+    rows = table(r.stdout)
+    assert [row[8] for row in rows] == ["Streams", "Streams", "STriad"]
+    for row in rows[:2]:
+        assert int(row[4]) == 2 * 80 and int(row[1]) >= 190         # startTime 0.2 s
+        assert os.path.basename(os.path.dirname(row[9])).startswith(".torque-async-streams-")
+    assert len(stream_rows(r.stdout)) == 4
+    assert sorted(os.listdir(tmp_path)) == ["sysctl.current"]
+
+
+def test_bad_stream_arguments_are_usage_errors(tmp_path):
+    r = run_cli("-memStreams", "rw", "2", "4096", "100", "0", "1", "2")
+    assert r.returncode == 2 and "holds no transfer of 4096 KB" in r.stderr
+    r = run_cli("-memStreams", "rx", "2", "64", "100", "0", "1", "2")
+    assert r.returncode == 2 and "'rx' is not one of r, w, rw, wr, rwr, rrw" in r.stderr
+    r = run_cli("-f", str(tmp_path / "none.dat"), "-streams", "r", "2", "64", "100", "0", "1", "1")
+    assert r.returncode == 2 and "reads 1 MB of it" in r.stderr
+    assert not (tmp_path / "none.dat").exists()

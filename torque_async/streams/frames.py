@@ -1,0 +1,119 @@
+"""The data a stream moves, so that tests (and check()) can see that it really flows.
+
+A frame starts with a 16-byte header of two 64-bit words, (tag, number): source frames put in
+a track before the start carry (SOURCE | track, slot); every frame a write sub-stream writes
+carries (WRITTEN | track, k). A write makes its frame from its inputs:
+
+    inputs  write k                                    labels
+    none    the track's camera pattern                 w, wr
+    one     the frame read, inverted in place          rw, rwr (the change written back)
+    two     the two frames read, XORed together        rrw (two cameras combined)
+
+Each read checks the header it got (a read-back must find the frame written for the same k,
+a source read the source frame or what the in-place write of the pass before left), so a
+dependency or slot-reuse gate that failed is caught at the transfer. check() then compares
+whole frames (header and body) of the last frames written against what they must hold.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from workers.api import TestError
+from workers.memory import Buffers
+
+from .schedule import READ, Geometry, Stage
+
+SOURCE = 0x5352_4300_0000_0000      # "SRC"
+WRITTEN = 0x5752_4900_0000_0000     # "WRI"
+HEADER = 16                         # bytes
+CHECK_FRAMES = 16                   # frames check() compares per written track
+
+
+def stamp(frame: np.ndarray, tag: int, number: int) -> None:
+    header = frame[:HEADER].view(np.uint64)
+    header[0], header[1] = tag, number
+
+
+def header_of(frame: np.ndarray) -> tuple[int, int]:
+    tag, number = frame[:HEADER].view(np.uint64)
+    return int(tag), int(number)
+
+
+class Frames:
+    """Frame buffers of one stream's sub-streams and the rules above."""
+
+    def __init__(self, geometry: Geometry, stages: tuple[Stage, ...], buffers: Buffers,
+                 rng: np.random.Generator, sourced: bool):
+        size = self.size = geometry.size
+        self.slots, self.stages = geometry.slots, stages
+        self.patterns = [rng.integers(0, 256, size, np.uint8) for _ in range(geometry.tracks)]
+        self.sourced = sourced      # source tracks hold our source frames (not a user's file)
+        self.written = {s.op.track for s in stages if s.op.kind != READ}
+        self.rings: list[list[np.ndarray]] = []     # the frames each sub-stream moves in turn
+        for s in stages:
+            if s.op.kind != READ and len(s.op.deps) == 1:
+                ring = self.rings[s.op.deps[0]]         # an in-place write: its input's frames
+            else:                                       # a read keeps lookahead + 1 frames
+                depth = geometry.lookahead + 1 if s.op.kind == READ and s.consumers else 1
+                ring = [buffers.new(size) for _ in range(depth)]
+                if s.op.kind != READ and not s.op.deps:
+                    ring[0][:] = self.patterns[s.op.track]      # the camera's picture
+            self.rings.append(ring)
+
+    def source_tracks(self) -> list[int]:
+        """Tracks read before anything writes them: filled with source frames in set-up."""
+        return sorted({s.op.track for s in self.stages if s.op.kind == READ and not s.op.deps})
+
+    def source_frame(self, track: int, slot: int) -> np.ndarray:
+        frame = self.patterns[track].copy()
+        stamp(frame, SOURCE | track, slot)
+        return frame
+
+    def prepare(self, stage: Stage, k: int) -> np.ndarray:
+        """The buffer transfer k of `stage` moves; for a write, its frame made from its inputs."""
+        ring = self.rings[stage.index]
+        frame = ring[k % len(ring)]
+        if stage.op.kind == READ:
+            return frame
+        deps = stage.op.deps
+        if len(deps) == 1:
+            np.invert(frame, out=frame)
+        elif len(deps) == 2:
+            a, b = (self.rings[d][k % len(self.rings[d])] for d in deps)
+            np.bitwise_xor(a, b, out=frame)
+        stamp(frame, WRITTEN | stage.op.track, k)
+        return frame
+
+    def expected(self, stage: Stage, k: int) -> tuple[int, int] | None:
+        """The header read k of `stage` must find (None: a user's data, unknown)."""
+        track, slot = stage.op.track, k % self.slots
+        if stage.op.deps:
+            return WRITTEN | track, k
+        if track in self.written and k >= self.slots:
+            return WRITTEN | track, k - self.slots
+        return (SOURCE | track, slot) if self.sourced else None
+
+    def received(self, stage: Stage, k: int, frame: np.ndarray) -> None:
+        want = self.expected(stage, k)
+        if want is not None and header_of(frame) != want:
+            got = header_of(frame)
+            raise TestError(f"stream {stage.name}: transfer {k} (slot {k % self.slots}) found "
+                            f"frame {got[0]:#x}/{got[1]} instead of {want[0]:#x}/{want[1]}")
+
+    def body(self, writer: Stage, k: int, inputs: list[np.ndarray]) -> np.ndarray | None:
+        """What frame k of `writer` must hold, given the source frames of its slot (None when
+        an input is a user's data)."""
+        deps = writer.op.deps
+        if not deps:
+            frame = self.patterns[writer.op.track].copy()
+        elif len(deps) == 2:
+            frame = inputs[0] ^ inputs[1]
+        elif self.sourced:
+            passes = k // self.slots + 1             # in-place writes to this slot so far
+            frame = self.source_frame(writer.op.track, k % self.slots)
+            if passes % 2:
+                np.invert(frame, out=frame)
+        else:
+            return None
+        stamp(frame, WRITTEN | writer.op.track, k)
+        return frame

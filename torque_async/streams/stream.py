@@ -1,0 +1,172 @@
+"""-streams and -memStreams: one test process runs one stream (all its sub-streams) on the loop.
+
+Set-up (untimed) allocates the frames and the tracks (memory, or a file: the -f file of this
+process, from -s on, or a scratch file) and fills the tracks that are read before they are
+written with source frames (not a user's file: that is read as it is). `run` waits startTime,
+then runs the pipeline on the precise timer for runTime worth of frames. The measured interval
+runs from the start to the later of the last measured completion and the end of the last frame's
+period (so a prefetching stream that holds its rate reports its target, not more; one that runs
+late reports less). The row reports the combined bytes of the sub-streams, and each
+sub-stream's transfers and lateness in the stream fields.
+"""
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+import psutil
+
+from workers.api import TestContext, TestError
+from workers.memory import Buffers
+
+from ..cmdline import UsageError
+from ..meter import Meter, now
+from ..timer import PreciseTimer
+from ..units import KB, MB
+from .frames import CHECK_FRAMES, WRITTEN, Frames, header_of
+from .pipeline import Pipeline, Stopped
+from .schedule import READ, WRITE, Geometry, Pacer
+from .tracks import FileTracks, MemoryTracks
+
+START_SLICE = 200_000_000           # ns: the wait for startTime looks at the stop flag this often
+EXTRA_CHUNK = 100_000_000           # ns of frames run at a time while -slow keeps a stream going
+
+
+def file_for(files: tuple[str, ...], local, proc: int) -> str | None:
+    """This process's -f file (the list from -s on), or None for a scratch file."""
+    index = (local.s or 0) + proc
+    return files[index] if files else None
+
+
+class StreamTest:
+    memory = False
+
+    def __init__(self, ctx: TestContext):
+        self.ctx = ctx
+        self.geometry = g = Geometry.of(ctx.group.args)
+        self.stages = g.stages()
+        self.transfer_bytes = g.size
+        self.system_bytes = g.size * (2 if self.memory else 1)    # a memory copy reads + writes
+        self.buffers = Buffers(ctx.local.wire)
+        self.tracks = self.frames = self.timer = self.pipeline = None
+        self.trace: list | None = None
+        self.info = ""
+
+    def open_tracks(self):
+        g = self.geometry
+        if self.memory:
+            return MemoryTracks(self.buffers, g.tracks, g.slots, g.size)
+        return FileTracks(file_for(self.ctx.files, self.ctx.local, self.ctx.proc), g.tracks,
+                          g.slots, g.size, self.ctx.local.fbc)
+
+    async def setup(self) -> None:
+        g = self.geometry
+        self.tracks = self.open_tracks()
+        sourced = self.memory or self.tracks.scratch is not None
+        self.frames = Frames(g, self.stages, self.buffers, self.ctx.rng, sourced)
+        if sourced:
+            frame = self.buffers.new(g.size)
+            for track in self.frames.source_tracks():
+                for slot in range(g.slots):
+                    frame[:] = self.frames.source_frame(track, slot)
+                    await self.tracks.move(WRITE, track, slot, frame)
+        self.timer = PreciseTimer()
+        self.info = (f"{g.label}: {len(self.stages)} x {g.frames} transfers of {g.size // KB} KB "
+                     f"every {float(g.period) / 1e6:.3f} ms, {g.slots} per track, "
+                     f"in {self.tracks.where}")[:160]
+
+    async def run(self, meter: Meter) -> None:
+        g = self.geometry
+        if not self.memory:
+            meter.row["file"] = self.tracks.path.encode()[:256]
+        stopped = lambda: meter.stopped                             # noqa: E731
+        at = now() + g.start_delay
+        while (t := now()) < at and not stopped():
+            await self.timer.sleep_until(min(at, t + START_SLICE))
+        start = meter.begin()
+        pipe = self.pipeline = Pipeline(self.stages, Pacer(start, g.period), self.tracks,
+                                        self.frames, now, self.timer.sleep_until, stopped,
+                                        self.trace)
+        pipe.measured, pipe.record = g.frames, meter.record
+        try:
+            await pipe.run(g.frames)
+            chunk = max(1, math.ceil(EXTRA_CHUNK / g.period))
+            meter.end(max(pipe.finish, pipe.pacer.release(g.frames)))   # at least runTime
+            self.publish(meter)
+            while meter.keep_going():
+                await pipe.run(pipe.done() + chunk)
+        except Stopped:
+            if meter.finish == 0:
+                meter.end(pipe.finish or start)
+                self.publish(meter)
+        meter.publish_extra(sum(p.done for p in pipe.progress) - meter.count)
+
+    def publish(self, meter: Meter) -> None:
+        meter.publish(self.transfer_bytes, self.system_bytes)
+        row = meter.row
+        row["nsubs"] = len(self.stages)
+        for i, s in enumerate(self.pipeline.lateness):
+            row["sub_xfers"][0, i], row["late"][0, i], row["late_run"][0, i] = \
+                s.count, s.late, s.longest
+            row["late_min"][0, i], row["late_max"][0, i], row["late_sum"][0, i] = \
+                s.lo, s.hi, s.total
+            row["late_hist"][0, i] = s.hist
+
+    async def check(self) -> None:
+        """Compare the last frames each write left in its track with what they must hold."""
+        pipe, g, frames = self.pipeline, self.geometry, self.frames
+        loaded = [self.buffers.new(g.size) for _ in range(3)]
+        for writer in (s for s in self.stages if s.op.kind == WRITE):
+            deps = writer.op.deps if len(writer.op.deps) == 2 else ()     # combined inputs
+            tracks = [writer.op.track, *(self.stages[d].op.track for d in deps)]
+            written = pipe.progress[writer.index].done
+            for k in range(max(0, written - min(g.slots, CHECK_FRAMES)), written):
+                slot = k % g.slots
+                for track, buf in zip(tracks, loaded):
+                    await self.tracks.move(READ, track, slot, buf)
+                got, want = loaded[0], frames.body(writer, k, loaded[1:])
+                if header_of(got) != (WRITTEN | writer.op.track, k) or \
+                        (want is not None and not np.array_equal(got, want)):
+                    tag, number = header_of(got)
+                    raise TestError(f"stream {writer.name}: slot {slot} holds frame "
+                                    f"{tag:#x}/{number}, not the frame {k} it wrote"
+                                    + (" (same header, other data)" if number == k else ""))
+
+    async def close(self) -> None:
+        for part in (self.timer, self.tracks, self.buffers):
+            if part is not None:
+                part.close()
+
+
+class MemStreamTest(StreamTest):
+    memory = True
+
+
+def check_group(plan, group) -> None:
+    """Usage errors of a -streams/-memStreams group that no single argument shows."""
+    g = Geometry.of(group.args)
+    name = f"-{group.action} {g.label}"
+    if g.mfile_slots < 1:
+        raise UsageError(f"{name}: mfile {group.args[6]} MB holds no transfer of "
+                         f"{g.size // KB} KB")
+    need = g.tracks * g.track_bytes
+    if group.action == "memStreams":
+        need += (2 * g.lookahead + 6) * g.size             # frame buffers, at most
+        have = psutil.virtual_memory().available
+        if need * group.local.p > have * 0.9:
+            raise UsageError(f"{name}: {group.local.p} x {need // MB} MB of stream memory, "
+                             f"{have // MB} MB available: lower mfile or the process count")
+        return
+    files = plan.settings.files
+    for proc in range(group.local.p):
+        if files and (group.local.s or 0) + proc >= len(files):
+            raise UsageError(f"{name}: process {proc} needs file number "
+                             f"{(group.local.s or 0) + proc} of the -f list, which has "
+                             f"{len(files)}")
+        path = file_for(files, group.local, proc)
+        reads_first = any(s.op.kind == READ and not s.op.deps for s in g.stages())
+        have = os.path.getsize(path) if path and os.path.exists(path) else 0
+        if path and reads_first and have < need:
+            raise UsageError(f"{name}: {path} holds {have // MB} MB; the stream reads "
+                             f"{need // MB} MB of it (only scratch files are filled for it)")

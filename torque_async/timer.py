@@ -1,0 +1,120 @@
+"""Precise timers: absolute CLOCK_MONOTONIC deadlines with microsecond-grade wake-ups.
+
+The event loop's own timers are quantised to a millisecond (uvloop's call_at is on average
+about half a millisecond late). `PreciseTimer` gives the loop a better source: one timerfd
+armed at the earliest pending deadline (TFD_TIMER_ABSTIME, no timer slack), watched with
+`loop.add_reader`; when it fires, every due sleeper is woken. `sleep_until` is the same for a
+plain thread: clock_nanosleep(TIMER_ABSTIME), as cyclictest sleeps. Python 3.11 has neither
+call, so both go through ctypes, with their argument structures made once.
+"""
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import errno
+import heapq
+import itertools
+import os
+import time
+
+CLOCK_MONOTONIC = 1
+TIMER_ABSTIME = TFD_TIMER_ABSTIME = 1
+TFD_NONBLOCK, TFD_CLOEXEC = os.O_NONBLOCK, os.O_CLOEXEC
+
+now = time.monotonic_ns
+
+
+class Timespec(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+
+class Itimerspec(ctypes.Structure):
+    _fields_ = [("it_interval", Timespec), ("it_value", Timespec)]
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.timerfd_create.argtypes = (ctypes.c_int, ctypes.c_int)
+_libc.timerfd_settime.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.POINTER(Itimerspec),
+                                  ctypes.c_void_p)
+_libc.clock_nanosleep.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.POINTER(Timespec),
+                                  ctypes.c_void_p)
+
+
+def _failed(call: str) -> OSError:
+    err = ctypes.get_errno()
+    return OSError(err, f"{call}: {os.strerror(err)}")
+
+
+class PreciseTimer:
+    """Sleeps until absolute monotonic times on one loop, through one timerfd."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop | None = None):
+        self.loop = loop or asyncio.get_running_loop()
+        self.fd = _libc.timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC)
+        if self.fd < 0:
+            raise _failed("timerfd_create")
+        self.spec = Itimerspec()
+        self.spec_ref = ctypes.byref(self.spec)
+        self.sleepers: list[tuple[int, int, asyncio.Future]] = []   # (deadline, order, future)
+        self.order = itertools.count()
+        self.armed = 0                     # deadline the timerfd is set to (0: none)
+        self.loop.add_reader(self.fd, self._fire)
+
+    def sleep_until(self, deadline: int) -> asyncio.Future:
+        """A future resolved with the wake-up time once monotonic_ns() >= deadline."""
+        future = self.loop.create_future()
+        t = now()
+        if deadline <= t:
+            future.set_result(t)
+            return future
+        heapq.heappush(self.sleepers, (deadline, next(self.order), future))
+        if not self.armed or deadline < self.armed:
+            self._arm(deadline)
+        return future
+
+    def _arm(self, deadline: int) -> None:
+        value = self.spec.it_value
+        value.tv_sec, value.tv_nsec = divmod(deadline, 1_000_000_000)
+        if _libc.timerfd_settime(self.fd, TFD_TIMER_ABSTIME, self.spec_ref, None) < 0:
+            raise _failed("timerfd_settime")
+        self.armed = deadline
+
+    def _fire(self) -> None:
+        try:
+            os.read(self.fd, 8)
+        except BlockingIOError:            # re-armed after it expired: nothing to read
+            pass
+        t = now()
+        sleepers = self.sleepers
+        while sleepers and sleepers[0][0] <= t:
+            future = heapq.heappop(sleepers)[2]
+            if not future.done():
+                future.set_result(t)
+        self.armed = 0
+        if sleepers:
+            self._arm(sleepers[0][0])
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            self.loop.remove_reader(self.fd)
+            os.close(self.fd)
+            self.fd = -1
+        for _, _, future in self.sleepers:
+            future.cancel()
+        self.sleepers.clear()
+
+
+class Sleeper:
+    """clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME) for one thread, its timespec made once."""
+
+    def __init__(self):
+        self.spec = Timespec()
+        self.ref = ctypes.byref(self.spec)
+
+    def __call__(self, deadline: int) -> None:
+        self.spec.tv_sec, self.spec.tv_nsec = divmod(deadline, 1_000_000_000)
+        err = _libc.clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, self.ref, None)
+        while err == errno.EINTR:          # a signal: sleep on to the same absolute deadline
+            err = _libc.clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, self.ref, None)
+        if err:
+            raise OSError(err, f"clock_nanosleep: {os.strerror(err)}")

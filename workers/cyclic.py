@@ -1,0 +1,72 @@
+"""-cyclic INTERVAL_US: cyclictest's measurement, run beside the other tests.
+
+A spawned worker sleeps to absolute CLOCK_MONOTONIC deadlines every INTERVAL_US
+(clock_nanosleep TIMER_ABSTIME, SCHED_OTHER, as cyclictest without -p) and records each
+wake-up's lateness in the Meter: fixed-size statistics (min, max, sum, count, log histogram),
+nothing stored per wake-up, the garbage collector off while it measures. The first n x i
+wake-ups are its own measurement; with -slow (the default beside other tests) it then goes on
+measuring until every other test has finished measuring, so it covers their whole run.
+A wake-up that overran whole intervals skips them (as cyclictest does): the next deadline is
+the first one still ahead.
+"""
+from __future__ import annotations
+
+import gc
+
+from torque_async.meter import Meter, now
+from torque_async.timer import Sleeper
+from workers.api import TestContext, TestError
+
+
+class CyclicTest:
+    transfer_bytes = 0
+    system_bytes = 0
+
+    def __init__(self, ctx: TestContext):
+        self.interval = ctx.group.args[0] * 1000
+        self.wakeups = ctx.local.n * ctx.local.i
+        self.sleep = Sleeper()
+        self.meter: Meter | None = None
+        self.last = 0                            # the last wake-up's lateness (Act)
+        self.info = (f"cyclic: wake-ups every {ctx.group.args[0]} us at absolute deadlines "
+                     f"(clock_nanosleep, SCHED_OTHER), at least {self.wakeups}")
+
+    def measure(self, meter: Meter, local) -> None:
+        self.meter = meter
+        gc.disable()
+        try:
+            t = self.wake(meter, meter.begin(), lambda k: k < self.wakeups)
+            meter.end(t)
+            meter.publish(0, 0)                          # its own part: others may stop now
+            t = self.wake(meter, t, lambda k: meter.keep_going())
+        finally:
+            gc.enable()
+        meter.end(t)
+        meter.publish(0, 0)
+        meter.row["last_lat"] = self.last
+
+    def wake(self, meter: Meter, t: int, more) -> int:
+        """Wake every interval from t while more(wake-ups so far); returns the last wake-up."""
+        sleep, record, stop, interval = self.sleep, meter.record, meter.stop, self.interval
+        deadline = t + interval
+        k = 0
+        while not stop[0] and more(k):
+            sleep(deadline)
+            t = now()
+            self.last = late = t - deadline
+            record(late, t)
+            k += 1
+            deadline += interval
+            if deadline <= t:
+                deadline += (t - deadline) // interval * interval + interval
+        return t
+
+    def check(self) -> None:
+        meter = self.meter
+        if meter is None or meter.count == 0:
+            raise TestError("-cyclic: no wake-up was measured")
+        if meter.lo < 0:
+            raise TestError(f"-cyclic: woke {-meter.lo} ns before a deadline")
+
+    def close(self) -> None:
+        pass

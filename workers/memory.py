@@ -17,6 +17,12 @@ views made at set-up: nothing is allocated while the clock runs.
 The stride is -stride, or the cache line size: with the default every word loaded or stored
 is a different line, so the whole chunk crosses the memory bus.  The value stored is the
 complement of pattern 1, so every bit toggles against a -bt 0 background.
+
+The loads are summed as np.dot(words, ones) with `ones` a stride-0 view of a single 1:
+numpy's integer dot loop keeps the sum in a general register, as a C compiler does with
+`s += p[i]`, and wraps at 64 bits like np.add.reduce.  np.add.reduce's strided loop adds in a
+vector register (vmovq + vpaddq) and measured ~5% slower on memory-bound strided loads, the
+same loop in C as much (tools/bench_memory.py compares with the C reference).
 """
 from __future__ import annotations
 
@@ -24,6 +30,7 @@ import ctypes
 import mmap
 import os
 import resource
+from typing import NoReturn
 
 import numpy as np
 
@@ -84,10 +91,12 @@ def _positive(local, name: str, action: str) -> int:
 
 class MemoryTest:
     """What every memory test shares: n chunks of size bytes per buffer, bytes accounting,
-    pattern-filled buffers, and how many chunks the transfers so far have touched."""
+    pattern-filled buffers, and how many chunks the transfers so far have touched (the driver
+    calls transfer(k) for k = 0, 1, 2, ...; each call counts itself in `transfers`)."""
 
     action = ""
     traffic = 1                 # system bytes per transfer byte
+    buffers = ("buf",)          # the attributes that hold the test's buffers
 
     def __init__(self, ctx: TestContext):
         local = ctx.local
@@ -120,25 +129,26 @@ class MemoryTest:
         """Chunks 0 .. touched()-1 have been worked on."""
         return min(self.transfers, self.n)
 
-    def fail(self, what: str) -> None:
+    def fail(self, what: str) -> NoReturn:
         raise TestError(f"{self.action}: {what}")
 
     def close(self) -> None:
         self._views = []
-        self.__dict__.update({k: None for k, v in vars(self).items() if isinstance(v, np.ndarray)})
+        for name in self.buffers:
+            setattr(self, name, None)
         self._buffers.close()
 
 
 class BcopyTest(MemoryTest):
     """dst chunk = src chunk; the destination starts as the pattern's complement."""
 
-    action, traffic = "bcopy", 2
+    action, traffic, buffers = "bcopy", 2, ("src", "dst")
 
     def __init__(self, ctx: TestContext):
         super().__init__(ctx)
         self.src = self.buffer()
         self.dst = self.buffer(invert=True)
-        self._views = list(zip(self.chunks(self.dst), self.chunks(self.src)))
+        self._views = list(zip(self.chunks(self.dst), self.chunks(self.src), strict=True))
 
     def transfer(self, k: int) -> None:
         self.transfers += 1
@@ -193,36 +203,33 @@ class StridedTest(MemoryTest):
         self._views = [np.ndarray((self.words,), np.uint64, self.buf, j * self.size, (self.stride,))
                        for j in range(self.n)]
         # what the pattern puts in the words each chunk loads, taken before any transfer
-        self._pattern_sums = [int(np.add.reduce(w)) for w in self._views]
-        self._acc = np.zeros((), np.uint64)                   # every load adds into it
+        self._pattern_sums = [int(np.add.reduce(w)) for w in self._views] if self.loads else []
+        self.acc = 0                # every load adds its chunk's sum (a uint64) into it
+        self._ones = np.broadcast_to(np.uint64(1), (self.words,))   # stride 0: one word
         self.info = f"stride {self.stride} bytes"
 
     def transfer(self, k: int) -> None:
         self.transfers += 1
         words = self._views[k % self.n]
         if self.loads:
-            self._acc += np.add.reduce(words)
+            self.acc += int(np.dot(words, self._ones))
         if self.stores:
             words.fill(self.value)
 
-    @property
-    def acc(self) -> int:
-        return int(self._acc)
-
     def expected_acc(self) -> int:
-        """The load sum the pattern implies: a chunk's first pass reads the pattern; under ls
-        every later pass reads back the value the previous pass stored."""
+        """The sum the pattern implies: a chunk's first pass reads the pattern; under ls every
+        later pass reads back the value the previous pass stored (sums wrap at 64 bits)."""
         total = 0
-        again = int(self.value) * self.words if self.stores else None
-        for first, passes in zip(self._pattern_sums, self.passes()):
+        again = int(self.value) * self.words & patterns.MASK64 if self.stores else None
+        for first, passes in zip(self._pattern_sums, self.passes(), strict=True):
             if passes:
                 total += first + (passes - 1) * (first if again is None else again)
-        return total & patterns.MASK64
+        return total
 
     def check(self) -> None:
         if self.loads and self.acc != self.expected_acc():
-            self.fail(f"the loads summed to {self.acc:#018x}, the pattern implies "
-                      f"{self.expected_acc():#018x}")
+            self.fail(f"the loads summed to {self.acc:#x}, the pattern implies "
+                      f"{self.expected_acc():#x}")
         if self.stores:
             for j, words in enumerate(self._views[:self.touched()]):
                 if not (words == self.value).all():

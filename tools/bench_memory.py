@@ -1,0 +1,229 @@
+#!/usr/bin/env python3
+"""torque-async's memory and STREAM kernels against a C reference of the same kernels.
+
+    python3 tools/bench_memory.py                    # -n 64 -MB 4: 256 MiB per array
+    python3 tools/bench_memory.py --rounds 7 --kernels load store
+    python3 tools/bench_memory.py --cli              # time the torque-async command instead
+
+tools/cref/memkernels.c is compiled here with `gcc -O3 -march=native` into a temporary
+directory.  For every kernel the Python side and the C side run alternately, `--rounds` times
+each (who goes first alternates too, so a drift in the machine's speed hits both alike), each
+run in a fresh process, and the table gives the median MiB/s of transfer bytes, the min-max
+spread, the ratio of the medians (the target applies to it) and the ratio of the best runs
+(on a shared, noisy machine: the least disturbed run of each side).  Both sides do the same
+thing: n chunks of size bytes per buffer, transfer k on chunk k mod n, n x iterations
+transfers under one timer, the same stride and byte accounting, data checked after timing.
+Targets (ratio of medians): 0.95 for bcopy, bzero and STREAM, 0.9 for load, store and ls.
+
+The Python side by default builds the test class in a fresh interpreter and times the loop of
+transfer() calls with time.monotonic_ns exactly as the driver does.  --same-process loads the
+C reference as a shared library instead and alternates both sides in one process, each on its
+own buffers made by the same test class: quicker alternation, so less exposed to a noisy
+neighbour than separate processes (data checked for the Python side).  --cli runs
+`torque-async -nh -p 1 -n N -i I -MB S -KERNEL` (-B when S is not whole MiB) and reads
+BW(MB/s), the sixth column of its table.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CREF = ROOT / "tools" / "cref" / "memkernels.c"
+KERNELS = ("bcopy", "bzero", "load", "store", "ls", "Scopy", "Sscale", "Sadd", "Striad")
+TARGET = {"load": 0.9, "store": 0.9, "ls": 0.9}        # the rest: 0.95 (ls: our choice)
+MiB = 1 << 20
+CFLAGS = "-O3 -march=native"
+
+
+def build_test(kernel: str, n: int, size: int, stride: int):
+    """`kernel`'s test class, constructed as a worker constructs it (pattern -bt 0)."""
+    import types
+
+    import numpy as np
+
+    sys.path.insert(0, str(ROOT))
+    from workers import memory, stream
+    from workers.api import TestContext
+
+    local = types.SimpleNamespace(n=n, size=size, stride=stride, bp1=0x5555555555555555,
+                                  bp2=0xAAAAAAAAAAAAAAAA, bt=0, btr=False, bpkey=1, wire=False)
+    group = types.SimpleNamespace(action=kernel, args=(), local=local)
+    ctx = TestContext(group=group, proc=0, row=0, rng=np.random.default_rng(0), linesize=stride)
+    return {**memory.TESTS, **stream.TESTS}[kernel](ctx)
+
+
+def time_transfers(test, total: int) -> float:
+    """MiB/s of `total` transfers under one timer, as the driver times them."""
+    transfer = test.transfer
+    start = time.monotonic_ns()
+    for k in range(total):
+        transfer(k)
+    finish = time.monotonic_ns()
+    return total * test.transfer_bytes / MiB / ((finish - start) / 1e9)
+
+
+def python_rate(kernel: str, n: int, size: int, iterations: int, stride: int) -> float:
+    """Build the test in this (fresh) process, time n x iterations transfers, check."""
+    test = build_test(kernel, n, size, stride)
+    rate = time_transfers(test, n * iterations)
+    test.check()
+    test.close()
+    return rate
+
+
+def same_process(library: Path, kernel, n, size, iterations, stride, rounds):
+    """Python and C alternating in this process, each on its own buffers made by the same
+    test class (so both have the same allocation, pattern and pages): (ours, theirs)."""
+    import ctypes
+
+    lib = ctypes.CDLL(str(library))
+    lib.memkernels_run.restype = ctypes.c_double
+    lib.memkernels_run.argtypes = (ctypes.c_char_p, *[ctypes.c_size_t] * 3,
+                                   *[ctypes.c_void_p] * 3, ctypes.c_size_t)
+    ours_test, their_test = (build_test(kernel, n, size, stride) for _ in range(2))
+    names = {"bcopy": ("src", "dst")}.get(kernel, ("a", "b", "c") if kernel[0] == "S" else ("buf",))
+    pointers = [getattr(their_test, x).ctypes.data for x in names] + [None] * (3 - len(names))
+    total, nbytes = n * iterations, their_test.transfer_bytes
+    ours, theirs = [], []
+    for r in range(rounds):
+        for side in (("py", "c") if r % 2 == 0 else ("c", "py")):
+            if side == "py":
+                ours.append(time_transfers(ours_test, total))
+            else:
+                seconds = lib.memkernels_run(kernel.encode(), n, nbytes, stride, *pointers, total)
+                theirs.append(total * nbytes / MiB / seconds)
+    ours_test.check()
+    for test in (ours_test, their_test):
+        test.close()
+    return ours, theirs
+
+
+def run_python(kernel, n, size, iterations, stride) -> float:
+    command = [sys.executable, __file__, "--python-worker", kernel, str(n), str(size),
+               str(iterations), str(stride)]
+    out = subprocess.run(command, check=False, capture_output=True, text=True)
+    if out.returncode:
+        raise RuntimeError(f"python {kernel} failed:\n{out.stderr}")
+    return float(out.stdout.split()[0])
+
+
+def run_cli(kernel, n, size, iterations, stride, explicit_stride) -> float:
+    command = ["torque-async", "-nh", "-p", "1", "-n", str(n), "-i", str(iterations)]
+    command += ["-MB", str(size // MiB)] if size % MiB == 0 else ["-B", str(size)]
+    if explicit_stride:
+        command += ["-stride", str(stride)]
+    out = subprocess.run(command + [f"-{kernel}"], check=False, capture_output=True, text=True)
+    if out.returncode:
+        raise RuntimeError(f"{' '.join(command)} -{kernel} failed:\n{out.stdout}{out.stderr}")
+    for line in out.stdout.splitlines():
+        fields = [f.strip() for f in line.split(",")]
+        if len(fields) >= 6 and fields[0].isdigit():     # proc,Start,Finish,Diff,Xfers,BW(MB/s)
+            return float(fields[5])
+    raise RuntimeError(f"no result row in the output of {' '.join(command)} -{kernel}:\n"
+                       f"{out.stdout}")
+
+
+def run_c(binary, kernel, n, size, iterations, stride) -> float:
+    out = subprocess.run([str(binary), kernel, str(n), str(size), str(iterations), str(stride)],
+                         check=False, capture_output=True, text=True)
+    if out.returncode:
+        raise RuntimeError(f"C {kernel} failed:\n{out.stdout}{out.stderr}")
+    return float(out.stdout.split()[0])
+
+
+def compile_reference(directory: str, cflags: str, shared: bool = False) -> Path:
+    gcc = shutil.which("gcc") or shutil.which("cc")
+    if gcc is None:
+        sys.exit("bench_memory: needs gcc to build the C reference")
+    binary = Path(directory) / ("memkernels.so" if shared else "memkernels")
+    extra = ["-shared", "-fPIC"] if shared else []
+    subprocess.run([gcc, *cflags.split(), *extra, "-o", str(binary), str(CREF)], check=True)
+    return binary
+
+
+def linesize() -> int:
+    try:
+        return int(Path("/sys/devices/system/cpu/cpu0/cache/index0/coherency_line_size")
+                   .read_text())
+    except (OSError, ValueError):
+        return 64
+
+
+def summary(rates: list[float]) -> str:
+    return f"{statistics.median(rates):.0f} ({min(rates):.0f}-{max(rates):.0f})"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("-n", type=int, default=64, help="transfers per iteration (chunks)")
+    parser.add_argument("--mb", type=float, default=4, help="transfer size in MiB")
+    parser.add_argument("-i", "--iterations", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=5, help="runs of each side per kernel")
+    parser.add_argument("--stride", type=int, default=None, help="load/store stride (bytes)")
+    parser.add_argument("--kernels", nargs="+", default=KERNELS, choices=KERNELS)
+    parser.add_argument("--cli", action="store_true", help="time the torque-async command")
+    parser.add_argument("--same-process", action="store_true",
+                        help="alternate Python and C (as a shared library) in one process")
+    parser.add_argument("--cflags", default=CFLAGS, help=f"C reference flags ({CFLAGS})")
+    parser.add_argument("--python-worker", nargs=5, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+
+    if args.python_worker:
+        kernel, *numbers = args.python_worker
+        print(python_rate(kernel, *map(int, numbers)))
+        return 0
+
+    size = int(args.mb * MiB)
+    stride = args.stride or linesize()
+    if args.cli and args.same_process:
+        parser.error("--cli and --same-process exclude each other")
+    side = "torque-async CLI" if args.cli else "torque-async"
+    mode = ("C: separate processes" if not args.same_process else
+            "Python and C in one process, own buffers each")
+    print(f"# {shlex.join([Path(sys.argv[0]).name] + (argv or sys.argv[1:]))}")
+    print(f"# n={args.n} size={size} B working set={args.n * size / MiB:.0f} MiB per array "
+          f"iterations={args.iterations} stride={stride} rounds={args.rounds} "
+          f"cpus={os.cpu_count()} cflags={args.cflags}; {mode}")
+    print()
+    print(f"| kernel | {side} MiB/s median (min-max) | C MiB/s median (min-max) | ratio | "
+          "best/best | target (ratio) |")
+    print("|---|---:|---:|---:|---:|---|")
+    shortfall = 0
+    with tempfile.TemporaryDirectory(prefix="bench_memory.") as tmp:
+        binary = compile_reference(tmp, args.cflags, shared=args.same_process)
+        for kernel in args.kernels:
+            ours: list[float] = []
+            theirs: list[float] = []
+            if args.same_process:
+                ours, theirs = same_process(binary, kernel, args.n, size, args.iterations, stride,
+                                            args.rounds)
+            for r in range(0 if args.same_process else args.rounds):
+                for side_is_ours in ((True, False) if r % 2 == 0 else (False, True)):
+                    if not side_is_ours:
+                        theirs.append(run_c(binary, kernel, args.n, size, args.iterations, stride))
+                    elif args.cli:
+                        ours.append(run_cli(kernel, args.n, size, args.iterations, stride,
+                                            args.stride))
+                    else:
+                        ours.append(run_python(kernel, args.n, size, args.iterations, stride))
+            ratio = statistics.median(ours) / statistics.median(theirs)
+            target = TARGET.get(kernel, 0.95)
+            met = ratio >= target
+            shortfall += not met
+            best = max(ours) / max(theirs)      # what each side does when nothing disturbs it
+            print(f"| {kernel} | {summary(ours)} | {summary(theirs)} | {ratio:.3f} | {best:.3f} | "
+                  f">= {target} {'met' if met else 'MISSED'} |", flush=True)
+    return 1 if shortfall else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -6,7 +6,7 @@ import pickle
 import pytest
 
 from torque_async import cmdline
-from torque_async.options import ACTION, GLOBAL, LOCAL, OPTIONS, ArgError, Locals
+from torque_async.options import GLOBAL, LOCAL, OPTIONS, ArgError, Locals
 from torque_async.units import KB, MB
 
 from conftest import execute

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 
 from torque_async import cmdline, orchestrator, report
-from torque_async.results import MEASURED, bucket
+from torque_async.results import bucket
 
 from conftest import run_cli
 

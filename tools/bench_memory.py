@@ -51,14 +51,14 @@ def build_test(kernel: str, n: int, size: int, stride: int):
     import numpy as np
 
     sys.path.insert(0, str(ROOT))
-    from workers import memory, stream
+    from torque_async.kinds import KINDS
     from workers.api import TestContext
 
     local = types.SimpleNamespace(n=n, size=size, stride=stride, bp1=0x5555555555555555,
                                   bp2=0xAAAAAAAAAAAAAAAA, bt=0, btr=False, bpkey=1, wire=False)
     group = types.SimpleNamespace(action=kernel, args=(), local=local)
     ctx = TestContext(group=group, proc=0, row=0, rng=np.random.default_rng(0), linesize=stride)
-    return {**memory.TESTS, **stream.TESTS}[kernel](ctx)
+    return KINDS[kernel].load()(ctx)
 
 
 def time_transfers(test, total: int) -> float:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from workers.api import TestContext, TestError
+from workers.buffers import Buffers
 
 BLOCK = 16384                      # random numbers per fill (128 KiB: stays in L2)
 
@@ -21,7 +22,8 @@ class SpinTest:
 
     def __init__(self, ctx: TestContext):
         self.rng = ctx.rng
-        self.block = np.zeros(BLOCK)
+        self.buffers = Buffers(ctx.local.wire)
+        self.block = self.buffers.new(BLOCK * 8, np.float64)
         self.fills = max(1, ctx.local.size // 8 // BLOCK)
         self.ops_per_transfer = self.fills * BLOCK
         self.info = f"{self.ops_per_transfer} random numbers per transfer"
@@ -37,4 +39,4 @@ class SpinTest:
             raise TestError("spinWait: the random block does not hold uniform numbers")
 
     def close(self) -> None:
-        pass
+        self.buffers.close()

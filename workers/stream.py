@@ -33,7 +33,7 @@ import glob
 import numpy as np
 
 from workers.api import TestContext, TestError
-from workers.memory import Buffers
+from workers.buffers import Buffers
 
 SCALAR = 3.0
 ZERO = np.uint64(0)
@@ -186,6 +186,3 @@ class Striad(StreamTest):
 
     def expected(self):
         return INITIAL["b"] + SCALAR * INITIAL["c"]
-
-
-TESTS = {cls.action: cls for cls in (Scopy, Sscale, Sadd, Striad)}

@@ -36,12 +36,11 @@ last upload (holding the one before) fails check().
 from __future__ import annotations
 
 import ctypes
-import mmap
-import os
 from dataclasses import dataclass
 
 import numpy as np
 
+from workers.buffers import Buffers
 from workers.api import TestContext, TestError
 from workers.gl_context import GLContext
 
@@ -73,20 +72,9 @@ TESTS = {
 }
 
 
-def _page_aligned(nbytes: int) -> np.ndarray:
-    return np.frombuffer(mmap.mmap(-1, nbytes), np.uint8)
-
-
 def _pointer(buffer: np.ndarray) -> ctypes.c_void_p:
     """What PyOpenGL's raw calls take without converting (it keeps the buffer alive)."""
     return buffer.ctypes.data_as(ctypes.c_void_p)
-
-
-def _wire(buffer: np.ndarray) -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.mlock(_pointer(buffer), ctypes.c_size_t(buffer.nbytes)):
-        raise TestError(f'-wire: mlock of {buffer.nbytes} bytes refused: '
-                        f'{os.strerror(ctypes.get_errno())} (raise ulimit -l, or run as root)')
 
 
 def _nothing() -> None:
@@ -102,10 +90,9 @@ class VideoTest:
         self.transfer_bytes = self.system_bytes = self.width * self.height * 4
         self.upload = spec.call == 'glTexSubImage2D'
         self.last = -1  # k of the last transfer
-        self.client = [_page_aligned(self.transfer_bytes) for _ in range(2 if self.upload else 1)]
+        self.buffers = Buffers(local.wire)
+        self.client = [self.buffers.new(self.transfer_bytes) for _ in range(2 if self.upload else 1)]
         for buffer in self.client:
-            if local.wire:
-                _wire(buffer)
             if self.upload:
                 buffer[:] = ctx.rng.integers(0, 256, buffer.size, np.uint8)
         self.gl = GLContext(local.display)
@@ -220,3 +207,4 @@ class VideoTest:
         if self.gl:
             self.gl.close()
             self.gl = None
+        self.buffers.close()

@@ -5,11 +5,14 @@ import os
 import subprocess
 import sys
 
+import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from torque_async import cli
+from torque_async.results import HEADER, ROW, segment_name
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -46,3 +49,33 @@ def table(out: str, header: str = "proc,Start,Finish,Diff,Xfers,BW(MB/s),TS(KB),
             break
         rows.append([c.strip() for c in line.split(",")])
     return rows
+
+
+ROW_NONE = np.zeros(0, ROW)
+
+
+def rows_of(key: int) -> np.ndarray:
+    """The live results rows of the run using shared memory key `key` (none if no such run)."""
+    seg = Path("/dev/shm", segment_name(key))
+    try:
+        return np.fromfile(seg, ROW, offset=HEADER.itemsize) if seg.exists() else ROW_NONE
+    except (FileNotFoundError, ValueError):          # removed, or still being sized
+        return ROW_NONE
+
+
+def start(*args: str, stdin=None) -> subprocess.Popen:
+    """The command in the background, for tests that signal it or talk to it."""
+    return subprocess.Popen([sys.executable, "-m", "torque_async", *args], stdin=stdin,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+
+
+def wait_for_rows(key: int, count: int, state: int, timeout: float = 60) -> np.ndarray:
+    """Poll the results until `count` rows reached `state` (polling, not a sleep-as-sync)."""
+    deadline = time.monotonic() + timeout
+    rows = ROW_NONE
+    while time.monotonic() < deadline:
+        rows = rows_of(key)
+        if len(rows) == count and (rows["state"] >= state).all():
+            return rows
+        time.sleep(0.05)
+    raise AssertionError(f"rows of {key:#x} never reached state {state}: {rows['state']}")

@@ -16,9 +16,8 @@ import numpy as np
 
 from torque_async.results import HEADER, READY, ROW, RUNNING, Results, segment_name
 
-from conftest import ENV, REPO, run_cli, table
+from conftest import ENV, REPO, ROW_NONE, rows_of, run_cli, table
 
-ROW_NONE = np.zeros(0, ROW)
 
 
 def shm_left(key: int) -> bool:
@@ -158,11 +157,6 @@ def test_a_leftover_segment_is_detected_and_freed(capsys):
     r = run_cli("-smkey", "0x7009", "-freeSharedMemory")
     assert r.returncode == 0 and "removed /dev/shm/torque-async-7009" in r.stdout
     assert not shm_left(0x7009)
-
-
-def rows_of(key: int) -> np.ndarray:
-    seg = Path("/dev/shm", segment_name(key))
-    return np.fromfile(seg, ROW, offset=HEADER.itemsize) if seg.exists() else ROW_NONE
 
 
 def test_affinity_pins_each_process_as_asked():

@@ -3,6 +3,7 @@ else is torque's own order-dependent grammar, forwarded untouched to the scanner
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 from dataclasses import replace
@@ -92,7 +93,21 @@ def say(lines: list[str], err: bool = False) -> None:
 
 
 def execute(argv: list[str]) -> int:
-    """Parse, run and report; returns the exit status (0 ok, 1 a test failed, 2 bad input)."""
+    """Parse, run and report; returns the exit status (0 ok, 1 a test failed, 2 bad input,
+    128 + the signal when SIGINT or SIGTERM stopped it)."""
+    for sig in orchestrator.STOP_SIGNALS:
+        signal.signal(sig, orchestrator.raise_interrupted)
+    try:
+        return run_plan(argv)
+    except orchestrator.Interrupted as e:
+        print(f"torque-async: interrupted by {e}", file=sys.stderr)
+        return 128 + e.signum
+    finally:
+        for sig in orchestrator.STOP_SIGNALS:
+            signal.signal(sig, signal.SIG_DFL if sig != signal.SIGINT else signal.default_int_handler)
+
+
+def run_plan(argv: list[str]) -> int:
     try:
         plan = cmdline.parse(argv)
         s = plan.settings
@@ -123,12 +138,10 @@ def execute(argv: list[str]) -> int:
     except cmdline.UsageError as e:
         error(str(e))
         return 2
-    except KeyboardInterrupt:
-        print("torque-async: interrupted", file=sys.stderr)
-        return 130
     date = time.strftime("%a %b %d %H:%M:%S %Z %Y")
     began = time.monotonic_ns()
-    lines = report.render(plan, outcome.records, plan.procs(), info, date, outcome.failures)
+    lines = report.render(plan, outcome.records, plan.procs(), info, date, outcome.failures,
+                          outcome.interrupted)
     machine = {}
     if s.json or s.csv:
         doc = export.document(plan, outcome.records, plan.procs(), info, date, outcome.failures)
@@ -140,6 +153,8 @@ def execute(argv: list[str]) -> int:
     unwritten = [write_output(path, text) for path, text in machine.items()]
     say([f"torque-async: {line}" for line in (*outcome.failures, *filter(None, unwritten))],
         err=True)
+    if outcome.interrupted:
+        return 128 + outcome.interrupted
     return 1 if outcome.failures or any(unwritten) else 0
 
 

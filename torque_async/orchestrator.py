@@ -24,7 +24,8 @@ from .cmdline import UsageError
 from .kinds import KINDS, LOOP, WORKER
 from .loop import LoopSide
 from .plan import Plan, Proc
-from .results import STATE_NAMES, Record, Results, SegmentExists, owner_of, segment_name
+from .results import (MEASURED, READY, RUNNING, STATE_NAMES, Record, Results, SegmentExists,
+                      owner_of, segment_name)
 from workers import entry
 
 SETUP_TIMEOUT = 300.0              # seconds every test may take to set up before the start
@@ -35,6 +36,22 @@ STOP_GRACE = 2.0                   # seconds a stopped worker gets before it is 
 class Outcome:
     records: tuple[Record, ...]
     failures: tuple[str, ...]      # one line per test process that failed, by name
+    interrupted: int = 0           # the signal (SIGINT, SIGTERM) that stopped the run early
+
+
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM outside the event loop (set-up, report, -sp): unwinds with clean-up."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def raise_interrupted(signum: int, _frame) -> None:
+    raise Interrupted(signum)
 
 
 def describe(proc: Proc) -> str:
@@ -85,7 +102,7 @@ def failures(procs, results: Results, exitcodes: dict[int, int | None]) -> tuple
             lines.append(f"{describe(proc)} failed: {rec.error}")
         elif code is not None and code < 0:
             lines.append(f"{describe(proc)} died: {signal.Signals(-code).name}")
-        elif rec.state in (1, 2, 3) or code:
+        elif rec.state in (READY, RUNNING, MEASURED) or code:
             lines.append(f"{describe(proc)} stopped while {STATE_NAMES[rec.state]} "
                          f"(exit code {code})")
     return tuple(lines)
@@ -104,29 +121,46 @@ class Supervisor:
         self.exitcodes: dict[int, int | None] = {}
         self.failed = asyncio.Event()
         self.problems: tuple[str, ...] = ()
+        self.interrupted = 0
 
     async def run(self) -> Outcome:
         self.loop = loop = asyncio.get_running_loop()
+        previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+        for sig in STOP_SIGNALS:                   # a signal stops the run like a failure does
+            loop.add_signal_handler(sig, self.interrupt, sig)
         ticker = None
         try:
             self.spawn()
             ended = [self.watch(loop, row, child) for row, child in self.children.items()]
             await self.loop_side.setup()
             if self.plan.settings.g:
-                await loop.run_in_executor(None, self.wait_for_key)
+                await self.unless_failed(self.key_pressed())
             ticker = progress.start(self.plan, self.procs, self.results, sys.stderr)
-            start = loop.run_in_executor(None, self.pass_barrier)
-            failed = asyncio.ensure_future(self.failed.wait())
-            await asyncio.wait([start, failed], return_when=asyncio.FIRST_COMPLETED)
-            failed.cancel()
+            await self.unless_failed(loop.run_in_executor(None, self.pass_barrier))
             if not self.failed.is_set():
                 await asyncio.gather(self.loop_side.run(), *ended)
         finally:
             await progress.stop(ticker)
             self.stop()
             await self.loop_side.close()
+            for sig, handler in previous.items():
+                loop.remove_signal_handler(sig)
+                signal.signal(sig, handler)
         return Outcome(self.results.snapshot(), self.problems
-                       + failures(self.procs, self.results, self.exitcodes))
+                       + failures(self.procs, self.results, self.exitcodes), self.interrupted)
+
+    async def unless_failed(self, step) -> None:
+        """Wait for a step of the set-up, or for the run to be stopped, whichever comes first."""
+        failed = asyncio.ensure_future(self.failed.wait())
+        step = asyncio.ensure_future(step)
+        await asyncio.wait([step, failed], return_when=asyncio.FIRST_COMPLETED)
+        failed.cancel()
+        if not step.done():
+            step.cancel()
+
+    def interrupt(self, signum: int) -> None:
+        self.interrupted = signum
+        self.abort()
 
     def spawn(self) -> None:
         segment = self.results.shm.name.lstrip("/")
@@ -157,11 +191,18 @@ class Supervisor:
         loop.add_reader(child.sentinel, exited)
         return done
 
-    def wait_for_key(self) -> None:
+    async def key_pressed(self) -> None:
+        """-g: show every test's pid, then wait for Enter (a reader on stdin, not a thread)."""
         for row, child in self.children.items():
             print(f"pid {child.pid}: {describe(self.procs[row])}", file=sys.stderr)
-        print("press Enter to start testing", file=sys.stderr)
-        sys.stdin.readline()
+        print("press Enter to start testing", file=sys.stderr, flush=True)
+        pressed = self.loop.create_future()
+        fd = sys.stdin.fileno()
+        self.loop.add_reader(fd, lambda: pressed.done() or pressed.set_result(os.read(fd, 4096)))
+        try:
+            await pressed
+        finally:
+            self.loop.remove_reader(fd)
 
     def pass_barrier(self) -> None:
         """The loop's place at the barrier: all set up, then (after calibration) the start."""

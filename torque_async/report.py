@@ -6,6 +6,7 @@ as STREAM counts), summed over the processes of each kind.
 """
 from __future__ import annotations
 
+import signal
 from dataclasses import dataclass
 
 from . import __version__
@@ -299,7 +300,7 @@ def detail_lines(records, procs, level: int) -> list[str]:
 
 
 def render(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], info: SysInfo,
-           date: str, failures: tuple[str, ...] = ()) -> list[str]:
+           date: str, failures: tuple[str, ...] = (), interrupted: int = 0) -> list[str]:
     """The whole text report; -nh drops the header, -bo keeps only the bandwidth lines."""
     t0 = time_zero(records)
     bw = bw_lines(records, procs)
@@ -324,6 +325,9 @@ def render(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], inf
     if not plan.settings.nh:
         lines += [""] + latency_lines(records, procs)
     lines += ["", *bw]
+    if interrupted:
+        lines += ["", f"INTERRUPTED by {signal.Signals(interrupted).name}: the figures cover the "
+                      f"transfers measured before it"]
     if failures:
         lines += ["", "INCOMPLETE: some tests failed", *failures]
     return [ln for i, ln in enumerate(lines) if ln or (i and lines[i - 1])]

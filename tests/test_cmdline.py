@@ -9,7 +9,6 @@ from torque_async import cmdline
 from torque_async.options import GLOBAL, LOCAL, OPTIONS, ArgError, Locals
 from torque_async.units import KB, MB
 
-from conftest import execute
 
 CANDIDATES = ("8", "1", "r", "file.dat")
 
@@ -153,35 +152,3 @@ def test_aliases_expand_and_loops_are_caught(tmp_path):
     bad = write(tmp_path / "b.alias", "load = -bzero\n")
     with pytest.raises(cmdline.UsageError, match="would hide the option -load"):
         cmdline.parse(["-aliasFile", bad, "-load"])
-
-
-BAD = [
-    (["-nope"], "unknown option -nope"),
-    (["-laod"], "did you mean -load?"),
-    (["-strIad"], "did you mean -Striad?"),
-    (["-MB"], "-MB needs 1 argument"),
-    (["-MB", "x", "-load"], "'x' is not an integer"),
-    (["-n", "0", "-load"], "-n n: 0 is out of range"),
-    (["-KB", "-3", "-load"], "out of range"),
-    (["-n", "8"], "local options without an action after them: -n 8"),
-    (["-V", "13"], "13 is out of range (1..12)"),
-    (["-aio", "0"], "0 is out of range"),
-    (["-percR", "101", "-rand"], "101 is out of range"),
-    (["-streams", "x", "1", "1", "1", "0", "1", "1"], "'x' is not one of r, w, rw, wr, rwr, rrw"),
-    (["-streams", "r", "4"], "-streams needs 7 arguments"),
-    (["load"], "unexpected 'load': options start with '-'"),
-    (["-r"], "the file tests are not in this version yet"),
-    (["-affinityNumber", "999", "-load"], "-affinityNumber: CPU 999 is not available"),
-    (["-sp", "-p", "2", "-load"], "-sp runs a single test process"),
-    (["-child", "5", "-load"], "-child 5: the plan has 1 test processes"),
-    (["-n", "100000", "-GB", "1", "-bcopy"], "memory is available"),
-    ([], "no action given"),
-]
-
-
-@pytest.mark.parametrize("argv,message", BAD, ids=[" ".join(a) or "empty" for a, _ in BAD])
-def test_bad_input_is_one_line_and_exit_code_2(capsys, argv, message):
-    code, out, err = execute(capsys, *argv)
-    assert code == 2 and out == ""
-    assert err.count("\n") == 1 and err.startswith("torque-async: error: ")
-    assert message in err and "Traceback" not in err

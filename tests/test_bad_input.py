@@ -1,0 +1,111 @@
+"""The catalogue of bad input: each gives exactly one line on stderr naming the offending token
+(FILE:LINE for config files), exit code 2, no traceback, and runs nothing."""
+from __future__ import annotations
+
+import pytest
+
+from conftest import execute
+
+CMDLINE = [
+    (["-nope"], "unknown option -nope"),
+    (["-laod"], "did you mean -load?"),
+    (["-strIad"], "did you mean -Striad?"),
+    (["--load"], "unknown option --load"),
+    (["-"], "unexpected '-'"),
+    (["load"], "unexpected 'load': options start with '-'"),
+    (["-MB"], "-MB needs 1 argument"),
+    (["-MB", "x", "-load"], "-MB MB: 'x' is not an integer"),
+    (["-MB", "1.5", "-load"], "'1.5' is not an integer"),
+    (["-MB", "0", "-load"], "-MB MB: 0 is out of range"),
+    (["-KB", "-3", "-load"], "-KB KB: -3 is out of range"),
+    (["-B", "99999999999999999", "-load"], "out of range"),
+    (["-n", "0", "-load"], "-n n: 0 is out of range"),
+    (["-n", "ten", "-load"], "'ten' is not an integer"),
+    (["-i", "0", "-load"], "-i n: 0 is out of range"),
+    (["-p", "0", "-load"], "-p n: 0 is out of range"),
+    (["-p", "5000", "-load"], "out of range"),
+    (["-n", "8"], "local options without an action after them: -n 8"),
+    (["-load", "-MB", "4"], "local options without an action after them: -MB 4"),
+    (["-V"], "-V needs 1 argument"),
+    (["-V", "13"], "-V n: 13 is out of range (1..12)"),
+    (["-V", "0"], "0 is out of range"),
+    (["-aio", "0"], "-aio n: 0 is out of range"),
+    (["-aio", "1025"], "1025 is out of range"),
+    (["-files", "0"], "-files n: 0 is out of range"),
+    (["-percR", "101", "-load"], "-percR p: 101 is out of range"),
+    (["-percR", "-1", "-load"], "out of range"),
+    (["-bt", "103", "-load"], "-bt p: 103 is out of range"),
+    (["-bpkey", "2", "-load"], "-bpkey p: 2 is out of range"),
+    (["-bp", "0x1FFFFFFFFFFFFFFFF", "-load"], "out of range"),
+    (["-bp", "pattern", "-load"], "'pattern' is not an integer"),
+    (["-stride", "4", "-load"], "-stride bytes: 4 is out of range"),
+    (["-linesize", "0", "-load"], "-linesize bytes: 0 is out of range"),
+    (["-IH", "0", "-V", "1"], "-IH pixels: 0 is out of range"),
+    (["-IW", "99999", "-V", "1"], "out of range"),
+    (["-T", "-5", "-load"], "-T usec: -5 is out of range"),
+    (["-vl", "4"], "-vl n: 4 is out of range (1..3)"),
+    (["-seed", "-1"], "-seed n: -1 is out of range"),
+    (["-smkey", "zz"], "-smkey key: 'zz' is not an integer"),
+    (["-streams", "x", "1", "1", "1", "0", "1", "1"], "'x' is not one of r, w, rw, wr, rwr, rrw"),
+    (["-streams", "r", "4"], "-streams needs 7 arguments"),
+    (["-memStreams", "r", "4", "1024", "0", "0", "1", "1"], "-memStreams bwMBs: 0 is out of range"),
+    (["-streams", "r", "4", "1024", "10", "-1", "1", "1"], "startTime: -1 is out of range"),
+    (["-streams", "r", "4", "1024", "nan", "0", "1", "1"], "out of range"),
+    (["-affinityNumber", "999", "-load"], "-affinityNumber: CPU 999 is not available"),
+    (["-affinityNumberDiff", "1", "-p", "8", "-load"], "-affinityNumberDiff: CPU 2 is not available"),
+    (["-affinityParent", "64", "-load"], "-affinityParent: CPU 64 is not available"),
+    (["-sp", "-p", "2", "-load"], "-sp runs a single test process"),
+    (["-child", "5", "-load"], "-child 5: the plan has 1 test processes"),
+    (["-n", "100000", "-GB", "1", "-bcopy"], "memory is available"),
+    (["-f", "a"] * 129 + ["-load"], "-f: 129 test files, at most 128"),
+    ([], "no action given"),
+    (["-c", "missing.cfg", "-load"], "cannot read configuration file missing.cfg"),
+    (["-aliasFile", "missing.alias", "-load"], "cannot read alias file missing.alias"),
+    (["-c", ".", "-load"], "cannot read configuration file ."),
+    (["-json", "out.json", "-csv", "out.json", "-load"], "both write to out.json"),
+    (["-json", "/nonexistent/dir/out.json", "-load"], "is not a writable directory"),
+]
+
+CONFIG = [   # (config file text, the message naming FILE:LINE)
+    ("-n 4\n-MB x -load\n", "bad.cfg:2: -MB MB: 'x' is not an integer"),
+    ("# fine\n\n-bogus\n", "bad.cfg:3: unknown option -bogus"),
+    ("-n 4 -MB 2\n", "bad.cfg:1: local options without an action after them: -n 4 -MB 2"),
+    ("-streams r 4 'unclosed\n", "bad.cfg:1: No closing quotation"),
+    ("-V 99\n", "bad.cfg:1: -V n: 99 is out of range"),
+]
+
+ALIASES = [  # (alias file text, command line after -aliasFile, message)
+    ("a = -b\nb = -a\n", ["-a"], "alias loop: a -> b -> a"),
+    ("self = -self\n", ["-self"], "alias loop: self -> self"),
+    ("load = -bzero\n", ["-load"], "would hide the option -load"),
+    ("broken -n 4\n", ["-load"], "bad.alias:1: expected 'NAME = tokens ...'"),
+    ("big = -n 0 -load\n", ["-big"], "bad.alias:1: -n n: 0 is out of range"),
+]
+
+
+def assert_one_clean_line(code, out, err, message):
+    assert code == 2, (code, err)
+    assert out == "" and err.count("\n") == 1 and err.startswith("torque-async: error: ")
+    assert message in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("argv,message", CMDLINE, ids=[" ".join(a)[:40] or "empty"
+                                                       for a, _ in CMDLINE])
+def test_bad_command_lines(capsys, argv, message):
+    assert_one_clean_line(*execute(capsys, *argv), message)
+
+
+@pytest.mark.parametrize("text,message", CONFIG, ids=[m for _, m in CONFIG])
+def test_bad_config_files_name_file_and_line(capsys, tmp_path, text, message):
+    (tmp_path / "bad.cfg").write_text(text)
+    assert_one_clean_line(*execute(capsys, "-c", "bad.cfg"), message)
+
+
+@pytest.mark.parametrize("text,argv,message", ALIASES, ids=[m for _, _, m in ALIASES])
+def test_bad_alias_files(capsys, tmp_path, text, argv, message):
+    (tmp_path / "bad.alias").write_text(text)
+    assert_one_clean_line(*execute(capsys, "-aliasFile", "bad.alias", *argv), message)
+
+
+def test_the_catalogue_is_large():
+    assert len(CMDLINE) + len(CONFIG) + len(ALIASES) >= 50

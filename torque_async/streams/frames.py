@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from workers.api import TestError
-from workers.memory import Buffers
+from workers.buffers import Buffers
 
 from .schedule import READ, Geometry, Stage
 

@@ -18,7 +18,7 @@ import numpy as np
 import psutil
 
 from workers.api import TestContext, TestError
-from workers.memory import Buffers
+from workers.buffers import Buffers
 
 from ..cmdline import UsageError
 from ..meter import Meter, now

@@ -17,7 +17,7 @@ import tempfile
 import numpy as np
 
 from workers.api import TestError
-from workers.memory import Buffers
+from workers.buffers import Buffers
 
 from .schedule import READ
 

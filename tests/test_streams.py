@@ -22,7 +22,7 @@ from torque_async.streams.tracks import MemoryTracks
 from torque_async.units import KB, MB
 from workers.api import TestContext as Context      # not Test*: pytest would collect it
 from workers.api import TestError as Failure
-from workers.memory import Buffers
+from workers.buffers import Buffers
 
 KEYS = itertools.count(0x7A100)
 

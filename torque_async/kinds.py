@@ -40,6 +40,7 @@ def register(*kinds: Kind) -> None:
 
 
 _M, _S = "workers.memory:", "workers.stream:"
+_F = "torque_async.io.tests:FileTest"            # one class; actions.SPECS says what each does
 register(
     Kind("bcopy", "Bcopy", "memory", WORKER, _M + "BcopyTest", buffers=2),
     Kind("bzero", "Bzero", "memory", WORKER, _M + "BzeroTest", buffers=1),
@@ -52,9 +53,15 @@ register(
     Kind("Striad", "STriad", "STREAM", WORKER, _S + "Striad", buffers=3),
     Kind("spinWait", "SpinWait", "cpu", WORKER, "workers.spin:SpinTest"),
     Kind("V", "Video", "video", WORKER, "workers.video:VideoTest"),
-    *(Kind(a, label, "file", LOOP, None) for a, label in (
-        ("r", "Read"), ("w", "Write"), ("rand", "Random"), ("rmw", "RdModWr"), ("rw", "RdWr"),
-        ("scan", "Scan"), ("scanfile", "ScanFile"), ("aio", "AIO"), ("files", "Files"))),
+    Kind("r", "Read", "file", LOOP, _F),
+    Kind("w", "Write", "file", LOOP, _F),
+    Kind("rand", "Random", "file", LOOP, _F),
+    Kind("rmw", "RdModWr", "file", LOOP, _F),
+    Kind("rw", "RdWr", "file", LOOP, _F),
+    Kind("scan", "Scan", "file", LOOP, _F),
+    Kind("scanfile", "ScanFile", "file", LOOP, _F),
+    Kind("aio", "AIO", "file", LOOP, _F),
+    Kind("files", "Files", "file", LOOP, _F),
     Kind("streams", "Streams", "streams", LOOP, None),
     Kind("memStreams", "MemStreams", "streams", LOOP, None),
 )

@@ -115,6 +115,9 @@ _G = [
            (Arg("file", text),), dest="config", group="Configuration"),
     Option("child", GLOBAL, "run only test process n of the plan (as torque's fork-exec child)",
            (Arg("n", Count),), group="Execution"),
+    Option("engine", GLOBAL, "file I/O engine: auto (io_uring where available, else threads), "
+           "uring, threads, sync (blocking, one transfer at a time)",
+           (Arg("name", choice("auto", "uring", "threads", "sync")),), group="Files"),
     Option("example", GLOBAL, "print worked examples", group="Help"),
     Option("f", GLOBAL, "add a test file to the file list (at most 128)", (Arg("file", text),),
            dest="files", group="Files"),
@@ -145,6 +148,8 @@ _G = [
     Option("v", GLOBAL, "verbose (perturbs results)", dest="vl", const=1, group="Output"),
     Option("version", GLOBAL, "print the version", group="Help"),
     Option("vl", GLOBAL, "verbose level 1..3", (Arg("n", integer(1, 3)),), group="Output"),
+    Option("writeDevices", GLOBAL, "let write tests write to block devices named with -f "
+           "(destroys their data)", group="Files"),
 ]
 
 # Locals ----------------------------------------------------------------------------------------
@@ -267,7 +272,7 @@ assert len(OPTIONS) == len(_G) + len(_L) + len(_A), "duplicate option name"
 GLOBAL_DEFAULTS: dict[str, Any] = dict(
     aliasFile=None, bo=False, config=None, child=None, example=False, files=(), slow=None,
     freeSharedMemory=False, g=False, help=None, nh=False, printAlias=False, quit=False,
-    seed=None, smkey=0xDECA, sp=False, vl=0, version=False)
+    seed=None, smkey=0xDECA, sp=False, vl=0, version=False, engine="auto", writeDevices=False)
 LOCAL_DEFAULTS: dict[str, Any] = dict(
     affinityNumber=None, affinityNumberDiff=None, affinityParent=None, size=MB,
     bp1=0x5555555555555555, bp2=0xAAAAAAAAAAAAAAAA, bpkey=1, bt=100, btr=False, cfiles=False,

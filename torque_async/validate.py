@@ -6,6 +6,7 @@ import os
 import psutil
 
 from .cmdline import UsageError
+from .io import plancheck
 from .kinds import KINDS
 from .plan import Plan
 from .units import MB
@@ -26,6 +27,7 @@ def check(plan: Plan) -> None:
         if kind.impl is None:
             raise UsageError(f"-{g.action}: the {kind.family} tests are not in this version yet")
         check_cpus(g)
+    plancheck.check(plan)
     if plan.settings.sp and len(procs) != 1:
         raise UsageError(f"-sp runs a single test process in the main process; the plan has "
                          f"{len(procs)}")

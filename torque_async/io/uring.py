@@ -1,0 +1,145 @@
+"""The io_uring backend, through the liburing package: one ring for every file test on the loop.
+
+Each registered buffer gets an Iovec built once; a transfer is io_uring_prep_readv/writev of it,
+submitted at once (one io_uring_enter each: batching helped only cached reads). The kernel
+signals completions on an eventfd that the loop watches; the reader drains the completion queue
+with liburing's iterator and advances it, takes the clock once per batch and resolves each
+transfer's future with that time. A test's buffers are forgotten only when none of its
+transfers is still in flight, so the kernel never writes into memory that was given back.
+"""
+from __future__ import annotations
+
+import asyncio
+import errno
+import itertools
+import os
+
+from .engine import NAMES, now, short
+
+DISABLED = "/proc/sys/kernel/io_uring_disabled"
+ENTRIES = 1024                     # submission queue; completions in flight may exceed it
+
+
+def unavailable() -> str | None:
+    """Why io_uring cannot be used here, or None when it can."""
+    try:
+        import liburing
+    except ImportError:
+        return "the liburing package is not installed"
+    try:
+        with open(DISABLED) as fh:
+            setting = fh.read().strip()
+    except OSError:
+        setting = "0"
+    if setting == "2":
+        return f"disabled by {DISABLED} = 2"
+    ring = liburing.Ring()
+    try:
+        liburing.io_uring_queue_init(2, ring)
+    except OSError as e:
+        return f"io_uring_setup failed: {e.strerror}"
+    liburing.io_uring_queue_exit(ring)
+    return None
+
+
+class UringEngine:
+    name = NAMES["uring"]
+    _shared: "UringEngine | None" = None
+
+    @classmethod
+    def shared(cls) -> "UringEngine":
+        """The loop's ring, made on first use; every test that uses it closes it once."""
+        if cls._shared is None or cls._shared.loop is not asyncio.get_running_loop():
+            cls._shared = cls()
+        cls._shared.users += 1
+        return cls._shared
+
+    def __init__(self):
+        import liburing as L
+        self.L = L
+        self.loop = asyncio.get_running_loop()
+        self.ring = L.Ring()
+        L.io_uring_queue_init(ENTRIES, self.ring)
+        self.efd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        L.io_uring_register_eventfd(self.ring, self.efd)
+        self.loop.add_reader(self.efd, self.reap)
+        self.cqe = L.Cqe()
+        self.users = 0
+        self.iovecs: dict[int, tuple[object, int, memoryview]] = {}   # id -> (Iovec, length, view)
+        self.ids = itertools.count()
+        self.tokens = itertools.count()
+        self.waiting: dict[int, tuple[asyncio.Future, int, int, object]] = {}
+
+    def register(self, views: list[memoryview]) -> list[int]:
+        ids = [next(self.ids) for _ in views]
+        for i, view in zip(ids, views):
+            self.iovecs[i] = (self.L.Iovec([view]), len(view), view)
+        return ids
+
+    def submit(self, write: bool, fd: int, buf: int, offset: int) -> asyncio.Future:
+        L = self.L
+        iovec, length, _ = self.iovecs[buf]
+        sqe = L.io_uring_get_sqe(self.ring)
+        (L.io_uring_prep_writev if write else L.io_uring_prep_readv)(sqe, fd, iovec, offset)
+        token = next(self.tokens)
+        sqe.user_data = token
+        L.io_uring_submit(self.ring)
+        done = self.waiting[token] = (self.loop.create_future(), length, buf, (write, offset))
+        return done[0]
+
+    def pause(self, until: int) -> asyncio.Future:
+        L = self.L
+        ts = L.timespec(0)
+        ts.sec, ts.nsec = divmod(until, 1_000_000_000)
+        sqe = L.io_uring_get_sqe(self.ring)
+        L.io_uring_prep_timeout(sqe, ts, 0, L.IORING_TIMEOUT_ABS)     # CLOCK_MONOTONIC
+        token = next(self.tokens)
+        sqe.user_data = token
+        L.io_uring_submit(self.ring)
+        done = self.waiting[token] = (self.loop.create_future(), -errno.ETIME, -1, ts)
+        return done[0]
+
+    def reap(self) -> None:
+        """The eventfd fired: resolve every completed transfer with the time it was seen."""
+        try:
+            os.eventfd_read(self.efd)
+        except BlockingIOError:
+            pass
+        cqe, waiting, seen, t = self.cqe, self.waiting, 0, now()
+        for _ in self.L.CqeIter(self.ring, cqe):
+            entry = cqe[0]
+            seen += 1
+            try:
+                res = entry.res
+            except OSError as e:           # liburing raises for a negative result
+                res = -e.errno
+            future, want, _, what = waiting.pop(entry.user_data)
+            if future.done():              # its lane was cancelled
+                continue
+            if res == want:
+                future.set_result(t)
+            elif res < 0:
+                future.set_exception(OSError(-res, os.strerror(-res)))
+            else:
+                future.set_exception(short(what[0], -1, what[1], res, want))
+        if seen:
+            self.L.io_uring_cq_advance(self.ring, seen)
+
+    async def drive(self, lanes) -> None:
+        await asyncio.gather(*lanes)
+
+    async def forget(self, ids: list[int]) -> None:
+        mine = set(ids)
+        while any(w[2] in mine for w in self.waiting.values()):
+            await asyncio.sleep(0.001)     # in flight: the reader resolves them
+        for i in ids:
+            del self.iovecs[i]
+
+    def close(self) -> None:
+        self.users -= 1
+        if self.users:
+            return
+        UringEngine._shared = None
+        self.loop.remove_reader(self.efd)
+        self.L.io_uring_queue_exit(self.ring)
+        os.close(self.efd)

@@ -11,7 +11,7 @@ from torque_async.units import KB, MB
 
 from conftest import execute
 
-CANDIDATES = ("8", "1", "r", "file.dat")
+CANDIDATES = ("8", "1", "r", "file.dat", "auto")
 
 
 def sample_args(opt) -> list[str]:
@@ -170,7 +170,7 @@ BAD = [
     (["-streams", "x", "1", "1", "1", "0", "1", "1"], "'x' is not one of r, w, rw, wr, rwr, rrw"),
     (["-streams", "r", "4"], "-streams needs 7 arguments"),
     (["load"], "unexpected 'load': options start with '-'"),
-    (["-r"], "the file tests are not in this version yet"),
+    (["-memStreams", "r", "4", "16", "10", "0", "1", "8"], "tests are not in this version yet"),
     (["-affinityNumber", "999", "-load"], "-affinityNumber: CPU 999 is not available"),
     (["-sp", "-p", "2", "-load"], "-sp runs a single test process"),
     (["-child", "5", "-load"], "-child 5: the plan has 1 test processes"),

@@ -22,6 +22,7 @@ class Mode:
     direct: bool                  # open with O_DIRECT
     drop: bool                    # drop each transfer's range from the cache afterwards
     note: str                     # the line for the group's block
+    fs: str = ""                  # the file system's type
 
 
 def mount_type(path: str) -> str:
@@ -50,7 +51,7 @@ def block_size(path: str) -> int:
     return 4096
 
 
-def choose_mode(local, sizes: tuple[int, ...], align: int) -> Mode:
+def choose_mode(local, sizes: tuple[int, ...], align: int, path: str) -> Mode:
     """How the files are opened, before trying: -fbc, -m and alignment decide."""
     if local.fbc:
         return Mode(False, False, "File buffer cache = on (-fbc)")
@@ -59,7 +60,9 @@ def choose_mode(local, sizes: tuple[int, ...], align: int) -> Mode:
     odd = [s for s in sizes if s % align]
     if odd:
         return Mode(False, True, f"{FALLBACK} ({odd[0]} is not a multiple of {align})")
-    return Mode(True, False, "File buffer cache = off (O_DIRECT)")
+    fs = mount_type(path)
+    memory = "; tmpfs: the files are in memory" if fs == "tmpfs" else ""
+    return Mode(True, False, f"File buffer cache = off (O_DIRECT{memory})", fs)
 
 
 def open_file(path: str, write: bool, create: bool, mode: Mode) -> tuple[int, Mode]:
@@ -72,7 +75,7 @@ def open_file(path: str, write: bool, create: bool, mode: Mode) -> tuple[int, Mo
             except OSError as e:
                 if e.errno != errno.EINVAL:
                     raise
-                mode = Mode(False, True, f"{FALLBACK} (O_DIRECT refused on {mount_type(path)})")
+                mode = Mode(False, True, f"{FALLBACK} (O_DIRECT refused on {mode.fs})")
         return os.open(path, flags, 0o644), mode
     except OSError as e:
         raise TestError(f"cannot open {path}: {e.strerror}") from None

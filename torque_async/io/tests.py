@@ -89,7 +89,7 @@ class FileTest:
             largest = max(existing, need if self.writes else 0)
         align = block_size(self.paths[0])
         mode = choose_mode(local, (self.size, local.offset, self.layout.spacing,
-                                   self.extra_bytes), align)
+                                   self.extra_bytes), align, self.paths[0])
         for p in self.paths:
             fd, mode = open_file(p, self.writes, self.writes and spec.source == "list", mode)
             self.fds.append(fd)

@@ -78,7 +78,7 @@ class LoopSide:
             if not ok:
                 return False
             row["transfer_bytes"] = built[0].transfer_bytes
-            row["info"] = built[0].info.encode()[:160]
+            row["info"] = built[0].info.encode()[:320]
             row["phase"][0, 1] = time.monotonic_ns()
             row["state"] = READY
         return True

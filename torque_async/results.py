@@ -37,7 +37,7 @@ ROW = np.dtype([
     ("ops", "i8"), ("ref_rate", "f8"),           # spinWait: loops measured, loops/s alone
     ("transfer_bytes", "i8"),
     ("file", "S256"),                            # the file a file test used (File column)
-    ("info", "S160"), ("error", "S240"),
+    ("info", "S320"), ("error", "S240"),
 ], align=True)
 
 

@@ -1,6 +1,6 @@
 """The I/O engine: one small interface between the file tests and the kernel.
 
-    ids = engine.register(views)                  each buffer once, before the barrier
+    ids = engine.register(views, buffered)        each buffer once, before the barrier
     t = await engine.submit(write, fd, id, offset)  one transfer; t = its completion (monotonic ns)
     await engine.pause(until)                     -T: wait until that monotonic ns
     await engine.drive(lanes)                     run the test's lanes (coroutines) to their end
@@ -35,7 +35,7 @@ now = time.monotonic_ns
 class Engine(Protocol):
     name: str
 
-    def register(self, views: list[memoryview]) -> list[int]: ...
+    def register(self, views: list[memoryview], buffered: bool = False) -> list[int]: ...
     def submit(self, write: bool, fd: int, buf: int, offset: int) -> Awaitable[int]: ...
     def pause(self, until: int) -> Awaitable[None]: ...
     async def drive(self, lanes: list[Coroutine]) -> None: ...
@@ -43,7 +43,7 @@ class Engine(Protocol):
     def close(self) -> None: ...
 
 
-def short(write: bool, fd: int, offset: int, done: int, size: int) -> OSError:
+def short(write: bool, offset: int, done: int, size: int) -> OSError:
     what = "wrote" if write else "read"
     return OSError(f"a transfer at byte {offset} {what} {done} of {size} bytes"
                    + ("" if write else " (past the end of the file?)"))
@@ -74,7 +74,7 @@ class SyncEngine:
         self.views: list[memoryview] = []
         self.turn = now()
 
-    def register(self, views: list[memoryview]) -> list[int]:
+    def register(self, views: list[memoryview], buffered: bool = False) -> list[int]:
         self.views += views
         return list(range(len(self.views) - len(views), len(self.views)))
 
@@ -83,7 +83,7 @@ class SyncEngine:
         done = (os.pwritev if write else os.preadv)(fd, [view], offset)
         t = now()
         if done != len(view):
-            raise short(write, fd, offset, done, len(view))
+            raise short(write, offset, done, len(view))
         if self.yields and t - self.turn > YIELD_NS:
             self.turn = t
             await asyncio.sleep(0)

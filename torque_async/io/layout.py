@@ -108,9 +108,14 @@ class Cursor:
 
     def __call__(self, k: int) -> tuple[int, int, bool]:
         b, i = divmod(k, BLOCK)
+        files, offsets, writes = self.lists(b)
+        return files[i], offsets[i], writes[i]
+
+    def lists(self, b: int) -> tuple[list, list, list]:
+        """Block b as (files, offsets, writes) lists."""
         blk = self.cache.get(b)
         if blk is None:
             if len(self.cache) >= self.keep:                 # threads may race here: no harm
                 self.cache.pop(min(self.cache), None)
             blk = self.cache[b] = tuple(a.tolist() for a in self.layout.block(b))
-        return blk[0][i], blk[1][i], blk[2][i]
+        return blk

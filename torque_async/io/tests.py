@@ -94,12 +94,12 @@ class FileTest:
             fd, mode = open_file(p, self.writes, self.writes and spec.source == "list", mode)
             self.fds.append(fd)
         self.drop = mode.drop
-        self.allocate(local.wire or spec.wire)
+        self.allocate(local.wire or spec.wire, buffered=not mode.direct)
         engine = NAMES[self.engine_name] + (f" ({self.engine_note})" if self.engine_note else "")
         self.info = "\n".join((f"I/O engine = {engine}",
                                f"Largest File Size = {largest / (1 << 20):g} MBytes", mode.note))
 
-    def allocate(self, wire: bool) -> None:
+    def allocate(self, wire: bool, buffered: bool) -> None:
         """One page-aligned area with a slot per lane for each role it needs: reads, writes
         (apart, so a write never carries what a read left), extra reads; -m adds a byte."""
         d, local = self.depth, self.local
@@ -115,10 +115,11 @@ class FileTest:
         self.arrays = [area[s:s + n] for s, n in zip(starts, lengths)]
         self.views = [memoryview(a) for a in self.arrays]
         self.engine = open_engine(self.engine_name)
-        self.ids = self.engine.register(self.views)
+        self.ids = self.engine.register(self.views, buffered)
         used = [role for role, _, needed in roles if needed]
         self.slot = {role: d * used.index(role) for role in used}
         self.slot.setdefault("write", self.slot.get("read"))   # -rmw writes back what it read
+        self.slot.setdefault("read", self.slot["write"])        # (-w reads nothing)
         if "write" in used:
             for a in self.arrays[self.slot["write"]:self.slot["write"] + d]:
                 a[:] = data.FILL
@@ -151,10 +152,14 @@ class FileTest:
         """One outstanding transfer at a time, until every measured one is done (and, under
         -slow, while another test still measures)."""
         meter, lock, total, stop = self.meter, self.lock, self.total, self.meter.stop
-        at, move, throttle = self.at, self.move, self.local.T * 1000
+        submit, fds, slot, throttle = self.engine.submit, self.fds, self.slot, self.local.T * 1000
+        rbuf, wbuf = self.ids[slot["read"] + j], self.ids[slot["write"] + j]
+        wview, head = self.views[slot["write"] + j], min(self.size, 8)
+        plain = not (self.spec.rmw or self.extra_bytes or self.drop)    # one I/O per transfer
+        stamps = self.writes and not self.spec.rmw
         touched = self.local.touch or self.local.touch4K
-        touch = self.touched[self.slot["read"] + j] if touched else None
-        sink = 0
+        touch = self.touched[slot["read"] + j] if touched else None
+        block, sink, k, t = -1, 0, -1, self.t_end
         try:
             while True:
                 with lock:
@@ -162,19 +167,24 @@ class FileTest:
                     if self.error is not None or stop[0] or (k >= total and not meter.keep_going()):
                         break
                     self.next = k + 1
-                f, offset, write = at(k)
+                b, i = divmod(k, BLOCK)
+                if b != block:
+                    block, (files, offsets, writes) = b, self.at.lists(b)
+                f, offset, write = files[i], offsets[i], writes[i]
+                if write and stamps:
+                    wview[:head] = data.stamp(f, offset)[:head]
                 t0 = now()
-                t = await move(j, f, offset, write)
+                t = await (submit(write, fds[f], wbuf if write else rbuf, offset) if plain else
+                           self.move(j, f, offset, write))
                 with lock:
-                    self.last[j] = k
                     if k < total:
                         meter.record(t - t0, t)
                         self.done += 1
-                        self.t_end = t
                         if self.done == total:
                             self.finish(t)
                     else:
                         self.extra += 1
+                self.last[j] = k
                 if touch is not None and not write:
                     sink ^= int(touch.sum())
                 if throttle:
@@ -182,18 +192,17 @@ class FileTest:
         except Exception as e:  # noqa: BLE001 - the first failure ends every lane, then run raises
             with lock:
                 self.error = self.error or e
+        with lock:
+            self.t_end = max(self.t_end, t)
         self.sink = sink
 
     async def move(self, j: int, f: int, offset: int, write: bool) -> int:
-        """Transfer k's I/O on lane j; returns when the last of it completed."""
+        """A transfer of more than one I/O: -rmw, -extraRead*, or dropping it from the cache."""
         fd, submit, slot = self.fds[f], self.engine.submit, self.slot
         if self.spec.rmw:
             await submit(False, fd, self.ids[slot["read"] + j], offset)
             data.modify(self.arrays[slot["read"] + j])
             write = True
-        elif write:
-            head = min(self.size, 8)
-            self.views[slot["write"] + j][:head] = data.stamp(f, offset)[:head]
         t = await submit(write, fd, self.ids[slot["write" if write else "read"] + j], offset)
         if self.extra_bytes and not write:
             t = await submit(False, fd, self.ids[slot["extra"] + j], offset + self.size)

@@ -1,11 +1,19 @@
 """The io_uring backend, through the liburing package: one ring for every file test on the loop.
 
-Each registered buffer gets an Iovec built once; a transfer is io_uring_prep_readv/writev of it,
-submitted at once (one io_uring_enter each: batching helped only cached reads). The kernel
-signals completions on an eventfd that the loop watches; the reader drains the completion queue
-with liburing's iterator and advances it, takes the clock once per batch and resolves each
-transfer's future with that time. A test's buffers are forgotten only when none of its
-transfers is still in flight, so the kernel never writes into memory that was given back.
+Each registered buffer gets an Iovec built once; a transfer is io_uring_prep_readv/writev of it.
+The kernel signals completions on an eventfd that the loop watches; the reader drains the
+completion queue with liburing's iterator and advances it, takes the clock once per batch and
+resolves each transfer's future with that time. When a transfer is submitted:
+
+    at once            the default (one io_uring_enter each): the device starts on it sooner
+    with its batch     buffered transfers whose lanes were woken by one batch of completions:
+                       submitted together once all of them have prepared theirs (cached reads
+                       complete inside io_uring_enter: one system call for the batch)
+    and waited for     the ring's only lane: submit and wait in one system call, as the sync
+                       engine blocks, and the loop gets its turn at least every YIELD_NS
+
+These are what measured best here (tools/bench_io.py). A test's buffers are forgotten only when
+none of its transfers is in flight, so the kernel never writes into memory given back.
 """
 from __future__ import annotations
 
@@ -14,7 +22,7 @@ import errno
 import itertools
 import os
 
-from .engine import NAMES, now, short
+from .engine import NAMES, YIELD_NS, now, short
 
 DISABLED = "/proc/sys/kernel/io_uring_disabled"
 ENTRIES = 1024                     # submission queue; completions in flight may exceed it
@@ -25,19 +33,19 @@ def unavailable() -> str | None:
     try:
         import liburing
     except ImportError:
-        return "the liburing package is not installed"
+        return "no liburing package"
     try:
         with open(DISABLED) as fh:
             setting = fh.read().strip()
     except OSError:
         setting = "0"
     if setting == "2":
-        return f"disabled by {DISABLED} = 2"
+        return f"{DISABLED} = 2"
     ring = liburing.Ring()
     try:
         liburing.io_uring_queue_init(2, ring)
     except OSError as e:
-        return f"io_uring_setup failed: {e.strerror}"
+        return f"io_uring_setup: {e.strerror}"
     liburing.io_uring_queue_exit(ring)
     return None
 
@@ -64,28 +72,28 @@ class UringEngine:
         L.io_uring_register_eventfd(self.ring, self.efd)
         self.loop.add_reader(self.efd, self.reap)
         self.cqe = L.Cqe()
+        self.holding, self.held = False, 0
+        self.lanes = 0                     # lanes of every test, while they run
+        self.turn = now()
         self.users = 0
-        self.iovecs: dict[int, tuple[object, int, memoryview]] = {}   # id -> (Iovec, length, view)
+        self.iovecs: dict[int, tuple] = {}     # id -> (Iovec, length, buffered, its view)
         self.ids = itertools.count()
         self.tokens = itertools.count()
-        self.waiting: dict[int, tuple[asyncio.Future, int, int, object]] = {}
+        self.waiting: dict[int, tuple] = {}    # user_data -> (future, result wanted, buffer id,
+                                               # buffered, (write, offset) or the Timespec)
 
-    def register(self, views: list[memoryview]) -> list[int]:
+    def register(self, views: list[memoryview], buffered: bool = False) -> list[int]:
         ids = [next(self.ids) for _ in views]
         for i, view in zip(ids, views):
-            self.iovecs[i] = (self.L.Iovec([view]), len(view), view)
+            self.iovecs[i] = (self.L.Iovec([view]), len(view), buffered, view)
         return ids
 
     def submit(self, write: bool, fd: int, buf: int, offset: int) -> asyncio.Future:
         L = self.L
-        iovec, length, _ = self.iovecs[buf]
+        iovec, length, buffered, _ = self.iovecs[buf]
         sqe = L.io_uring_get_sqe(self.ring)
         (L.io_uring_prep_writev if write else L.io_uring_prep_readv)(sqe, fd, iovec, offset)
-        token = next(self.tokens)
-        sqe.user_data = token
-        L.io_uring_submit(self.ring)
-        done = self.waiting[token] = (self.loop.create_future(), length, buf, (write, offset))
-        return done[0]
+        return self.issue(sqe, (self.loop.create_future(), length, buf, buffered, (write, offset)))
 
     def pause(self, until: int) -> asyncio.Future:
         L = self.L
@@ -93,19 +101,50 @@ class UringEngine:
         ts.sec, ts.nsec = divmod(until, 1_000_000_000)
         sqe = L.io_uring_get_sqe(self.ring)
         L.io_uring_prep_timeout(sqe, ts, 0, L.IORING_TIMEOUT_ABS)     # CLOCK_MONOTONIC
+        return self.issue(sqe, (self.loop.create_future(), -errno.ETIME, -1, False, ts))
+
+    def issue(self, sqe, waiter: tuple) -> asyncio.Future:
         token = next(self.tokens)
         sqe.user_data = token
-        L.io_uring_submit(self.ring)
-        done = self.waiting[token] = (self.loop.create_future(), -errno.ETIME, -1, ts)
-        return done[0]
+        self.waiting[token] = waiter
+        if self.lanes == 1 and now() - self.turn < YIELD_NS:
+            self.submit_and_wait()
+        else:
+            self.enter()
+        return waiter[0]
+
+    def submit_and_wait(self) -> None:
+        """The ring's only lane: submit and wait in one system call; the lane's await finds
+        its transfer done, with no trip through the loop's poll and the eventfd."""
+        self.L.io_uring_submit_and_wait(self.ring, 1)
+        self.drain()
+
+    def enter(self) -> None:
+        """Submit what was prepared, unless a batch of completions is being answered."""
+        if self.holding:
+            self.held += 1
+        else:
+            self.L.io_uring_submit(self.ring)
+
+    def flush(self) -> None:
+        """The lanes woken by one batch of buffered completions have prepared their next
+        transfers: submit them together."""
+        self.holding = False
+        if self.held:
+            self.held = 0
+            self.L.io_uring_submit(self.ring)
 
     def reap(self) -> None:
         """The eventfd fired: resolve every completed transfer with the time it was seen."""
+        self.turn = now()
         try:
             os.eventfd_read(self.efd)
         except BlockingIOError:
             pass
-        cqe, waiting, seen, t = self.cqe, self.waiting, 0, now()
+        self.drain()
+
+    def drain(self) -> None:
+        cqe, waiting, seen, cached, t = self.cqe, self.waiting, 0, 0, now()
         for _ in self.L.CqeIter(self.ring, cqe):
             entry = cqe[0]
             seen += 1
@@ -113,7 +152,8 @@ class UringEngine:
                 res = entry.res
             except OSError as e:           # liburing raises for a negative result
                 res = -e.errno
-            future, want, _, what = waiting.pop(entry.user_data)
+            future, want, _, buffered, what = waiting.pop(entry.user_data)
+            cached += buffered
             if future.done():              # its lane was cancelled
                 continue
             if res == want:
@@ -121,12 +161,19 @@ class UringEngine:
             elif res < 0:
                 future.set_exception(OSError(-res, os.strerror(-res)))
             else:
-                future.set_exception(short(what[0], -1, what[1], res, want))
+                future.set_exception(short(*what, res, want))
         if seen:
             self.L.io_uring_cq_advance(self.ring, seen)
+        if cached > 1 and not self.holding:     # the woken lanes run first, then flush
+            self.holding = True
+            self.loop.call_soon(self.flush)
 
     async def drive(self, lanes) -> None:
-        await asyncio.gather(*lanes)
+        self.lanes += len(lanes)
+        try:
+            await asyncio.gather(*lanes)
+        finally:
+            self.lanes -= len(lanes)
 
     async def forget(self, ids: list[int]) -> None:
         mine = set(ids)

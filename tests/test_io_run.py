@@ -120,6 +120,28 @@ def test_what_w_wrote_reads_back_in_place(key, engine, tmp_path):
     assert np.array_equal(after, expect)
 
 
+def test_w_makes_a_named_file_that_does_not_exist_yet(key, tmp_path):
+    target = tmp_path / "new.dat"
+    assert not run(key, "-f", str(target), "-n", "3", "-i", "1", "-KB", "4", "-w").failures
+    assert np.array_equal(np.frombuffer(target.read_bytes(), np.uint8),
+                          np.concatenate([data.written(0, p, 4 * KB) for p in (0, 4096, 8192)]))
+
+
+def test_a_layout_that_cannot_fit_fails_the_test_with_its_reason(key, tmp_path):
+    out = run(key, "-f", str(tmp_path / "new.dat"), "-percR", "0", "-KB", "4", "-rand")
+    assert out.failures == ("test 0 (-rand, group 0, process 0) failed: -rand: no 4096-byte "
+                            "transfer fits between byte 0 and the file's end at byte 0 (-mfile*, "
+                            "or the file's size)",)
+
+
+def test_an_unwritable_working_directory_is_reported(key, monkeypatch):
+    def refuse(path, exist_ok=False):
+        raise PermissionError(13, "Permission denied")
+    monkeypatch.setattr(os, "makedirs", refuse)
+    (failure,) = run(key, "-n", "2", "-KB", "4", "-r").failures
+    assert "cannot make the scratch directory" in failure and "Permission denied" in failure
+
+
 @pytest.mark.parametrize("engine", ENGINES)
 def test_rmw_leaves_the_modified_pattern(key, engine, tmp_path):
     target = tmp_path / "user.dat"

@@ -212,8 +212,8 @@ _L = [
            (Arg("n", integer(1, 1024)),), group="Processes"),
     Option("percR", LOCAL, "percentage of reads for -rand, -aio, -files",
            (Arg("p", integer(0, 100)),), group="Files"),
-    Option("s", LOCAL, "index in the file list of this test's first file", (Arg("n", Count),),
-           group="Files"),
+    Option("s", LOCAL, "index in the -f list of this test's first file (default: the test's "
+           "number; process k uses s+k)", (Arg("n", Count),), group="Files"),
     Option("sa", LOCAL, "as -sample, showing only the bandwidth columns", (Arg("k", Count),),
            dest="sample", also=(("sa", True),), group="Output"),
     Option("sample", LOCAL, "time-stamp a sample every k+1 transfers (at most 1024)",

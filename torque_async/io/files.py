@@ -38,8 +38,9 @@ def mount_type(path: str) -> str:
 
 
 def block_size(path: str) -> int:
-    """The logical block size O_DIRECT needs on path's device (4096 when it cannot be found)."""
-    st = os.stat(path)
+    """The logical block size O_DIRECT needs on path's device (4096 when it cannot be found);
+    a file not made yet is on its directory's device."""
+    st = os.stat(path if os.path.exists(path) else os.path.dirname(os.path.abspath(path)))
     dev = st.st_rdev if st.st_rdev else st.st_dev
     base = f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}"
     for where in (f"{base}/queue/logical_block_size", f"{base}/../queue/logical_block_size"):

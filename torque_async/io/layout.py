@@ -50,9 +50,10 @@ class Layout:
             spacing = step // self.align * self.align if self.n > 1 else self.size
         object.__setattr__(self, "spacing", spacing)
         if self.order != "tree" and (spacing < 1 or self.places() < 1):
-            raise ValueError(f"{self.n if self.order == 'scan' else 'a'} {self.size}-byte "
-                             f"transfer(s) do not fit between byte {self.offset} and the "
-                             f"{self.limit}-byte limit")
+            what = f"{self.n} {self.size}-byte transfers do not fit" if self.order == "scan" \
+                else f"no {self.size}-byte transfer fits"
+            raise ValueError(f"{what} between byte {self.offset} and the file's end at byte "
+                             f"{self.limit} (-mfile*, or the file's size)")
 
     def places(self) -> int:
         """Lattice places from the offset that fit under the limit."""

@@ -15,6 +15,8 @@ import shutil
 import aiofiles
 import aiofiles.os
 
+from workers.api import TestError
+
 from .data import pattern
 
 CHUNK = 8 << 20
@@ -26,14 +28,19 @@ def directory() -> str:
     return os.path.abspath(f"torque-async-scratch.{os.getpid()}")
 
 
-def acquire() -> str:
-    """The scratch directory, created if this is its first user."""
+def path(name: str) -> str:
+    """A scratch file's path; its user counts until release(). The directory is made on
+    first use."""
     global _dir, _users
     if _dir is None:
+        try:
+            os.makedirs(directory(), exist_ok=True)
+        except OSError as e:
+            raise TestError(f"cannot make the scratch directory {directory()}: {e.strerror} "
+                            f"(run from a writable directory, or name files with -f)") from None
         _dir = directory()
-        os.makedirs(_dir, exist_ok=True)
     _users += 1
-    return _dir
+    return os.path.join(_dir, name)
 
 
 def release() -> None:

@@ -57,47 +57,55 @@ class FileTest:
 
     # set-up --------------------------------------------------------------------------------
     async def setup(self) -> None:
-        ctx, local, spec = self.ctx, self.local, self.spec
-        seed = ctx.settings.seed
-        if spec.source == "tree":
-            root = local.dir
-            limit = actions.tree_limit(local)
-            if local.cfiles:
-                await tree.make(root, ctx.group.args[0], limit, self.size)
-            why = tree.problem(root, ctx.group.args[0], limit, self.size)
-            if why:
-                raise TestError(f"-files: {why}: add -cfiles to make it")
-            sizes = tree.sizes(root, ctx.group.args[0])
-            self.paths, self.shown = [tree.path(root, i) for i in range(len(sizes))], root
-            self.layout = actions.layout(ctx.group, ctx.row, seed, None, sizes)
-            largest = max(sizes)
-        else:
-            named = actions.user_file(ctx.settings, ctx.group, ctx.proc, ctx.row)
-            existing = actions.file_size(named) if named else None
-            self.layout = actions.layout(ctx.group, ctx.row, seed, existing,
-                                         align=block_size(named or "."))
-            need = self.layout.span + self.extra_bytes
-            if named is None:
-                self.scratch = os.path.join(scratch.acquire(), f"test{ctx.row}.dat")
-                await scratch.write_pattern(self.scratch, need)
-                existing = need
-            elif actions.reads(spec, local) and existing < need:
-                raise TestError(f"{named} holds {existing} bytes but the test reads up to byte "
-                                f"{need}: set a smaller -mfile* (transfers wrap) or -n")
-            self.paths = [self.scratch or named]
-            self.shown = self.paths[0]
-            largest = max(existing, need if self.writes else 0)
-        align = block_size(self.paths[0])
+        local = self.local
+        try:
+            largest = await (self.tree() if self.spec.source == "tree" else self.one_file())
+        except ValueError as e:                      # the layout: no transfer fits
+            raise TestError(f"-{self.ctx.group.action}: {e}") from None
         mode = choose_mode(local, (self.size, local.offset, self.layout.spacing,
-                                   self.extra_bytes), align, self.paths[0])
-        for p in self.paths:
-            fd, mode = open_file(p, self.writes, self.writes and spec.source == "list", mode)
+                                   self.extra_bytes), block_size(self.paths[0]), self.paths[0])
+        for path in self.paths:
+            fd, mode = open_file(path, self.writes, self.writes and self.spec.source == "list",
+                                 mode)
             self.fds.append(fd)
         self.drop = mode.drop
-        self.allocate(local.wire or spec.wire, buffered=not mode.direct)
+        self.allocate(local.wire or self.spec.wire, buffered=not mode.direct)
         engine = NAMES[self.engine_name] + (f" ({self.engine_note})" if self.engine_note else "")
         self.info = "\n".join((f"I/O engine = {engine}",
                                f"Largest File Size = {largest / (1 << 20):g} MBytes", mode.note))
+
+    async def tree(self) -> int:
+        """-files: the tree under -dir (made first with -cfiles); returns its largest file."""
+        ctx, local, count = self.ctx, self.local, self.ctx.group.args[0]
+        limit = actions.tree_limit(local)
+        if local.cfiles:
+            await tree.make(local.dir, count, limit, self.size)
+        why = tree.problem(local.dir, count, limit, self.size)
+        if why:
+            raise TestError(f"-files: {why}: add -cfiles to make it")
+        sizes = tree.sizes(local.dir, count)
+        self.paths, self.shown = [tree.path(local.dir, i) for i in range(count)], local.dir
+        self.layout = actions.layout(ctx.group, ctx.row, ctx.settings.seed, None, sizes)
+        return max(sizes)
+
+    async def one_file(self) -> int:
+        """The file the user named, or a scratch file written for the test; returns its size."""
+        ctx = self.ctx
+        named = actions.user_file(ctx.settings, ctx.group, ctx.proc, ctx.row)
+        size = actions.file_size(named) if named else None
+        self.layout = actions.layout(ctx.group, ctx.row, ctx.settings.seed, size,
+                                     align=block_size(named or "."))
+        need = self.layout.span + self.extra_bytes
+        if named is None:
+            self.scratch = scratch.path(f"test{ctx.row}.dat")
+            await scratch.write_pattern(self.scratch, need)
+            size = need
+        elif actions.reads(self.spec, self.local) and size < need:
+            raise TestError(f"{named} holds {size} bytes but the test reads up to byte {need}: "
+                            f"set a smaller -mfile* (transfers wrap) or -n")
+        self.paths = [self.scratch or named]
+        self.shown = self.paths[0]
+        return max(size, need if self.writes else 0)
 
     def allocate(self, wire: bool, buffered: bool) -> None:
         """One page-aligned area with a slot per lane for each role it needs: reads, writes

@@ -6,14 +6,16 @@
     await engine.drive(lanes)                     run the test's lanes (coroutines) to their end
     await engine.forget(ids); engine.close()      after the test
 
-A transfer moves exactly the registered buffer's length, or submit raises OSError. A test runs
-as `lanes`: coroutines that each keep one transfer outstanding, awaiting only the engine, so
-the same lane code runs on every backend:
+A transfer moves exactly the registered buffer's length, or submit raises OSError; `buffered`
+says the buffers serve buffered (page cache) I/O rather than O_DIRECT. A test runs as `lanes`:
+coroutines that each keep one transfer outstanding, awaiting only the engine, so the same lane
+code runs on every backend:
 
     uring    io_uring through liburing: one ring for every test on the loop, completions through
              an eventfd the loop watches; lanes are tasks on the loop (uring.py)
     threads  one plain thread per lane, each running its lane's blocking loop and timing its own
-             transfers (os.preadv/pwritev); the fallback where io_uring is unavailable
+             transfers (os.preadv/pwritev); lanes record under their test's lock. The fallback
+             where io_uring is unavailable.
     sync     the lanes run on the loop, each transfer a blocking call; the loop gets a turn every
              millisecond. Lowest overhead at one outstanding transfer; it cannot keep more.
 """
@@ -28,7 +30,7 @@ from typing import Awaitable, Coroutine, Protocol
 from workers.entry import wait_until
 
 NAMES = {"uring": "io_uring", "threads": "threads", "sync": "sync"}
-YIELD_NS = 1_000_000               # sync: the loop's turn comes at least this often
+YIELD_NS = 1_000_000               # blocking transfers give the loop a turn at least this often
 now = time.monotonic_ns
 
 

@@ -50,6 +50,7 @@ class FileTest:
         self.info = ""
         self.paths: list[str] = []
         self.fds: list[int] = []
+        self.plain: dict[int, int] = {}              # check(): buffered descriptors by file
         self.scratch: str | None = None
         self.engine = None
         self.ids: list[int] = []
@@ -167,7 +168,7 @@ class FileTest:
         stamps = self.writes and not self.spec.rmw
         touched = self.local.touch or self.local.touch4K
         touch = self.touched[slot["read"] + j] if touched else None
-        block, sink, k, t = -1, 0, -1, self.t_end
+        block, k, t = -1, -1, self.t_end
         try:
             while True:
                 with lock:
@@ -194,7 +195,7 @@ class FileTest:
                         self.extra += 1
                 self.last[j] = k
                 if touch is not None and not write:
-                    sink ^= int(touch.sum())
+                    touch.sum()                       # the processor reads the data
                 if throttle:
                     await self.engine.pause(t + throttle)
         except Exception as e:  # noqa: BLE001 - the first failure ends every lane, then run raises
@@ -202,7 +203,6 @@ class FileTest:
                 self.error = self.error or e
         with lock:
             self.t_end = max(self.t_end, t)
-        self.sink = sink
 
     async def move(self, j: int, f: int, offset: int, write: bool) -> int:
         """A transfer of more than one I/O: -rmw, -extraRead*, or dropping it from the cache."""
@@ -247,8 +247,6 @@ class FileTest:
 
     def fds_plain(self, f: int) -> int:
         """A buffered descriptor of file f for checking (O_DIRECT wants aligned reads)."""
-        if not hasattr(self, "plain"):
-            self.plain = {}
         if f not in self.plain:
             self.plain[f] = os.open(self.paths[f], os.O_RDONLY | os.O_CLOEXEC)
         return self.plain[f]
@@ -279,7 +277,7 @@ class FileTest:
             await self.engine.forget(self.ids)
             self.engine.close()
             self.engine = None
-        for fd in [*self.fds, *getattr(self, "plain", {}).values()]:
+        for fd in [*self.fds, *self.plain.values()]:
             os.close(fd)
         self.fds, self.plain = [], {}
         if self.scratch:
@@ -309,8 +307,7 @@ class History:
                 self.last[(int(files[i]), int(offsets[i]))] = b * BLOCK + i
 
     def tally(self, offsets: np.ndarray, files: np.ndarray) -> None:
-        for f, o in set(zip(files.tolist(), offsets.tolist())):
-            self.written.add((f, o))
+        self.written.update(zip(files.tolist(), offsets.tolist()))
         zero = offsets[files == 0]
         places, counts = np.unique(zero, return_counts=True)
         for p, c in zip(places.tolist(), counts.tolist()):

@@ -66,7 +66,8 @@ def test_tree_transfers_stay_inside_their_file():
 
 
 def test_a_transfer_that_cannot_fit_is_refused():
-    with pytest.raises(ValueError, match="no 8192-byte transfer fits between byte 0 and the file.s end at byte 4096"):
+    with pytest.raises(ValueError, match="no 8192-byte transfer fits between byte 0 and the "
+                                         "file.s end at byte 4096"):
         Layout("seq", "read", 8 * KB, 4, 4 * KB, (1, 0))
     with pytest.raises(ValueError, match="100 4096-byte transfers do not fit"):
         Layout("scan", "read", 4 * KB, 100, 64 * KB, (1, 0), align=4096)

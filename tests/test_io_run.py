@@ -80,6 +80,7 @@ ACTIONS = {                                       # argv, system bytes per trans
     "rmw": (["-rmw"], 2),
     "rw": (["-touch", "-rw"], 1),
     "aio": (["-percR", "50", "-aio", "4"], 1),
+    "scan": (["-scan", "big.dat"], 1),
     "scanfile": (["-scanfile", "big.dat"], 1),
     "files": (["-cfiles", "-mfileKB", "64", "-percR", "70", "-files", "30"], 1),
 }
@@ -100,7 +101,8 @@ def test_every_action_runs_checks_its_data_and_cleans_up(key, engine, action):
     assert rec.lat_min <= rec.lat_sum // rec.lat_count <= rec.lat_max
     assert rec.bytes == 48 * 16 * KB and rec.sys_bytes == 48 * 16 * KB * factor
     assert [k for _, k in rec.samples] == list(range(1, 49))
-    shown = {"scanfile": "big.dat", "files": "filestest"}.get(action, "torque-async-scratch.")
+    shown = {"scan": "big.dat", "scanfile": "big.dat", "files": "filestest"}.get(
+        action, "torque-async-scratch.")
     assert shown in rec.file
     assert no_scratch_left()
 

@@ -38,26 +38,28 @@ class Workload:
     name: str
     target: float
     fio: tuple[str, ...]          # fio options beyond file, runtime
-    torque: tuple[str, ...]       # torque-async locals and action; {n} transfers per process
-    size: int                     # transfer size
+    torque: tuple[str, ...]       # torque-async's local options and action
+    sequential: bool = False      # passes over the file (-n: the file's size, -i: passes)
     procs: int = 1                # torque-async test processes (each one transfer outstanding)
     warm: bool = False            # read the file into the page cache first
 
 
 WORKLOADS = [
     Workload("seq read 1 MiB O_DIRECT QD1", 0.95,
-             ("--rw=read", "--bs=1M", "--direct=1", "--ioengine=psync"), ("-MB", "1", "-r"), MB),
+             ("--rw=read", "--bs=1M", "--direct=1", "--ioengine=psync"), ("-MB", "1", "-r"),
+             sequential=True),
     Workload("seq write 1 MiB O_DIRECT QD1", 0.95,
-             ("--rw=write", "--bs=1M", "--direct=1", "--ioengine=psync"), ("-MB", "1", "-w"), MB),
+             ("--rw=write", "--bs=1M", "--direct=1", "--ioengine=psync"), ("-MB", "1", "-w"),
+             sequential=True),
     Workload("4 KiB random read O_DIRECT QD1", 0.9,
              ("--rw=randread", "--bs=4k", "--direct=1", "--ioengine=psync"),
-             ("-KB", "4", "-rand"), 4096),
+             ("-KB", "4", "-rand")),
     Workload("4 KiB random read O_DIRECT QD16", 0.8,
              ("--rw=randread", "--bs=4k", "--direct=1", "--ioengine=io_uring", "--iodepth=16"),
-             ("-KB", "4", "-rand"), 4096, procs=16),
+             ("-KB", "4", "-rand"), procs=16),
     Workload("4 KiB random read buffered, warm, QD16", 0.5,
              ("--rw=randread", "--bs=4k", "--direct=0", "--invalidate=0", "--ioengine=io_uring",
-              "--iodepth=16"), ("-fbc", "-KB", "4", "-rand"), 4096, procs=16, warm=True),
+              "--iodepth=16"), ("-fbc", "-KB", "4", "-rand"), procs=16, warm=True),
 ]
 
 
@@ -163,8 +165,9 @@ def main() -> None:
     engines = args.engines.split(",")
     with tempfile.TemporaryDirectory(dir=args.dir, prefix="bench_io.") as tmp:
         path = make_file(Path(tmp), args.size_mb)
+        version = subprocess.run([fio, "--version"], text=True, capture_output=True).stdout
         print(f"# {' '.join(sys.argv)}\n# file {path} ({args.size_mb} MiB), {args.rounds} rounds "
-              f"of {args.seconds:g} s, fio {subprocess.run([fio, '--version'], text=True, capture_output=True).stdout.strip()}")
+              f"of {args.seconds:g} s, {version.strip()}")
         rows = []
         for w in WORKLOADS:
             if args.only not in w.name:
@@ -179,7 +182,7 @@ def main() -> None:
                 bw["fio"].append(f_bw)
                 cpu["fio"].append(f_cpu)
                 n, i = max(f_ios // w.procs, 16), 1          # about as long as fio ran
-                if w.size == MB:            # sequential: passes over the file, as fio makes
+                if w.sequential:            # passes over the file, as fio makes
                     n, i = min(n, args.size_mb), -(-n // args.size_mb)
                 for e in engines:
                     if w.warm:

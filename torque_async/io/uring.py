@@ -107,17 +107,18 @@ class UringEngine:
         token = next(self.tokens)
         sqe.user_data = token
         self.waiting[token] = waiter
-        if self.lanes == 1 and now() - self.turn < YIELD_NS:
-            self.submit_and_wait()
-        else:
+        if self.lanes != 1:
             self.enter()
-        return waiter[0]
-
-    def submit_and_wait(self) -> None:
-        """The ring's only lane: submit and wait in one system call; the lane's await finds
-        its transfer done, with no trip through the loop's poll and the eventfd."""
-        self.L.io_uring_submit_and_wait(self.ring, 1)
+            return waiter[0]
+        self.L.io_uring_submit_and_wait(self.ring, 1)      # the ring's only lane
         self.drain()
+        return waiter[0] if now() - self.turn < YIELD_NS else self.turn_then(waiter[0])
+
+    async def turn_then(self, done: asyncio.Future) -> int:
+        """The loop's turn (every YIELD_NS), then the lone lane's transfer, done already."""
+        self.turn = now()
+        await asyncio.sleep(0)
+        return await done
 
     def enter(self) -> None:
         """Submit what was prepared, unless a batch of completions is being answered."""
@@ -136,7 +137,6 @@ class UringEngine:
 
     def reap(self) -> None:
         """The eventfd fired: resolve every completed transfer with the time it was seen."""
-        self.turn = now()
         try:
             os.eventfd_read(self.efd)
         except BlockingIOError:

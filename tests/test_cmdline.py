@@ -10,7 +10,7 @@ from torque_async.options import GLOBAL, LOCAL, OPTIONS, ArgError, Locals
 from torque_async.units import KB, MB
 
 
-CANDIDATES = ("8", "1", "r", "file.dat")
+CANDIDATES = ("8", "1", "r", "file.dat", "auto")
 
 
 def sample_args(opt) -> list[str]:

@@ -12,7 +12,7 @@ import numpy as np
 from torque_async.kinds import KINDS
 import pytest
 
-from workers import api, buffers, memory, patterns, stream
+from workers import api, buffers, patterns, stream
 
 P1, P2 = 0x5555555555555555, 0xAAAAAAAAAAAAAAAA
 KEY = 0xDECAFBAD00000000

@@ -12,9 +12,8 @@ from pathlib import Path
 
 import psutil
 
-import numpy as np
 
-from torque_async.results import HEADER, READY, ROW, RUNNING, Results, segment_name
+from torque_async.results import READY, RUNNING, Results, segment_name
 
 from conftest import ENV, REPO, ROW_NONE, rows_of, run_cli, table
 

@@ -31,7 +31,7 @@ def build(args: str, *extra: str):
     """The stream test of `[extra] -memStreams|-streams ARGS` as the loop side builds it."""
     plan = cmdline.parse([*extra, *args.split()])
     proc = plan.procs()[0]
-    ctx = Context(proc.group, 0, 0, np.random.default_rng(7), 64, plan.settings.files)
+    ctx = Context(proc.group, 0, 0, np.random.default_rng(7), 64, plan.settings)
     return (MemStreamTest if proc.group.action == "memStreams" else StreamTest)(ctx)
 
 

@@ -43,6 +43,7 @@ def register(*kinds: Kind) -> None:
 
 _M, _S = "workers.memory:", "workers.stream:"
 _ST = "torque_async.streams.stream:"
+_F, _FC = "torque_async.io.tests:FileTest", "torque_async.io.plancheck:check_group"
 register(
     Kind("bcopy", "Bcopy", "memory", WORKER, _M + "BcopyTest", buffers=2),
     Kind("bzero", "Bzero", "memory", WORKER, _M + "BzeroTest", buffers=1),
@@ -55,7 +56,7 @@ register(
     Kind("Striad", "STriad", "STREAM", WORKER, _S + "Striad", buffers=3),
     Kind("spinWait", "SpinWait", "cpu", WORKER, "workers.spin:SpinTest"),
     Kind("V", "Video", "video", WORKER, "workers.video:VideoTest"),
-    *(Kind(a, label, "file", LOOP, None) for a, label in (
+    *(Kind(a, label, "file", LOOP, _F, check=_FC) for a, label in (   # actions.SPECS: what each does
         ("r", "Read"), ("w", "Write"), ("rand", "Random"), ("rmw", "RdModWr"), ("rw", "RdWr"),
         ("scan", "Scan"), ("scanfile", "ScanFile"), ("aio", "AIO"), ("files", "Files"))),
     Kind("streams", "Streams", "streams", LOOP, _ST + "StreamTest", check=_ST + "check_group"),

@@ -59,7 +59,7 @@ class LoopSide:
     def build(self, proc: Proc) -> LoopTest:
         rng = np.random.default_rng([self.plan.settings.seed, proc.row])
         ctx = TestContext(proc.group, proc.index, proc.row, rng,
-                          proc.group.local.linesize or self.linesize, self.plan.settings.files)
+                          proc.group.local.linesize or self.linesize, self.plan.settings)
         return KINDS[proc.group.action].load()(ctx)
 
     async def setup(self) -> bool:
@@ -78,7 +78,7 @@ class LoopSide:
             if not ok:
                 return False
             row["transfer_bytes"] = built[0].transfer_bytes
-            row["info"] = built[0].info.encode()[:160]
+            row["info"] = built[0].info.encode()[:320]
             row["phase"][0, 1] = time.monotonic_ns()
             row["state"] = READY
         return True

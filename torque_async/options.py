@@ -117,6 +117,9 @@ _G = [
            (Arg("n", Count),), group="Execution"),
     Option("csv", GLOBAL, "write one CSV row per test process to FILE ('-': stdout; the text "
            "report then goes to stderr)", (Arg("file", text),), group="Output"),
+    Option("engine", GLOBAL, "file I/O engine: auto (io_uring where available, else threads), "
+           "uring, threads, sync (blocking, one transfer at a time)",
+           (Arg("name", choice("auto", "uring", "threads", "sync")),), group="Files"),
     Option("example", GLOBAL, "print worked examples", group="Help"),
     Option("f", GLOBAL, "add a test file to the file list (at most 128)", (Arg("file", text),),
            dest="files", group="Files"),
@@ -152,6 +155,8 @@ _G = [
     Option("v", GLOBAL, "verbose (perturbs results)", dest="vl", const=1, group="Output"),
     Option("version", GLOBAL, "print the version", group="Help"),
     Option("vl", GLOBAL, "verbose level 1..3", (Arg("n", integer(1, 3)),), group="Output"),
+    Option("writeDevices", GLOBAL, "let write tests write to block devices named with -f "
+           "(destroys their data)", group="Files"),
 ]
 
 # Locals ----------------------------------------------------------------------------------------
@@ -214,8 +219,8 @@ _L = [
            (Arg("n", integer(1, 1024)),), group="Processes"),
     Option("percR", LOCAL, "percentage of reads for -rand, -aio, -files",
            (Arg("p", integer(0, 100)),), group="Files"),
-    Option("s", LOCAL, "index in the file list of this test's first file", (Arg("n", Count),),
-           group="Files"),
+    Option("s", LOCAL, "index in the -f list of this test's first file (default: the test's "
+           "number; process k uses s+k)", (Arg("n", Count),), group="Files"),
     Option("sa", LOCAL, "as -sample, showing only the bandwidth columns", (Arg("k", Count),),
            dest="sample", also=(("sa", True),), group="Output"),
     Option("sample", LOCAL, "time-stamp a sample every k+1 transfers (at most 1024)",
@@ -277,7 +282,7 @@ GLOBAL_DEFAULTS: dict[str, Any] = dict(
     aliasFile=None, bo=False, config=None, child=None, example=False, files=(), slow=None,
     freeSharedMemory=False, g=False, help=None, nh=False, printAlias=False, quit=False,
     seed=None, smkey=0xDECA, sp=False, vl=0, version=False,
-    csv=None, json=None, noProgress=False)
+    csv=None, json=None, noProgress=False, engine="auto", writeDevices=False)
 LOCAL_DEFAULTS: dict[str, Any] = dict(
     affinityNumber=None, affinityNumberDiff=None, affinityParent=None, size=MB,
     bp1=0x5555555555555555, bp2=0xAAAAAAAAAAAAAAAA, bpkey=1, bt=100, btr=False, cfiles=False,

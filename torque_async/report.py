@@ -22,6 +22,7 @@ LATENCY_QUANTILES = (("p50", 0.5), ("p99", 0.99), ("p999", 0.999))
 SAMPLES_HEADER = "proc,Sample,Start,End,Xfers,BW(MB/s),Test"
 SA_HEADER = "proc,Sample,BW(MB/s),Test"
 STEPS = ("set-up", "barrier wait", "test", "wind-down")    # between consecutive PHASES
+LARGEST = "Largest File Size = "          # file tests: "... = 256 MBytes", one per process
 
 
 @dataclass(frozen=True)
@@ -241,22 +242,32 @@ PACED = {"streams": ("transaction size", "configuration", "Number of processes")
          "timer": ("configuration", "Number of processes")}
 
 
+def info_lines(records) -> list[str]:
+    """The lines of a group's info fields, each once, in order; of the file tests'
+    "Largest File Size" lines only the largest stays."""
+    lines = list(dict.fromkeys(ln for r in records for ln in r.info.splitlines() if ln))
+    largest = max((ln for ln in lines if ln.startswith(LARGEST)), default=None,
+                  key=lambda ln: float(ln[len(LARGEST):].split()[0]))
+    return [ln for ln in lines if not ln.startswith(LARGEST) or ln == largest]
+
+
 def group_lines(plan: Plan, group: Group, records, procs) -> list[str]:
     local = group.local
     mine = [(r, p) for r, p in zip(records, procs) if p.group is group]
     size = mine[0][0].transfer_bytes if mine and mine[0][0].transfer_bytes else local.size
     kind = KINDS[group.action]
+    infos = info_lines([r for r, _ in mine])
     lines = [f"transaction size = {size} ({kb_text(size)}K), ({human(size)})",
              f"configuration file = {plan.config or 'none'}",
-             f"number of transactions = {local.n}"]
+             f"number of transactions = {local.n}",
+             *(ln for ln in infos if ln.startswith(LARGEST))]
     if kind.buffers:
         lines.append(f"Working Set = {kind.buffers} x {local.n * size / MB:g} MBytes/process")
     lines += [f"Bytes Transferred = {local.n * local.i * size / MB:g} MBytes/process",
               f"Number of processes = {len(mine)}", f"Number of iterations = {local.i}"]
     if kind.family in PACED:          # their arguments, not -n x -i, say what they do (info)
         lines = [ln for ln in lines if ln.startswith(PACED[kind.family])]
-    infos = sorted({r.info for r, _ in mine if r.info})
-    lines += infos
+    lines += [ln for ln in infos if not ln.startswith(LARGEST)]
     extra = sum(r.extra_transfers for r, _ in mine)
     if extra:
         lines.append(f"Unmeasured transfers while waiting for the slowest test (-slow) = {extra}")

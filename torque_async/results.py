@@ -38,7 +38,7 @@ ROW = np.dtype([
     ("ops", "i8"), ("ref_rate", "f8"),           # spinWait: loops measured, loops/s alone
     ("transfer_bytes", "i8"),
     ("file", "S256"),                            # the file a file test used (File column)
-    ("info", "S160"), ("error", "S240"),
+    ("info", "S320"), ("error", "S240"),
     ("last_lat", "i8"),                          # the last latency recorded (-cyclic's Act)
     ("nsubs", "i8"),                             # streams: sub-streams, and for each of them
     ("sub_xfers", "i8", (MAX_SUBS,)),            # measured transfers,

@@ -25,7 +25,7 @@ class TestContext:
     row: int                  # this process's row in the results array (its global number)
     rng: np.random.Generator  # seeded from -seed and the row: every random choice comes from here
     linesize: int             # cache line size in bytes (-linesize or the machine's)
-    files: tuple[str, ...] = ()  # the -f file list (global), for tests that use files
+    settings: Any = None      # options.Globals of the run (loop tests: -f files, -engine, -seed)
 
     @property
     def local(self):

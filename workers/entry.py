@@ -50,7 +50,7 @@ def main(spec: WorkerSpec, barrier, calibration_lock, in_process: bool = False) 
         pin(spec.proc)
         test = build(spec)
         row["transfer_bytes"] = test.transfer_bytes
-        row["info"] = test.info.encode()[:160]
+        row["info"] = test.info.encode()[:320]
         row["phase"][0, 1] = time.monotonic_ns()
         row["state"] = READY
         barrier.wait()

@@ -57,7 +57,7 @@ class StreamTest:
         g = self.geometry
         if self.memory:
             return MemoryTracks(self.buffers, g.tracks, g.slots, g.size)
-        return FileTracks(file_for(self.ctx.files, self.ctx.local, self.ctx.proc), g.tracks,
+        return FileTracks(file_for(self.ctx.settings.files, self.ctx.local, self.ctx.proc), g.tracks,
                           g.slots, g.size, self.ctx.local.fbc)
 
     async def setup(self) -> None:

@@ -1,0 +1,405 @@
+"""The file tests end to end: every action on small files, data read back, seeds, safety."""
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+import threading
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from torque_async import cmdline, orchestrator, report, validate
+from torque_async.io import actions, data, tests as filetests, uring
+from torque_async.io.layout import Cursor
+
+from conftest import execute, run_cli, table
+
+KB = 1024
+ENGINES = ["uring", "threads"]
+
+
+@pytest.fixture
+def key(request) -> str:
+    """A shared-memory key of this test's own."""
+    return hex(0x10000 + zlib.crc32(request.node.nodeid.encode()) % 0xE0000)
+
+
+def run(key: str, *argv: str):
+    plan = cmdline.parse(["-smkey", key, *argv])
+    validate.check(plan)
+    return orchestrator.run(plan, 64)
+
+
+def pattern_file(path: Path, size: int) -> bytes:
+    content = data.pattern(0, size).tobytes()
+    path.write_bytes(content)
+    return content
+
+
+def no_scratch_left() -> bool:
+    return not list(Path.cwd().glob("torque-async-scratch.*"))
+
+
+class Recorder:
+    """An engine that logs every transfer (file, offset, write) and the most ever in flight."""
+
+    def __init__(self, inner, log: list, peak: list):
+        self.inner, self.log, self.peak = inner, log, peak
+        self.lock, self.busy = threading.Lock(), 0
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    async def submit(self, write, fd, buf, offset):
+        with self.lock:
+            self.log.append((os.readlink(f"/proc/self/fd/{fd}"), offset, write))
+            self.busy += 1
+            self.peak[0] = max(self.peak[0], self.busy)
+        try:
+            return await self.inner.submit(write, fd, buf, offset)
+        finally:
+            with self.lock:
+                self.busy -= 1
+
+
+@pytest.fixture
+def recorded(monkeypatch):
+    log, peak = [], [0]
+    real = filetests.open_engine
+    monkeypatch.setattr(filetests, "open_engine", lambda name: Recorder(real(name), log, peak))
+    return log, peak
+
+
+ACTIONS = {                                       # argv, system bytes per transfer byte
+    "r": (["-extraReadKB", "4", "-touch4K", "-r"], 1.25),
+    "w": (["-vectorKB", "4", "-offsetKB", "8", "-w"], 1),
+    "rand": (["-mfileKB", "256", "-percR", "60", "-rand"], 1),
+    "rmw": (["-rmw"], 2),
+    "rw": (["-touch", "-rw"], 1),
+    "aio": (["-percR", "50", "-aio", "4"], 1),
+    "scan": (["-scan", "big.dat"], 1),
+    "scanfile": (["-scanfile", "big.dat"], 1),
+    "files": (["-cfiles", "-mfileKB", "64", "-percR", "70", "-files", "30"], 1),
+}
+
+
+@pytest.mark.parametrize("engine", [*ENGINES, "sync"])
+@pytest.mark.parametrize("action", ACTIONS)
+def test_every_action_runs_checks_its_data_and_cleans_up(key, engine, action):
+    if engine == "sync" and action == "aio":
+        return                                     # refused: see test_plan_errors
+    pattern_file(Path("big.dat"), 1 << 20)
+    argv, factor = ACTIONS[action]
+    out = run(key, "-engine", engine, "-n", "24", "-i", "2", "-KB", "16", "-sample", "0", *argv)
+    assert not out.failures
+    (rec,) = out.records
+    assert rec.ok and rec.pid == os.getpid()
+    assert rec.transfers == rec.lat_count == sum(rec.hist) == len(rec.samples) == 48
+    assert rec.lat_min <= rec.lat_sum // rec.lat_count <= rec.lat_max
+    assert rec.bytes == 48 * 16 * KB and rec.sys_bytes == 48 * 16 * KB * factor
+    assert [k for _, k in rec.samples] == list(range(1, 49))
+    shown = {"scan": "big.dat", "scanfile": "big.dat", "files": "filestest"}.get(
+        action, "torque-async-scratch.")
+    assert shown in rec.file
+    assert no_scratch_left()
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_what_w_wrote_reads_back_in_place(key, engine, tmp_path):
+    target = tmp_path / "user.dat"
+    before = pattern_file(target, 256 * KB)
+    out = run(key, "-f", str(target), "-engine", engine, "-n", "5", "-i", "1", "-KB", "8",
+              "-offsetKB", "16", "-vectorKB", "24", "-w")
+    assert not out.failures
+    after = np.frombuffer(target.read_bytes(), np.uint8)
+    places = [16 * KB + j * 32 * KB for j in range(5)]
+    expect = np.frombuffer(before, np.uint8).copy()
+    for p in places:
+        expect[p:p + 8 * KB] = data.written(0, p, 8 * KB)
+    assert np.array_equal(after, expect)
+
+
+def test_w_makes_a_named_file_that_does_not_exist_yet(key, tmp_path):
+    target = tmp_path / "new.dat"
+    assert not run(key, "-f", str(target), "-n", "3", "-i", "1", "-KB", "4", "-w").failures
+    assert np.array_equal(np.frombuffer(target.read_bytes(), np.uint8),
+                          np.concatenate([data.written(0, p, 4 * KB) for p in (0, 4096, 8192)]))
+
+
+def test_a_layout_that_cannot_fit_fails_the_test_with_its_reason(key, tmp_path):
+    out = run(key, "-f", str(tmp_path / "new.dat"), "-percR", "0", "-KB", "4", "-rand")
+    assert out.failures == ("test 0 (-rand, group 0, process 0) failed: -rand: no 4096-byte "
+                            "transfer fits between byte 0 and the file's end at byte 0 (-mfile*, "
+                            "or the file's size)",)
+
+
+def test_an_unwritable_working_directory_is_reported(key, monkeypatch):
+    def refuse(path, exist_ok=False):
+        raise PermissionError(13, "Permission denied")
+    monkeypatch.setattr(os, "makedirs", refuse)
+    (failure,) = run(key, "-n", "2", "-KB", "4", "-r").failures
+    assert "cannot make the scratch directory" in failure and "Permission denied" in failure
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_rmw_leaves_the_modified_pattern(key, engine, tmp_path):
+    target = tmp_path / "user.dat"
+    pattern_file(target, 64 * KB)
+    assert not run(key, "-f", str(target), "-engine", engine, "-n", "4", "-i", "3", "-KB", "4",
+                   "-rmw").failures
+    after = np.frombuffer(target.read_bytes(), np.uint8)
+    assert np.array_equal(after[:16 * KB], data.modify(data.pattern(0, 16 * KB).copy(), 3))
+    assert np.array_equal(after[16 * KB:], data.pattern(16 * KB, 48 * KB))
+
+
+@pytest.mark.parametrize("argv", [["-mfileKB", "512", "-percR", "50", "-rand"],
+                                  ["-cfiles", "-mfileKB", "32", "-percR", "50", "-files", "20"]])
+def test_the_seed_fixes_every_file_offset_and_direction(key, recorded, argv):
+    log, _ = recorded
+    runs = {}
+    for name, seed, engine in (("a", "7", "uring"), ("b", "7", "threads"), ("c", "8", "uring")):
+        log.clear()
+        assert not run(key, "-seed", seed, "-engine", engine, "-n", "200", "-i", "1", "-KB", "4",
+                       *argv).failures
+        runs[name] = [(os.path.relpath(p), o, w) for p, o, w in log]
+    assert runs["a"] == runs["b"] != runs["c"]
+    plan = cmdline.parse(["-seed", "7", "-n", "200", "-KB", "4", *argv])
+    group = plan.groups[0]
+    if group.action == "files":
+        from torque_async.io import tree
+        lay = actions.layout(group, 0, 7, None, tree.sizes("filestest", 20))
+        paths = [tree.path("filestest", i) for i in range(20)]
+    else:
+        lay = actions.layout(group, 0, 7, None)
+        paths = [runs["a"][0][0]]
+    at = Cursor(lay)
+    assert runs["a"] == [(paths[f], o, w) for f, o, w in map(at, range(200))]
+    assert {w for _, _, w in runs["a"]} == {True, False}
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_aio_keeps_n_transfers_outstanding(key, recorded, engine):
+    log, peak = recorded
+    assert not run(key, "-engine", engine, "-n", "256", "-i", "1", "-KB", "4", "-aio",
+                   "8").failures
+    assert peak[0] == 8
+    offsets = sorted(o for _, o, _ in log)
+    assert offsets == [k * 4 * KB for k in range(256)]
+
+
+def tree_snapshot(root: Path) -> dict[str, tuple[int, str]]:
+    return {str(p.relative_to(root)): (p.stat().st_size, hashlib.md5(p.read_bytes()).hexdigest())
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_files_touches_only_its_tree(key):
+    Path("neighbour.dat").write_bytes(b"keep me" * 1000)
+    Path("filestest").mkdir()
+    Path("filestest/notes.txt").write_text("mine")
+    argv = ["-n", "300", "-i", "1", "-KB", "4", "-mfileKB", "32", "-percR", "0", "-dir",
+            "filestest"]
+    assert not run(key, "-cfiles", *argv, "-files", "40").failures
+    made = tree_snapshot(Path.cwd())
+    assert made["neighbour.dat"][1] == hashlib.md5(b"keep me" * 1000).hexdigest()
+    assert made["filestest/notes.txt"][0] == 4
+    assert not run(key, *argv, "-files", "40").failures       # the tree stays; writes in it
+    again = tree_snapshot(Path.cwd())
+    changed = {p for p in made if made[p] != again[p]}
+    assert changed and all(p.startswith("filestest/0") for p in changed)
+    assert set(again) == set(made) and all(again[p][0] == made[p][0] for p in made)
+
+
+def test_files_without_a_complete_tree_says_to_add_cfiles(capsys, key):
+    code, _, err = execute(capsys, "-smkey", key, "-files", "5")
+    assert code == 2 and "there is no -files tree in filestest: add -cfiles" in err
+    assert not run(key, "-cfiles", "-n", "4", "-files", "5").failures
+    os.unlink("filestest/000/f0000003")
+    code, _, err = execute(capsys, "-smkey", key, "-files", "5")
+    assert code == 2 and "f0000003 is missing: add -cfiles" in err
+    code, _, err = execute(capsys, "-smkey", key, "-files", "9")
+    assert code == 2 and "has 5 files, not 9" in err
+
+
+@pytest.mark.parametrize("argv,writes", [
+    (["-r"], False), (["-extraReadKB", "4", "-r"], False), (["-percR", "100", "-rand"], False),
+    (["-w"], True), (["-mfileKB", "64", "-percR", "50", "-rand"], True), (["-rmw"], True),
+    (["-rw"], True), (["-percR", "0", "-aio", "4"], True)])
+def test_a_user_named_file_survives_every_test(key, argv, writes, tmp_path):
+    target = tmp_path / "mine.dat"
+    before = pattern_file(target, 512 * KB)
+    assert not run(key, "-f", str(target), "-n", "16", "-i", "1", "-KB", "4", *argv).failures
+    assert target.exists() and target.stat().st_size == 512 * KB
+    after = target.read_bytes()
+    assert after[64 * KB:] == before[64 * KB:]          # nothing past the 16 x 4 KB it was told
+    assert (after[:64 * KB] != before[:64 * KB]) == writes
+    assert no_scratch_left()
+
+
+def direct_allowed(directory: str) -> bool:
+    try:
+        os.close(os.open(os.path.join(directory, "probe"), os.O_CREAT | os.O_RDWR | os.O_DIRECT))
+        return True
+    except OSError:
+        return False
+    finally:
+        Path(directory, "probe").unlink(missing_ok=True)
+
+
+def test_on_tmpfs_the_header_says_what_became_of_o_direct(capsys, key, monkeypatch):
+    with tempfile.TemporaryDirectory(dir="/dev/shm") as shm:
+        monkeypatch.chdir(shm)
+        code, out, err = execute(capsys, "-smkey", key, "-n", "16", "-KB", "4", "-i", "2", "-rw")
+        assert code == 0, err
+        assert os.listdir(shm) == ["sysctl.current"]           # no scratch left
+        direct = direct_allowed(shm)               # Linux 6.6 and later accept O_DIRECT on tmpfs
+    assert ("File buffer cache = off (O_DIRECT; tmpfs: the files are in memory)" if direct else
+            "File buffer cache = off: buffered + fadvise DONTNEED (O_DIRECT refused on tmpfs)") \
+        in out
+
+
+def test_a_file_system_refusing_o_direct_gets_buffered_io_and_dontneed(capsys, key, monkeypatch):
+    real_open, dropped = os.open, []
+
+    def no_direct(path, flags, *args):
+        if flags & os.O_DIRECT:
+            raise OSError(22, "Invalid argument")
+        return real_open(path, flags, *args)
+    monkeypatch.setattr(os, "open", no_direct)
+    monkeypatch.setattr(os, "posix_fadvise", lambda fd, at, n, how: dropped.append((at, n, how)))
+    code, out, err = execute(capsys, "-smkey", key, "-n", "16", "-KB", "4", "-i", "2", "-rw")
+    assert code == 0, err
+    assert "File buffer cache = off: buffered + fadvise DONTNEED (O_DIRECT refused on " in out
+    assert [(at, n) for at, n, _ in dropped[-32:]] == [(k % 16 * 4 * KB, 4 * KB) for k in range(32)]
+    assert {how for _, _, how in dropped} == {os.POSIX_FADV_DONTNEED}
+
+
+@pytest.mark.parametrize("argv,line", [
+    (["-m", "-w"], "File buffer cache = off: buffered + fadvise DONTNEED (-m misaligns the "
+                   "buffers)"),
+    (["-B", "1000", "-rw"], "(1000 is not a multiple of 512)"),
+    (["-fbc", "-r"], "File buffer cache = on (-fbc)"),
+    (["-r"], "File buffer cache = off (O_DIRECT)"),
+])
+def test_the_group_block_says_how_the_cache_was_kept_out(capsys, key, argv, line):
+    code, out, err = execute(capsys, "-smkey", key, "-n", "8", "-i", "1", *argv)
+    assert code == 0, err
+    assert line in out and "I/O engine = io_uring" in out
+    assert "Largest File Size = " in out
+
+
+def test_auto_says_why_it_fell_back_to_threads(capsys, key, monkeypatch, tmp_path):
+    disabled = tmp_path / "io_uring_disabled"
+    disabled.write_text("2")
+    monkeypatch.setattr(uring, "DISABLED", str(disabled))
+    code, out, err = execute(capsys, "-smkey", key, "-n", "8", "-KB", "4", "-r")
+    assert code == 0, err
+    assert f"I/O engine = threads (io_uring unavailable: {disabled} = 2)" in out
+    code, _, err = execute(capsys, "-smkey", key, "-engine", "uring", "-r")
+    assert code == 2 and f"-engine uring: io_uring cannot be used here: {disabled} = 2" in err
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["-f", "a.dat", "-s", "3", "-r"], "-r: process 0 needs file 3 of the -f list, which has 1"),
+    (["-f", "a.dat", "-n", "8", "-load", "-r"], "needs file 1 of the -f list"),
+    (["-scan", "nothing.dat"], "-scan: nothing.dat does not exist"),
+    (["-f", ".", "-r"], "-r: . is a directory, not a file"),
+    (["-f", "gone.dat", "-rand"], "gone.dat does not exist (the test reads it)"),
+    (["-KB", "8", "-mfileKB", "4", "-rand"], "maximum file size (4096 bytes) is smaller"),
+    (["-extraReadKB", "4", "-w"], "-extraRead* applies to the -r test only"),
+    (["-vectorKB", "4", "-scanfile", "a.dat"], "-vector* does not apply"),
+    (["-engine", "sync", "-aio", "4"], "-engine sync runs one transfer at a time"),
+    (["-f", "a.dat", "-KB", "64", "-n", "8", "-r"], "holds 4096 bytes but the test reads up to"),
+])
+def test_plan_errors_are_one_line_and_exit_2(capsys, key, argv, message):
+    Path("a.dat").write_bytes(b"z" * 4096)
+    code, out, err = execute(capsys, "-smkey", key, *argv)
+    if "holds" in message:                             # found by the test's set-up instead
+        assert code == 1 and message in out
+        return
+    assert code == 2 and out == "" and err.count("\n") == 1 and message in err
+
+
+def test_writing_to_a_block_device_needs_confirmation(capsys, key, monkeypatch):
+    Path("disk").write_bytes(b"\0" * 8192)
+    monkeypatch.setattr(actions, "is_device", lambda path: path == "disk")
+    code, _, err = execute(capsys, "-smkey", key, "-f", "disk", "-w")
+    assert code == 2 and "-w would write to the block device disk" in err
+    code, _, err = execute(capsys, "-smkey", key, "-f", "disk", "-n", "2", "-KB", "4", "-r")
+    assert code == 0, err                              # reading a device needs no confirmation
+    code, _, err = execute(capsys, "-smkey", key, "-f", "disk", "-writeDevices", "-n", "2",
+                           "-KB", "4", "-w")
+    assert code == 0, err
+
+
+class Tamper(Recorder):
+    """Loses the third write (says it is done, moves nothing) or reads one place too early."""
+
+    def __init__(self, inner, how):
+        super().__init__(inner, [], [0])
+        self.how = how
+
+    async def submit(self, write, fd, buf, offset):
+        self.log.append(write)
+        if self.how == "lose" and write and self.log.count(True) == 3:
+            return filetests.now()
+        if self.how == "misread" and not write and offset:
+            offset -= 4096
+        return await self.inner.submit(write, fd, buf, offset)
+
+
+@pytest.mark.parametrize("how,argv,message", [
+    ("lose", ["-w"], "differs from what the test wrote"),
+    ("lose", ["-rmw"], "differs from what the test wrote"),
+    ("misread", ["-r"], "read 4096 bytes at byte"),
+])
+def test_the_data_check_catches_lost_writes_and_misplaced_reads(key, monkeypatch, how, argv,
+                                                                 message):
+    real = filetests.open_engine
+    monkeypatch.setattr(filetests, "open_engine", lambda name: Tamper(real(name), how))
+    out = run(key, "-n", "8", "-i", "1", "-KB", "4", *argv)
+    assert len(out.failures) == 1 and message in out.failures[0]
+    assert no_scratch_left()
+
+
+def test_throttle_spaces_the_transfers(key):
+    (rec,) = run(key, "-n", "10", "-i", "1", "-KB", "4", "-T", "2000", "-r").records
+    assert rec.elapsed >= 9 * 2_000_000
+
+
+def test_two_readers_beside_a_memory_test_each_on_its_own_file(tmp_path):
+    r = run_cli("-smkey", "0x7e01", "-p", "2", "-n", "32", "-KB", "64", "-r",
+                "-n", "16", "-MB", "1", "-i", "4", "-Striad")
+    assert r.returncode == 0, r.stderr
+    rows = table(r.stdout)
+    assert [row[8] for row in rows] == ["Read", "Read", "STriad"]
+    assert rows[0][9] != rows[1][9] and "torque-async-scratch" in rows[0][9]
+    assert rows[2][9] == "NA" and rows[0][10] == rows[1][10] != rows[2][10]
+    assert "Latency per transfer (us)" in r.stdout
+    assert not list(tmp_path.glob("torque-async-scratch.*"))
+
+
+def test_p_gives_process_k_file_s_plus_k(capsys, key):
+    for name in ("a.dat", "b.dat", "c.dat"):
+        pattern_file(Path(name), 64 * KB)
+    code, out, err = execute(capsys, "-smkey", key, "-f", "a.dat", "-f", "b.dat", "-f", "c.dat",
+                             "-s", "1", "-p", "2", "-n", "4", "-KB", "4", "-r")
+    assert code == 0, err
+    assert [row[9] for row in table(out)] == ["b.dat", "c.dat"]
+
+
+def test_a_failing_test_still_removes_its_scratch_files(key, monkeypatch):
+    async def broken(self):
+        raise RuntimeError("boom")
+    monkeypatch.setattr(filetests.FileTest, "check", broken)
+    out = run(key, "-n", "4", "-KB", "4", "-w")
+    assert "RuntimeError: boom" in out.failures[0]
+    assert no_scratch_left()
+
+
+def test_the_largest_file_of_a_group_is_reported_once():
+    recs = [type("R", (), {"info": f"I/O engine = io_uring\nLargest File Size = {mb} MBytes"})
+            for mb in (4, 16, 2.5)]
+    assert report.info_lines(recs) == ["I/O engine = io_uring", "Largest File Size = 16 MBytes"]

@@ -1,0 +1,144 @@
+"""The I/O engine: one small interface between the file tests and the kernel.
+
+    ids = engine.register(views, buffered)        each buffer once, before the barrier
+    t = await engine.submit(write, fd, id, offset)  one transfer; t = its completion (monotonic ns)
+    await engine.pause(until)                     -T: wait until that monotonic ns
+    await engine.drive(lanes)                     run the test's lanes (coroutines) to their end
+    await engine.forget(ids); engine.close()      after the test
+
+A transfer moves exactly the registered buffer's length, or submit raises OSError; `buffered`
+says the buffers serve buffered (page cache) I/O rather than O_DIRECT. A test runs as `lanes`:
+coroutines that each keep one transfer outstanding, awaiting only the engine, so the same lane
+code runs on every backend:
+
+    uring    io_uring through liburing: one ring for every test on the loop, completions through
+             an eventfd the loop watches; lanes are tasks on the loop (uring.py)
+    threads  one plain thread per lane, each running its lane's blocking loop and timing its own
+             transfers (os.preadv/pwritev); lanes record under their test's lock. The fallback
+             where io_uring is unavailable.
+    sync     the lanes run on the loop, each transfer a blocking call; the loop gets a turn every
+             millisecond. Lowest overhead at one outstanding transfer; it cannot keep more.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+from typing import Awaitable, Coroutine, Protocol
+
+from workers.entry import wait_until
+
+NAMES = {"uring": "io_uring", "threads": "threads", "sync": "sync"}
+YIELD_NS = 1_000_000               # blocking transfers give the loop a turn at least this often
+now = time.monotonic_ns
+
+
+class Engine(Protocol):
+    name: str
+
+    def register(self, views: list[memoryview], buffered: bool = False) -> list[int]: ...
+    def submit(self, write: bool, fd: int, buf: int, offset: int) -> Awaitable[int]: ...
+    def pause(self, until: int) -> Awaitable[None]: ...
+    async def drive(self, lanes: list[Coroutine]) -> None: ...
+    async def forget(self, ids: list[int]) -> None: ...
+    def close(self) -> None: ...
+
+
+def short(write: bool, offset: int, done: int, size: int) -> OSError:
+    what = "wrote" if write else "read"
+    return OSError(f"a transfer at byte {offset} {what} {done} of {size} bytes"
+                   + ("" if write else " (past the end of the file?)"))
+
+
+def choose(requested: str) -> tuple[str, str]:
+    """The engine to use for -engine `requested`, and a note when auto had to fall back."""
+    if requested != "auto":
+        return requested, ""
+    from .uring import unavailable
+    why = unavailable()
+    return ("threads", f"io_uring unavailable: {why}") if why else ("uring", "")
+
+
+def open_engine(name: str) -> Engine:
+    if name == "uring":
+        from .uring import UringEngine
+        return UringEngine.shared()
+    return ThreadEngine() if name == "threads" else SyncEngine()
+
+
+class SyncEngine:
+    """Blocking transfers on the loop's own thread; the lanes are tasks taking turns."""
+    name = NAMES["sync"]
+    yields = True
+
+    def __init__(self):
+        self.views: list[memoryview] = []
+        self.turn = now()
+
+    def register(self, views: list[memoryview], buffered: bool = False) -> list[int]:
+        self.views += views
+        return list(range(len(self.views) - len(views), len(self.views)))
+
+    async def submit(self, write: bool, fd: int, buf: int, offset: int) -> int:
+        view = self.views[buf]
+        done = (os.pwritev if write else os.preadv)(fd, [view], offset)
+        t = now()
+        if done != len(view):
+            raise short(write, offset, done, len(view))
+        if self.yields and t - self.turn > YIELD_NS:
+            self.turn = t
+            await asyncio.sleep(0)
+        return t
+
+    async def pause(self, until: int) -> None:
+        wait_until(until)
+
+    async def drive(self, lanes: list[Coroutine]) -> None:
+        await asyncio.gather(*lanes)
+
+    async def forget(self, ids: list[int]) -> None:
+        pass
+
+    def close(self) -> None:
+        self.views.clear()
+
+
+class ThreadEngine(SyncEngine):
+    """Each lane in its own thread: a blocking loop that times its own transfers."""
+    name = NAMES["threads"]
+    yields = False
+
+    def __init__(self):
+        super().__init__()
+        self.threads: list[threading.Thread] = []
+
+    async def drive(self, lanes: list[Coroutine]) -> None:
+        loop = asyncio.get_running_loop()
+        finished = loop.create_future()
+        left = [len(lanes)]
+
+        def one_less() -> None:
+            left[0] -= 1
+            if not left[0] and not finished.done():
+                finished.set_result(None)
+
+        def run(lane: Coroutine) -> None:
+            try:
+                while True:            # a lane awaits only blocking calls: it never suspends
+                    lane.send(None)
+            except StopIteration:
+                pass
+            finally:
+                loop.call_soon_threadsafe(one_less)
+        self.threads = [threading.Thread(target=run, args=(lane,), daemon=True,
+                                         name=f"torque-async lane {i}")
+                        for i, lane in enumerate(lanes)]
+        for t in self.threads:
+            t.start()
+        await finished
+
+    async def forget(self, ids: list[int]) -> None:
+        for t in self.threads:         # lanes stop at the stop flag: this is short
+            t.join()
+        self.threads.clear()

@@ -1,0 +1,82 @@
+"""Opening a test's files: O_DIRECT where it can be had, buffered I/O where it cannot.
+
+The file buffer cache is off by default (torque's default): O_DIRECT, page-aligned buffers,
+places and sizes multiples of the device's logical block size. Where that cannot be (tmpfs
+refuses O_DIRECT, -m misaligns the buffers, a transfer size of 1000 bytes), the test falls back
+to buffered I/O and drops each transfer's range from the cache after it (posix_fadvise
+DONTNEED), and says so in its group's block. -fbc is plain buffered I/O.
+"""
+from __future__ import annotations
+
+import errno
+import os
+from dataclasses import dataclass
+
+from workers.api import TestError
+
+FALLBACK = "File buffer cache = off: buffered + fadvise DONTNEED"
+
+
+@dataclass(frozen=True)
+class Mode:
+    direct: bool                  # open with O_DIRECT
+    drop: bool                    # drop each transfer's range from the cache afterwards
+    note: str                     # the line for the group's block
+    fs: str = ""                  # the file system's type
+
+
+def mount_type(path: str) -> str:
+    """The file system type of the mount holding path (e.g. 'ext4', 'tmpfs')."""
+    real, best, kind = os.path.realpath(path), "", "unknown"
+    with open("/proc/self/mounts") as fh:
+        for line in fh:
+            _, point, fstype = line.split()[:3]
+            point = point.replace("\\040", " ")
+            if (real == point or real.startswith(point.rstrip("/") + "/")) and len(point) >= len(best):
+                best, kind = point, fstype
+    return kind
+
+
+def block_size(path: str) -> int:
+    """The logical block size O_DIRECT needs on path's device (4096 when it cannot be found);
+    a file not made yet is on its directory's device."""
+    st = os.stat(path if os.path.exists(path) else os.path.dirname(os.path.abspath(path)))
+    dev = st.st_rdev if st.st_rdev else st.st_dev
+    base = f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}"
+    for where in (f"{base}/queue/logical_block_size", f"{base}/../queue/logical_block_size"):
+        try:
+            with open(where) as fh:
+                return int(fh.read())
+        except (OSError, ValueError):
+            continue
+    return 4096
+
+
+def choose_mode(local, sizes: tuple[int, ...], align: int, path: str) -> Mode:
+    """How the files are opened, before trying: -fbc, -m and alignment decide."""
+    if local.fbc:
+        return Mode(False, False, "File buffer cache = on (-fbc)")
+    if local.m:
+        return Mode(False, True, f"{FALLBACK} (-m misaligns the buffers)")
+    odd = [s for s in sizes if s % align]
+    if odd:
+        return Mode(False, True, f"{FALLBACK} ({odd[0]} is not a multiple of {align})")
+    fs = mount_type(path)
+    memory = "; tmpfs: the files are in memory" if fs == "tmpfs" else ""
+    return Mode(True, False, f"File buffer cache = off (O_DIRECT{memory})", fs)
+
+
+def open_file(path: str, write: bool, create: bool, mode: Mode) -> tuple[int, Mode]:
+    """Open one test file; a file system that refuses O_DIRECT turns the mode into the fallback."""
+    flags = (os.O_RDWR if write else os.O_RDONLY) | os.O_CLOEXEC | (os.O_CREAT if create else 0)
+    try:
+        if mode.direct:
+            try:
+                return os.open(path, flags | os.O_DIRECT, 0o644), mode
+            except OSError as e:
+                if e.errno != errno.EINVAL:
+                    raise
+                mode = Mode(False, True, f"{FALLBACK} (O_DIRECT refused on {mode.fs})")
+        return os.open(path, flags, 0o644), mode
+    except OSError as e:
+        raise TestError(f"cannot open {path}: {e.strerror}") from None

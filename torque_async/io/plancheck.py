@@ -1,0 +1,69 @@
+"""Checks of the file tests in a plan, before anything runs: one clear line each (exit 2)."""
+from __future__ import annotations
+
+import os
+
+from ..cmdline import UsageError
+from . import actions, tree
+
+
+def check_group(plan, group) -> None:
+    """A file test group's usage errors (the kind registration calls it for each group)."""
+    settings = plan.settings
+    if settings.engine == "uring":
+        from .uring import unavailable
+        why = unavailable()
+        if why:
+            raise UsageError(f"-engine uring: io_uring cannot be used here: {why}")
+    for proc in plan.procs():
+        if proc.group is group:
+            check_test(settings, proc)
+
+
+def check_test(settings, proc) -> None:
+    group, local = proc.group, proc.group.local
+    spec, name = actions.SPECS[group.action], f"-{group.action}"
+    limit = actions.max_size(local)
+    if limit is not None and limit < local.size:
+        raise UsageError(f"{name}: the maximum file size ({limit} bytes) is smaller than the "
+                         f"transfer size ({local.size} bytes)")
+    if local.extraRead and not spec.extra:
+        raise UsageError(f"{name}: -extraRead* applies to the -r test only")
+    if local.vector and spec.order in ("scan", "tree"):
+        raise UsageError(f"{name}: -vector* does not apply: it places its transfers itself")
+    if settings.engine == "sync" and actions.depth(group) > 1:
+        raise UsageError(f"{name} {group.args[0]}: -engine sync runs one transfer at a time; "
+                         f"use -engine uring or threads")
+    if spec.source == "tree":
+        check_tree(group)
+        return
+    try:
+        path = actions.user_file(settings, group, proc.index, proc.row)
+    except IndexError:
+        index = actions.list_index(group, proc.index, proc.row)
+        raise UsageError(f"{name}: process {proc.index} needs file {index} of the -f list, "
+                         f"which has {len(settings.files)} (0..{len(settings.files) - 1}); "
+                         f"-s chooses the first") from None
+    if path is not None:
+        check_file(settings, spec, local, name, path)
+
+
+def check_file(settings, spec, local, name: str, path: str) -> None:
+    if os.path.isdir(path):
+        raise UsageError(f"{name}: {path} is a directory, not a file")
+    if not os.path.exists(path) and (actions.reads(spec, local) or spec.source == "arg"):
+        raise UsageError(f"{name}: {path} does not exist (the test reads it)")
+    if actions.writes(spec, local) and actions.is_device(path) and not settings.writeDevices:
+        raise UsageError(f"{name} would write to the block device {path}, destroying its data: "
+                         f"add -writeDevices to confirm")
+
+
+def check_tree(group) -> None:
+    local, count = group.local, group.args[0]
+    if os.path.exists(local.dir) and not os.path.isdir(local.dir):
+        raise UsageError(f"-files: -dir {local.dir} is a file, not a directory")
+    if not local.cfiles:
+        why = tree.problem(local.dir, count, actions.tree_limit(local), local.size)
+        if why:
+            raise UsageError(f"-files {count}: {why}: add -cfiles to make it (once; it stays)")
+

@@ -1,0 +1,70 @@
+"""Scratch files: what a file test works on when the user named no file.
+
+They live in one directory per run, torque-async-scratch.PID in the working directory (the disk
+a user runs from is the disk under test), made on first use and removed when its last user is
+done; an exit hook removes it too if a run ends any other way. Files are written in full with
+the data pattern before the test (a sparse or fallocated file would read from no disk at all),
+flushed, and dropped from the page cache.
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+
+import aiofiles
+import aiofiles.os
+
+from workers.api import TestError
+
+from .data import pattern
+
+CHUNK = 8 << 20
+_dir: str | None = None
+_users = 0
+
+
+def directory() -> str:
+    return os.path.abspath(f"torque-async-scratch.{os.getpid()}")
+
+
+def path(name: str) -> str:
+    """A scratch file's path; its user counts until release(). The directory is made on
+    first use."""
+    global _dir, _users
+    if _dir is None:
+        try:
+            os.makedirs(directory(), exist_ok=True)
+        except OSError as e:
+            raise TestError(f"cannot make the scratch directory {directory()}: {e.strerror} "
+                            f"(run from a writable directory, or name files with -f)") from None
+        _dir = directory()
+    _users += 1
+    return os.path.join(_dir, name)
+
+
+def release() -> None:
+    global _dir, _users
+    _users -= 1
+    if not _users:
+        remove()
+
+
+@atexit.register
+def remove() -> None:
+    global _dir
+    if _dir is not None:
+        shutil.rmtree(_dir, ignore_errors=True)
+        _dir = None
+
+
+async def write_pattern(path: str, size: int, tag: int = 0) -> None:
+    """Write `size` bytes of the data pattern to `path` (created or overwritten), flushed to
+    the device and dropped from the page cache. Not timed."""
+    async with aiofiles.open(path, "wb") as fh:
+        for at in range(0, size, CHUNK):
+            await fh.write(pattern(at, min(CHUNK, size - at), tag))
+        await fh.flush()
+        fd = fh.fileno()
+        await aiofiles.os.wrap(os.fdatasync)(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)

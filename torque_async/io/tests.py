@@ -1,0 +1,314 @@
+"""The file tests (-r -w -rand -rmw -rw -scan -scanfile -aio -files) as loop tests.
+
+One class serves every file action; the action's Spec (actions.py) says where its transfers go
+and what they do. A test keeps `depth` transfers outstanding (-aio N, else 1) as that many lanes:
+each lane takes the next transfer number k, looks up (file, offset, write) in the layout, issues
+it through the engine and records issue-to-completion latency in the Meter, so k's place never
+depends on timing. Per transfer k:
+
+    read          read the place into the lane's buffer; then -extraRead* reads the bytes after
+                  it (r), -touch/-touch4K read one word / one word per 4 KiB of the data
+    write         stamp the buffer with the place, write it
+    rmw           read, add 1 to the first byte of every sector, write it back
+    -T            the lane waits that long before its next transfer
+
+Set-up (not timed) resolves and opens the files, writes scratch files, allocates one buffer
+area for all lanes and registers it with the engine. check() (not timed) reads the files back:
+each lane's last buffer must match the file where nothing wrote after it, and a scratch file
+must hold exactly the pattern, the stamps of the places written and -rmw's increments.
+"""
+from __future__ import annotations
+
+import mmap
+import os
+import threading
+
+import numpy as np
+
+from workers.api import TestContext, TestError
+from workers.memory import Buffers
+
+from . import actions, data, scratch, tree
+from .engine import NAMES, choose, now, open_engine
+from .files import block_size, choose_mode, open_file
+from .layout import BLOCK, Cursor, Layout
+
+CHUNK = 8 << 20                    # check(): bytes of a scratch file compared at once
+
+
+class FileTest:
+    def __init__(self, ctx: TestContext):
+        self.ctx, self.local = ctx, ctx.local
+        self.spec = actions.SPECS[ctx.group.action]
+        self.depth = actions.depth(ctx.group)
+        self.size = self.local.size
+        self.extra_bytes = self.local.extraRead if self.spec.extra else 0
+        self.transfer_bytes = self.size
+        self.system_bytes = self.size * (2 if self.spec.rmw else 1) + self.extra_bytes
+        self.writes = actions.writes(self.spec, self.local)
+        self.engine_name, self.engine_note = choose(ctx.settings.engine)
+        self.info = ""
+        self.paths: list[str] = []
+        self.fds: list[int] = []
+        self.plain: dict[int, int] = {}              # check(): buffered descriptors by file
+        self.scratch: str | None = None
+        self.engine = None
+        self.ids: list[int] = []
+        self.error: BaseException | None = None
+
+    # set-up --------------------------------------------------------------------------------
+    async def setup(self) -> None:
+        local = self.local
+        try:
+            largest = await (self.tree() if self.spec.source == "tree" else self.one_file())
+        except ValueError as e:                      # the layout: no transfer fits
+            raise TestError(f"-{self.ctx.group.action}: {e}") from None
+        mode = choose_mode(local, (self.size, local.offset, self.layout.spacing,
+                                   self.extra_bytes), block_size(self.paths[0]), self.paths[0])
+        for path in self.paths:
+            fd, mode = open_file(path, self.writes, self.writes and self.spec.source == "list",
+                                 mode)
+            self.fds.append(fd)
+        self.drop = mode.drop
+        self.allocate(local.wire or self.spec.wire, buffered=not mode.direct)
+        engine = NAMES[self.engine_name] + (f" ({self.engine_note})" if self.engine_note else "")
+        self.info = "\n".join((f"I/O engine = {engine}",
+                               f"Largest File Size = {largest / (1 << 20):g} MBytes", mode.note))
+
+    async def tree(self) -> int:
+        """-files: the tree under -dir (made first with -cfiles); returns its largest file."""
+        ctx, local, count = self.ctx, self.local, self.ctx.group.args[0]
+        limit = actions.tree_limit(local)
+        if local.cfiles:
+            await tree.make(local.dir, count, limit, self.size)
+        why = tree.problem(local.dir, count, limit, self.size)
+        if why:
+            raise TestError(f"-files: {why}: add -cfiles to make it")
+        sizes = tree.sizes(local.dir, count)
+        self.paths, self.shown = [tree.path(local.dir, i) for i in range(count)], local.dir
+        self.layout = actions.layout(ctx.group, ctx.row, ctx.settings.seed, None, sizes)
+        return max(sizes)
+
+    async def one_file(self) -> int:
+        """The file the user named, or a scratch file written for the test; returns its size."""
+        ctx = self.ctx
+        named = actions.user_file(ctx.settings, ctx.group, ctx.proc, ctx.row)
+        size = actions.file_size(named) if named else None
+        self.layout = actions.layout(ctx.group, ctx.row, ctx.settings.seed, size,
+                                     align=block_size(named or "."))
+        need = self.layout.span + self.extra_bytes
+        if named is None:
+            self.scratch = scratch.path(f"test{ctx.row}.dat")
+            await scratch.write_pattern(self.scratch, need)
+            size = need
+        elif actions.reads(self.spec, self.local) and size < need:
+            raise TestError(f"{named} holds {size} bytes but the test reads up to byte {need}: "
+                            f"set a smaller -mfile* (transfers wrap) or -n")
+        self.paths = [self.scratch or named]
+        self.shown = self.paths[0]
+        return max(size, need if self.writes else 0)
+
+    def allocate(self, wire: bool, buffered: bool) -> None:
+        """One page-aligned area with a slot per lane for each role it needs: reads, writes
+        (apart, so a write never carries what a read left), extra reads; -m adds a byte."""
+        d, local = self.depth, self.local
+        roles = [("read", self.size, actions.reads(self.spec, local) or self.spec.rmw),
+                 ("write", self.size, self.writes and not self.spec.rmw),
+                 ("extra", self.extra_bytes, bool(self.extra_bytes))]
+        lengths = [n for _, n, used in roles if used for _ in range(d)]
+        skew = 1 if local.m else 0
+        strides = [-(-(n + skew) // mmap.PAGESIZE) * mmap.PAGESIZE for n in lengths]
+        self.buffers = Buffers(wire)
+        area = self.buffers.new(sum(strides))
+        starts = np.cumsum([0, *strides[:-1]]) + skew
+        self.arrays = [area[s:s + n] for s, n in zip(starts, lengths)]
+        self.views = [memoryview(a) for a in self.arrays]
+        self.engine = open_engine(self.engine_name)
+        self.ids = self.engine.register(self.views, buffered)
+        used = [role for role, _, needed in roles if needed]
+        self.slot = {role: d * used.index(role) for role in used}
+        self.slot.setdefault("write", self.slot.get("read"))   # -rmw writes back what it read
+        self.slot.setdefault("read", self.slot["write"])        # (-w reads nothing)
+        if "write" in used:
+            for a in self.arrays[self.slot["write"]:self.slot["write"] + d]:
+                a[:] = data.FILL
+        words = [a[:a.size // 8 * 8].view(np.uint64) if a.size >= 8 else a for a in self.arrays]
+        self.touched = [w[::512] if local.touch4K else w[:1] for w in words]
+
+    # the measured run -------------------------------------------------------------------------
+    async def run(self, meter) -> None:
+        meter.row["file"] = self.shown.encode()[:256]
+        self.meter, self.lock = meter, threading.Lock()
+        self.total = self.local.n * self.local.i
+        self.next = self.done = self.extra = 0
+        self.last = [-1] * self.depth
+        self.at = Cursor(self.layout)
+        self.published = False
+        self.t_end = meter.begin()
+        await self.engine.drive([self.lane(j) for j in range(self.depth)])
+        if not self.published:                       # stopped early: publish what was measured
+            self.finish(self.t_end)
+        meter.publish_extra(self.extra)
+        if self.error is not None:
+            raise self.error
+
+    def finish(self, t: int) -> None:
+        self.meter.end(t)
+        self.meter.publish(self.transfer_bytes, self.system_bytes)
+        self.published = True
+
+    async def lane(self, j: int) -> None:
+        """One outstanding transfer at a time, until every measured one is done (and, under
+        -slow, while another test still measures)."""
+        meter, lock, total, stop = self.meter, self.lock, self.total, self.meter.stop
+        submit, fds, slot, throttle = self.engine.submit, self.fds, self.slot, self.local.T * 1000
+        rbuf, wbuf = self.ids[slot["read"] + j], self.ids[slot["write"] + j]
+        wview, head = self.views[slot["write"] + j], min(self.size, 8)
+        plain = not (self.spec.rmw or self.extra_bytes or self.drop)    # one I/O per transfer
+        stamps = self.writes and not self.spec.rmw
+        touched = self.local.touch or self.local.touch4K
+        touch = self.touched[slot["read"] + j] if touched else None
+        block, k, t = -1, -1, self.t_end
+        try:
+            while True:
+                with lock:
+                    k = self.next
+                    if self.error is not None or stop[0] or (k >= total and not meter.keep_going()):
+                        break
+                    self.next = k + 1
+                b, i = divmod(k, BLOCK)
+                if b != block:
+                    block, (files, offsets, writes) = b, self.at.lists(b)
+                f, offset, write = files[i], offsets[i], writes[i]
+                if write and stamps:
+                    wview[:head] = data.stamp(f, offset)[:head]
+                t0 = now()
+                t = await (submit(write, fds[f], wbuf if write else rbuf, offset) if plain else
+                           self.move(j, f, offset, write))
+                with lock:
+                    if k < total:
+                        meter.record(t - t0, t)
+                        self.done += 1
+                        if self.done == total:
+                            self.finish(t)
+                    else:
+                        self.extra += 1
+                self.last[j] = k
+                if touch is not None and not write:
+                    touch.sum()                       # the processor reads the data
+                if throttle:
+                    await self.engine.pause(t + throttle)
+        except Exception as e:  # noqa: BLE001 - the first failure ends every lane, then run raises
+            with lock:
+                self.error = self.error or e
+        with lock:
+            self.t_end = max(self.t_end, t)
+
+    async def move(self, j: int, f: int, offset: int, write: bool) -> int:
+        """A transfer of more than one I/O: -rmw, -extraRead*, or dropping it from the cache."""
+        fd, submit, slot = self.fds[f], self.engine.submit, self.slot
+        if self.spec.rmw:
+            await submit(False, fd, self.ids[slot["read"] + j], offset)
+            data.modify(self.arrays[slot["read"] + j])
+            write = True
+        t = await submit(write, fd, self.ids[slot["write" if write else "read"] + j], offset)
+        if self.extra_bytes and not write:
+            t = await submit(False, fd, self.ids[slot["extra"] + j], offset + self.size)
+        if self.drop:
+            os.posix_fadvise(fd, offset, self.size + self.extra_bytes, os.POSIX_FADV_DONTNEED)
+        return t
+
+    # after the run ----------------------------------------------------------------------------
+    async def check(self) -> None:
+        history = History(self.layout, self.next, {self.at(k)[:2] for k in self.last if k >= 0},
+                          self.spec.rmw)
+        self.check_lanes(history)
+        if self.scratch:
+            self.check_scratch(history)
+
+    def check_lanes(self, history: "History") -> None:
+        """Each lane's last data must be in the file, unless something else wrote there since."""
+        for j, k in enumerate(self.last):
+            if k < 0:
+                continue
+            f, offset, write = self.at(k)
+            write, place = write or self.spec.rmw, (f, offset)
+            if history.last[place] != k if write else place in history.written:
+                continue                              # another transfer changed it since
+            regions = [(self.arrays[self.slot["write" if write else "read"] + j], offset)]
+            if self.extra_bytes and not write:
+                regions.append((self.arrays[self.slot["extra"] + j], offset + self.size))
+            for buffer, at in regions:
+                disk = os.pread(self.fds_plain(f), buffer.size, at)
+                if disk != buffer.tobytes():
+                    what = "wrote" if write else "read"
+                    raise TestError(f"data check: transfer {k} {what} {buffer.size} bytes at byte "
+                                    f"{at} of {self.paths[f]}, but the file holds other data there")
+
+    def fds_plain(self, f: int) -> int:
+        """A buffered descriptor of file f for checking (O_DIRECT wants aligned reads)."""
+        if f not in self.plain:
+            self.plain[f] = os.open(self.paths[f], os.O_RDONLY | os.O_CLOEXEC)
+        return self.plain[f]
+
+    def check_scratch(self, history: "History") -> None:
+        """A scratch file holds the pattern, except the places written or modified."""
+        places = np.array(sorted(history.count), dtype=np.int64)
+        counts = [history.count[p] for p in places.tolist()]
+        size, length = self.size, os.fstat(self.fds[0]).st_size
+        fd = self.fds_plain(0)
+        for start in range(0, length, CHUNK):
+            end = min(start + CHUNK, length)
+            expect = data.pattern(start, end - start).copy()
+            lo, hi = np.searchsorted(places, [start - size + 1, end])
+            for p, v in zip(places[lo:hi].tolist(), counts[lo:hi]):
+                block = data.modify(data.pattern(p, size).copy(), v) if self.spec.rmw \
+                    else data.written(0, p, size)
+                a, b = max(p, start), min(p + size, end)
+                expect[a - start:b - start] = block[a - p:b - p]
+            got = np.frombuffer(os.pread(fd, end - start, start), np.uint8)
+            bad = np.flatnonzero(got != expect)
+            if bad.size:
+                raise TestError(f"data check: {self.paths[0]} differs from what the test wrote "
+                                f"at {bad.size} bytes from byte {start + int(bad[0])} on")
+
+    async def close(self) -> None:
+        if self.engine is not None:
+            await self.engine.forget(self.ids)
+            self.engine.close()
+            self.engine = None
+        for fd in [*self.fds, *self.plain.values()]:
+            os.close(fd)
+        self.fds, self.plain = [], {}
+        if self.scratch:
+            if os.path.exists(self.scratch):
+                os.unlink(self.scratch)
+            self.scratch = None
+            scratch.release()
+
+
+class History:
+    """What the executed transfers 0..count-1 did: the places written, how often each was
+    written (-rmw: modified, every transfer), and the last transfer that touched each place of
+    `watch`."""
+
+    def __init__(self, layout: Layout, count: int, watch: set[tuple[int, int]], rmw: bool):
+        self.written: set[tuple[int, int]] = set()
+        self.count: dict[int, int] = {}              # file 0's places only: scratch files
+        self.last: dict[tuple[int, int], int] = {}
+        keys = np.array([f << 48 | o for f, o in watch], dtype=np.int64)
+        for b in range(-(-count // BLOCK)):
+            files, offsets, writes = layout.block(b)
+            n = min(BLOCK, count - b * BLOCK)
+            files, offsets, writes = files[:n], offsets[:n], writes[:n] | rmw
+            self.tally(offsets[writes], files[writes])
+            hit = np.flatnonzero(np.isin(files.astype(np.int64) << 48 | offsets, keys))
+            for i in hit.tolist():
+                self.last[(int(files[i]), int(offsets[i]))] = b * BLOCK + i
+
+    def tally(self, offsets: np.ndarray, files: np.ndarray) -> None:
+        self.written.update(zip(files.tolist(), offsets.tolist()))
+        zero = offsets[files == 0]
+        places, counts = np.unique(zero, return_counts=True)
+        for p, c in zip(places.tolist(), counts.tolist()):
+            self.count[p] = self.count.get(p, 0) + c

@@ -66,7 +66,7 @@ def test_scratch_files_are_removed_and_streams_run_beside_a_memory_load(tmp_path
     assert [row[8] for row in rows] == ["Streams", "Streams", "STriad"]
     for row in rows[:2]:
         assert int(row[4]) == 2 * 80 and int(row[1]) >= 190         # startTime 0.2 s
-        assert os.path.basename(os.path.dirname(row[9])).startswith(".torque-async-streams-")
+        assert os.path.basename(os.path.dirname(row[9])).startswith("torque-async-scratch.")
     assert len(stream_rows(r.stdout)) == 4
     assert sorted(os.listdir(tmp_path)) == ["sysctl.current"]
 

@@ -34,7 +34,7 @@ MIXES = [     # short runs, each a different mix of families
     "-n 32 -KB 64 -rmw -n 32 -KB 64 -rw -n 16 -KB 256 -spinWait",
     "-cfiles -dir tree -mfileKB 64 -KB 4 -n 200 -percR 90 -files 50",
 ]
-LEFTOVER = ("torque-async-scratch.*", ".torque-async-streams-*")
+LEFTOVER = ("torque-async-scratch.*",)
 
 
 def leftovers(workdir: str) -> list[str]:

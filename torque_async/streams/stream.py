@@ -58,12 +58,12 @@ class StreamTest:
         if self.memory:
             return MemoryTracks(self.buffers, g.tracks, g.slots, g.size)
         return FileTracks(file_for(self.ctx.settings.files, self.ctx.local, self.ctx.proc), g.tracks,
-                          g.slots, g.size, self.ctx.local.fbc)
+                          g.slots, g.size, self.ctx.local.fbc, self.ctx.row)
 
     async def setup(self) -> None:
         g = self.geometry
         self.tracks = self.open_tracks()
-        sourced = self.memory or self.tracks.scratch is not None
+        sourced = self.memory or self.tracks.scratch
         self.frames = Frames(g, self.stages, self.buffers, self.ctx.rng, sourced)
         if sourced:
             frame = self.buffers.new(g.size)

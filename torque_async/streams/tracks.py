@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
-import tempfile
 
 import numpy as np
 
 from workers.api import TestError
 from workers.buffers import Buffers
 
+from ..io import scratch
 from .schedule import READ
 
 DIRECT_ALIGN = 4096               # O_DIRECT wants buffers, offsets and sizes of whole blocks
@@ -49,15 +48,16 @@ class MemoryTracks:
 
 class FileTracks:
     """-streams: the tracks lie one after another in one file, a user's (-f) or a scratch file
-    created here, pre-sized, and removed at close. Without -fbc the file is opened O_DIRECT
-    where the file system and the transfer size allow it (buffered otherwise, and said so)."""
+    in the run's scratch directory (torque_async.io.scratch), pre-sized and removed at close.
+    Without -fbc the file is opened O_DIRECT where the file system and the transfer size allow
+    it (buffered otherwise, and said so)."""
 
-    def __init__(self, path: str | None, tracks: int, slots: int, size: int, cached: bool):
+    def __init__(self, path: str | None, tracks: int, slots: int, size: int, cached: bool,
+                 row: int):
         self.size, self.slots = size, slots
-        self.scratch = None
+        self.scratch = path is None           # a file of the run's scratch directory
         if path is None:
-            self.scratch = tempfile.mkdtemp(prefix=".torque-async-streams-", dir=os.getcwd())
-            path = os.path.join(self.scratch, "stream.dat")
+            path = scratch.path(f"stream{row}.dat")
         self.path = path
         flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC
         self.fd, self.direct = -1, False
@@ -93,5 +93,6 @@ class FileTracks:
             os.close(self.fd)
             self.fd = -1
         if self.scratch:
-            shutil.rmtree(self.scratch, ignore_errors=True)
-            self.scratch = None
+            os.unlink(self.path)
+            scratch.release()
+            self.scratch = False

@@ -44,7 +44,8 @@ def path(name: str) -> str:
 
 
 def release() -> None:
-    global _dir, _users
+    """One user of the scratch directory is done; the last one removes it."""
+    global _users
     _users -= 1
     if not _users:
         remove()
@@ -52,6 +53,7 @@ def release() -> None:
 
 @atexit.register
 def remove() -> None:
+    """Remove the scratch directory and all in it (also at exit, however the run ended)."""
     global _dir
     if _dir is not None:
         shutil.rmtree(_dir, ignore_errors=True)

@@ -1,0 +1,13 @@
+"""The file tests on the event loop: -r -w -rand -rmw -rw -scan -scanfile -aio -files.
+
+    tests.py      FileTest: set-up, the lanes that issue and time transfers, the data check
+    actions.py    what each action does (Spec), its files, sizes and layout
+    layout.py     transfer k -> (file, offset, write), a pure function of plan, seed, file sizes
+    engine.py     the engine interface; the threads and sync backends
+    uring.py      the io_uring backend (liburing)
+    files.py      opening files: O_DIRECT, or buffered I/O where it cannot be had
+    scratch.py    scratch files for tests given no -f file
+    tree.py       the -files tree and its manifest
+    data.py       the data pattern, write stamps and -rmw's change
+    plancheck.py  checks of a plan's file tests before anything runs
+"""

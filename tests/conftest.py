@@ -23,10 +23,10 @@ def _in_tmp(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
 
 
-def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+def run_cli(*args: str, timeout: float = 120, cwd=None) -> subprocess.CompletedProcess:
     """The command as a user runs it (a fresh process: spawn, signals, exit codes)."""
     return subprocess.run([sys.executable, "-m", "torque_async", *args], capture_output=True,
-                          text=True, timeout=timeout, env=ENV)
+                          text=True, timeout=timeout, env=ENV, cwd=cwd)
 
 
 ENV = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(REPO)}   # this checkout's code

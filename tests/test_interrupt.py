@@ -1,17 +1,19 @@
 """SIGINT and SIGTERM at each phase: children end, shared memory goes, the report says so."""
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import psutil
 import pytest
 
-from torque_async.results import READY, RUNNING, segment_name
+from torque_async.results import READY, RUNNING, free_segment, segment_name
 
-from conftest import start, table, wait_for_rows
+from conftest import ENV, run_cli, start, table, wait_for_rows
 
 LONG = ["-n", "16", "-i", "1000000", "-KB", "256", "-bzero", "-spinWait"]
 
@@ -50,3 +52,25 @@ def test_a_signal_before_the_start_ends_the_run_cleanly(sig, code):
     assert proc.returncode == code, err
     assert "Traceback" not in err and f"INTERRUPTED by {signal.Signals(sig).name}" in out
     assert_clean(proc, key, children)
+
+
+def test_a_killed_orchestrator_leaves_what_the_next_run_names_and_free_removes(tmp_path):
+    key = 0x7300
+    free_segment(segment_name(key))              # what an earlier, failed attempt left
+    proc = subprocess.Popen([sys.executable, "-m", "torque_async", "-smkey", hex(key),
+                             "-n", "64", "-KB", "64", "-i", "100000", "-mfileMB", "4", "-rand",
+                             *LONG], cwd=tmp_path, env=ENV, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_for_rows(key, 3, RUNNING)
+    os.killpg(proc.pid, signal.SIGKILL)          # the run, its workers and its resource tracker
+    proc.wait()
+    scratch = tmp_path / f"torque-async-scratch.{proc.pid}"
+    assert scratch.is_dir(), os.listdir(tmp_path)
+    assert Path("/dev/shm", segment_name(key)).exists()
+    again = run_cli("-smkey", hex(key), "-load", cwd=tmp_path)
+    assert again.returncode == 2
+    assert f"a killed run (pid {proc.pid}) left shared memory" in again.stderr
+    assert f"left the scratch directory {scratch}" in again.stderr
+    free = run_cli("-smkey", hex(key), "-freeSharedMemory", cwd=tmp_path)
+    assert free.returncode == 0 and "removed /dev/shm/" in free.stdout
+    assert not scratch.exists() and not Path("/dev/shm", segment_name(key)).exists()

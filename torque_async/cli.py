@@ -3,6 +3,7 @@ else is torque's own order-dependent grammar, forwarded untouched to the scanner
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sys
 import time
@@ -13,6 +14,7 @@ import click
 
 from . import __version__, cmdline, export, helptext, orchestrator, report, sysinfo, validate
 from . import compare as comparing, plot as plotting
+from .io import scratch
 from .results import free_segment, segment_name
 
 SYSCTL_FILE = "sysctl.current"
@@ -123,8 +125,14 @@ def run_plan(argv: list[str]) -> int:
             owner = free_segment(name)
             say([f"removed /dev/shm/{name} (created by pid {owner})" if owner is not None
                  else f"no shared memory /dev/shm/{name} to remove"])
+            for left in scratch.leftovers():
+                shutil.rmtree(left, ignore_errors=True)
+                say([f"removed the scratch directory {left} of a run that is gone"])
             if not plan.groups or plan.from_config:
                 return 0
+        for left in scratch.leftovers():
+            print(f"torque-async: note: a killed run left the scratch directory {left}: "
+                  f"-freeSharedMemory removes it", file=sys.stderr)
         if s.quit:
             say(helptext.plan_lines(plan))
             return 0

@@ -88,7 +88,6 @@ class LoopSide:
 
     async def run_one(self, proc: Proc, test: LoopTest) -> None:
         row = self.row(proc)
-        row["phase"][0, 2] = time.monotonic_ns()
         row["state"] = RUNNING
         meter = Meter(self.results, proc.row, proc.group.local.sample, self.plan.slow)
         if await self.guarded(proc, lambda: test.run(meter)) and \

@@ -40,7 +40,9 @@ class Meter:
         self.extra = 0
 
     def begin(self) -> int:
+        """The measured interval starts: also the row's "released" phase mark."""
         self.start = t = now()
+        self.row["phase"][0, 2] = t
         return t
 
     def record(self, latency: int, t_end: int) -> None:

@@ -58,7 +58,6 @@ def main(spec: WorkerSpec, barrier, calibration_lock, in_process: bool = False) 
             with calibration_lock:
                 row["ref_rate"] = idle_rate(test)
         barrier.wait()
-        row["phase"][0, 2] = time.monotonic_ns()
         row["state"] = RUNNING
         local = spec.proc.group.local
         meter = Meter(results, spec.proc.row, local.sample, spec.slow)

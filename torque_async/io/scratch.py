@@ -14,6 +14,7 @@ import shutil
 
 import aiofiles
 import aiofiles.os
+import psutil
 
 from workers.api import TestError
 
@@ -24,8 +25,21 @@ _dir: str | None = None
 _users = 0
 
 
+PREFIX = "torque-async-scratch."
+
+
 def directory() -> str:
-    return os.path.abspath(f"torque-async-scratch.{os.getpid()}")
+    return os.path.abspath(f"{PREFIX}{os.getpid()}")
+
+
+def leftovers(where: str = ".") -> list[str]:
+    """Scratch directories in `where` whose run is gone (a run killed with SIGKILL)."""
+    found = []
+    for name in sorted(os.listdir(where)):
+        pid = name[len(PREFIX):]
+        if name.startswith(PREFIX) and pid.isdigit() and not psutil.pid_exists(int(pid)):
+            found.append(os.path.abspath(os.path.join(where, name)))
+    return found
 
 
 def path(name: str) -> str:

@@ -64,6 +64,17 @@ CMDLINE = [
     (["-c", ".", "-load"], "cannot read configuration file ."),
     (["-json", "out.json", "-csv", "out.json", "-load"], "both write to out.json"),
     (["-json", "/nonexistent/dir/out.json", "-load"], "is not a writable directory"),
+    (["-scan", "/nonexistent/x.dat"], "-scan: /nonexistent/x.dat does not exist"),
+    (["-scanfile", "/tmp"], "-scanfile: /tmp is a directory, not a file"),
+    (["-f", "/tmp", "-r"], "-r: /tmp is a directory, not a file"),
+    (["-f", "missing.dat", "-r"], "-r: missing.dat does not exist (the test reads it)"),
+    (["-f", "a.dat", "-s", "3", "-r"], "needs file 3 of the -f list, which has 1"),
+    (["-f", "a.dat", "-p", "2", "-w"], "-w: process 1 needs file 1 of the -f list"),
+    (["-files", "10"], "there is no -files tree in filestest: add -cfiles"),
+    (["-mfileKB", "4", "-KB", "64", "-rand"], "the maximum file size (4096 bytes) is smaller"),
+    (["-extraReadKB", "4", "-w"], "-extraRead* applies to the -r test only"),
+    (["-engine", "sync", "-aio", "8"], "-engine sync runs one transfer at a time"),
+    (["-engine", "fast", "-r"], "-engine name: 'fast' is not one of auto, uring, threads, sync"),
 ]
 
 CONFIG = [   # (config file text, the message naming FILE:LINE)

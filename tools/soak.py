@@ -37,11 +37,27 @@ MIXES = [     # short runs, each a different mix of families
 LEFTOVER = ("torque-async-scratch.*",)
 
 
+KEY = 0x50A4
+TOKEN = f"torque-soak-{os.getpid()}"     # in the environment of every process a run starts
+
+
 def leftovers(workdir: str) -> list[str]:
-    found = glob.glob("/dev/shm/torque-async-*")
+    found = glob.glob(f"/dev/shm/torque-async-{KEY:x}")
     for pattern in LEFTOVER:
         found += glob.glob(os.path.join(workdir, pattern))
     return found
+
+
+def ours_alive() -> list[psutil.Process]:
+    """Processes left from the runs: they carry this soak's token in their environment."""
+    alive = []
+    for p in psutil.process_iter():
+        try:
+            if p.environ().get("TORQUE_SOAK") == TOKEN:
+                alive.append(p)
+        except (psutil.Error, OSError):
+            pass
+    return alive
 
 
 def main() -> int:
@@ -50,15 +66,14 @@ def main() -> int:
     ap.add_argument("--workdir", default=None, help="where the runs start (default: a temp dir)")
     args = ap.parse_args()
     workdir = args.workdir or tempfile.mkdtemp(prefix="torque-soak-")
-    env = {**os.environ, "PYTHONPATH": ROOT}
+    env = {**os.environ, "PYTHONPATH": ROOT, "TORQUE_SOAK": TOKEN}
     used, failures, began = [], 0, time.monotonic()
     for n, mix in zip(range(args.runs), itertools.cycle(MIXES)):
-        cmd = [sys.executable, "-m", "torque_async", "-smkey", "0x50a4", "-noProgress",
+        cmd = [sys.executable, "-m", "torque_async", "-smkey", hex(KEY), "-noProgress",
                *mix.split()]
         run = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True,
                              timeout=300)
-        children = [p for p in psutil.process_iter(["cmdline"])
-                    if "torque_async" in " ".join(p.info["cmdline"] or ())]
+        children = ours_alive()
         left = leftovers(workdir)
         used.append(psutil.virtual_memory().used)
         bad = run.returncode != 0 or children or left

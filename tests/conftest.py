@@ -63,10 +63,11 @@ def rows_of(key: int) -> np.ndarray:
         return ROW_NONE
 
 
-def start(*args: str, stdin=None) -> subprocess.Popen:
+def start(*args: str, stdin=None, cwd=None) -> subprocess.Popen:
     """The command in the background, for tests that signal it or talk to it."""
     return subprocess.Popen([sys.executable, "-m", "torque_async", *args], stdin=stdin,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
+                            cwd=cwd)
 
 
 def wait_for_rows(key: int, count: int, state: int, timeout: float = 60) -> np.ndarray:

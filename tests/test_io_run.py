@@ -199,7 +199,7 @@ def test_files_touches_only_its_tree(key):
     Path("neighbour.dat").write_bytes(b"keep me" * 1000)
     Path("filestest").mkdir()
     Path("filestest/notes.txt").write_text("mine")
-    argv = ["-n", "300", "-i", "1", "-KB", "4", "-mfileKB", "32", "-percR", "0", "-dir",
+    argv = ["-allowForeign", "-n", "300", "-i", "1", "-KB", "4", "-mfileKB", "32", "-percR", "0", "-dir",
             "filestest"]
     assert not run(key, "-cfiles", *argv, "-files", "40").failures
     made = tree_snapshot(Path.cwd())

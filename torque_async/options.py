@@ -155,6 +155,8 @@ _G = [
     Option("v", GLOBAL, "verbose (perturbs results)", dest="vl", const=1, group="Output"),
     Option("version", GLOBAL, "print the version", group="Help"),
     Option("vl", GLOBAL, "verbose level 1..3", (Arg("n", integer(1, 3)),), group="Output"),
+    Option("allowForeign", GLOBAL, "let -cfiles/-files use a -dir that holds files torque-async "
+           "did not make (it still writes only its own)", group="Files"),
     Option("writeDevices", GLOBAL, "let write tests write to block devices named with -f "
            "(destroys their data)", group="Files"),
 ]
@@ -282,7 +284,8 @@ GLOBAL_DEFAULTS: dict[str, Any] = dict(
     aliasFile=None, bo=False, config=None, child=None, example=False, files=(), slow=None,
     freeSharedMemory=False, g=False, help=None, nh=False, printAlias=False, quit=False,
     seed=None, smkey=0xDECA, sp=False, vl=0, version=False,
-    csv=None, json=None, noProgress=False, engine="auto", writeDevices=False)
+    csv=None, json=None, noProgress=False, engine="auto", writeDevices=False,
+    allowForeign=False)
 LOCAL_DEFAULTS: dict[str, Any] = dict(
     affinityNumber=None, affinityNumberDiff=None, affinityParent=None, size=MB,
     bp1=0x5555555555555555, bp2=0xAAAAAAAAAAAAAAAA, bpkey=1, bt=100, btr=False, cfiles=False,

@@ -24,7 +24,7 @@ from .cmdline import UsageError
 from .kinds import KINDS, LOOP, WORKER
 from .loop import LoopSide
 from .plan import Plan, Proc
-from .results import (MEASURED, READY, RUNNING, STATE_NAMES, Record, Results, SegmentExists,
+from .results import (DONE, MEASURED, READY, RUNNING, STATE_NAMES, Record, Results, SegmentExists,
                       owner_of, segment_name)
 from workers import entry
 
@@ -169,7 +169,7 @@ class Supervisor:
             parent_cpus = os.sched_getaffinity(0)
             if local.affinityParent is not None:
                 os.sched_setaffinity(0, {local.affinityParent})
-            child = self.ctx.Process(target=entry.main, name=f"torque-async {describe(proc)}",
+            child = self.ctx.Process(target=entry.process_main, name=f"torque-async {describe(proc)}",
                                      args=(spec_for(self.plan, proc, segment, self.linesize),
                                            self.barrier, self.calibration_lock))
             child.start()
@@ -185,7 +185,7 @@ class Supervisor:
             loop.remove_reader(child.sentinel)
             child.join()
             self.exitcodes[row] = child.exitcode
-            if child.exitcode != 0:
+            if child.exitcode != 0 or self.results.rows["state"][row] != DONE:
                 self.abort()
             done.set_result(child.exitcode)
         loop.add_reader(child.sentinel, exited)

@@ -36,6 +36,11 @@ class WorkerSpec:
     slow: bool
 
 
+def process_main(spec: WorkerSpec, barrier, calibration_lock) -> None:
+    """A spawned worker's target: its exit status tells the orchestrator how it went."""
+    sys.exit(main(spec, barrier, calibration_lock))
+
+
 def main(spec: WorkerSpec, barrier, calibration_lock, in_process: bool = False) -> int:
     """Run one test process; returns its exit status (0 ok, 1 failed)."""
     if not in_process:

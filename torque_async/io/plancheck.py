@@ -35,7 +35,7 @@ def check_test(settings, proc) -> None:
         raise UsageError(f"{name} {group.args[0]}: -engine sync runs one transfer at a time; "
                          f"use -engine uring or threads")
     if spec.source == "tree":
-        check_tree(group)
+        check_tree(settings, group)
         return
     try:
         path = actions.user_file(settings, group, proc.index, proc.row)
@@ -58,10 +58,17 @@ def check_file(settings, spec, local, name: str, path: str) -> None:
                          f"add -writeDevices to confirm")
 
 
-def check_tree(group) -> None:
+def check_tree(settings, group) -> None:
     local, count = group.local, group.args[0]
     if os.path.exists(local.dir) and not os.path.isdir(local.dir):
         raise UsageError(f"-files: -dir {local.dir} is a file, not a directory")
+    foreign, links = tree.strangers(local.dir)
+    if links:
+        raise UsageError(f"-files: {links[0]} is a symbolic link: a -files tree holds only its "
+                         f"own files, and its writes never follow a link out of it")
+    if foreign and not settings.allowForeign:
+        raise UsageError(f"-files: -dir {local.dir} holds {foreign[0]}, which torque-async did "
+                         f"not make: use a directory of its own, or add -allowForeign")
     if not local.cfiles:
         why = tree.problem(local.dir, count, actions.tree_limit(local), local.size)
         if why:

@@ -169,6 +169,7 @@ class FileTest:
         touched = self.local.touch or self.local.touch4K
         touch = self.touched[slot["read"] + j] if touched else None
         block, k, t = -1, -1, self.t_end
+        f, offset, write = 0, 0, False
         try:
             while True:
                 with lock:
@@ -198,6 +199,12 @@ class FileTest:
                     touch.sum()                       # the processor reads the data
                 if throttle:
                     await self.engine.pause(t + throttle)
+        except OSError as e:      # ENOSPC, EIO, ...: name the file, the place and the errno
+            what = "write" if write else "read"
+            failure = TestError(f"{what} of {self.size} bytes at byte {offset} of "
+                                f"{self.paths[f]}: {e.strerror or e}")
+            with lock:
+                self.error = self.error or failure
         except Exception as e:  # noqa: BLE001 - the first failure ends every lane, then run raises
             with lock:
                 self.error = self.error or e

@@ -26,6 +26,29 @@ def path(root: str, i: int) -> str:
     return os.path.join(root, f"{i // 1000:03d}", f"f{i:07d}")
 
 
+def strangers(root: str) -> tuple[list[str], list[str]]:
+    """What under root a tree did not make (other names), and symbolic links among its own
+    names (a link would lead -cfiles' writes out of the tree)."""
+    foreign, links = [], []
+    if not os.path.isdir(root):
+        return foreign, links
+    for top in sorted(os.listdir(root)):
+        where = os.path.join(root, top)
+        if top == MANIFEST or (top.isdigit() and len(top) == 3):
+            if os.path.islink(where):
+                links.append(where)
+            elif os.path.isdir(where):
+                for name in sorted(os.listdir(where)):
+                    inner = os.path.join(where, name)
+                    if os.path.islink(inner):
+                        links.append(inner)
+                    elif not (name.startswith("f") and name[1:].isdigit()):
+                        foreign.append(inner)
+        else:
+            foreign.append(where)
+    return foreign, links
+
+
 def planned_sizes(count: int, max_size: int, unit: int) -> list[int]:
     rng = np.random.default_rng([TREE_SEED, max_size, unit])
     return (rng.integers(1, max_size // unit + 1, count) * unit).tolist()

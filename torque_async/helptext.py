@@ -24,6 +24,16 @@ Examples:
       how much CPU a spinner keeps while two STREAM Triads load memory
   torque-async -nh -bo -n 64 -MB 4 -bcopy | grep -a BW:
       only the comma-separated bandwidth figures, for spreadsheets
+  torque-async -p 2 -n 64 -MB 1 -r -n 400 -MB 4 -Striad
+      two uncached sequential file reads (scratch files) beside a STREAM Triad
+  torque-async -KB 4 -n 20000 -mfileMB 1024 -aio 32
+      32 asynchronous 4 KB transfers always outstanding (io_uring)
+  torque-async -streams rrw 4 2048 200 1 8 1024 -n 400 -MB 4 -Striad
+      two 200 MB/s camera streams combined into one output: does it hold its rate under load?
+  torque-async -cyclic 1000 -n 64 -MB 4 -Striad
+      timer wake-up latency every 1 ms while memory is loaded (cyclictest-style)
+  torque-async -json run.json -n 2048 -KB 64 -sample 255 -bzero; torque-async plot run.json
+      samples, JSON and a picture of bandwidth over time
 Units: KB, MB, GB are 2^10, 2^20, 2^30 bytes; BW(MB/s) is MiB per second; times in ms.
 Torque.config in the working directory (or -c FILE) adds its tokens after the command line's:
 its global options and -f files always apply, its actions only when the command line has none.

@@ -19,7 +19,8 @@ from .kinds import KINDS
 from .meter import Meter
 from .plan import Plan, Proc
 from .results import DONE, FAILED, READY, RUNNING, Results
-from workers.api import TestContext, TestError
+from workers.api import TestContext
+from workers.entry import describe
 
 
 class LoopTest(Protocol):
@@ -50,8 +51,7 @@ class LoopSide:
             return True
         except Exception as e:  # noqa: BLE001 - reported by name in the row
             row = self.row(proc)
-            row["error"] = (str(e) if isinstance(e, TestError)
-                            else f"{type(e).__name__}: {e}").encode()[:240]
+            row["error"] = describe(e).encode()[:240]
             row["state"] = FAILED
             self.on_failure()
             return False

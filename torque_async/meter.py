@@ -11,18 +11,16 @@ import time
 
 import numpy as np
 
-from .results import HIST_BUCKETS, MAX_SAMPLES, MEASURED, Results, bucket
+from .results import MAX_SAMPLES, MEASURED, Results, Summary
 
 now = time.monotonic_ns
 
 
 class Meter:
-    __slots__ = ("results", "row", "live", "stop", "states", "slow", "every", "next_sample",
-                 "nsamples", "stamps", "hist", "lo", "hi", "total", "count", "start", "finish",
-                 "extra")
+    __slots__ = ("row", "live", "stop", "states", "slow", "every", "next_sample", "nsamples",
+                 "stamps", "lat", "start", "finish")
 
     def __init__(self, results: Results, row: int, sample: int | None, slow: bool):
-        self.results = results
         self.row = results.rows[row:row + 1]          # a view: writes land in the segment
         self.live = self.row["transfers"]
         self.stop = results.header["stop"].reshape(1)
@@ -34,10 +32,8 @@ class Meter:
         # Preallocated (t, k) pairs, flat: a list slot costs a third of a numpy row write, which
         # matters at -sample 0 (and -vl 3); publish() copies them into the row.
         self.stamps = [0] * (2 * MAX_SAMPLES) if self.every else []
-        self.hist = [0] * HIST_BUCKETS
-        self.lo, self.hi, self.total, self.count = 1 << 62, 0, 0, 0
+        self.lat = Summary()                          # latency of each measured transfer
         self.start = self.finish = 0
-        self.extra = 0
 
     def begin(self) -> int:
         """The measured interval starts: also the row's "released" phase mark."""
@@ -47,20 +43,19 @@ class Meter:
 
     def record(self, latency: int, t_end: int) -> None:
         """One measured transfer completed at t_end after `latency` ns."""
-        self.total += latency
-        if latency < self.lo:
-            self.lo = latency
-        if latency > self.hi:
-            self.hi = latency
-        self.hist[bucket(latency)] += 1
-        self.count = k = self.count + 1
-        self.live[0] = k
+        lat = self.lat
+        lat.add(latency)
+        self.live[0] = k = lat.count
         if k == self.next_sample and self.nsamples < MAX_SAMPLES:
             i = 2 * self.nsamples
             self.stamps[i] = t_end
             self.stamps[i + 1] = k
             self.nsamples += 1
             self.next_sample += self.every
+
+    @property
+    def count(self) -> int:
+        return self.lat.count
 
     @property
     def stopped(self) -> bool:
@@ -75,11 +70,11 @@ class Meter:
 
     def publish(self, transfer_bytes: int, system_bytes: int, ops_per_transfer: int = 0) -> None:
         """Write the measured figures into the row and mark it measured."""
-        r, k = self.row, self.count
+        r, lat, k = self.row, self.lat, self.lat.count
         r["start"], r["finish"] = self.start, self.finish
         r["bytes"], r["sys_bytes"] = k * transfer_bytes, k * system_bytes
-        r["lat_min"], r["lat_max"], r["lat_sum"], r["lat_count"] = self.lo, self.hi, self.total, k
-        r["hist"][0] = self.hist
+        r["lat_min"], r["lat_max"], r["lat_sum"], r["lat_count"] = lat.lo, lat.hi, lat.total, k
+        r["hist"][0] = lat.hist
         r["nsamples"] = n = self.nsamples
         r["samples"][0, :n] = np.reshape(self.stamps[:2 * n], (n, 2))
         r["ops"] = k * ops_per_transfer

@@ -68,7 +68,6 @@ def pattern(value: str) -> int:
     return integer(0, 2**64 - 1)(value)
 
 
-Size = integer(1, 2**40)          # a count of units; the entry's multiplier makes bytes
 Count = integer(0, 2**40)
 Cpu = integer(0, 4095)
 

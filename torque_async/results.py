@@ -58,6 +58,25 @@ def bucket(ns: int) -> int:
     return (b << SUB_BITS) | ((ns >> (b - 1 - SUB_BITS)) & ((1 << SUB_BITS) - 1))
 
 
+class Summary:
+    """min, max, sum, count and log histogram of a series of ns values; updating it allocates
+    nothing. Transfer latencies, stream lateness and timer wake-ups all use it."""
+    __slots__ = ("count", "lo", "hi", "total", "hist")
+
+    def __init__(self):
+        self.count, self.lo, self.hi, self.total = 0, 1 << 62, 0, 0
+        self.hist = [0] * HIST_BUCKETS
+
+    def add(self, ns: int) -> None:
+        self.count += 1
+        self.total += ns
+        if ns < self.lo:
+            self.lo = ns
+        if ns > self.hi:
+            self.hi = ns
+        self.hist[bucket(ns)] += 1
+
+
 def bucket_top(i: int) -> int:
     """The largest latency (ns) that falls in bucket i."""
     b, sub = i >> SUB_BITS, i & ((1 << SUB_BITS) - 1)

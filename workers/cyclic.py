@@ -65,8 +65,8 @@ class CyclicTest:
         meter = self.meter
         if meter is None or meter.count == 0:
             raise TestError("-cyclic: no wake-up was measured")
-        if meter.lo < 0:
-            raise TestError(f"-cyclic: woke {-meter.lo} ns before a deadline")
+        if meter.lat.lo < 0:
+            raise TestError(f"-cyclic: woke {-meter.lat.lo} ns before a deadline")
 
     def close(self) -> None:
         pass

@@ -12,7 +12,7 @@ from typing import Awaitable, Callable
 
 from workers.api import TestError
 
-from ..results import HIST_BUCKETS, bucket
+from ..results import Summary
 from .frames import Frames
 from .schedule import READ, Pacer, Stage
 
@@ -44,26 +44,22 @@ class Progress:
             await future
 
 
-class Lateness:
-    """Lateness figures of one sub-stream: fixed-size, updated once per measured transfer."""
-    __slots__ = ("count", "late", "run", "longest", "lo", "hi", "total", "hist")
+class Lateness(Summary):
+    """Lateness of one sub-stream (0 when on time), plus the late count and the longest run."""
+    __slots__ = ("late", "run", "longest")
 
     def __init__(self):
-        self.count = self.late = self.run = self.longest = self.hi = self.total = 0
-        self.lo = 1 << 62
-        self.hist = [0] * HIST_BUCKETS
+        super().__init__()
+        self.late = self.run = self.longest = 0
 
     def add(self, ns: int) -> None:
-        self.count += 1
         if ns > 0:
             self.late += 1
             self.run += 1
             self.longest = max(self.longest, self.run)
         else:
             ns = self.run = 0
-        self.total += ns
-        self.lo, self.hi = min(self.lo, ns), max(self.hi, ns)
-        self.hist[bucket(ns)] += 1
+        super().add(ns)
 
 
 Record = Callable[[int, int], None]           # (latency, end time) of one measured transfer

@@ -2,8 +2,8 @@
 
 The barrier is passed twice: once when every party is set up (spinWait then measures its idle
 loop rate, one process at a time, while everything else waits), and once to start: its release
-is time zero for everyone. The measuring loop reads the clock once per transfer; the Meter keeps
-the statistics and writes the row when the measured part ends.
+is time zero for everyone. The measuring loop reads the clock around each transfer; the Meter
+keeps the statistics and writes the row when the measured part ends.
 """
 from __future__ import annotations
 
@@ -136,14 +136,16 @@ def measure(test, meter: Meter, local) -> None:
     """The timed loop: n x i transfers, then (-slow) unmeasured ones until every test is done."""
     total, throttle = local.n * local.i, local.T * 1000
     transfer, record, stop, now = test.transfer, meter.record, meter.stop, time.monotonic_ns
-    t = meter.begin()
+    t = meter.begin()                 # the measured interval: begin .. the last transfer's end
     k = 0
     while k < total and not stop[0]:
+        t0 = now()                    # a transfer's latency is its own call, nothing around it
         transfer(k)
-        t1 = now()
-        record(t1 - t, t1)
+        t = now()
+        record(t - t0, t)
         k += 1
-        t = wait_until(t1 + throttle) if throttle else t1
+        if throttle:
+            t = wait_until(t + throttle)
     meter.end(t)
     meter.publish(test.transfer_bytes, test.system_bytes, getattr(test, "ops_per_transfer", 0))
     extra = 0

@@ -21,6 +21,16 @@ def on_loop(body):
     return uvloop.run(body())
 
 
+async def in_lane(eng, body):
+    """Run `body` as the engine's one lane (transfers are awaited only inside lanes)."""
+    out = []
+
+    async def lane():
+        out.append(await body())
+    await eng.drive([lane()])
+    return out[0]
+
+
 def buffers(count: int, size: int = 4096) -> list[memoryview]:
     area = mmap.mmap(-1, count * size)
     return [memoryview(area)[i * size:(i + 1) * size] for i in range(count)]
@@ -42,8 +52,10 @@ def test_a_written_block_reads_back_and_completion_follows_issue(name, tmp_path)
         src[:] = bytes(range(256)) * 16
         a, b = eng.register([src, dst])
         t0 = time.monotonic_ns()
-        t1 = await eng.submit(True, fd, a, 8192)
-        t2 = await eng.submit(False, fd, b, 8192)
+
+        async def transfers():
+            return await eng.submit(True, fd, a, 8192), await eng.submit(False, fd, b, 8192)
+        t1, t2 = await in_lane(eng, transfers)
         await eng.forget([a, b])
         eng.close()
         return t0, t1, t2, bytes(dst)
@@ -62,12 +74,15 @@ def test_a_short_read_past_the_end_raises(name, tmp_path):
     async def body():
         eng = engines.open_engine(name)
         (buf,) = eng.register(buffers(1))
-        try:
+
+        async def failing():
             with pytest.raises(OSError, match="read 1904 of 4096 bytes"):
                 await eng.submit(False, fd, buf, 4096)
             with pytest.raises(OSError) as bad:
                 await eng.submit(False, 9999, buf, 0)
             assert bad.value.errno == 9                    # EBADF
+        try:
+            await in_lane(eng, failing)
         finally:
             await eng.forget([buf])
             eng.close()
@@ -79,8 +94,11 @@ def test_pause_waits_until_the_time_given(name):
     async def body():
         eng = engines.open_engine(name)
         until = time.monotonic_ns() + 3_000_000
-        await eng.pause(until)
-        t = time.monotonic_ns()
+
+        async def paused():
+            await eng.pause(until)
+            return time.monotonic_ns()
+        t = await in_lane(eng, paused)
         eng.close()
         return until, t
     until, t = on_loop(body)
@@ -120,18 +138,22 @@ def test_forget_waits_for_a_transfer_in_flight():
     async def body():
         eng = engines.open_engine("uring")
         (buf,) = eng.register(buffers(1, 64))
-        reading = eng.submit(False, r, buf, 0)     # a pipe: the read waits for data
+
+        async def reading():                       # a pipe: the read waits for data
+            return await eng.submit(False, r, buf, 0)
+        driving = asyncio.ensure_future(in_lane(eng, reading))
+        await asyncio.sleep(0)
         forgetting = asyncio.ensure_future(eng.forget([buf]))
         await asyncio.sleep(0.01)
         early = forgetting.done()
         os.write(w, b"y" * 64)
         await forgetting
-        t = await reading
+        t = await driving
         eng.close()
-        return early, t
-    early, t = on_loop(body)
+        return early, t, buf in eng.iovecs
+    early, t, kept = on_loop(body)
     os.close(r), os.close(w)
-    assert not early and t > 0
+    assert not early and t > 0 and not kept
 
 
 def test_auto_falls_back_to_threads_and_says_why(tmp_path, monkeypatch):
@@ -143,3 +165,95 @@ def test_auto_falls_back_to_threads_and_says_why(tmp_path, monkeypatch):
     assert engines.choose("sync") == ("sync", "")
     monkeypatch.setitem(sys.modules, "liburing", None)
     assert uring.unavailable() == "no liburing package"
+
+
+def test_uring_transfers_are_awaited_only_inside_lanes(tmp_path):
+    async def body():
+        eng = engines.open_engine("uring")
+        (buf,) = eng.register(buffers(1))
+        try:
+            with pytest.raises(RuntimeError, match="only by lanes"):
+                await eng.submit(False, 0, buf, 0)
+        finally:
+            await eng.forget([buf])
+            eng.close()
+    on_loop(body)
+
+
+def test_two_tests_share_the_ring_and_each_lane_gets_its_own_data(tmp_path):
+    path = tmp_path / "f"
+    path.write_bytes(b"".join(bytes([i]) * 4096 for i in range(64)))
+    fd = os.open(path, os.O_RDONLY)
+
+    async def body():
+        eng = engines.open_engine("uring")
+        views = buffers(8)
+        ids = eng.register(views, buffered=True)
+        seen: list[tuple[int, int]] = []
+
+        async def lane(j: int):
+            for block in range(j, 64, 8):              # lanes j read blocks j, j+8, ...
+                await eng.submit(False, fd, ids[j], block * 4096)
+                assert bytes(views[j]) == bytes([block]) * 4096
+                seen.append((j, block))
+        await asyncio.gather(eng.drive([lane(j) for j in range(4)]),
+                             eng.drive([lane(j) for j in range(4, 8)]))
+        await eng.forget(ids)
+        eng.close()
+        return seen
+    seen = on_loop(body)
+    os.close(fd)
+    assert sorted(b for _, b in seen) == list(range(64))
+    assert len({j for j, _ in seen[:16]}) == 8              # the lanes took turns
+
+
+def test_a_cancelled_drive_closes_its_lanes_and_forget_waits_for_their_transfers():
+    r, w = os.pipe()
+
+    async def body():
+        eng = engines.open_engine("uring")
+        (buf,) = eng.register(buffers(1, 64))
+        after = []
+
+        async def lane():
+            await eng.submit(False, r, buf, 0)        # a pipe: waits until written
+            after.append("ran on")
+        driving = asyncio.ensure_future(eng.drive([lane()]))
+        await asyncio.sleep(0.01)
+        driving.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await driving
+        forgetting = asyncio.ensure_future(eng.forget([buf]))
+        await asyncio.sleep(0.01)
+        early = forgetting.done()
+        os.write(w, b"z" * 64)
+        await forgetting
+        eng.close()
+        return early, after
+    early, after = on_loop(body)
+    os.close(r), os.close(w)
+    assert not early and after == []
+
+
+def test_serial_makes_what_thread_lanes_share_safe():
+    count = [0]
+
+    def add() -> int:
+        n = count[0]
+        time.sleep(0)                  # a thread switch here loses counts without the lock
+        count[0] = n + 1
+        return n + 1
+
+    async def body():
+        eng = engines.open_engine("threads")
+        counted = eng.serial(add)
+        got: list[int] = []
+
+        async def lane():
+            got.extend(counted() for _ in range(300))
+        await eng.drive([lane() for _ in range(8)])
+        await eng.forget([])
+        eng.close()
+        return got
+    got = on_loop(body)
+    assert sorted(got) == list(range(1, 2401))

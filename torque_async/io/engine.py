@@ -4,18 +4,19 @@
     t = await engine.submit(write, fd, id, offset)  one transfer; t = its completion (monotonic ns)
     await engine.pause(until)                     -T: wait until that monotonic ns
     await engine.drive(lanes)                     run the test's lanes (coroutines) to their end
+    record = engine.serial(meter.record)          what lanes share, made safe to call from each
     await engine.forget(ids); engine.close()      after the test
 
 A transfer moves exactly the registered buffer's length, or submit raises OSError; `buffered`
 says the buffers serve buffered (page cache) I/O rather than O_DIRECT. A test runs as `lanes`:
-coroutines that each keep one transfer outstanding, awaiting only the engine, so the same lane
-code runs on every backend:
+coroutines that each keep one transfer outstanding, awaiting only the engine's submit and
+pause (which only lanes run by drive() may await), so the same lane code runs on every backend:
 
     uring    io_uring through liburing: one ring for every test on the loop, completions through
-             an eventfd the loop watches; lanes are tasks on the loop (uring.py)
+             an eventfd the loop watches; the engine steps the lanes itself (uring.py)
     threads  one plain thread per lane, each running its lane's blocking loop and timing its own
-             transfers (os.preadv/pwritev); lanes record under their test's lock. The fallback
-             where io_uring is unavailable.
+             transfers (os.preadv/pwritev); serial() puts a lock around what lanes share. The
+             fallback where io_uring is unavailable.
     sync     the lanes run on the loop, each transfer a blocking call; the loop gets a turn every
              millisecond. Lowest overhead at one outstanding transfer; it cannot keep more.
 """
@@ -25,7 +26,7 @@ import asyncio
 import os
 import threading
 import time
-from typing import Awaitable, Coroutine, Protocol
+from typing import Awaitable, Callable, Coroutine, Protocol
 
 from workers.entry import wait_until
 
@@ -40,6 +41,7 @@ class Engine(Protocol):
     def register(self, views: list[memoryview], buffered: bool = False) -> list[int]: ...
     def submit(self, write: bool, fd: int, buf: int, offset: int) -> Awaitable[int]: ...
     def pause(self, until: int) -> Awaitable[None]: ...
+    def serial(self, fn: Callable) -> Callable: ...
     async def drive(self, lanes: list[Coroutine]) -> None: ...
     async def forget(self, ids: list[int]) -> None: ...
     def close(self) -> None: ...
@@ -94,6 +96,8 @@ class SyncEngine:
     async def pause(self, until: int) -> None:
         wait_until(until)
 
+    serial = staticmethod(lambda fn: fn)     # lanes on the loop never run anything at once
+
     async def drive(self, lanes: list[Coroutine]) -> None:
         await asyncio.gather(*lanes)
 
@@ -112,6 +116,16 @@ class ThreadEngine(SyncEngine):
     def __init__(self):
         super().__init__()
         self.threads: list[threading.Thread] = []
+        self.lock = threading.Lock()
+
+    def serial(self, fn: Callable) -> Callable:
+        """fn under one lock: the lanes' threads run it one at a time."""
+        lock = self.lock
+
+        def locked(*args):
+            with lock:
+                return fn(*args)
+        return locked
 
     async def drive(self, lanes: list[Coroutine]) -> None:
         loop = asyncio.get_running_loop()

@@ -19,6 +19,7 @@ must hold exactly the pattern, the stamps of the places written and -rmw's incre
 """
 from __future__ import annotations
 
+import itertools
 import mmap
 import os
 import threading
@@ -140,7 +141,8 @@ class FileTest:
         meter.row["file"] = self.shown.encode()[:256]
         self.meter, self.lock = meter, threading.Lock()
         self.total = self.local.n * self.local.i
-        self.next = self.done = self.extra = 0
+        self.take = itertools.count().__next__       # transfer numbers: atomic, no lock
+        self.next, self.extra = 1 << 62, 0                # next: see lane()
         self.last = [-1] * self.depth
         self.at = Cursor(self.layout)
         self.published = False
@@ -159,8 +161,11 @@ class FileTest:
 
     async def lane(self, j: int) -> None:
         """One outstanding transfer at a time, until every measured one is done (and, under
-        -slow, while another test still measures)."""
-        meter, lock, total, stop = self.meter, self.lock, self.total, self.meter.stop
+        -slow, while another test still measures). The conditions that end a lane never turn
+        back, so once one lane stops at transfer k every lane stops at a later one: the
+        transfers made are exactly 0 .. k-1 for the smallest such k (self.next)."""
+        meter, total, stop = self.meter, self.total, self.meter.stop
+        record = self.engine.serial(meter.record)    # the threads engine: under a lock
         submit, fds, slot, throttle = self.engine.submit, self.fds, self.slot, self.local.T * 1000
         rbuf, wbuf = self.ids[slot["read"] + j], self.ids[slot["write"] + j]
         wview, head = self.views[slot["write"] + j], min(self.size, 8)
@@ -168,15 +173,14 @@ class FileTest:
         stamps = self.writes and not self.spec.rmw
         touched = self.local.touch or self.local.touch4K
         touch = self.touched[slot["read"] + j] if touched else None
-        block, k, t = -1, -1, self.t_end
+        take, last = self.take, self.last
+        block, k, t, extra = -1, -1, self.t_end, 0
         f, offset, write = 0, 0, False
         try:
             while True:
-                with lock:
-                    k = self.next
-                    if self.error is not None or stop[0] or (k >= total and not meter.keep_going()):
-                        break
-                    self.next = k + 1
+                k = take()
+                if self.error is not None or stop[0] or (k >= total and not meter.keep_going()):
+                    break
                 b, i = divmod(k, BLOCK)
                 if b != block:
                     block, (files, offsets, writes) = b, self.at.lists(b)
@@ -186,15 +190,11 @@ class FileTest:
                 t0 = now()
                 t = await (submit(write, fds[f], wbuf if write else rbuf, offset) if plain else
                            self.move(j, f, offset, write))
-                with lock:
-                    if k < total:
-                        meter.record(t - t0, t)
-                        self.done += 1
-                        if self.done == total:
-                            self.finish(t)
-                    else:
-                        self.extra += 1
-                self.last[j] = k
+                if k >= total:
+                    extra += 1
+                elif record(t - t0, t) == total:
+                    self.finish(t)
+                last[j] = k
                 if touch is not None and not write:
                     touch.sum()                       # the processor reads the data
                 if throttle:
@@ -203,13 +203,15 @@ class FileTest:
             what = "write" if write else "read"
             failure = TestError(f"{what} of {self.size} bytes at byte {offset} of "
                                 f"{self.paths[f]}: {e.strerror or e}")
-            with lock:
+            with self.lock:
                 self.error = self.error or failure
         except Exception as e:  # noqa: BLE001 - the first failure ends every lane, then run raises
-            with lock:
+            with self.lock:
                 self.error = self.error or e
-        with lock:
+        with self.lock:
             self.t_end = max(self.t_end, t)
+            self.next = min(self.next, k)
+            self.extra += extra
 
     async def move(self, j: int, f: int, offset: int, write: bool) -> int:
         """A transfer of more than one I/O: -rmw, -extraRead*, or dropping it from the cache."""

@@ -1,16 +1,16 @@
 """The io_uring backend, through the liburing package: one ring for every file test on the loop.
 
 Each registered buffer gets an Iovec built once; a transfer is io_uring_prep_readv/writev of it.
-The kernel signals completions on an eventfd that the loop watches; the reader drains the
-completion queue with liburing's iterator and advances it, takes the clock once per batch and
-resolves each transfer's future with that time. When a transfer is submitted:
+The engine steps the lanes itself, not as asyncio tasks: a lane's `await submit(...)` prepares
+the transfer and suspends the lane's coroutine at a bare yield (no future, no task wake-up);
+when the eventfd the loop watches fires, the reader drains the completion queue, takes the clock
+once for the batch and sends each completion's time into its lane, which runs on to its next
+submit. A transfer is submitted
 
     at once            the default (one io_uring_enter each): the device starts on it sooner
     with its batch     buffered transfers whose lanes were woken by one batch of completions:
                        submitted together once all of them have prepared theirs (cached reads
                        complete inside io_uring_enter: one system call for the batch)
-    and waited for     the ring's only lane: submit and wait in one system call, as the sync
-                       engine blocks, and the loop gets its turn at least every YIELD_NS
 
 These are what measured best here (tools/bench_io.py). A test's buffers are forgotten only when
 none of its transfers is in flight, so the kernel never writes into memory given back.
@@ -21,8 +21,10 @@ import asyncio
 import errno
 import itertools
 import os
+import types
+from typing import Coroutine
 
-from .engine import NAMES, YIELD_NS, now, short
+from .engine import NAMES, now, short
 
 DISABLED = "/proc/sys/kernel/io_uring_disabled"
 ENTRIES = 1024                     # submission queue; completions in flight may exceed it
@@ -50,6 +52,14 @@ def unavailable() -> str | None:
     return None
 
 
+class Crew:
+    """The lanes of one drive() call: how many still run, and the future drive() awaits."""
+    __slots__ = ("left", "finished", "lanes")
+
+    def __init__(self, lanes: list[Coroutine], finished: asyncio.Future):
+        self.lanes, self.left, self.finished = lanes, len(lanes), finished
+
+
 class UringEngine:
     name = NAMES["uring"]
     _shared: "UringEngine | None" = None
@@ -73,14 +83,13 @@ class UringEngine:
         self.loop.add_reader(self.efd, self.reap)
         self.cqe = L.Cqe()
         self.holding, self.held = False, 0
-        self.lanes = 0                     # lanes of every test, while they run
-        self.turn = now()
         self.users = 0
         self.iovecs: dict[int, tuple] = {}     # id -> (Iovec, length, buffered, its view)
         self.ids = itertools.count()
         self.tokens = itertools.count()
-        self.waiting: dict[int, tuple] = {}    # user_data -> (future, result wanted, buffer id,
-                                               # buffered, (write, offset) or the Timespec)
+        self.current: tuple | None = None      # (lane, crew) being stepped
+        self.waiting: dict[int, tuple] = {}    # user_data -> (lane, crew, result wanted,
+                                               # buffer id, buffered, (write, offset) or Timespec)
 
     def register(self, views: list[memoryview], buffered: bool = False) -> list[int]:
         ids = [next(self.ids) for _ in views]
@@ -88,97 +97,109 @@ class UringEngine:
             self.iovecs[i] = (self.L.Iovec([view]), len(view), buffered, view)
         return ids
 
-    def submit(self, write: bool, fd: int, buf: int, offset: int) -> asyncio.Future:
+    serial = staticmethod(lambda fn: fn)     # every lane runs on the loop
+
+    @types.coroutine
+    def submit(self, write: bool, fd: int, buf: int, offset: int):
         L = self.L
         iovec, length, buffered, _ = self.iovecs[buf]
         sqe = L.io_uring_get_sqe(self.ring)
         (L.io_uring_prep_writev if write else L.io_uring_prep_readv)(sqe, fd, iovec, offset)
-        return self.issue(sqe, (self.loop.create_future(), length, buf, buffered, (write, offset)))
+        self.issue(sqe, length, buf, buffered, (write, offset))
+        return (yield)                 # to the engine, which sends the completion's time
 
-    def pause(self, until: int) -> asyncio.Future:
+    @types.coroutine
+    def pause(self, until: int):
         L = self.L
         ts = L.timespec(0)
         ts.sec, ts.nsec = divmod(until, 1_000_000_000)
         sqe = L.io_uring_get_sqe(self.ring)
         L.io_uring_prep_timeout(sqe, ts, 0, L.IORING_TIMEOUT_ABS)     # CLOCK_MONOTONIC
-        return self.issue(sqe, (self.loop.create_future(), -errno.ETIME, -1, False, ts))
+        self.issue(sqe, -errno.ETIME, -1, False, ts)
+        yield
 
-    def issue(self, sqe, waiter: tuple) -> asyncio.Future:
+    def issue(self, sqe, want: int, buf: int, buffered: bool, what) -> None:
+        if self.current is None:
+            raise RuntimeError("io_uring transfers are awaited only by lanes that drive() runs")
         token = next(self.tokens)
         sqe.user_data = token
-        self.waiting[token] = waiter
-        if self.lanes != 1:
-            self.enter()
-            return waiter[0]
-        self.L.io_uring_submit_and_wait(self.ring, 1)      # the ring's only lane
-        self.drain()
-        return waiter[0] if now() - self.turn < YIELD_NS else self.turn_then(waiter[0])
-
-    async def turn_then(self, done: asyncio.Future) -> int:
-        """The loop's turn (every YIELD_NS), then the lone lane's transfer, done already."""
-        self.turn = now()
-        await asyncio.sleep(0)
-        return await done
-
-    def enter(self) -> None:
-        """Submit what was prepared, unless a batch of completions is being answered."""
+        self.waiting[token] = (*self.current, want, buf, buffered, what)
         if self.holding:
             self.held += 1
         else:
             self.L.io_uring_submit(self.ring)
 
-    def flush(self) -> None:
-        """The lanes woken by one batch of buffered completions have prepared their next
-        transfers: submit them together."""
+    async def drive(self, lanes: list[Coroutine]) -> None:
+        crew = Crew(lanes, self.loop.create_future())
+        for lane in lanes:
+            self.step(lane, crew, None, None)
+        try:
+            await crew.finished
+        except asyncio.CancelledError:             # close the lanes; the ring still holds their
+            for lane in lanes:                     # transfers: drain() drops them, forget()
+                lane.close()                       # waits for them
+            self.waiting = {k: (None, *w[1:]) if w[1] is crew else w
+                            for k, w in self.waiting.items()}
+            raise
+
+    def step(self, lane: Coroutine, crew: Crew, value, error: BaseException | None) -> None:
+        """Run a lane from where it waits to its next transfer (or its end)."""
+        self.current = (lane, crew)
+        try:
+            if error is None:
+                lane.send(value)
+            else:
+                lane.throw(error)
+            return
+        except StopIteration:
+            pass
+        except BaseException as e:  # noqa: BLE001 - a lane that fails ends its drive() with it
+            if not crew.finished.done():
+                crew.finished.set_exception(e)
+        finally:
+            self.current = None
+        crew.left -= 1
+        if not crew.left and not crew.finished.done():
+            crew.finished.set_result(None)
+
+    def reap(self) -> None:
+        """The eventfd fired: hand every completed transfer to its lane."""
+        try:
+            os.eventfd_read(self.efd)
+        except BlockingIOError:
+            pass
+        cqe, done = self.cqe, []
+        for _ in self.L.CqeIter(self.ring, cqe):
+            entry = cqe[0]
+            try:
+                res = entry.res
+            except OSError as e:           # liburing raises for a negative result
+                res = -e.errno
+            done.append((entry.user_data, res))
+        if not done:
+            return
+        self.L.io_uring_cq_advance(self.ring, len(done))
+        t, waiting = now(), self.waiting
+        entries = [waiting.pop(token) + (res,) for token, res in done]
+        self.holding = sum(e[4] for e in entries) > 1     # answer the batch, then submit it
+        for lane, crew, want, _, _, what, res in entries:
+            if lane is None:               # its drive() was cancelled
+                continue
+            if res == want:
+                self.step(lane, crew, t, None)
+            elif res < 0:
+                self.step(lane, crew, None, OSError(-res, os.strerror(-res)))
+            else:
+                self.step(lane, crew, None, short(*what, res, want))
         self.holding = False
         if self.held:
             self.held = 0
             self.L.io_uring_submit(self.ring)
 
-    def reap(self) -> None:
-        """The eventfd fired: resolve every completed transfer with the time it was seen."""
-        try:
-            os.eventfd_read(self.efd)
-        except BlockingIOError:
-            pass
-        self.drain()
-
-    def drain(self) -> None:
-        cqe, waiting, seen, cached, t = self.cqe, self.waiting, 0, 0, now()
-        for _ in self.L.CqeIter(self.ring, cqe):
-            entry = cqe[0]
-            seen += 1
-            try:
-                res = entry.res
-            except OSError as e:           # liburing raises for a negative result
-                res = -e.errno
-            future, want, _, buffered, what = waiting.pop(entry.user_data)
-            cached += buffered
-            if future.done():              # its lane was cancelled
-                continue
-            if res == want:
-                future.set_result(t)
-            elif res < 0:
-                future.set_exception(OSError(-res, os.strerror(-res)))
-            else:
-                future.set_exception(short(*what, res, want))
-        if seen:
-            self.L.io_uring_cq_advance(self.ring, seen)
-        if cached > 1 and not self.holding:     # the woken lanes run first, then flush
-            self.holding = True
-            self.loop.call_soon(self.flush)
-
-    async def drive(self, lanes) -> None:
-        self.lanes += len(lanes)
-        try:
-            await asyncio.gather(*lanes)
-        finally:
-            self.lanes -= len(lanes)
-
     async def forget(self, ids: list[int]) -> None:
         mine = set(ids)
-        while any(w[2] in mine for w in self.waiting.values()):
-            await asyncio.sleep(0.001)     # in flight: the reader resolves them
+        while any(w[3] in mine for w in self.waiting.values()):
+            await asyncio.sleep(0.001)     # in flight: the reader takes them
         for i in ids:
             del self.iovecs[i]
 

@@ -157,12 +157,14 @@ def test_forget_waits_for_a_transfer_in_flight():
 
 
 def test_auto_falls_back_to_threads_and_says_why(tmp_path, monkeypatch):
-    assert engines.choose("auto") == ("uring", "")
+    assert engines.choose("auto", False) == ("uring", "")
     disabled = tmp_path / "io_uring_disabled"
     disabled.write_text("2\n")
     monkeypatch.setattr(uring, "DISABLED", str(disabled))
-    assert engines.choose("auto") == ("threads", f"io_uring unavailable: {disabled} = 2")
-    assert engines.choose("sync") == ("sync", "")
+    assert engines.choose("auto", False) == ("threads", f"io_uring unavailable: {disabled} = 2")
+    assert engines.choose("sync", False) == ("sync", "")
+    assert engines.choose("auto", True) == ("sync", "auto: the only transfer outstanding on the loop")
+    assert engines.choose("uring", True) == ("uring", "")
     monkeypatch.setitem(sys.modules, "liburing", None)
     assert uring.unavailable() == "no liburing package"
 

@@ -286,15 +286,26 @@ def test_a_file_system_refusing_o_direct_gets_buffered_io_and_dontneed(capsys, k
 def test_the_group_block_says_how_the_cache_was_kept_out(capsys, key, argv, line):
     code, out, err = execute(capsys, "-smkey", key, "-n", "8", "-i", "1", *argv)
     assert code == 0, err
-    assert line in out and "I/O engine = io_uring" in out
-    assert "Largest File Size = " in out
+    assert line in out and "Largest File Size = " in out
+
+
+@pytest.mark.parametrize("argv,engine", [
+    (["-r"], "sync (auto: the only transfer outstanding on the loop)"),
+    (["-aio", "4"], "io_uring"),
+    (["-p", "2", "-r"], "io_uring"),
+    (["-r", "-streams", "r", "1", "4", "10", "0", "1", "1"], "io_uring"),
+])
+def test_auto_blocks_only_for_the_loops_one_transfer_outstanding(capsys, key, argv, engine):
+    code, out, err = execute(capsys, "-smkey", key, "-n", "8", "-i", "1", *argv)
+    assert code == 0, err
+    assert f"I/O engine = {engine}\n" in out
 
 
 def test_auto_says_why_it_fell_back_to_threads(capsys, key, monkeypatch, tmp_path):
     disabled = tmp_path / "io_uring_disabled"
     disabled.write_text("2")
     monkeypatch.setattr(uring, "DISABLED", str(disabled))
-    code, out, err = execute(capsys, "-smkey", key, "-n", "8", "-KB", "4", "-r")
+    code, out, err = execute(capsys, "-smkey", key, "-n", "8", "-KB", "4", "-aio", "2")
     assert code == 0, err
     assert f"I/O engine = threads (io_uring unavailable: {disabled} = 2)" in out
     code, _, err = execute(capsys, "-smkey", key, "-engine", "uring", "-r")

@@ -59,7 +59,8 @@ class LoopSide:
     def build(self, proc: Proc) -> LoopTest:
         rng = np.random.default_rng([self.plan.settings.seed, proc.row])
         ctx = TestContext(proc.group, proc.index, proc.row, rng,
-                          proc.group.local.linesize or self.linesize, self.plan.settings)
+                          proc.group.local.linesize or self.linesize, self.plan.settings,
+                          len(self.procs))
         return KINDS[proc.group.action].load()(ctx)
 
     async def setup(self) -> bool:

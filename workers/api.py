@@ -26,6 +26,7 @@ class TestContext:
     rng: np.random.Generator  # seeded from -seed and the row: every random choice comes from here
     linesize: int             # cache line size in bytes (-linesize or the machine's)
     settings: Any = None      # options.Globals of the run (loop tests: -f files, -engine, -seed)
+    loop_tests: int = 0       # loop tests: how many tests share the event loop, this one included
 
     @property
     def local(self):

@@ -53,10 +53,13 @@ def short(write: bool, offset: int, done: int, size: int) -> OSError:
                    + ("" if write else " (past the end of the file?)"))
 
 
-def choose(requested: str) -> tuple[str, str]:
-    """The engine to use for -engine `requested`, and a note when auto had to fall back."""
+def choose(requested: str, alone: bool) -> tuple[str, str]:
+    """The engine to use for -engine `requested`, and a note on what auto chose and why.
+    `alone`: the test's one transfer outstanding is all the loop has to do."""
     if requested != "auto":
         return requested, ""
+    if alone:                      # blocking calls cost the least, and nothing waits for the loop
+        return "sync", "auto: the only transfer outstanding on the loop"
     from .uring import unavailable
     why = unavailable()
     return ("threads", f"io_uring unavailable: {why}") if why else ("uring", "")

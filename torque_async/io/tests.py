@@ -47,7 +47,8 @@ class FileTest:
         self.transfer_bytes = self.size
         self.system_bytes = self.size * (2 if self.spec.rmw else 1) + self.extra_bytes
         self.writes = actions.writes(self.spec, self.local)
-        self.engine_name, self.engine_note = choose(ctx.settings.engine)
+        self.engine_name, self.engine_note = choose(ctx.settings.engine,
+                                                    self.depth == 1 and ctx.loop_tests == 1)
         self.info = ""
         self.paths: list[str] = []
         self.fds: list[int] = []

@@ -2,7 +2,7 @@
 """torque-async's file tests against fio, side by side on the same file, in one invocation.
 
     python3 tools/bench_io.py [--dir DIR] [--size-mb 1024] [--seconds 3] [--rounds 5]
-                              [--engines uring,threads]
+                              [--engines auto,uring,threads]
 
 For each workload and round, fio and torque-async (each engine) run one after the other on the
 same file, so each ratio compares neighbours in time on this noisy machine; the table gives the
@@ -10,7 +10,9 @@ median ratio over the rounds and its spread (min-max). Bandwidth is MiB/s of tra
 fio's bw_bytes, torque-async's BW: total (under -slow, each process over its own interval, all
 of them overlapping). CPU per transfer: fio's usr+sys over its I/Os; torque-async's marginal
 cost, the CPU time of the run less that of the same command with one transfer per process,
-over every transfer it made (measured and the unmeasured ones -slow adds).
+over every transfer it made (measured and the unmeasured ones -slow adds). Random workloads draw
+new places every run on both sides (fio --randrepeat=0; torque-async without -seed), so neither
+finds the previous run's blocks in a cache below the file system (a VM's host cache).
 
 fio is installed with apt-get when missing (as root).
 """
@@ -52,14 +54,15 @@ WORKLOADS = [
              ("--rw=write", "--bs=1M", "--direct=1", "--ioengine=psync"), ("-MB", "1", "-w"),
              sequential=True),
     Workload("4 KiB random read O_DIRECT QD1", 0.9,
-             ("--rw=randread", "--bs=4k", "--direct=1", "--ioengine=psync"),
+             ("--rw=randread", "--randrepeat=0", "--bs=4k", "--direct=1", "--ioengine=psync"),
              ("-KB", "4", "-rand")),
     Workload("4 KiB random read O_DIRECT QD16", 0.8,
-             ("--rw=randread", "--bs=4k", "--direct=1", "--ioengine=io_uring", "--iodepth=16"),
+             ("--rw=randread", "--randrepeat=0", "--bs=4k", "--direct=1", "--ioengine=io_uring",
+              "--iodepth=16"),
              ("-KB", "4", "-rand"), procs=16),
     Workload("4 KiB random read buffered, warm, QD16", 0.5,
-             ("--rw=randread", "--bs=4k", "--direct=0", "--invalidate=0", "--ioengine=io_uring",
-              "--iodepth=16"), ("-fbc", "-KB", "4", "-rand"), procs=16, warm=True),
+             ("--rw=randread", "--randrepeat=0", "--bs=4k", "--direct=0", "--invalidate=0",
+              "--ioengine=io_uring", "--iodepth=16"), ("-fbc", "-KB", "4", "-rand"), procs=16, warm=True),
 ]
 
 
@@ -158,7 +161,8 @@ def main() -> None:
     ap.add_argument("--size-mb", type=int, default=1024)
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--engines", default="uring,threads")
+    ap.add_argument("--engines", default="auto,uring,threads",
+                    help="auto: what a user gets (sync for a lone QD1 test, else io_uring)")
     ap.add_argument("--only", default="", help="run the workloads whose name contains this")
     args = ap.parse_args()
     fio = ensure_fio()

@@ -78,19 +78,19 @@ class SyncEngine:
     yields = True
 
     def __init__(self):
-        self.views: list[memoryview] = []
+        self.views: list[tuple[list[memoryview], int]] = []    # (the iovec list, its length)
         self.turn = now()
 
     def register(self, views: list[memoryview], buffered: bool = False) -> list[int]:
-        self.views += views
+        self.views += [([view], len(view)) for view in views]
         return list(range(len(self.views) - len(views), len(self.views)))
 
     async def submit(self, write: bool, fd: int, buf: int, offset: int) -> int:
-        view = self.views[buf]
-        done = (os.pwritev if write else os.preadv)(fd, [view], offset)
+        iov, length = self.views[buf]
+        done = (os.pwritev if write else os.preadv)(fd, iov, offset)
         t = now()
-        if done != len(view):
-            raise short(write, offset, done, len(view))
+        if done != length:
+            raise short(write, offset, done, length)
         if self.yields and t - self.turn > YIELD_NS:
             self.turn = t
             await asyncio.sleep(0)

@@ -259,3 +259,17 @@ def test_serial_makes_what_thread_lanes_share_safe():
         return got
     got = on_loop(body)
     assert sorted(got) == list(range(1, 2401))
+
+
+def test_a_uring_lane_that_awaits_anything_but_the_engine_fails_its_drive():
+    async def body():
+        eng = engines.open_engine("uring")
+
+        async def lane():
+            await asyncio.sleep(0.001)
+        try:
+            with pytest.raises(RuntimeError, match="lanes await only the engine"):
+                await eng.drive([lane()])
+        finally:
+            eng.close()
+    on_loop(body)

@@ -146,11 +146,11 @@ class UringEngine:
         """Run a lane from where it waits to its next transfer (or its end)."""
         self.current = (lane, crew)
         try:
-            if error is None:
-                lane.send(value)
-            else:
-                lane.throw(error)
-            return
+            awaited = lane.send(value) if error is None else lane.throw(error)
+            if awaited is None:
+                return
+            lane.close()
+            raise RuntimeError(f"a lane awaited {awaited!r}: lanes await only the engine")
         except StopIteration:
             pass
         except BaseException as e:  # noqa: BLE001 - a lane that fails ends its drive() with it

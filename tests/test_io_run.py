@@ -414,3 +414,13 @@ def test_the_largest_file_of_a_group_is_reported_once():
     recs = [type("R", (), {"info": f"I/O engine = io_uring\nLargest File Size = {mb} MBytes"})
             for mb in (4, 16, 2.5)]
     assert report.info_lines(recs) == ["I/O engine = io_uring", "Largest File Size = 16 MBytes"]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_slow_keeps_writing_and_the_check_accounts_for_every_transfer_made(key, engine):
+    out = run(key, "-slow", "-engine", engine, "-n", "16", "-i", "1", "-KB", "4", "-mfileKB", "64",
+              "-percR", "50", "-aio", "4", "-n", "400", "-i", "1", "-MB", "2", "-bcopy")
+    assert not out.failures
+    aio, _ = out.records
+    assert aio.ok and aio.transfers == 16 and aio.extra_transfers > 0
+    assert no_scratch_left()

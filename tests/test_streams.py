@@ -129,7 +129,7 @@ def test_pacing_keeps_exact_deadlines_over_100000_transfers_and_late_ones_do_not
         assert t0 == max(exact, previous_end), k  # starts on its release, or right after a late one
         previous_end = t1
     assert trace[-1][2] == start + math.floor((g.frames - 1) * period)
-    lateness = pipe.lateness[0]
+    lateness = pipe.lateness[0].settle()
     # transfer 999 of each 1000 ends 1.5 periods after its deadline, the next 0.5 period + 1 ms
     assert lateness.count == g.frames and lateness.late == 2 * (g.frames // 1000)
     assert lateness.longest == 2
@@ -335,6 +335,7 @@ def test_lateness_figures_of_a_known_sequence():
     late = Lateness()
     for ns in (0, 5, 7, -3, 9, 9, 9, 0):
         late.add(ns)
+    late.settle()
     assert (late.count, late.late, late.longest) == (8, 5, 3)
     assert (late.lo, late.hi, late.total) == (0, 9, 39) and sum(late.hist) == 8
 

@@ -23,7 +23,7 @@ def word(a: np.ndarray) -> memoryview:
 
 class Meter:
     __slots__ = ("row", "live", "stop", "states", "slow", "every", "next_sample", "nsamples",
-                 "stamps", "lat", "start", "finish")
+                 "stamps", "lat", "count", "start", "finish")
 
     def __init__(self, results: Results, row: int, sample: int | None, slow: bool):
         self.row = results.rows[row:row + 1]          # a view: writes land in the segment
@@ -38,7 +38,7 @@ class Meter:
         # matters at -sample 0 (and -vl 3); publish() copies them into the row.
         self.stamps = [0] * (2 * MAX_SAMPLES) if self.every else []
         self.lat = Summary()                          # latency of each measured transfer
-        self.start = self.finish = 0
+        self.count = self.start = self.finish = 0
 
     def begin(self) -> int:
         """The measured interval starts: also the row's "released" phase mark."""
@@ -48,9 +48,9 @@ class Meter:
 
     def record(self, latency: int, t_end: int) -> int:
         """One measured transfer completed at t_end after `latency` ns; returns how many have."""
-        lat = self.lat
-        lat.add(latency)
-        self.live[0] = k = lat.count
+        self.lat.add(latency)
+        self.count = k = self.count + 1
+        self.live[0] = k
         if k == self.next_sample and self.nsamples < MAX_SAMPLES:
             i = 2 * self.nsamples
             self.stamps[i] = t_end
@@ -58,10 +58,6 @@ class Meter:
             self.nsamples += 1
             self.next_sample += self.every
         return k
-
-    @property
-    def count(self) -> int:
-        return self.lat.count
 
     @property
     def stopped(self) -> bool:
@@ -76,7 +72,7 @@ class Meter:
 
     def publish(self, transfer_bytes: int, system_bytes: int, ops_per_transfer: int = 0) -> None:
         """Write the measured figures into the row and mark it measured."""
-        r, lat, k = self.row, self.lat, self.lat.count
+        r, lat, k = self.row, self.lat.settle(), self.count
         r["start"], r["finish"] = self.start, self.finish
         r["bytes"], r["sys_bytes"] = k * transfer_bytes, k * system_bytes
         r["lat_min"], r["lat_max"], r["lat_sum"], r["lat_count"] = lat.lo, lat.hi, lat.total, k

@@ -50,31 +50,54 @@ ROW = np.dtype([
 ], align=True)
 
 
+POWERS = 1 << np.arange(63, dtype=np.int64)        # 1, 2, 4, ... 2**62
+
+
+def buckets(ns: np.ndarray) -> np.ndarray:
+    """Histogram bucket of each latency: its power of two (the bit length of |ns|), then the
+    next SUB_BITS bits below the top one."""
+    ns = np.asarray(ns, dtype=np.int64)
+    b = np.searchsorted(POWERS, np.abs(ns), side="right")
+    below = (ns >> np.maximum(b - 1 - SUB_BITS, 0)) & ((1 << SUB_BITS) - 1)
+    return np.where(b <= SUB_BITS, b << SUB_BITS, (b << SUB_BITS) | below)
+
+
 def bucket(ns: int) -> int:
-    """Histogram bucket of a latency: its power of two, then the next SUB_BITS bits."""
-    b = ns.bit_length()
-    if b <= SUB_BITS:
-        return b << SUB_BITS
-    return (b << SUB_BITS) | ((ns >> (b - 1 - SUB_BITS)) & ((1 << SUB_BITS) - 1))
+    return int(buckets(ns))
+
+
+BATCH = 1024                       # values a Summary holds before folding them in
 
 
 class Summary:
-    """min, max, sum, count and log histogram of a series of ns values; updating it allocates
-    nothing. Transfer latencies, stream lateness and timer wake-ups all use it."""
-    __slots__ = ("count", "lo", "hi", "total", "hist")
+    """min, max, sum, count and log histogram of a series of ns values. Transfer latencies,
+    stream lateness and timer wake-ups all use it. add() stores the value in a preallocated
+    batch (no allocation, no arithmetic on the transfer's path); every BATCH values, and when
+    settle() is called, numpy folds the batch into the figures: readers call settle() first."""
+    __slots__ = ("count", "lo", "hi", "total", "hist", "batch", "held")
 
     def __init__(self):
         self.count, self.lo, self.hi, self.total = 0, 1 << 62, 0, 0
-        self.hist = [0] * HIST_BUCKETS
+        self.hist = np.zeros(HIST_BUCKETS, np.int64)
+        self.batch, self.held = [0] * BATCH, 0
 
     def add(self, ns: int) -> None:
-        self.count += 1
-        self.total += ns
-        if ns < self.lo:
-            self.lo = ns
-        if ns > self.hi:
-            self.hi = ns
-        self.hist[bucket(ns)] += 1
+        i = self.held
+        self.batch[i] = ns
+        self.held = i + 1
+        if i + 1 == BATCH:
+            self.settle()
+
+    def settle(self) -> "Summary":
+        """Fold the values held into the figures; returns the summary."""
+        if self.held:
+            v = np.array(self.batch[:self.held], dtype=np.int64)
+            self.count += v.size
+            self.total += int(v.sum())
+            self.lo, self.hi = min(self.lo, int(v.min())), max(self.hi, int(v.max()))
+            self.hist += np.bincount(buckets(v), minlength=HIST_BUCKETS)
+            self.held = 0
+        return self
 
 
 def bucket_top(i: int) -> int:

@@ -107,6 +107,7 @@ class StreamTest:
         row = meter.row
         row["nsubs"] = len(self.stages)
         for i, s in enumerate(self.pipeline.lateness):
+            s.settle()
             row["sub_xfers"][0, i], row["late"][0, i], row["late_run"][0, i] = \
                 s.count, s.late, s.longest
             row["late_min"][0, i], row["late_max"][0, i], row["late_sum"][0, i] = \

@@ -1,8 +1,8 @@
 """The measuring side every test shares: one Meter per test process, bound to its results row.
 
 A test calls `begin()` at its first measured transfer, `record(latency, end)` once per completed
-transfer (the statistics live in plain attributes: no allocation, no shared-memory traffic but
-one counter), `end()` after its last measured one, then runs unmeasured transfers while
+transfer (a list store into the latency Summary's batch and one shared-memory counter: no
+allocation), `end()` after its last measured one, then runs unmeasured transfers while
 `keep_going()` says so (-slow). `publish()` writes the figures into the row.
 """
 from __future__ import annotations

@@ -27,11 +27,12 @@ from workers.buffers import Buffers
 KEYS = itertools.count(0x7A100)
 
 
-def build(args: str, *extra: str):
-    """The stream test of `[extra] -memStreams|-streams ARGS` as the loop side builds it."""
+def build(args: str, *extra: str, row: int = 0):
+    """The stream test of `[extra] -memStreams|-streams ARGS` (test process `row` of the plan)
+    as the loop side builds it."""
     plan = cmdline.parse([*extra, *args.split()])
-    proc = plan.procs()[0]
-    ctx = Context(proc.group, 0, 0, np.random.default_rng(7), 64, plan.settings)
+    proc = plan.procs()[row]
+    ctx = Context(proc.group, proc.index, proc.row, np.random.default_rng(7), 64, plan.settings)
     return (MemStreamTest if proc.group.action == "memStreams" else StreamTest)(ctx)
 
 
@@ -303,6 +304,19 @@ def test_a_user_file_is_written_and_kept(tmp_path):
     data = np.fromfile(path, np.uint8).reshape(-1, 64 * KB)       # 16 slots, frames 0..49
     assert [header_of(f) for f in data] == [(WRITTEN, 48 + s if s < 2 else 32 + s)
                                             for s in range(16)]
+
+
+def test_a_stream_takes_the_file_of_its_own_test_number_as_the_file_tests_do(tmp_path):
+    a, b = str(tmp_path / "a.dat"), str(tmp_path / "b.dat")
+    stream = "-streams w 2 64 62.5 0 0.05 1".split()
+    for s, want in (((), b), (("-s", "0"), a)):     # test 1: file 1 of the list, unless -s
+        test = build(" ".join([*s, *stream]), "-f", a, "-f", b, "-r", row=1)
+        tracks = test.open_tracks()
+        tracks.close()
+        assert tracks.path == want, s
+    from torque_async import validate
+    with pytest.raises(cmdline.UsageError, match="process 0 needs file number 1"):
+        validate.check(cmdline.parse(["-f", a, "-r", *stream]))
 
 
 def test_rw_on_a_user_file_changes_its_data_in_place(tmp_path):

@@ -1,7 +1,7 @@
 """-streams and -memStreams: one test process runs one stream (all its sub-streams) on the loop.
 
 Set-up (untimed) allocates the frames and the tracks (memory, or a file: the -f file of this
-process, from -s on, or a scratch file) and fills the tracks that are read before they are
+process, chosen as the file tests choose it (io.actions.list_index), or a scratch file) and fills the tracks that are read before they are
 written with source frames (not a user's file: that is read as it is). `run` waits startTime,
 then runs the pipeline on the precise timer for runTime worth of frames. The measured interval
 runs from the start to the later of the last measured completion and the end of the last frame's
@@ -21,6 +21,7 @@ from workers.api import TestContext, TestError
 from workers.buffers import Buffers
 
 from ..cmdline import UsageError
+from ..io.actions import list_index
 from ..meter import Meter, now
 from ..timer import PreciseTimer
 from ..units import KB, MB
@@ -31,12 +32,6 @@ from .tracks import FileTracks, MemoryTracks
 
 START_SLICE = 200_000_000           # ns: the wait for startTime looks at the stop flag this often
 EXTRA_CHUNK = 100_000_000           # ns of frames run at a time while -slow keeps a stream going
-
-
-def file_for(files: tuple[str, ...], local, proc: int) -> str | None:
-    """This process's -f file (the list from -s on), or None for a scratch file."""
-    index = (local.s or 0) + proc
-    return files[index] if files else None
 
 
 class StreamTest:
@@ -57,8 +52,9 @@ class StreamTest:
         g = self.geometry
         if self.memory:
             return MemoryTracks(self.buffers, g.tracks, g.slots, g.size)
-        return FileTracks(file_for(self.ctx.settings.files, self.ctx.local, self.ctx.proc), g.tracks,
-                          g.slots, g.size, self.ctx.local.fbc, self.ctx.row)
+        ctx, files = self.ctx, self.ctx.settings.files
+        path = files[list_index(ctx.group, ctx.proc, ctx.row)] if files else None
+        return FileTracks(path, g.tracks, g.slots, g.size, ctx.local.fbc, ctx.row)
 
     async def setup(self) -> None:
         g = self.geometry
@@ -160,14 +156,16 @@ def check_group(plan, group) -> None:
                              f"{have // MB} MB available: lower mfile or the process count")
         return
     files = plan.settings.files
-    for proc in range(group.local.p):
-        if files and (group.local.s or 0) + proc >= len(files):
-            raise UsageError(f"{name}: process {proc} needs file number "
-                             f"{(group.local.s or 0) + proc} of the -f list, which has "
-                             f"{len(files)}")
-        path = file_for(files, group.local, proc)
-        reads_first = any(s.op.kind == READ and not s.op.deps for s in g.stages())
-        have = os.path.getsize(path) if path and os.path.exists(path) else 0
-        if path and reads_first and have < need:
+    if not files:
+        return
+    reads_first = any(s.op.kind == READ and not s.op.deps for s in g.stages())
+    for proc in (p for p in plan.procs() if p.group is group):
+        index = list_index(group, proc.index, proc.row)
+        if index >= len(files):
+            raise UsageError(f"{name}: process {proc.index} needs file number {index} of the -f "
+                             f"list, which has {len(files)}")
+        path = files[index]
+        have = os.path.getsize(path) if os.path.exists(path) else 0
+        if reads_first and have < need:
             raise UsageError(f"{name}: {path} holds {have // MB} MB; the stream reads "
                              f"{need // MB} MB of it (only scratch files are filled for it)")

@@ -18,6 +18,7 @@ from torque_async.streams.frames import SOURCE, WRITTEN, Frames, header_of, stam
 from torque_async.streams.pipeline import Lateness, Pipeline
 from torque_async.streams.schedule import LABELS, READ, WRITE, Geometry, Pacer, stages
 from torque_async.streams.stream import MemStreamTest, StreamTest
+from torque_async.streams import tracks as tracks_module
 from torque_async.streams.tracks import MemoryTracks
 from torque_async.units import KB, MB
 from workers.api import TestContext as Context      # not Test*: pytest would collect it
@@ -95,6 +96,7 @@ class TimedTracks:
         await self.tracks.move(kind, track, slot, frame)
         self.clock.t += self.durations(self.k)
         self.k += 1
+        return self.clock.t
 
 
 def virtual_pipeline(label: str, lookahead: int, size_kb: int, bw: float, run_s: float,
@@ -136,6 +138,21 @@ def test_pacing_keeps_exact_deadlines_over_100000_transfers_and_late_ones_do_not
     assert lateness.longest == 2
     worst = max(t1 - (start + math.floor((k + 1) * period)) for _, k, _, t1 in trace)
     assert lateness.hi == worst and lateness.lo == 0 and abs(worst - 1.5 * period) <= 1
+
+
+def test_latency_and_lateness_end_at_the_completion_time_the_transfer_reports():
+    # each transfer takes 3 ms of a 1 ms period and reports that it completed 2.5 ms in, as a
+    # thread-pool transfer timed in its thread does before the loop resumes the sub-stream
+    g, pipe, clock, trace = virtual_pipeline("w", 0, 64, 62.5, 0.01, lambda k: 3_000_000)
+    inner = pipe.tracks.move
+
+    async def move(*args):
+        return await inner(*args) - 500_000
+    pipe.tracks.move, latencies = move, []
+    pipe.record = lambda latency, end: latencies.append(latency)
+    asyncio.run(pipe.run(g.frames))
+    assert latencies == [2_500_000] * g.frames == [t1 - t0 for _, _, t0, t1 in trace]
+    assert pipe.lateness[0].settle().hi == trace[-1][3] - pipe.pacer.release(g.frames)
 
 
 def test_a_prefetching_read_is_released_lookahead_periods_early():
@@ -214,9 +231,10 @@ def test_wr_reads_back_exactly_what_was_written():
             self.tracks, self.data = tracks, tracks.data
 
         async def move(self, kind, track, slot, frame):
-            await self.tracks.move(kind, track, slot, frame)
+            t = await self.tracks.move(kind, track, slot, frame)
             if kind == READ:
                 seen.append(frame.copy())
+            return t
 
         def close(self):
             self.tracks.close()
@@ -240,7 +258,7 @@ class SlowWrites:
             if self.writes in self.frames:
                 await asyncio.sleep(self.delay)
             self.writes += 1
-        await self.tracks.move(kind, track, slot, frame)
+        return await self.tracks.move(kind, track, slot, frame)
 
     def close(self):
         self.tracks.close()
@@ -267,9 +285,10 @@ def test_without_its_gates_a_read_back_gets_stale_data_and_the_stream_fails():
 def test_check_catches_a_frame_changed_after_it_was_written():
     class Spoil(SlowWrites):
         async def move(self, kind, track, slot, frame):
-            await super().move(kind, track, slot, frame)
+            t = await super().move(kind, track, slot, frame)
             if kind == WRITE and self.writes == 100:        # the last write: flip one byte
                 self.data[track, slot, 1000] ^= 1
+            return t
     test = build(f"-memStreams {LABEL_ARGS.format(label='rrw')}")
     with pytest.raises(Failure, match="same header, other data"):
         run_stream(test, lambda t: Spoil(t, set(), 0))
@@ -294,8 +313,37 @@ def test_a_file_stream_reads_back_its_writes_and_removes_its_scratch_file(tmp_pa
     row = results.rows[0]
     assert len(trace) == 100 and list(row["sub_xfers"][:2]) == [50, 50]
     assert row["file"].decode().startswith(str(tmp_path))
-    assert test.tracks.direct or "buffered" in test.tracks.where
+    assert test.tracks.direct and test.tracks.note in test.info    # ext4/xfs/tmpfs take O_DIRECT
     assert os.listdir(tmp_path) == []                     # the scratch directory is gone
+
+
+def test_a_stream_the_device_cannot_take_o_direct_drops_each_transfer_from_the_cache(
+        tmp_path, monkeypatch):
+    dropped = []
+    fadvise = os.posix_fadvise
+
+    def spy(fd, offset, length, advice):
+        dropped.append((offset, length, advice))
+        fadvise(fd, offset, length, advice)
+    monkeypatch.setattr(os, "posix_fadvise", spy)
+    monkeypatch.setattr(tracks_module, "block_size", lambda path: 8 * KB)   # 4 KB frames: odd
+    test = build("-streams wr 1 4 3.125 0 0.04 1")                  # 4 KB every 1.25 ms
+    moved = []
+
+    class Count:
+        def __init__(self, tracks):
+            self.tracks = tracks
+
+        def __getattr__(self, name):
+            return getattr(self.tracks, name)
+
+        async def move(self, kind, track, slot, frame):
+            moved.append(self.tracks.offset(track, slot))
+            return await self.tracks.move(kind, track, slot, frame)
+    run_stream(test, Count)
+    assert not test.tracks.direct and "4096 is not a multiple of 8192" in test.info
+    ranges = [(o, n) for o, n, advice in dropped if advice == os.POSIX_FADV_DONTNEED]
+    assert len(moved) > 64 and sorted(ranges) == sorted([(0, 0)] + [(o, 4 * KB) for o in moved])
 
 
 def test_a_user_file_is_written_and_kept(tmp_path):

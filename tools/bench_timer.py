@@ -80,7 +80,7 @@ class StartTimes:
     async def move(self, kind, track, slot, frame):
         self.starts[self.k] = now()
         self.k += 1
-        await self.tracks.move(kind, track, slot, frame)
+        return await self.tracks.move(kind, track, slot, frame)
 
     def close(self):
         self.tracks.close()

@@ -2,8 +2,9 @@
 
 Transfer k of a sub-stream waits for its gates (schedule.py), then for its release time, then
 moves its frame; one transfer of a sub-stream is in flight at a time. Its lateness is its
-completion time minus its deadline, 0 when on time. Time comes from the injected `clock` and
-`sleep_until`, so the same engine runs on the precise timer or on a virtual clock in tests.
+completion time (which the tracks' move returns) minus its deadline, 0 when on time. Time comes
+from the injected `clock` and `sleep_until` (and the tracks), so the same engine runs on the
+precise timer or on a virtual clock in tests.
 """
 from __future__ import annotations
 
@@ -104,8 +105,7 @@ class Pipeline:
                 await self.sleep_until(release)
             frame = self.frames.prepare(stage, k)
             t0 = clock()
-            await move(kind, track, k % slots, frame)
-            t1 = clock()
+            t1 = await move(kind, track, k % slots, frame)
             if kind == READ:
                 self.frames.received(stage, k, frame)
             if k < self.measured:

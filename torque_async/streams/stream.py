@@ -54,7 +54,7 @@ class StreamTest:
             return MemoryTracks(self.buffers, g.tracks, g.slots, g.size)
         ctx, files = self.ctx, self.ctx.settings.files
         path = files[list_index(ctx.group, ctx.proc, ctx.row)] if files else None
-        return FileTracks(path, g.tracks, g.slots, g.size, ctx.local.fbc, ctx.row)
+        return FileTracks(path, g.tracks, g.slots, g.size, ctx.local, ctx.row)
 
     async def setup(self) -> None:
         g = self.geometry
@@ -67,10 +67,12 @@ class StreamTest:
                 for slot in range(g.slots):
                     frame[:] = self.frames.source_frame(track, slot)
                     await self.tracks.move(WRITE, track, slot, frame)
+            await self.tracks.flush()
         self.timer = PreciseTimer()
-        self.info = (f"{g.label}: {len(self.stages)} x {g.frames} transfers of {g.size // KB} KB "
-                     f"every {float(g.period) / 1e6:.3f} ms, {g.slots} per track, "
-                     f"in {self.tracks.where}")[:160]
+        info = (f"{g.label}: {len(self.stages)} x {g.frames} transfers of {g.size // KB} KB "
+                f"every {float(g.period) / 1e6:.3f} ms, {g.slots} per track, "
+                f"in {self.tracks.where}")[:160]
+        self.info = f"{info}\n{self.tracks.note}" if self.tracks.note else info
 
     async def run(self, meter: Meter) -> None:
         g = self.geometry

@@ -1,15 +1,22 @@
 """Where a stream's frames live and how one transfer moves: memory, or a file through `submit`.
 
 Both stores hold `tracks` regions of `slots` frames; `move(kind, track, slot, frame)` reads slot
-into frame or writes frame into slot, and is the only way the streams touch their data.
+into frame or writes frame into slot, returns the transfer's completion time (meter.now), and is
+the only way the streams touch their data.
 
-THE SEAM. File transfers go through `submit(kind, fd, buffer, offset)`, the one function the
-file streams call to move one transfer: here a positioned read or write (os.preadv/os.pwritev)
-in the loop's thread pool. The I/O engine of torque_async.io replaces it in this one place.
+THE SEAM. File transfers go through `submit`, the one function the file streams call to move one
+transfer: a positioned read or write (os.preadv/os.pwritev) in the loop's thread pool, timed in
+that thread right after the transfer (as the I/O engines time theirs), so the completion time
+leaves out the hand-back to the loop. The engines of torque_async.io do not plug in here as they
+are: their submit takes registered buffer ids, and the io_uring engine runs its lanes itself,
+which may await only its submit and pause (io/uring.py). Running the streams on an engine would
+take registering the frame buffers, making each sub-stream an engine lane, and turning the
+pipeline's gates and the precise timer's sleeps into engine waits.
 """
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 
 import numpy as np
@@ -18,15 +25,27 @@ from workers.api import TestError
 from workers.buffers import Buffers
 
 from ..io import scratch
+from ..io.files import block_size, choose_mode, open_file
+from ..meter import now
 from .schedule import READ
 
-DIRECT_ALIGN = 4096               # O_DIRECT wants buffers, offsets and sizes of whole blocks
+
+def transfer(kind: str, fd: int, buffer: np.ndarray, offset: int, drop: bool) -> tuple[int, int]:
+    """One positioned read or write: (bytes moved, completion time). With `drop` the range then
+    leaves the page cache (not timed)."""
+    moved = (os.preadv if kind == READ else os.pwritev)(fd, [buffer], offset)
+    t = now()
+    if drop:
+        os.posix_fadvise(fd, offset, buffer.nbytes, os.POSIX_FADV_DONTNEED)
+    return moved, t
 
 
-async def submit(kind: str, fd: int, buffer: np.ndarray, offset: int) -> int:
-    """Move one transfer between `buffer` and the file at `offset`; returns the bytes moved."""
-    call = os.preadv if kind == READ else os.pwritev
-    return await asyncio.get_running_loop().run_in_executor(None, call, fd, [buffer], offset)
+async def submit(kind: str, fd: int, buffer: np.ndarray, offset: int,
+                 drop: bool = False) -> tuple[int, int]:
+    """Move one transfer between `buffer` and the file at `offset` in the loop's thread pool;
+    returns the bytes moved and the completion time."""
+    return await asyncio.get_running_loop().run_in_executor(None, transfer, kind, fd, buffer,
+                                                            offset, drop)
 
 
 class MemoryTracks:
@@ -34,13 +53,17 @@ class MemoryTracks:
 
     def __init__(self, buffers: Buffers, tracks: int, slots: int, size: int):
         self.data = buffers.new(tracks * slots * size).reshape(tracks, slots, size)
-        self.where = "memory"
+        self.where, self.note = "memory", ""
 
-    async def move(self, kind: str, track: int, slot: int, frame: np.ndarray) -> None:
+    async def move(self, kind: str, track: int, slot: int, frame: np.ndarray) -> int:
         if kind == READ:
             np.copyto(frame, self.data[track, slot])
         else:
             np.copyto(self.data[track, slot], frame)
+        return now()
+
+    async def flush(self) -> None:
+        pass
 
     def close(self) -> None:
         pass
@@ -49,50 +72,55 @@ class MemoryTracks:
 class FileTracks:
     """-streams: the tracks lie one after another in one file, a user's (-f) or a scratch file
     in the run's scratch directory (torque_async.io.scratch), pre-sized and removed at close.
-    Without -fbc the file is opened O_DIRECT where the file system and the transfer size allow
-    it (buffered otherwise, and said so)."""
+    It is opened as the file tests open theirs (io/files.py): without -fbc O_DIRECT where the
+    file system and the transfer size allow it, else buffered with each transfer's range
+    dropped from the page cache; `note` says which."""
 
-    def __init__(self, path: str | None, tracks: int, slots: int, size: int, cached: bool,
-                 row: int):
+    def __init__(self, path: str | None, tracks: int, slots: int, size: int, local, row: int):
         self.size, self.slots = size, slots
         self.scratch = path is None           # a file of the run's scratch directory
         if path is None:
             path = scratch.path(f"stream{row}.dat")
-        self.path = path
-        flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC
-        self.fd, self.direct = -1, False
-        if not cached and size % DIRECT_ALIGN == 0:
-            try:
-                self.fd, self.direct = os.open(path, flags | os.O_DIRECT, 0o644), True
-            except OSError:
-                pass
-        if self.fd < 0:
-            self.fd = os.open(path, flags, 0o644)
-        need = tracks * slots * size
+        self.path, self.fd = path, -1
         try:
+            mode = choose_mode(local, (size,), block_size(path), path)
+            self.fd, mode = open_file(path, True, True, mode)
+            need = tracks * slots * size
             if os.fstat(self.fd).st_size < need:
-                os.posix_fallocate(self.fd, 0, need)
-        except OSError as e:
+                try:
+                    os.posix_fallocate(self.fd, 0, need)
+                except OSError as e:
+                    raise TestError(f"cannot size stream file {path} to {need} bytes: "
+                                    f"{e.strerror}") from None
+        except BaseException:
             self.close()
-            raise TestError(f"cannot size stream file {path} to {need} bytes: {e.strerror}") from None
-        cache = "O_DIRECT" if self.direct else "buffered" + ("" if cached else ", O_DIRECT refused")
-        self.where = f"{'scratch ' if self.scratch else ''}{path} ({cache})"
+            raise
+        self.direct, self.drop, self.note = mode.direct, mode.drop, mode.note
+        self.where = f"{'scratch ' if self.scratch else ''}{path}"
 
     def offset(self, track: int, slot: int) -> int:
         return (track * self.slots + slot) * self.size
 
-    async def move(self, kind: str, track: int, slot: int, frame: np.ndarray) -> None:
-        moved = await submit(kind, self.fd, frame, self.offset(track, slot))
+    async def move(self, kind: str, track: int, slot: int, frame: np.ndarray) -> int:
+        moved, t = await submit(kind, self.fd, frame, self.offset(track, slot), self.drop)
         if moved != frame.nbytes:
             what = "read" if kind == READ else "wrote"
             raise TestError(f"stream file {self.path}: {what} {moved} of {frame.nbytes} bytes "
                             f"at offset {self.offset(track, slot)}")
+        return t
+
+    async def flush(self) -> None:
+        """What set-up wrote reaches the device and leaves the page cache (as
+        scratch.write_pattern leaves its files)."""
+        await asyncio.get_running_loop().run_in_executor(None, os.fdatasync, self.fd)
+        os.posix_fadvise(self.fd, 0, 0, os.POSIX_FADV_DONTNEED)
 
     def close(self) -> None:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
         if self.scratch:
-            os.unlink(self.path)
+            with contextlib.suppress(FileNotFoundError):      # its open may have failed
+                os.unlink(self.path)
             scratch.release()
             self.scratch = False

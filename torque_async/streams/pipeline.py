@@ -39,28 +39,32 @@ class Progress:
                 future.set_result(None)
 
     async def reach(self, count: int) -> None:
-        if self.done < count:
-            future = asyncio.get_running_loop().create_future()
-            self.waiters.append((count, future))
-            await future
+        """Wait until `count` transfers are done (called only when they are not yet)."""
+        future = asyncio.get_running_loop().create_future()
+        self.waiters.append((count, future))
+        await future
 
 
 class Lateness(Summary):
     """Lateness of one sub-stream (0 when on time), plus the late count and the longest run."""
-    __slots__ = ("late", "run", "longest")
+    __slots__ = ("run", "longest")
 
     def __init__(self):
         super().__init__()
-        self.late = self.run = self.longest = 0
+        self.run = self.longest = 0
 
     def add(self, ns: int) -> None:
         if ns > 0:
-            self.late += 1
             self.run += 1
             self.longest = max(self.longest, self.run)
         else:
             ns = self.run = 0
         super().add(ns)
+
+    @property
+    def late(self) -> int:
+        """Transfers that were late: all but those in bucket 0, which holds 0 only."""
+        return self.settle().count - int(self.hist[0])
 
 
 Record = Callable[[int, int], None]           # (latency, end time) of one measured transfer
@@ -99,7 +103,8 @@ class Pipeline:
             if self.stopped():
                 raise Stopped
             for other, offset in stage.gates:
-                await progress[other].reach(k + offset)
+                if progress[other].done < k + offset:          # no coroutine when already met
+                    await progress[other].reach(k + offset)
             release = pacer.release(k + early)
             if clock() < release:
                 await self.sleep_until(release)

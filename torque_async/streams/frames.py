@@ -44,7 +44,7 @@ class Frames:
 
     def __init__(self, geometry: Geometry, stages: tuple[Stage, ...], buffers: Buffers,
                  rng: np.random.Generator, sourced: bool):
-        size = self.size = geometry.size
+        size = geometry.size
         self.slots, self.stages = geometry.slots, stages
         self.patterns = [rng.integers(0, 256, size, np.uint8) for _ in range(geometry.tracks)]
         self.sourced = sourced      # source tracks hold our source frames (not a user's file)

@@ -7,7 +7,7 @@ Each round runs, one after the other (interleaved, so slow drifts of the machine
   stream       a -memStreams w stream of 4 KB frames every INTERVAL on uvloop and the precise
                timer (timerfd): lateness of each transfer's start against its release time
   call_at      the same pacing with uvloop's own loop.call_at (the millisecond timer it replaces)
-  cyclic       the -cyclic worker's sleeper (clock_nanosleep from Python, in a thread)
+  cyclic       the -cyclic worker's measurement (CyclicTest.measure: clock_nanosleep from Python)
 
 Every figure is whole microseconds (as cyclictest counts) through the same p99 function. The
 target: stream p99 <= 2 x cyclictest p99 on an idle machine. Prints each round, then per
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import os
 import re
 import shutil
@@ -30,6 +31,7 @@ import sys
 import tempfile
 from fractions import Fraction
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import uvloop
@@ -39,8 +41,8 @@ from torque_async import cmdline                          # noqa: E402
 from torque_async.meter import Meter, now                 # noqa: E402
 from torque_async.results import Results, segment_name    # noqa: E402
 from torque_async.streams.stream import MemStreamTest     # noqa: E402
-from torque_async.timer import Sleeper                    # noqa: E402
 from workers.api import TestContext                       # noqa: E402
+from workers.cyclic import CyclicTest                     # noqa: E402
 
 HIST_US = 20_000                   # cyclictest's histogram range; beyond it, overflows
 FRAME_KB = 4
@@ -71,45 +73,30 @@ def cyclictest(interval: int, loops: int) -> tuple[np.ndarray, int]:
     return hist, int(overflows.group(1)) if overflows else 0
 
 
-class StartTimes:
-    """The stream's tracks, noting the time each transfer starts (no allocation per transfer)."""
-
-    def __init__(self, tracks, loops: int):
-        self.tracks, self.starts, self.k = tracks, np.zeros(loops, np.int64), 0
-
-    async def move(self, kind, track, slot, frame):
-        self.starts[self.k] = now()
-        self.k += 1
-        return await self.tracks.move(kind, track, slot, frame)
-
-    def close(self):
-        self.tracks.close()
-
-
 def stream(interval: int, loops: int) -> np.ndarray:
-    """Start lateness of the transfers of a real -memStreams w stream (the engine and timer)."""
+    """Start lateness of the transfers of a real -memStreams w stream (the engine and timer),
+    from the pipeline's trace."""
     bw = Fraction(FRAME_KB * 1024 * 10**6, interval) / (1 << 20)          # MB/s
     plan = cmdline.parse(["-memStreams", "w", "0", str(FRAME_KB), str(float(bw)), "0",
                           str(loops * interval / 1e6), "1"])
     proc = plan.procs()[0]
     test = MemStreamTest(TestContext(proc.group, 0, 0, np.random.default_rng(0), 64))
+    test.trace = []
     results = Results.create(segment_name(0x7B00 + os.getpid() % 0x100), 1)
 
     async def run():
         await test.setup()
-        test.tracks = starts = StartTimes(test.tracks, test.geometry.frames)
         try:
             await test.run(Meter(results, 0, None, slow=False))
         finally:
             await test.close()
-        return starts.starts
     try:
-        starts = uvloop.run(run())
+        uvloop.run(run())
     finally:
         results.shm.unlink()
         results.release()
-    pacer = test.pipeline.pacer
-    return starts - np.array([pacer.release(k) for k in range(len(starts))])
+    release = test.pipeline.pacer.release
+    return np.array([t0 - release(k) for _, k, t0, _ in test.trace])
 
 
 def call_at(interval: int, loops: int) -> np.ndarray:
@@ -127,12 +114,17 @@ def call_at(interval: int, loops: int) -> np.ndarray:
 
 
 def cyclic(interval: int, loops: int) -> np.ndarray:
-    sleep, late = Sleeper(), np.zeros(loops, np.int64)
-    deadline = now()
-    for k in range(loops):
-        deadline += interval * 1000
-        sleep(deadline)
-        late[k] = now() - deadline
+    """Lateness of `loops` wake-ups of the -cyclic worker's own measure (CyclicTest.measure,
+    the garbage collector off, the overrun skip) on a meter that keeps each one."""
+    proc = cmdline.parse(["-n", str(loops), "-i", "1", "-cyclic", str(interval)]).procs()[0]
+    test = CyclicTest(TestContext(proc.group, 0, 0, np.random.default_rng(0), 64))
+    late, k = np.zeros(loops, np.int64), itertools.count()
+
+    def record(ns: int, t: int) -> None:
+        late[next(k)] = ns
+    meter = SimpleNamespace(stop=[0], record=record, begin=now, end=lambda t: None,
+                            publish=lambda *figures: None, keep_going=lambda: False, row={})
+    test.measure(meter, proc.group.local)
     return late
 
 

@@ -70,6 +70,21 @@ def test_byte_accounting(action, factor):
     test.close()
 
 
+@pytest.mark.parametrize("action, factor", [("load", 1), ("store", 1), ("ls", 2)])
+def test_stride_above_the_line_counts_only_the_lines_touched(action, factor):
+    test = make(action, size=1000, stride=128, linesize=64)
+    assert test.words == 8                           # words at 0, 128, ..., 896
+    assert test.transfer_bytes == 1000               # torque's transfer size
+    assert test.system_bytes == factor * 8 * 64      # 8 lines of 64 bytes cross the bus
+    test.close()
+
+
+def test_stride_below_the_line_counts_the_whole_chunk():
+    test = make("load", size=1000, stride=16, linesize=64)
+    assert test.system_bytes == 1000
+    test.close()
+
+
 def test_stream_rounds_size_down_to_doubles():
     test = make("Striad", size=1003)
     assert test.transfer_bytes == 1000 and test.a.size == 4 * 125

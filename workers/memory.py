@@ -15,8 +15,10 @@ views made at set-up: nothing is allocated while the clock runs.
     ls      load burst over buf[j], then store burst over it   2 x size
 
 The stride is -stride, or the cache line size: with the default every word loaded or stored
-is a different line, so the whole chunk crosses the memory bus.  The value stored is the
-complement of pattern 1, so every bit toggles against a -bt 0 background.
+is a different line, so the whole chunk crosses the memory bus.  With a stride above the line
+size only the lines holding a word do, so load, store and ls count words x line size system
+bytes per pass instead of size.  The value stored is the complement of pattern 1, so every bit
+toggles against a -bt 0 background.
 
 The loads are summed as np.dot(words, ones) with `ones` a stride-0 view of a single 1:
 numpy's integer dot loop keeps the sum in a general register, as a C compiler does with
@@ -150,6 +152,8 @@ class StridedTest(MemoryTest):
         if self.size < 8:
             self.fail(f"a transfer of {self.size} bytes holds no 64-bit word")
         self.words = (self.size - 8) // self.stride + 1       # words per chunk
+        # only the lines holding a word cross the bus (a stride above the line skips lines)
+        self.system_bytes = self.traffic * min(self.size, self.words * ctx.linesize)
         self.value = np.uint64(~getattr(local, "bp1", patterns.PATTERN1) & patterns.MASK64)
         self.buf = self.buffer()
         self._views = [np.ndarray((self.words,), np.uint64, self.buf, j * self.size, (self.stride,))

@@ -43,6 +43,9 @@ TARGET = {"load": 0.9, "store": 0.9, "ls": 0.9}        # the rest: 0.95 (ls: our
 MiB = 1 << 20
 CFLAGS = "-O3 -march=native"
 
+sys.path.insert(0, str(ROOT))
+from torque_async import sysinfo                # noqa: E402
+
 
 def build_test(kernel: str, n: int, size: int, stride: int):
     """`kernel`'s test class, constructed as a worker constructs it (pattern -bt 0)."""
@@ -50,7 +53,6 @@ def build_test(kernel: str, n: int, size: int, stride: int):
 
     import numpy as np
 
-    sys.path.insert(0, str(ROOT))
     from torque_async.kinds import KINDS
     from workers.api import TestContext
 
@@ -150,14 +152,6 @@ def compile_reference(directory: str, cflags: str, shared: bool = False) -> Path
     return binary
 
 
-def linesize() -> int:
-    try:
-        return int(Path("/sys/devices/system/cpu/cpu0/cache/index0/coherency_line_size")
-                   .read_text())
-    except (OSError, ValueError):
-        return 64
-
-
 def summary(rates: list[float]) -> str:
     return f"{statistics.median(rates):.0f} ({min(rates):.0f}-{max(rates):.0f})"
 
@@ -183,7 +177,7 @@ def main(argv=None) -> int:
         return 0
 
     size = int(args.mb * MiB)
-    stride = args.stride or linesize()
+    stride = args.stride or sysinfo.cache_line()
     if args.cli and args.same_process:
         parser.error("--cli and --same-process exclude each other")
     side = "torque-async CLI" if args.cli else "torque-async"

@@ -28,10 +28,10 @@ error against the expected value within 1e-13 (NaN fails).
 from __future__ import annotations
 
 import functools
-import glob
 
 import numpy as np
 
+from torque_async import sysinfo
 from workers.api import TestContext, TestError
 from workers.buffers import Buffers
 
@@ -42,17 +42,9 @@ INITIAL = {"a": 1.0, "b": 2.0, "c": 0.5}
 CHECK_BLOCK = 1 << 20           # elements compared per step in check()
 
 
-def l2_bytes(default: int = 1 << 20) -> int:
-    """Size of CPU 0's level 2 cache (sysfs), or `default`."""
-    for index in glob.glob("/sys/devices/system/cpu/cpu0/cache/index[0-9]*"):
-        try:
-            with open(f"{index}/level") as level, open(f"{index}/size") as size:
-                if level.read().strip() == "2":
-                    text = size.read().strip()
-                    return int(text.rstrip("KMG")) << {"K": 10, "M": 20, "G": 30}.get(text[-1], 0)
-        except (OSError, ValueError):
-            pass
-    return default
+def l2_bytes() -> int:
+    """Size of CPU 0's level 2 cache in bytes (1 MiB when sysfs does not say)."""
+    return sysinfo.cache_sizes().get("2Unified", 1024) << 10
 
 
 class StreamTest:

@@ -9,8 +9,10 @@ import types
 
 import numpy as np
 
-from torque_async.kinds import KINDS
 import pytest
+
+from torque_async import options
+from torque_async.kinds import KINDS
 
 from workers import api, buffers, patterns, stream
 
@@ -20,9 +22,7 @@ U64 = np.uint64
 
 
 def make_local(**overrides):
-    defaults = {"n": 4, "size": 256, "stride": None, "bp1": P1, "bp2": P2, "bt": 0,
-                "btr": False, "bpkey": 1, "wire": False}
-    return types.SimpleNamespace(**{**defaults, **overrides})
+    return options.Locals(**{"n": 4, "size": 256, "bt": 0, **overrides})
 
 
 def make_ctx(action="load", row=7, seed=1, linesize=64, **overrides):

@@ -54,10 +54,10 @@ def build_test(kernel: str, n: int, size: int, stride: int):
     import numpy as np
 
     from torque_async.kinds import KINDS
+    from torque_async.options import Locals
     from workers.api import TestContext
 
-    local = types.SimpleNamespace(n=n, size=size, stride=stride, bp1=0x5555555555555555,
-                                  bp2=0xAAAAAAAAAAAAAAAA, bt=0, btr=False, bpkey=1, wire=False)
+    local = Locals(n=n, size=size, stride=stride, bt=0)
     group = types.SimpleNamespace(action=kernel, args=(), local=local)
     ctx = TestContext(group=group, proc=0, row=0, rng=np.random.default_rng(0), linesize=stride)
     return KINDS[kernel].load()(ctx)

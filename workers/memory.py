@@ -61,7 +61,7 @@ class MemoryTest:
         self.transfers = 0
         self.info = ""
         self._ctx = ctx
-        self._buffers = Buffers(bool(getattr(local, "wire", False)))
+        self._buffers = Buffers(local.wire)
         self._views: list = []  # per chunk: what transfer() hands to numpy
 
     def buffer(self, *, invert: bool = False) -> np.ndarray:
@@ -145,8 +145,7 @@ class StridedTest(MemoryTest):
     def __init__(self, ctx: TestContext):
         super().__init__(ctx)
         local = ctx.local
-        stride = getattr(local, "stride", None)
-        self.stride = int(stride) if stride is not None else int(ctx.linesize)
+        self.stride = local.stride if local.stride is not None else ctx.linesize
         if self.stride < 8:
             self.fail(f"stride {self.stride} is below 8 bytes: the 64-bit words would overlap")
         if self.size < 8:
@@ -154,7 +153,7 @@ class StridedTest(MemoryTest):
         self.words = (self.size - 8) // self.stride + 1       # words per chunk
         # only the lines holding a word cross the bus (a stride above the line skips lines)
         self.system_bytes = self.traffic * min(self.size, self.words * ctx.linesize)
-        self.value = np.uint64(~getattr(local, "bp1", patterns.PATTERN1) & patterns.MASK64)
+        self.value = np.uint64(~local.bp1 & patterns.MASK64)
         self.buf = self.buffer()
         self._views = [np.ndarray((self.words,), np.uint64, self.buf, j * self.size, (self.stride,))
                        for j in range(self.n)]

@@ -67,7 +67,7 @@ class StreamTest:
         self.system_bytes = self.traffic * self.size
         self.transfers = 0
         self.info = f"{self.n} x {self.size} bytes per array"
-        self._buffers = Buffers(bool(getattr(local, "wire", False)))
+        self._buffers = Buffers(local.wire)
         self.arrays = {}
         for name, value in INITIAL.items():
             array = self._buffers.new(self.n * self.size, np.float64)

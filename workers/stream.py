@@ -56,12 +56,11 @@ class StreamTest:
 
     def __init__(self, ctx: TestContext):
         local = ctx.local
-        n, size = getattr(local, "n", None), getattr(local, "size", None)
-        if n is None or size is None or int(n) < 1 or int(size) < 8:
-            raise TestError(f"-{self.action}: needs n >= 1 transfers of at least 8 bytes, "
-                            f"not n={n!r} size={size!r}")
-        self.n = int(n)
-        self.m = int(size) // 8                             # doubles per chunk
+        if local.size < 8:
+            raise TestError(f"-{self.action}: needs transfers of at least 8 bytes, "
+                            f"not {local.size}")
+        self.n = local.n
+        self.m = local.size // 8                            # doubles per chunk
         self.size = self.m * 8
         self.transfer_bytes = self.size
         self.system_bytes = self.traffic * self.size

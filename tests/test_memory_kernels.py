@@ -244,7 +244,6 @@ def test_unaligned_loads():
 @pytest.mark.parametrize("action, overrides, message", [
     ("store", {"size": 7}, "holds no 64-bit word"),
     ("Sadd", {"size": 4}, "at least 8 bytes"),
-    ("load", {"bt": 33}, "-bt 33"),
 ])
 def test_bad_settings_are_refused(action, overrides, message):
     with pytest.raises(api.TestError, match=message):
@@ -340,6 +339,17 @@ def test_pattern_random_is_reproducible(overrides):
     assert not np.array_equal(first, other)
     assert len(np.unique(first)) > 0.99 * first.size   # not a repeating pattern
     assert not np.isin(first[:16], [P1, P2]).all()      # -btr wins over -bt
+
+
+def test_bt_parses_exactly_the_patterns_there_are():
+    parse = options.OPTIONS["bt"].args[0].parse
+    accepted = []
+    for value in range(-1, 104):
+        try:
+            accepted.append(parse(str(value)))
+        except options.ArgError:
+            pass
+    assert accepted == sorted([*patterns.PERIODS, patterns.WALKING_ONE, patterns.RANDOM])
 
 
 def test_pattern_refuses_a_non_contiguous_buffer():

@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from workers.api import TestError
-
 KEY = 0xDECAFBAD00000000
 MASK64 = (1 << 64) - 1
 
@@ -49,8 +47,6 @@ def period(local) -> np.ndarray | None:
         return None
     if bt == WALKING_ONE:
         return np.left_shift(np.uint64(1), np.arange(64, dtype=np.uint64))
-    if bt not in PERIODS:
-        raise TestError(f"-bt {bt}: not a pattern; use 0, 50, 75, 100, 101 or 102")
     patterns = np.array([local.bp1 & MASK64, local.bp2 & MASK64], dtype=np.uint64)
     return patterns[list(PERIODS[bt])]
 

@@ -37,17 +37,18 @@ from workers.buffers import Buffers
 from workers.api import TestContext, TestError
 
 class MemoryTest:
-    """What every memory test shares: n chunks of size bytes per buffer, bytes accounting,
-    pattern-filled buffers, and how many chunks the transfers so far have touched (the driver
-    calls transfer(k) for k = 0, 1, 2, ...; each call counts itself in `transfers`)."""
+    """What every memory and STREAM test shares: n chunks of size bytes per buffer, bytes
+    accounting, pattern-filled buffers, and how many chunks the transfers so far have touched
+    (the driver calls transfer(k) for k = 0, 1, 2, ...; each call counts itself in `transfers`)."""
 
     action = ""
     traffic = 1                 # system bytes per transfer byte
     buffers = ("buf",)          # the attributes that hold the test's buffers
+    unit = 1                    # the chunk size is rounded down to whole units of this many bytes
 
     def __init__(self, ctx: TestContext):
         local = ctx.local
-        self.n, self.size = local.n, local.size
+        self.n, self.size = local.n, local.size // self.unit * self.unit
         self.transfer_bytes = self.size
         self.system_bytes = self.traffic * self.size
         self.transfers = 0

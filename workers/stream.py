@@ -33,7 +33,7 @@ import numpy as np
 
 from torque_async import sysinfo
 from workers.api import TestContext, TestError
-from workers.buffers import Buffers
+from workers.memory import MemoryTest
 
 SCALAR = 3.0
 ZERO = np.uint64(0)
@@ -47,33 +47,24 @@ def l2_bytes() -> int:
     return sysinfo.cache_sizes().get("2Unified", 1024) << 10
 
 
-class StreamTest:
+class StreamTest(MemoryTest):
     """One STREAM kernel over n chunks of a, b and c."""
 
-    action = ""
     output = ""                 # the array the kernel writes
     traffic = 2                 # arrays moved per transfer (STREAM's byte count)
+    buffers = ("a", "b", "c")
+    unit = 8                    # doubles
 
     def __init__(self, ctx: TestContext):
-        local = ctx.local
-        if local.size < 8:
-            raise TestError(f"-{self.action}: needs transfers of at least 8 bytes, "
-                            f"not {local.size}")
-        self.n = local.n
-        self.m = local.size // 8                            # doubles per chunk
-        self.size = self.m * 8
-        self.transfer_bytes = self.size
-        self.system_bytes = self.traffic * self.size
-        self.transfers = 0
+        if ctx.local.size < 8:
+            self.fail(f"needs transfers of at least 8 bytes, not {ctx.local.size}")
+        super().__init__(ctx)
+        self.m = m = self.size // 8                         # doubles per chunk
         self.info = f"{self.n} x {self.size} bytes per array"
-        self._buffers = Buffers(local.wire)
-        self.arrays = {}
-        for name, value in INITIAL.items():
+        for name in self.buffers:
             array = self._buffers.new(self.n * self.size, np.float64)
-            array.fill(value)                               # touches every page
-            self.arrays[name] = array
-        self.a, self.b, self.c = (self.arrays[x] for x in "abc")
-        m = self.m
+            array.fill(INITIAL[name])                       # touches every page
+            setattr(self, name, array)
         self._views = [self.kernel_views(*(x[j * m:(j + 1) * m] for x in (self.a, self.b, self.c)))
                        for j in range(self.n)]
 
@@ -86,8 +77,9 @@ class StreamTest:
         raise NotImplementedError
 
     def check(self) -> None:
-        touched = min(self.transfers, self.n) * self.m
-        for name, array in self.arrays.items():
+        touched = self.touched() * self.m
+        for name in self.buffers:
+            array = getattr(self, name)
             if name == self.output:
                 spans = ((0, touched, self.expected()), (touched, array.size, INITIAL[name]))
             else:
@@ -105,13 +97,6 @@ class StreamTest:
                 raise TestError(
                     f"{self.action}: {name}[{i}] = {float(array[i])!r}, expected {value!r} "
                     f"(relative error {abs(array[i] - value) / abs(value):.3g} > {EPSILON})")
-
-    def close(self) -> None:
-        self._views = []
-        self.arrays = {}
-        self.a = self.b = self.c = None
-        self.__dict__.pop("scratch", None)
-        self._buffers.close()
 
 
 class Scopy(StreamTest):

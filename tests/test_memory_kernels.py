@@ -262,12 +262,17 @@ def test_buffers_are_page_aligned():
         test.close()
 
 
-def test_wire_locks_buffers():
-    test = make("load", wire=True, size=4096)
+def locked_kb() -> int:
     with open("/proc/self/status") as status:
-        locked = next(int(line.split()[1]) for line in status if line.startswith("VmLck"))
-    assert locked >= 16              # kB: 4 chunks x 4 KiB
+        return next(int(line.split()[1]) for line in status if line.startswith("VmLck"))
+
+
+def test_wire_locks_buffers():
+    before = locked_kb()
+    test = make("load", wire=True, size=4096)
+    assert locked_kb() - before >= 16    # kB: 4 chunks x 4 KiB
     test.close()
+    assert locked_kb() == before         # munmap unlocked them
 
 
 def test_wire_refused_names_rlimit_memlock(monkeypatch):

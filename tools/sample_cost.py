@@ -10,33 +10,18 @@ The default, -n 1024 -i 1 -KB 64 -bzero, stamps all of its 1024 small transfers:
 """
 from __future__ import annotations
 
-import os
 import statistics
 import sys
-from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from timed_loop import bandwidth, scratch_results     # first: puts the repository on sys.path
 
-from torque_async import cmdline                          # noqa: E402
-from torque_async.kinds import KINDS                      # noqa: E402
-from torque_async.meter import Meter                      # noqa: E402
-from torque_async.results import Results                  # noqa: E402
-from workers.api import TestContext                       # noqa: E402
-from workers.entry import measure                         # noqa: E402
+from torque_async import cmdline
+from torque_async.kinds import KINDS
+from workers.api import TestContext
 
 DEFAULT = ["-n", "1024", "-i", "1", "-KB", "64", "-bzero"]
-
-
-def bandwidth(test, group, res: Results, sample: int | None) -> float:
-    """MB/s of one timed loop of the test, sampled every sample+1 transfers (None: not)."""
-    local = replace(group.local, sample=sample)
-    meter = Meter(res, 0, sample, False)
-    measure(test, meter, local)
-    rec = res.snapshot()[0]
-    return rec.bytes / 2**20 / (rec.elapsed / 1e9)
 
 
 def main() -> None:
@@ -45,19 +30,17 @@ def main() -> None:
     runs = int(argv[argv.index("--runs") + 1]) if "--runs" in argv[:cut] else 40
     (group,) = cmdline.parse(argv[cut + 1:] or DEFAULT).groups
     test = KINDS[group.action].load()(TestContext(group, 0, 0, np.random.default_rng(0), 64))
-    res = Results.create(f"torque-async-sample-cost-{os.getpid():x}", 1)
     try:
-        bandwidth(test, group, res, None)                 # warm caches and code paths
-        plain, stamped = [], []
-        for k in range(runs):
-            order = (None, 0) if k % 2 == 0 else (0, None)
-            got = {s: bandwidth(test, group, res, s) for s in order}
-            plain.append(got[None])
-            stamped.append(got[0])
+        with scratch_results() as res:
+            bandwidth(test, group.local, res)             # warm caches and code paths
+            plain, stamped = [], []
+            for k in range(runs):
+                order = (None, 0) if k % 2 == 0 else (0, None)
+                got = {s: bandwidth(test, group.local, res, s) for s in order}
+                plain.append(got[None])
+                stamped.append(got[0])
     finally:
         test.close()
-        res.release()
-        res.shm.unlink()
     ratios = [s / p for s, p in zip(stamped, plain)]
     q = lambda v: statistics.quantiles(v, n=4)            # noqa: E731
     print(f"{group.text}: {runs} interleaved pairs, in one process")

@@ -4,8 +4,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    # the OpenGL packages are the ones the video tests name when a library is missing
+    gl=$(sed -n "s/^INSTALL = 'apt-get install \(.*\)'$/\1/p" workers/gl_context.py)
+    [ -n "$gl" ] || { echo "setup.sh: no INSTALL line in workers/gl_context.py" >&2; exit 1; }
     need=()
-    for pkg in libegl1 libegl-mesa0 libgl1-mesa-dri libopengl0 gcc; do
+    for pkg in $gl gcc; do
         dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
     done
     if [ ${#need[@]} -gt 0 ]; then

@@ -58,6 +58,18 @@ def choice(*names: str) -> Callable[[str], str]:
     return parse
 
 
+def one_of(*values: int) -> Callable[[str], int]:
+    """An integer from `values` (outside their span: out of range, as integer() says)."""
+    within = integer(min(values), max(values))
+
+    def parse(text: str) -> int:
+        value = within(text)
+        if value not in values:
+            raise ArgError(f"{value} is not one of {', '.join(map(str, values))}")
+        return value
+    return parse
+
+
 def text(value: str) -> str:
     if not value:
         raise ArgError("an empty name")
@@ -179,7 +191,7 @@ _L = [
     Option("bpkey", LOCAL, "start each memory buffer with a recognisable key (0/1)",
            (Arg("p", integer(0, 1)),), group="Memory patterns"),
     Option("bt", LOCAL, "pattern alternation: 0 (1,1,..) 50 (1,1,2,2) 75 100 (1,2,..) "
-           "101 (walking one) 102 (random)", (Arg("p", integer(0, 102)),),
+           "101 (walking one) 102 (random)", (Arg("p", one_of(0, 50, 75, 100, 101, 102)),),
            group="Memory patterns"),
     Option("btr", LOCAL, "initialise memory buffers with random numbers", group="Memory patterns"),
     Option("cfiles", LOCAL, "create the -files tree before the test (not timed)", group="Files"),

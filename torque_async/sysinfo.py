@@ -78,7 +78,8 @@ def _cpu_mhz(cpuinfo: dict[str, str]) -> int:
         return 0
 
 
-def _cache_line() -> int:
+def cache_line() -> int:
+    """Cache line size of CPU 0 in bytes (sysfs, else sysconf, else 64)."""
     size = _read(f"{_CPU}/cpu0/cache/index0/coherency_line_size")
     if size.isdigit() and int(size) > 0:
         return int(size)
@@ -89,7 +90,7 @@ def _cache_line() -> int:
     return size if size > 0 else 64
 
 
-def _cache_sizes() -> dict[str, int]:
+def cache_sizes() -> dict[str, int]:
     """KiB per cache of CPU 0, keyed level+type: '1Data', '1Instruction', '2Unified', ..."""
     sizes: dict[str, int] = {}
     unit = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}
@@ -104,7 +105,7 @@ def _cache_sizes() -> dict[str, int]:
 def collect() -> SysInfo:
     """Read the machine's description (fast: a handful of small file reads)."""
     cpuinfo = _cpuinfo()
-    caches = _cache_sizes()
+    caches = cache_sizes()
     logical = psutil.cpu_count(logical=True) or 0
     uname = platform.uname()
     return SysInfo(
@@ -115,7 +116,7 @@ def collect() -> SysInfo:
         or cpuinfo.get("Hardware") or uname.processor or "NA",
         ethernet=_ethernet(),
         cpu_mhz=_cpu_mhz(cpuinfo),
-        cache_line=_cache_line(),
+        cache_line=cache_line(),
         l1d_kb=caches.get("1Data", 0),
         l1i_kb=caches.get("1Instruction", 0),
         l2_kb=caches.get("2Unified", 0),

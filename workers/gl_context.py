@@ -16,6 +16,7 @@ import os
 
 from workers.api import TestError
 
+# what to install when a library is missing; tools/setup.sh installs the packages on this line
 INSTALL = 'apt-get install libegl1 libegl-mesa0 libgl1-mesa-dri libopengl0'
 EGL_PLATFORM_DEVICE_EXT = 0x313F
 EGL_PLATFORM_SURFACELESS_MESA = 0x31DD

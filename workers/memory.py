@@ -15,8 +15,10 @@ views made at set-up: nothing is allocated while the clock runs.
     ls      load burst over buf[j], then store burst over it   2 x size
 
 The stride is -stride, or the cache line size: with the default every word loaded or stored
-is a different line, so the whole chunk crosses the memory bus.  The value stored is the
-complement of pattern 1, so every bit toggles against a -bt 0 background.
+is a different line, so the whole chunk crosses the memory bus.  With a stride above the line
+size only the lines holding a word do, so load, store and ls count words x line size system
+bytes per pass instead of size.  The value stored is the complement of pattern 1, so every bit
+toggles against a -bt 0 background.
 
 The loads are summed as np.dot(words, ones) with `ones` a stride-0 view of a single 1:
 numpy's integer dot loop keeps the sum in a general register, as a C compiler does with
@@ -34,32 +36,25 @@ from workers import patterns
 from workers.buffers import Buffers
 from workers.api import TestContext, TestError
 
-def _positive(local, name: str, action: str) -> int:
-    value = getattr(local, name, None)
-    if value is None or int(value) < 1:
-        raise TestError(f"-{action}: {name} must be a positive integer, not {value!r}")
-    return int(value)
-
-
 class MemoryTest:
-    """What every memory test shares: n chunks of size bytes per buffer, bytes accounting,
-    pattern-filled buffers, and how many chunks the transfers so far have touched (the driver
-    calls transfer(k) for k = 0, 1, 2, ...; each call counts itself in `transfers`)."""
+    """What every memory and STREAM test shares: n chunks of size bytes per buffer, bytes
+    accounting, pattern-filled buffers, and how many chunks the transfers so far have touched
+    (the driver calls transfer(k) for k = 0, 1, 2, ...; each call counts itself in `transfers`)."""
 
     action = ""
     traffic = 1                 # system bytes per transfer byte
     buffers = ("buf",)          # the attributes that hold the test's buffers
+    unit = 1                    # the chunk size is rounded down to whole units of this many bytes
 
     def __init__(self, ctx: TestContext):
         local = ctx.local
-        self.n = _positive(local, "n", self.action)
-        self.size = _positive(local, "size", self.action)
+        self.n, self.size = local.n, local.size // self.unit * self.unit
         self.transfer_bytes = self.size
         self.system_bytes = self.traffic * self.size
         self.transfers = 0
         self.info = ""
         self._ctx = ctx
-        self._buffers = Buffers(bool(getattr(local, "wire", False)))
+        self._buffers = Buffers(local.wire)
         self._views: list = []  # per chunk: what transfer() hands to numpy
 
     def buffer(self, *, invert: bool = False) -> np.ndarray:
@@ -143,14 +138,13 @@ class StridedTest(MemoryTest):
     def __init__(self, ctx: TestContext):
         super().__init__(ctx)
         local = ctx.local
-        stride = getattr(local, "stride", None)
-        self.stride = int(stride) if stride is not None else int(ctx.linesize)
-        if self.stride < 8:
-            self.fail(f"stride {self.stride} is below 8 bytes: the 64-bit words would overlap")
+        self.stride = local.stride if local.stride is not None else ctx.linesize
         if self.size < 8:
             self.fail(f"a transfer of {self.size} bytes holds no 64-bit word")
         self.words = (self.size - 8) // self.stride + 1       # words per chunk
-        self.value = np.uint64(~getattr(local, "bp1", patterns.PATTERN1) & patterns.MASK64)
+        # only the lines holding a word cross the bus (a stride above the line skips lines)
+        self.system_bytes = self.traffic * min(self.size, self.words * ctx.linesize)
+        self.value = np.uint64(~local.bp1 & patterns.MASK64)
         self.buf = self.buffer()
         self._views = [np.ndarray((self.words,), np.uint64, self.buf, j * self.size, (self.stride,))
                        for j in range(self.n)]

@@ -20,10 +20,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from workers.api import TestError
-
-PATTERN1 = 0x5555555555555555
-PATTERN2 = 0xAAAAAAAAAAAAAAAA
 KEY = 0xDECAFBAD00000000
 MASK64 = (1 << 64) - 1
 
@@ -46,15 +42,12 @@ def key(row: int) -> int:
 
 def period(local) -> np.ndarray | None:
     """One period of the deterministic pattern `local` asks for; None for random words."""
-    bt = getattr(local, "bt", 0)
-    if getattr(local, "btr", False) or bt == RANDOM:
+    bt = local.bt
+    if local.btr or bt == RANDOM:
         return None
     if bt == WALKING_ONE:
         return np.left_shift(np.uint64(1), np.arange(64, dtype=np.uint64))
-    if bt not in PERIODS:
-        raise TestError(f"-bt {bt}: not a pattern; use 0, 50, 75, 100, 101 or 102")
-    patterns = np.array([getattr(local, "bp1", PATTERN1) & MASK64,
-                         getattr(local, "bp2", PATTERN2) & MASK64], dtype=np.uint64)
+    patterns = np.array([local.bp1 & MASK64, local.bp2 & MASK64], dtype=np.uint64)
     return patterns[list(PERIODS[bt])]
 
 
@@ -79,5 +72,5 @@ def fill(buf_u64: np.ndarray, local, rng: np.random.Generator, row: int, *,
         buf_u64[whole:] = cycle[:words - whole]
     if invert:
         np.invert(buf_u64, out=buf_u64)
-    if words and getattr(local, "bpkey", 1):
+    if words and local.bpkey:
         buf_u64[0] = key(row)

@@ -28,12 +28,12 @@ error against the expected value within 1e-13 (NaN fails).
 from __future__ import annotations
 
 import functools
-import glob
 
 import numpy as np
 
+from torque_async import sysinfo
 from workers.api import TestContext, TestError
-from workers.buffers import Buffers
+from workers.memory import MemoryTest
 
 SCALAR = 3.0
 ZERO = np.uint64(0)
@@ -42,47 +42,29 @@ INITIAL = {"a": 1.0, "b": 2.0, "c": 0.5}
 CHECK_BLOCK = 1 << 20           # elements compared per step in check()
 
 
-def l2_bytes(default: int = 1 << 20) -> int:
-    """Size of CPU 0's level 2 cache (sysfs), or `default`."""
-    for index in glob.glob("/sys/devices/system/cpu/cpu0/cache/index[0-9]*"):
-        try:
-            with open(f"{index}/level") as level, open(f"{index}/size") as size:
-                if level.read().strip() == "2":
-                    text = size.read().strip()
-                    return int(text.rstrip("KMG")) << {"K": 10, "M": 20, "G": 30}.get(text[-1], 0)
-        except (OSError, ValueError):
-            pass
-    return default
+def l2_bytes() -> int:
+    """Size of CPU 0's level 2 cache in bytes (1 MiB when sysfs does not say)."""
+    return sysinfo.cache_sizes().get("2Unified", 1024) << 10
 
 
-class StreamTest:
+class StreamTest(MemoryTest):
     """One STREAM kernel over n chunks of a, b and c."""
 
-    action = ""
     output = ""                 # the array the kernel writes
     traffic = 2                 # arrays moved per transfer (STREAM's byte count)
+    buffers = ("a", "b", "c")
+    unit = 8                    # doubles
 
     def __init__(self, ctx: TestContext):
-        local = ctx.local
-        n, size = getattr(local, "n", None), getattr(local, "size", None)
-        if n is None or size is None or int(n) < 1 or int(size) < 8:
-            raise TestError(f"-{self.action}: needs n >= 1 transfers of at least 8 bytes, "
-                            f"not n={n!r} size={size!r}")
-        self.n = int(n)
-        self.m = int(size) // 8                             # doubles per chunk
-        self.size = self.m * 8
-        self.transfer_bytes = self.size
-        self.system_bytes = self.traffic * self.size
-        self.transfers = 0
+        if ctx.local.size < 8:
+            self.fail(f"needs transfers of at least 8 bytes, not {ctx.local.size}")
+        super().__init__(ctx)
+        self.m = m = self.size // 8                         # doubles per chunk
         self.info = f"{self.n} x {self.size} bytes per array"
-        self._buffers = Buffers(bool(getattr(local, "wire", False)))
-        self.arrays = {}
-        for name, value in INITIAL.items():
+        for name in self.buffers:
             array = self._buffers.new(self.n * self.size, np.float64)
-            array.fill(value)                               # touches every page
-            self.arrays[name] = array
-        self.a, self.b, self.c = (self.arrays[x] for x in "abc")
-        m = self.m
+            array.fill(INITIAL[name])                       # touches every page
+            setattr(self, name, array)
         self._views = [self.kernel_views(*(x[j * m:(j + 1) * m] for x in (self.a, self.b, self.c)))
                        for j in range(self.n)]
 
@@ -95,8 +77,9 @@ class StreamTest:
         raise NotImplementedError
 
     def check(self) -> None:
-        touched = min(self.transfers, self.n) * self.m
-        for name, array in self.arrays.items():
+        touched = self.touched() * self.m
+        for name in self.buffers:
+            array = getattr(self, name)
             if name == self.output:
                 spans = ((0, touched, self.expected()), (touched, array.size, INITIAL[name]))
             else:
@@ -114,13 +97,6 @@ class StreamTest:
                 raise TestError(
                     f"{self.action}: {name}[{i}] = {float(array[i])!r}, expected {value!r} "
                     f"(relative error {abs(array[i] - value) / abs(value):.3g} > {EPSILON})")
-
-    def close(self) -> None:
-        self._views = []
-        self.arrays = {}
-        self.a = self.b = self.c = None
-        self.__dict__.pop("scratch", None)
-        self._buffers.close()
 
 
 class Scopy(StreamTest):

@@ -92,8 +92,8 @@ class VideoTest:
         self.last = -1  # k of the last transfer
         self.buffers = Buffers(local.wire)
         self.client = [self.buffers.new(self.transfer_bytes) for _ in range(2 if self.upload else 1)]
-        for buffer in self.client:
-            if self.upload:
+        if self.upload:
+            for buffer in self.client:
                 buffer[:] = ctx.rng.integers(0, 256, buffer.size, np.uint8)
         self.gl = GLContext(local.display)
         try:
@@ -101,8 +101,8 @@ class VideoTest:
             self._setup(ctx.rng)
             for k in range(0 if local.noVideoInitLoops else -WARMUP, 0):
                 self.transfer(k)
-            if spec.pbos > 1:
-                self._issue(-1)  # the read that transfer 0 collects
+            if spec.pbos > 1 and local.noVideoInitLoops:
+                self._issue(-1)  # the read that transfer 0 collects (else warm-up's last issued it)
             if not self.upload:
                 self.client[0][:] = 0
         except TestError:

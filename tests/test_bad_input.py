@@ -121,7 +121,3 @@ def test_bad_config_files_name_file_and_line(capsys, tmp_path, text, message):
 def test_bad_alias_files(capsys, tmp_path, text, argv, message):
     (tmp_path / "bad.alias").write_text(text)
     assert_one_clean_line(*execute(capsys, "-aliasFile", "bad.alias", *argv), message)
-
-
-def test_the_catalogue_is_large():
-    assert len(CMDLINE) + len(CONFIG) + len(ALIASES) >= 50

@@ -6,20 +6,22 @@ import pickle
 import pytest
 
 from torque_async import cmdline
-from torque_async.options import GLOBAL, LOCAL, OPTIONS, ArgError, Locals
+from torque_async.options import (ACTION, GLOBAL, GLOBAL_DEFAULTS, LOCAL, LOCAL_DEFAULTS, OPTIONS,
+                                  ArgError, Locals)
 from torque_async.units import KB, MB
 
+CANDIDATES = ("8", "1", "r", "file.dat", "auto", "0", "sync")
 
-CANDIDATES = ("8", "1", "r", "file.dat", "auto")
 
-
-def sample_args(opt) -> list[str]:
-    """A valid argument for each of an option's arguments."""
+def sample_args(opt, default) -> list[str]:
+    """A valid argument for each of an option's arguments, none equal to the field's default
+    (a default value would not show that the option reached its field)."""
     out = []
     for arg in opt.args:
         for text in CANDIDATES:
             try:
-                arg.parse(text)
+                if arg.parse(text) == default:
+                    continue
             except ArgError:
                 continue
             out.append(text)
@@ -32,13 +34,15 @@ def sample_args(opt) -> list[str]:
 @pytest.mark.parametrize("name", sorted(OPTIONS))
 def test_every_option_is_accepted_and_lands_in_its_field(name):
     opt = OPTIONS[name]
-    tokens = [f"-{name}", *sample_args(opt)]
+    default = {GLOBAL: GLOBAL_DEFAULTS, LOCAL: LOCAL_DEFAULTS}.get(opt.scope, {}).get(opt.field)
+    tokens = [f"-{name}", *sample_args(opt, default)]
     if opt.scope == LOCAL:
         tokens.append("-load")
     if name in ("c", "aliasFile"):          # options that read a file: give them an empty one
         open(tokens[1], "w").close()
     plan = cmdline.parse(tokens)
     expected = opt.value([a.parse(t) for a, t in zip(opt.args, tokens[1:])])
+    assert opt.scope == ACTION or expected != default
     if opt.scope == GLOBAL:
         got = getattr(plan.settings, opt.field)
         assert got == ((expected,) if opt.field == "files" else expected)

@@ -51,29 +51,30 @@ def table(out: str, header: str = "proc,Start,Finish,Diff,Xfers,BW(MB/s),TS(KB),
     return rows
 
 
-ROW_NONE = np.zeros(0, ROW)
+_NONE = np.zeros(0, ROW)
 
 
 def rows_of(key: int) -> np.ndarray:
     """The live results rows of the run using shared memory key `key` (none if no such run)."""
     seg = Path("/dev/shm", segment_name(key))
     try:
-        return np.fromfile(seg, ROW, offset=HEADER.itemsize) if seg.exists() else ROW_NONE
+        return np.fromfile(seg, ROW, offset=HEADER.itemsize) if seg.exists() else _NONE
     except (FileNotFoundError, ValueError):          # removed, or still being sized
-        return ROW_NONE
+        return _NONE
 
 
-def start(*args: str, stdin=None, cwd=None) -> subprocess.Popen:
-    """The command in the background, for tests that signal it or talk to it."""
-    return subprocess.Popen([sys.executable, "-m", "torque_async", *args], stdin=stdin,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
-                            cwd=cwd)
+def start(*args: str, **popen) -> subprocess.Popen:
+    """The command in the background, for tests that signal it or talk to it; keywords go to
+    Popen (stdin=PIPE, cwd=..., or other stdout/stderr)."""
+    return subprocess.Popen([sys.executable, "-m", "torque_async", *args],
+                            **{"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True,
+                               "env": ENV, **popen})
 
 
 def wait_for_rows(key: int, count: int, state: int, timeout: float = 60) -> np.ndarray:
     """Poll the results until `count` rows reached `state` (polling, not a sleep-as-sync)."""
     deadline = time.monotonic() + timeout
-    rows = ROW_NONE
+    rows = _NONE
     while time.monotonic() < deadline:
         rows = rows_of(key)
         if len(rows) == count and (rows["state"] >= state).all():

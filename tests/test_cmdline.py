@@ -1,4 +1,4 @@
-"""The grammar: every option of the table, order dependence, config file, aliases, bad input."""
+"""The grammar: every option of the table, order dependence, config file, aliases."""
 from __future__ import annotations
 
 import pickle
@@ -137,22 +137,8 @@ def test_config_globals_apply_and_its_actions_run_only_without_command_line_acti
     assert default.config.endswith("Torque.config")
 
 
-def test_c_names_another_config_file_and_errors_name_file_and_line(tmp_path):
-    conf = write(tmp_path / "other.cfg", "-n 4\n\n-MB lots -load\n")
-    with pytest.raises(cmdline.UsageError, match=r"other.cfg:3: -MB MB: 'lots' is not an integer"):
-        cmdline.parse(["-c", conf])
-    with pytest.raises(cmdline.UsageError, match="cannot read configuration file"):
-        cmdline.parse(["-c", str(tmp_path / "missing.cfg")])
-
-
-def test_aliases_expand_and_loops_are_caught(tmp_path):
-    aliases = write(tmp_path / "a.alias", "# hdtv read\nhd = -n 4 -MB 8 -load\n"
-                                          "two = -hd -hd\nloop1 = -loop2\nloop2 = -loop1\n")
+def test_aliases_expand(tmp_path):
+    aliases = write(tmp_path / "a.alias", "# hdtv read\nhd = -n 4 -MB 8 -load\ntwo = -hd -hd\n")
     plan = cmdline.parse(["-aliasFile", aliases, "-two"])
     assert [(g.action, g.local.n) for g in plan.groups] == [("load", 4), ("load", 4)]
     assert dict(plan.aliases)["hd"] == "-n 4 -MB 8 -load"
-    with pytest.raises(cmdline.UsageError, match="alias loop: loop1 -> loop2 -> loop1"):
-        cmdline.parse(["-aliasFile", aliases, "-loop1"])
-    bad = write(tmp_path / "b.alias", "load = -bzero\n")
-    with pytest.raises(cmdline.UsageError, match="would hide the option -load"):
-        cmdline.parse(["-aliasFile", bad, "-load"])

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import pickle
+from dataclasses import FrozenInstanceError
 
 import pytest
 
@@ -108,7 +109,7 @@ def test_plan_is_picklable_and_frozen():
     plan = cmdline.parse(["-p", "2", "-n", "3", "-Striad", "-spinWait"])
     again = pickle.loads(pickle.dumps(plan))
     assert again == plan and again.procs() == plan.procs()
-    with pytest.raises(Exception):
+    with pytest.raises(FrozenInstanceError):
         plan.groups[0].local.n = 4  # type: ignore[misc]
     assert isinstance(plan.groups[0].local, Locals)
 

@@ -38,6 +38,13 @@ def execute(capsys, *args: str) -> tuple[int, str, str]:
     return code, out, err
 
 
+def assert_one_clean_line(code: int, out: str, err: str, message: str = "") -> None:
+    """Bad input: exit 2, nothing on stdout, one 'torque-async: error:' line holding `message`."""
+    assert code == 2, (code, err)
+    assert out == "" and err.count("\n") == 1 and err.startswith("torque-async: error: ")
+    assert message in err and "Traceback" not in err
+
+
 def table(out: str, header: str = "proc,Start,Finish,Diff,Xfers,BW(MB/s),TS(KB),IO/sec,Test,"
                                    "File,PID") -> list[list[str]]:
     """The rows of the table under `header` (the bandwidth table), split into their columns."""

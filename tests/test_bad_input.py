@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from conftest import execute
+from conftest import assert_one_clean_line, execute
 
 CPU = max(os.sched_getaffinity(0)) + 1      # above every CPU this process may use
 
@@ -97,12 +97,6 @@ ALIASES = [  # (alias file text, command line after -aliasFile, message)
     ("broken -n 4\n", ["-load"], "bad.alias:1: expected 'NAME = tokens ...'"),
     ("big = -n 0 -load\n", ["-big"], "bad.alias:1: -n n: 0 is out of range"),
 ]
-
-
-def assert_one_clean_line(code, out, err, message):
-    assert code == 2, (code, err)
-    assert out == "" and err.count("\n") == 1 and err.startswith("torque-async: error: ")
-    assert message in err and "Traceback" not in err
 
 
 @pytest.mark.parametrize("argv,message", CMDLINE, ids=[" ".join(a)[:40] or "empty"

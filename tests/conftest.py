@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from torque_async import cli
+from torque_async import cli, report
 from torque_async.results import HEADER, ROW, segment_name
 
 REPO = Path(__file__).resolve().parents[1]
@@ -45,14 +45,14 @@ def assert_one_clean_line(code: int, out: str, err: str, message: str = "") -> N
     assert message in err and "Traceback" not in err
 
 
-def table(out: str, header: str = "proc,Start,Finish,Diff,Xfers,BW(MB/s),TS(KB),IO/sec,Test,"
-                                   "File,PID") -> list[list[str]]:
-    """The rows of the table under `header` (the bandwidth table), split into their columns."""
+def table(out: str, header: str = report.TABLE_HEADER) -> list[list[str]]:
+    """The rows of the table under `header` (the bandwidth table), split into their columns; the
+    table ends at a blank line or a 'proc N: ...' note."""
     lines = out.splitlines()
     i = lines.index(header)
     rows = []
     for line in lines[i + 1:]:
-        if not line.strip():
+        if not line.strip() or line.startswith("proc "):
             break
         rows.append([c.strip() for c in line.split(",")])
     return rows

@@ -4,7 +4,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-
 import time
 from pathlib import Path
 
@@ -15,6 +14,8 @@ from torque_async import cli, report
 from torque_async.results import HEADER, ROW, segment_name
 
 REPO = Path(__file__).resolve().parents[1]
+CMD = [sys.executable, "-m", "torque_async"]
+ENV = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(REPO)}   # this checkout's code
 
 
 @pytest.fixture(autouse=True)
@@ -25,11 +26,8 @@ def _in_tmp(tmp_path, monkeypatch):
 
 def run_cli(*args: str, timeout: float = 120, cwd=None) -> subprocess.CompletedProcess:
     """The command as a user runs it (a fresh process: spawn, signals, exit codes)."""
-    return subprocess.run([sys.executable, "-m", "torque_async", *args], capture_output=True,
-                          text=True, timeout=timeout, env=ENV, cwd=cwd)
-
-
-ENV = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(REPO)}   # this checkout's code
+    return subprocess.run([*CMD, *args], capture_output=True, text=True, timeout=timeout,
+                          env=ENV, cwd=cwd)
 
 
 def execute(capsys, *args: str) -> tuple[int, str, str]:
@@ -73,9 +71,8 @@ def rows_of(key: int) -> np.ndarray:
 def start(*args: str, **popen) -> subprocess.Popen:
     """The command in the background, for tests that signal it or talk to it; keywords go to
     Popen (stdin=PIPE, cwd=..., or other stdout/stderr)."""
-    return subprocess.Popen([sys.executable, "-m", "torque_async", *args],
-                            **{"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True,
-                               "env": ENV, **popen})
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True, "env": ENV}
+    return subprocess.Popen([*CMD, *args], **{**pipes, **popen})
 
 
 def wait_for_rows(key: int, count: int, state: int, timeout: float = 60) -> np.ndarray:

@@ -4,17 +4,18 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from torque_async import cli
+from torque_async import cli, report
 from torque_async.results import HEADER, ROW, segment_name
 
 REPO = Path(__file__).resolve().parents[1]
+CMD = [sys.executable, "-m", "torque_async"]
+ENV = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(REPO)}   # this checkout's code
 
 
 @pytest.fixture(autouse=True)
@@ -25,11 +26,8 @@ def _in_tmp(tmp_path, monkeypatch):
 
 def run_cli(*args: str, timeout: float = 120, cwd=None) -> subprocess.CompletedProcess:
     """The command as a user runs it (a fresh process: spawn, signals, exit codes)."""
-    return subprocess.run([sys.executable, "-m", "torque_async", *args], capture_output=True,
-                          text=True, timeout=timeout, env=ENV, cwd=cwd)
-
-
-ENV = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(REPO)}   # this checkout's code
+    return subprocess.run([*CMD, *args], capture_output=True, text=True, timeout=timeout,
+                          env=ENV, cwd=cwd)
 
 
 def execute(capsys, *args: str) -> tuple[int, str, str]:
@@ -38,42 +36,49 @@ def execute(capsys, *args: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-def table(out: str, header: str = "proc,Start,Finish,Diff,Xfers,BW(MB/s),TS(KB),IO/sec,Test,"
-                                   "File,PID") -> list[list[str]]:
-    """The rows of the table under `header` (the bandwidth table), split into their columns."""
+def assert_one_clean_line(code: int, out: str, err: str, message: str = "") -> None:
+    """Bad input: exit 2, nothing on stdout, one 'torque-async: error:' line holding `message`."""
+    assert code == 2, (code, err)
+    assert out == "" and err.count("\n") == 1 and err.startswith("torque-async: error: ")
+    assert message in err and "Traceback" not in err
+
+
+def table(out: str, header: str = report.TABLE_HEADER) -> list[list[str]]:
+    """The rows of the table under `header` (the bandwidth table), split into their columns; the
+    table ends at a blank line or a 'proc N: ...' note."""
     lines = out.splitlines()
     i = lines.index(header)
     rows = []
     for line in lines[i + 1:]:
-        if not line.strip():
+        if not line.strip() or line.startswith("proc "):
             break
         rows.append([c.strip() for c in line.split(",")])
     return rows
 
 
-ROW_NONE = np.zeros(0, ROW)
+_NONE = np.zeros(0, ROW)
 
 
 def rows_of(key: int) -> np.ndarray:
     """The live results rows of the run using shared memory key `key` (none if no such run)."""
     seg = Path("/dev/shm", segment_name(key))
     try:
-        return np.fromfile(seg, ROW, offset=HEADER.itemsize) if seg.exists() else ROW_NONE
+        return np.fromfile(seg, ROW, offset=HEADER.itemsize) if seg.exists() else _NONE
     except (FileNotFoundError, ValueError):          # removed, or still being sized
-        return ROW_NONE
+        return _NONE
 
 
-def start(*args: str, stdin=None, cwd=None) -> subprocess.Popen:
-    """The command in the background, for tests that signal it or talk to it."""
-    return subprocess.Popen([sys.executable, "-m", "torque_async", *args], stdin=stdin,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
-                            cwd=cwd)
+def start(*args: str, **popen) -> subprocess.Popen:
+    """The command in the background, for tests that signal it or talk to it; keywords go to
+    Popen (stdin=PIPE, cwd=..., or other stdout/stderr)."""
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True, "env": ENV}
+    return subprocess.Popen([*CMD, *args], **{**pipes, **popen})
 
 
 def wait_for_rows(key: int, count: int, state: int, timeout: float = 60) -> np.ndarray:
     """Poll the results until `count` rows reached `state` (polling, not a sleep-as-sync)."""
     deadline = time.monotonic() + timeout
-    rows = ROW_NONE
+    rows = _NONE
     while time.monotonic() < deadline:
         rows = rows_of(key)
         if len(rows) == count and (rows["state"] >= state).all():

@@ -1,25 +1,28 @@
-"""The grammar: every option of the table, order dependence, config file, aliases, bad input."""
+"""The grammar: every option of the table, order dependence, config file, aliases."""
 from __future__ import annotations
 
 import pickle
+from dataclasses import FrozenInstanceError
 
 import pytest
 
 from torque_async import cmdline
-from torque_async.options import GLOBAL, LOCAL, OPTIONS, ArgError, Locals
+from torque_async.options import (ACTION, GLOBAL, GLOBAL_DEFAULTS, LOCAL, LOCAL_DEFAULTS, OPTIONS,
+                                  ArgError, Locals)
 from torque_async.units import KB, MB
 
+CANDIDATES = ("8", "1", "r", "file.dat", "auto", "0", "sync")
 
-CANDIDATES = ("8", "1", "r", "file.dat", "auto")
 
-
-def sample_args(opt) -> list[str]:
-    """A valid argument for each of an option's arguments."""
+def sample_args(opt, default) -> list[str]:
+    """A valid argument for each of an option's arguments, none equal to the field's default
+    (a default value would not show that the option reached its field)."""
     out = []
     for arg in opt.args:
         for text in CANDIDATES:
             try:
-                arg.parse(text)
+                if arg.parse(text) == default:
+                    continue
             except ArgError:
                 continue
             out.append(text)
@@ -32,13 +35,15 @@ def sample_args(opt) -> list[str]:
 @pytest.mark.parametrize("name", sorted(OPTIONS))
 def test_every_option_is_accepted_and_lands_in_its_field(name):
     opt = OPTIONS[name]
-    tokens = [f"-{name}", *sample_args(opt)]
+    default = {GLOBAL: GLOBAL_DEFAULTS, LOCAL: LOCAL_DEFAULTS}.get(opt.scope, {}).get(opt.field)
+    tokens = [f"-{name}", *sample_args(opt, default)]
     if opt.scope == LOCAL:
         tokens.append("-load")
     if name in ("c", "aliasFile"):          # options that read a file: give them an empty one
         open(tokens[1], "w").close()
     plan = cmdline.parse(tokens)
     expected = opt.value([a.parse(t) for a, t in zip(opt.args, tokens[1:])])
+    assert opt.scope == ACTION or expected != default
     if opt.scope == GLOBAL:
         got = getattr(plan.settings, opt.field)
         assert got == ((expected,) if opt.field == "files" else expected)
@@ -104,7 +109,7 @@ def test_plan_is_picklable_and_frozen():
     plan = cmdline.parse(["-p", "2", "-n", "3", "-Striad", "-spinWait"])
     again = pickle.loads(pickle.dumps(plan))
     assert again == plan and again.procs() == plan.procs()
-    with pytest.raises(Exception):
+    with pytest.raises(FrozenInstanceError):
         plan.groups[0].local.n = 4  # type: ignore[misc]
     assert isinstance(plan.groups[0].local, Locals)
 
@@ -133,22 +138,8 @@ def test_config_globals_apply_and_its_actions_run_only_without_command_line_acti
     assert default.config.endswith("Torque.config")
 
 
-def test_c_names_another_config_file_and_errors_name_file_and_line(tmp_path):
-    conf = write(tmp_path / "other.cfg", "-n 4\n\n-MB lots -load\n")
-    with pytest.raises(cmdline.UsageError, match=r"other.cfg:3: -MB MB: 'lots' is not an integer"):
-        cmdline.parse(["-c", conf])
-    with pytest.raises(cmdline.UsageError, match="cannot read configuration file"):
-        cmdline.parse(["-c", str(tmp_path / "missing.cfg")])
-
-
-def test_aliases_expand_and_loops_are_caught(tmp_path):
-    aliases = write(tmp_path / "a.alias", "# hdtv read\nhd = -n 4 -MB 8 -load\n"
-                                          "two = -hd -hd\nloop1 = -loop2\nloop2 = -loop1\n")
+def test_aliases_expand(tmp_path):
+    aliases = write(tmp_path / "a.alias", "# hdtv read\nhd = -n 4 -MB 8 -load\ntwo = -hd -hd\n")
     plan = cmdline.parse(["-aliasFile", aliases, "-two"])
     assert [(g.action, g.local.n) for g in plan.groups] == [("load", 4), ("load", 4)]
     assert dict(plan.aliases)["hd"] == "-n 4 -MB 8 -load"
-    with pytest.raises(cmdline.UsageError, match="alias loop: loop1 -> loop2 -> loop1"):
-        cmdline.parse(["-aliasFile", aliases, "-loop1"])
-    bad = write(tmp_path / "b.alias", "load = -bzero\n")
-    with pytest.raises(cmdline.UsageError, match="would hide the option -load"):
-        cmdline.parse(["-aliasFile", bad, "-load"])

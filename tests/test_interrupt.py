@@ -4,7 +4,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -13,12 +12,12 @@ import pytest
 
 from torque_async.results import READY, RUNNING, free_segment, segment_name
 
-from conftest import ENV, run_cli, start, table, wait_for_rows
+from conftest import run_cli, start, table, wait_for_rows
 
 LONG = ["-n", "16", "-i", "1000000", "-KB", "256", "-bzero", "-spinWait"]
 
 
-def assert_clean(proc: subprocess.Popen, key: int, children: list[psutil.Process]) -> None:
+def assert_clean(key: int, children: list[psutil.Process]) -> None:
     assert not Path("/dev/shm", segment_name(key)).exists()
     _, alive = psutil.wait_procs(children, timeout=2)
     assert not alive, "a test process outlived the run"
@@ -38,7 +37,7 @@ def test_a_signal_while_testing_stops_everything_and_marks_the_report(sig, code)
     assert f"INTERRUPTED by {signal.Signals(sig).name}" in out and "Traceback" not in err
     rows = table(out)                      # what was measured before the signal is reported
     assert [r[8] for r in rows] == ["Bzero", "SpinWait"] and int(rows[0][4]) > 0
-    assert_clean(proc, key, children)
+    assert_clean(key, children)
 
 
 @pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
@@ -51,16 +50,15 @@ def test_a_signal_before_the_start_ends_the_run_cleanly(sig, code):
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == code, err
     assert "Traceback" not in err and f"INTERRUPTED by {signal.Signals(sig).name}" in out
-    assert_clean(proc, key, children)
+    assert_clean(key, children)
 
 
 def test_a_killed_orchestrator_leaves_what_the_next_run_names_and_free_removes(tmp_path):
     key = 0x7300
     free_segment(segment_name(key))              # what an earlier, failed attempt left
-    proc = subprocess.Popen([sys.executable, "-m", "torque_async", "-smkey", hex(key),
-                             "-n", "64", "-KB", "64", "-i", "100000", "-mfileMB", "4", "-rand",
-                             *LONG], cwd=tmp_path, env=ENV, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = start("-smkey", hex(key), "-n", "64", "-KB", "64", "-i", "100000", "-mfileMB", "4",
+                 "-rand", *LONG, cwd=tmp_path, start_new_session=True,
+                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_for_rows(key, 3, RUNNING)
     os.killpg(proc.pid, signal.SIGKILL)          # the run, its workers and its resource tracker
     proc.wait()

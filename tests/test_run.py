@@ -6,17 +6,13 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import psutil
 
-
 from torque_async.results import READY, RUNNING, Results, segment_name
 
-from conftest import ENV, REPO, ROW_NONE, rows_of, run_cli, table
-
+from conftest import REPO, run_cli, start, table, wait_for_rows
 
 
 def shm_left(key: int) -> bool:
@@ -93,9 +89,7 @@ def test_throttle_adds_its_delay_to_every_transfer():
 
 
 def test_sp_runs_the_test_in_the_main_process():
-    proc = subprocess.Popen([sys.executable, "-m", "torque_async", "-smkey", "0x7005", "-sp",
-                             "-n", "4", "-i", "1", "-KB", "64", "-Scopy"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    proc = start("-smkey", "0x7005", "-sp", "-n", "4", "-i", "1", "-KB", "64", "-Scopy")
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     (row,) = table(out)
@@ -111,9 +105,7 @@ def test_checkpoint_prints_every_phase():
 
 
 def test_g_prints_pids_and_waits_for_enter():
-    proc = subprocess.Popen([sys.executable, "-m", "torque_async", "-smkey", "0x7007", "-g",
-                             "-n", "4", "-KB", "64", "-bzero"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    proc = start("-smkey", "0x7007", "-g", "-n", "4", "-KB", "64", "-bzero", stdin=subprocess.PIPE)
     lines = []
     while not lines or "press Enter" not in lines[-1]:
         lines.append(proc.stderr.readline())
@@ -124,19 +116,10 @@ def test_g_prints_pids_and_waits_for_enter():
 
 
 def test_a_killed_worker_ends_the_run_cleanly_and_names_the_test():
-    proc = subprocess.Popen([sys.executable, "-m", "torque_async", "-smkey", "0x7008",
-                             "-n", "16", "-i", "1000000", "-KB", "64", "-bzero", "-spinWait"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
-    parent = psutil.Process(proc.pid)
-    deadline = time.monotonic() + 60
-    victim = None
-    while victim is None and time.monotonic() < deadline:    # wait until the tests run
-        rows = rows_of(0x7008)
-        running = [int(p) for p, s in zip(rows["pid"], rows["state"]) if s == RUNNING]
-        victim = running[0] if len(running) == 2 else None
-        time.sleep(0.05)                                   # poll, not synchronise
-    assert victim, "the tests never started"
-    children = parent.children(recursive=True)
+    proc = start("-smkey", "0x7008", "-n", "16", "-i", "1000000", "-KB", "64", "-bzero",
+                 "-spinWait")
+    victim = int(wait_for_rows(0x7008, 2, RUNNING)["pid"][0])
+    children = psutil.Process(proc.pid).children(recursive=True)
     os.kill(victim, signal.SIGKILL)
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 1
@@ -147,7 +130,7 @@ def test_a_killed_worker_ends_the_run_cleanly_and_names_the_test():
     assert not alive
 
 
-def test_a_leftover_segment_is_detected_and_freed(capsys):
+def test_a_leftover_segment_is_detected_and_freed():
     res = Results.create(segment_name(0x7009), 1)
     res.header["owner"] = 999_999_999                      # a pid that cannot be alive
     res.release()
@@ -160,16 +143,10 @@ def test_a_leftover_segment_is_detected_and_freed(capsys):
 
 def test_affinity_pins_each_process_as_asked():
     key = 0x700A
-    proc = subprocess.Popen([sys.executable, "-m", "torque_async", "-smkey", hex(key), "-g",
-                             "-affinityNumber", "1", "-p", "2", "-n", "4", "-KB", "64", "-bzero",
-                             "-affinityNumberDiff", "0", "-p", "2", "-n", "4", "-KB", "64",
-                             "-store"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=ENV)
-    deadline = time.monotonic() + 60
-    rows = ROW_NONE
-    while time.monotonic() < deadline and not (len(rows) == 4 and (rows["state"] == READY).all()):
-        rows = rows_of(key)
-        time.sleep(0.05)                                   # poll, not synchronise
+    proc = start("-smkey", hex(key), "-g", "-affinityNumber", "1", "-p", "2", "-n", "4", "-KB",
+                 "64", "-bzero", "-affinityNumberDiff", "0", "-p", "2", "-n", "4", "-KB", "64",
+                 "-store", stdin=subprocess.PIPE)
+    rows = wait_for_rows(key, 4, READY)                    # set up, held back by -g
     cpus = [psutil.Process(int(pid)).cpu_affinity() for pid in rows["pid"]]
     out, err = proc.communicate("\n", timeout=60)
     assert proc.returncode == 0, err

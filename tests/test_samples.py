@@ -7,7 +7,7 @@ import re
 
 from torque_async import cmdline, report
 from torque_async.meter import Meter
-from torque_async.results import MAX_SAMPLES, Results
+from torque_async.results import DONE, FAILED, MAX_SAMPLES, MEASURED, RUNNING, Results
 
 from conftest import run_cli, table
 from test_report import MS, record
@@ -89,6 +89,26 @@ def test_the_meter_stamps_every_k_plus_1_transfers_and_stops_at_1024():
         rec3, rec1 = res.snapshot()
         assert rec3.samples[:3] == ((1003, 3), (1006, 6), (1009, 9)) and len(rec3.samples) == 1000
         assert len(rec1.samples) == MAX_SAMPLES and rec1.samples[-1] == (1000 + 1024, 1024)
+    finally:
+        res.release()
+        res.shm.unlink()
+
+
+def test_keep_going_holds_while_another_row_measures_and_drops_rows_as_they_finish():
+    res = Results.create(f"torque-async-test-{os.getpid():x}", 4)
+    try:
+        states = res.rows["state"]
+        states[:] = RUNNING
+        meter, plain = Meter(res, 1, None, slow=True), Meter(res, 1, None, slow=False)
+        assert meter.waiting == [0, 2, 3] and meter.keep_going() and not plain.keep_going()
+        states[3], states[0] = MEASURED, DONE
+        assert meter.keep_going() and meter.waiting == [0, 2]   # dropped from the end only
+        states[2] = FAILED                                       # failed: measures no more
+        assert not meter.keep_going() and meter.waiting == []   # its own row (1) does not count
+        states[[0, 2, 3]] = RUNNING                              # never happens: not read again
+        assert not meter.keep_going()
+        res.header["stop"] = 1
+        assert not Meter(res, 0, None, slow=True).keep_going()  # a stopped run: stop
     finally:
         res.release()
         res.shm.unlink()

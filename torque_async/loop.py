@@ -9,18 +9,13 @@ into its row and stops the run, exactly as a failing worker does.
 from __future__ import annotations
 
 import asyncio
-import os
-import time
 from typing import Awaitable, Callable, Protocol
 
-import numpy as np
-
-from .kinds import KINDS
 from .meter import Meter
 from .plan import Plan, Proc
-from .results import DONE, FAILED, READY, RUNNING, Results
-from workers.api import TestContext
-from workers.entry import describe
+from .results import DONE, RUNNING, Results
+from workers.api import make_test
+from workers.entry import mark_closed, mark_failed, mark_ready, mark_spawned
 
 
 class LoopTest(Protocol):
@@ -42,7 +37,7 @@ class LoopSide:
         self.tests: list[tuple[Proc, LoopTest]] = []
 
     def row(self, proc: Proc):
-        return self.results.rows[proc.row:proc.row + 1]
+        return self.results.row(proc.row)
 
     async def guarded(self, proc: Proc, step: Callable[[], Awaitable[None]]) -> bool:
         """Run one step of a test; a failure is written to its row and stops the run."""
@@ -50,25 +45,19 @@ class LoopSide:
             await step()
             return True
         except Exception as e:  # noqa: BLE001 - reported by name in the row
-            row = self.row(proc)
-            row["error"] = describe(e).encode()[:240]
-            row["state"] = FAILED
+            mark_failed(self.row(proc), e)
             self.on_failure()
             return False
 
     def build(self, proc: Proc) -> LoopTest:
-        rng = np.random.default_rng([self.plan.settings.seed, proc.row])
-        ctx = TestContext(proc.group, proc.index, proc.row, rng,
-                          proc.group.local.linesize or self.linesize, self.plan.settings,
-                          len(self.procs))
-        return KINDS[proc.group.action].load()(ctx)
+        return make_test(proc, self.plan.settings.seed, self.linesize, self.plan.settings,
+                         len(self.procs))
 
     async def setup(self) -> bool:
         """Build and set up every loop test; False when one failed (the run is then stopped)."""
         for proc in self.procs:
             row = self.row(proc)
-            row["pid"] = os.getpid()
-            row["phase"][0, 0] = time.monotonic_ns()
+            mark_spawned(row)
             built: list[LoopTest] = []
 
             async def make(proc=proc, built=built) -> None:
@@ -78,10 +67,7 @@ class LoopSide:
             self.tests += [(proc, t) for t in built]
             if not ok:
                 return False
-            row["transfer_bytes"] = built[0].transfer_bytes
-            row["info"] = built[0].info.encode()[:320]
-            row["phase"][0, 1] = time.monotonic_ns()
-            row["state"] = READY
+            mark_ready(row, built[0])
         return True
 
     async def run(self) -> None:
@@ -98,4 +84,4 @@ class LoopSide:
     async def close(self) -> None:
         for proc, test in self.tests:
             await self.guarded(proc, test.close)
-            self.row(proc)["phase"][0, 4] = time.monotonic_ns()
+            mark_closed(self.row(proc))

@@ -26,7 +26,7 @@ class Meter:
                  "nsamples", "stamps", "lat", "count", "start", "finish")
 
     def __init__(self, results: Results, row: int, sample: int | None, slow: bool):
-        self.row = results.rows[row:row + 1]          # a view: writes land in the segment
+        self.row = results.row(row)
         self.live = word(self.row["transfers"])       # memoryviews: cheaper than numpy indexing
         self.stop = word(results.header["stop"].reshape(1))
         self.states = results.rows["state"]

@@ -142,6 +142,10 @@ class Results:
         rows = int(np.ndarray((), HEADER, shm.buf, 0)["rows"])
         return cls(shm, rows)
 
+    def row(self, i: int) -> np.ndarray:
+        """Row i as a one-record view: writes land in the segment."""
+        return self.rows[i:i + 1]
+
     def release(self) -> None:
         """Drop the numpy views and unmap; the segment itself stays until unlinked."""
         del self.header, self.rows

@@ -94,6 +94,18 @@ def test_the_meter_stamps_every_k_plus_1_transfers_and_stops_at_1024():
         res.shm.unlink()
 
 
+def test_no_measured_transfer_stores_0_as_the_latency_min_and_max():
+    res = Results.create(f"torque-async-test-{os.getpid():x}", 2)
+    try:
+        Meter(res, 0, None, False).publish(1, 1)                # published, nothing measured
+        published, untouched = res.snapshot()
+        for rec in (published, untouched):
+            assert (rec.lat_count, rec.lat_min, rec.lat_max, rec.lat_sum) == (0, 0, 0, 0)
+    finally:
+        res.release()
+        res.shm.unlink()
+
+
 def test_keep_going_holds_while_another_row_measures_and_drops_rows_as_they_finish():
     res = Results.create(f"torque-async-test-{os.getpid():x}", 4)
     try:

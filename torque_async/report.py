@@ -213,7 +213,7 @@ def stream_lines(records, procs) -> list[str]:
         names = [s.name for s in stages(label, lookahead, 1)]
         for name, sub in zip(names, rec.subs):
             n = max(sub.transfers, 1)
-            us = [sub.lo if sub.transfers else 0, sub.total // n,
+            us = [sub.lo, sub.total // n,
                   hist_percentile(sub.hist, sub.transfers, sub.lo, sub.hi, 0.99), sub.hi]
             lines.append(", ".join([str(rec.row), name, f"{bw:.1f}",
                                     f"{mb_per_s(sub.transfers * rec.transfer_bytes, rec.elapsed):.1f}",

@@ -6,7 +6,7 @@ import os
 import psutil
 
 from .cmdline import UsageError
-from .kinds import KINDS
+from .kinds import KINDS, resolve
 from .plan import Plan
 from .units import MB
 
@@ -22,12 +22,9 @@ def check(plan: Plan) -> None:
         raise UsageError(f"-child {child}: the plan has {total} test processes (0..{total - 1})")
     procs = plan.procs()
     for g in plan.groups:
-        kind = KINDS[g.action]
-        if kind.impl is None:
-            raise UsageError(f"-{g.action}: the {kind.family} tests are not in this version yet")
         check_cpus(g)
-        if kind.check:
-            kind.load(kind.check)(plan, g)
+        if check_group := KINDS[g.action].check:
+            resolve(check_group)(plan, g)
     if plan.settings.sp and len(procs) != 1:
         raise UsageError(f"-sp runs a single test process in the main process; the plan has "
                          f"{len(procs)}")

@@ -39,36 +39,31 @@ class LoopSide:
     def row(self, proc: Proc):
         return self.results.row(proc.row)
 
-    async def guarded(self, proc: Proc, step: Callable[[], Awaitable[None]]) -> bool:
+    async def guarded(self, proc: Proc, step: Callable[..., Awaitable[None]], *args) -> bool:
         """Run one step of a test; a failure is written to its row and stops the run."""
         try:
-            await step()
+            await step(*args)
             return True
         except Exception as e:  # noqa: BLE001 - reported by name in the row
             mark_failed(self.row(proc), e)
             self.on_failure()
             return False
 
-    def build(self, proc: Proc) -> LoopTest:
-        return make_test(proc, self.plan.settings.seed, self.linesize, self.plan.settings,
-                         len(self.procs))
+    async def build(self, proc: Proc) -> None:
+        self.tests.append((proc, make_test(proc, self.plan.settings.seed, self.linesize,
+                                           self.plan.settings, len(self.procs))))
 
-    async def setup(self) -> bool:
-        """Build and set up every loop test; False when one failed (the run is then stopped)."""
+    async def setup(self) -> None:
+        """Build and set up every loop test, in order, until one fails (which stops the run)."""
         for proc in self.procs:
             row = self.row(proc)
             mark_spawned(row)
-            built: list[LoopTest] = []
-
-            async def make(proc=proc, built=built) -> None:
-                built.append(self.build(proc))
-                await built[0].setup()
-            ok = await self.guarded(proc, make)
-            self.tests += [(proc, t) for t in built]
-            if not ok:
-                return False
-            mark_ready(row, built[0])
-        return True
+            if not await self.guarded(proc, self.build, proc):
+                return
+            test = self.tests[-1][1]            # built: close() releases it from here on
+            if not await self.guarded(proc, test.setup):
+                return
+            mark_ready(row, test)
 
     async def run(self) -> None:
         await asyncio.gather(*(self.run_one(proc, test) for proc, test in self.tests))

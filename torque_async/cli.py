@@ -150,13 +150,13 @@ def run_plan(argv: list[str]) -> int:
     began = time.monotonic_ns()
     lines = report.render(plan, outcome.records, plan.procs(), info, date, outcome.failures,
                           outcome.interrupted)
+    if any(g.local.checkpoint for g in plan.groups) and not s.bo:
+        lines += ["", f"checkpoint report (ms): {(time.monotonic_ns() - began) / 1e6:.1f}"]
     machine = {}
     if s.json or s.csv:
         doc = export.document(plan, outcome.records, plan.procs(), info, date, outcome.failures)
         machine = {path: make(doc) for path, make in ((s.json, export.json_text),
                                                       (s.csv, export.csv_text)) if path}
-    if any(g.local.checkpoint for g in plan.groups) and not s.bo:
-        lines += ["", f"checkpoint report (ms): {(time.monotonic_ns() - began) / 1e6:.1f}"]
     say(lines, err="-" in machine)
     unwritten = [write_output(path, text) for path, text in machine.items()]
     say([f"torque-async: {line}" for line in (*outcome.failures, *filter(None, unwritten))],

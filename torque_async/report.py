@@ -139,7 +139,7 @@ def spin_rates(rec: Record) -> dict[str, float] | None:
             "kept_pct": 100 * rate / rec.ref_rate}
 
 
-def spin_lines(records, procs) -> list[str]:
+def spin_lines(records) -> list[str]:
     out = []
     for rec in records:
         spin = spin_rates(rec)
@@ -327,7 +327,7 @@ def render(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], inf
     lines.append(TABLE_HEADER)
     lines += [table_row(r, p, t0).text() for r, p in zip(records, procs) if r.transfers]
     lines += [""]
-    for extra in (overlap_line(records, t0), *spin_lines(records, procs),
+    for extra in (overlap_line(records, t0), *spin_lines(records),
                   *cyclic_lines(records, procs), *checkpoint_lines(records, procs, t0)):
         lines.append(extra)
     lines += ["", *stream_lines(records, procs), "", *sample_lines(records, procs, t0)]

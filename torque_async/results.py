@@ -63,6 +63,7 @@ def buckets(ns: np.ndarray) -> np.ndarray:
 
 
 def bucket(ns: int) -> int:
+    """The bucket of one latency (used by tests, to build histograms)."""
     return int(buckets(ns))
 
 

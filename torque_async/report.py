@@ -201,17 +201,21 @@ def sample_lines(records, procs, t0: int) -> list[str]:
 STREAM_HEADER = "proc,sub,Target(MB/s),BW(MB/s),Xfers,Late,LongestLate,min,avg,p99,max,Test"
 
 
+def sub_stream_names(args) -> list[str]:
+    """A stream's sub-streams, from its action arguments (label, lookahead, ...)."""
+    from .streams.schedule import stages
+    return [s.name for s in stages(args[0], args[1], 1)]
+
+
 def stream_lines(records, procs) -> list[str]:
     """Per sub-stream: target and achieved bandwidth, late transfers and lateness (us).
     (With -sample, the stream's intervals are in the one samples table.)"""
-    from .streams.schedule import stages
     lines = []
     for rec, proc in zip(records, procs):
         if not rec.subs:
             continue
-        label, lookahead, _, bw = proc.group.args[:4]
-        names = [s.name for s in stages(label, lookahead, 1)]
-        for name, sub in zip(names, rec.subs):
+        label, _, _, bw = proc.group.args[:4]
+        for name, sub in zip(sub_stream_names(proc.group.args), rec.subs):
             n = max(sub.transfers, 1)
             us = [sub.lo, sub.total // n,
                   hist_percentile(sub.hist, sub.transfers, sub.lo, sub.hi, 0.99), sub.hi]

@@ -71,9 +71,9 @@ def test_a_real_stream_s_lateness_is_drawn_for_each_sub_stream(tmp_path):
     subs = test["record"]["subs"]
     assert len(subs) == 2 and all(sum(n for _, n in s["hist"]) == s["transfers"] > 0 for s in subs)
     drawn = dict(plot.render(doc, str(tmp_path / "run.png")))
-    names = report.sub_stream_names(["rw", 2])
-    assert drawn["Latency histograms"] == ["proc 0 MemStreams: latency per transfer",
-                                           *(f"proc 0 MemStreams: lateness of sub-stream {n}" for n in names)]
+    lateness = [f"proc 0 MemStreams: lateness of sub-stream {n}"
+                for n in report.sub_stream_names(["rw", 2])]
+    assert drawn["Latency histograms"] == ["proc 0 MemStreams: latency per transfer", *lateness]
 
 
 def test_nothing_to_plot_is_said_plainly(tmp_path):

@@ -55,7 +55,8 @@ def test_the_total_alone_can_regress(tmp_path):
     b = crafted(PLAN_A, 960, 450, 100e6, tmp_path / "b.json")     # -4% and -10%: total -7%
     found = compare.changes(export.load(a), export.load(b))
     assert [round(c.pct, 1) for c in found] == [-4.0, -10.0, 0.0, -7.0]
-    assert compare.regressed(found, 8.0) and not compare.regressed(found, 10.0)
+    assert [c.slower(8.0) for c in found] == [False, True, False, False]
+    assert not any(c.slower(10.0) or c.faster(0.0) for c in found)
 
 
 def test_unreadable_files_exit_2_with_one_line(tmp_path):

@@ -8,7 +8,7 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from torque_async import cli, cmdline, export, plot
+from torque_async import cli, cmdline, export, plot, report
 from torque_async.results import HIST_BUCKETS, bucket
 
 from conftest import run_cli
@@ -62,15 +62,18 @@ def test_a_scan_sampled_at_every_transfer_maps_bandwidth_across_the_disk(tmp_pat
     assert png_size(out) == (plot.WIDTH_IN * plot.DPI, 3 * plot.PANEL_IN * plot.DPI)
 
 
-def test_every_histogram_the_results_name_is_drawn(tmp_path):
-    doc = sampled_doc("-bzero -load")
-    doc["histograms"].append("late_hist")               # as a family that adds one would
-    for test in doc["tests"]:
-        test["record"]["late_hist"] = [[4095, 2]] if test["proc"] == 1 else []
-    drawn = dict(plot.render(doc, str(tmp_path / "h.png")))
-    assert drawn["Latency histograms"] == ["proc 0 Bzero: latency per transfer",
-                                           "proc 1 Load: latency per transfer",
-                                           "proc 1 Load: late_hist"]
+def test_a_real_stream_s_lateness_is_drawn_for_each_sub_stream(tmp_path):
+    r = run_cli("-smkey", "0x7702", "-json", "run.json", "-memStreams", "rw", "2", "64", "62.5",
+                "0", "0.05", "1")
+    assert r.returncode == 0, r.stderr
+    doc = export.load(str(tmp_path / "run.json"))
+    (test,) = doc["tests"]
+    subs = test["record"]["subs"]
+    assert len(subs) == 2 and all(sum(n for _, n in s["hist"]) == s["transfers"] > 0 for s in subs)
+    drawn = dict(plot.render(doc, str(tmp_path / "run.png")))
+    lateness = [f"proc 0 MemStreams: lateness of sub-stream {n}"
+                for n in report.sub_stream_names(["rw", 2])]
+    assert drawn["Latency histograms"] == ["proc 0 MemStreams: latency per transfer", *lateness]
 
 
 def test_nothing_to_plot_is_said_plainly(tmp_path):

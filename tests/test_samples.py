@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import os
 import re
+import time
 
 from torque_async import cmdline, report
 from torque_async.meter import Meter
-from torque_async.results import MAX_SAMPLES, Results
+from torque_async.results import DONE, FAILED, MAX_SAMPLES, MEASURED, RUNNING, Results
 
 from conftest import run_cli, table
 from test_report import MS, record
@@ -94,6 +95,38 @@ def test_the_meter_stamps_every_k_plus_1_transfers_and_stops_at_1024():
         res.shm.unlink()
 
 
+def test_no_measured_transfer_stores_0_as_the_latency_min_and_max():
+    res = Results.create(f"torque-async-test-{os.getpid():x}", 2)
+    try:
+        Meter(res, 0, None, False).publish(1, 1)                # published, nothing measured
+        published, untouched = res.snapshot()
+        for rec in (published, untouched):
+            assert (rec.lat_count, rec.lat_min, rec.lat_max, rec.lat_sum) == (0, 0, 0, 0)
+    finally:
+        res.release()
+        res.shm.unlink()
+
+
+def test_keep_going_holds_while_another_row_measures_and_drops_rows_as_they_finish():
+    res = Results.create(f"torque-async-test-{os.getpid():x}", 4)
+    try:
+        states = res.rows["state"]
+        states[:] = RUNNING
+        meter, plain = Meter(res, 1, None, slow=True), Meter(res, 1, None, slow=False)
+        assert meter.waiting == [0, 2, 3] and meter.keep_going() and not plain.keep_going()
+        states[3], states[0] = MEASURED, DONE
+        assert meter.keep_going() and meter.waiting == [0, 2]   # dropped from the end only
+        states[2] = FAILED                                       # failed: measures no more
+        assert not meter.keep_going() and meter.waiting == []   # its own row (1) does not count
+        states[[0, 2, 3]] = RUNNING                              # never happens: not read again
+        assert not meter.keep_going()
+        res.header["stop"] = 1
+        assert not Meter(res, 0, None, slow=True).keep_going()  # a stopped run: stop
+    finally:
+        res.release()
+        res.shm.unlink()
+
+
 def samples_table(out: str) -> list[list[str]]:
     lines = out.splitlines()
     i = next(j for j, ln in enumerate(lines) if ln.startswith("proc,Sample,"))
@@ -146,7 +179,9 @@ def test_phase_durations_are_the_gaps_between_phase_marks():
 
 
 def test_checkpoint_prints_durations_whose_test_step_is_the_measured_time():
+    began = time.monotonic()
     r = run_cli("-smkey", "0x7603", "-checkpoint", "-n", "40", "-i", "1", "-MB", "1", "-bzero")
+    wall_ms = (time.monotonic() - began) * 1000
     assert r.returncode == 0, r.stderr
     (row,) = table(r.stdout)
     line = next(ln for ln in r.stdout.splitlines() if ln.startswith("checkpoint proc 0 durations"))
@@ -154,7 +189,8 @@ def test_checkpoint_prints_durations_whose_test_step_is_the_measured_time():
              for k, v in (step.rsplit(" ", 1) for step in line.split(": ")[1].split(", "))}
     assert set(steps) == {"set-up", "barrier wait", "test", "wind-down"}
     assert abs(steps["test"] - int(row[3])) <= 1
-    assert re.search(r"^checkpoint report \(ms\): [\d.]+$", r.stdout, re.M)
+    report_ms = re.search(r"^checkpoint report \(ms\): ([\d.]+)$", r.stdout, re.M)
+    assert report_ms and float(report_ms[1]) <= wall_ms           # a part of the run's time
 
 
 def test_verbose_levels_add_detail_after_the_run():

@@ -42,7 +42,7 @@ def test_values_held_in_the_batch_are_all_counted_once(n):
     for v in values:
         expect[reference_bucket(v)] += 1
     assert s.count == n and s.total == sum(values)
-    assert (s.lo, s.hi) == ((min(values), max(max(values), 0)) if values else (1 << 62, 0))
+    assert (s.lo, s.hi) == ((min(values), max(values)) if values else (0, 0))
     assert s.hist.tolist() == expect.tolist()
 
 
@@ -51,3 +51,11 @@ def test_a_full_batch_is_folded_without_settle():
     for v in range(BATCH):
         s.add(v)
     assert s.count == BATCH and s.hi == BATCH - 1 and s.held == 0
+
+
+def test_without_values_every_figure_is_0_and_negative_values_are_kept_as_they_are():
+    s = Summary().settle()
+    assert (s.count, s.lo, s.hi, s.total) == (0, 0, 0, 0)      # no sentinel for "none"
+    for v in (-7, -3):                                         # -cyclic: woke before a deadline
+        s.add(v)
+    assert (s.settle().lo, s.hi) == (-7, -3)

@@ -23,14 +23,20 @@ class Change:
     def pct(self) -> float | None:
         return None if not self.a or self.b is None else 100 * (self.b - self.a) / self.a
 
+    def slower(self, threshold: float) -> bool:
+        """B is slower than A by more than threshold percent (a regression)."""
+        return self.pct is not None and self.pct < -threshold
+
+    def faster(self, threshold: float) -> bool:
+        return self.pct is not None and self.pct > threshold
+
     def verdict(self, threshold: float) -> str:
         if self.a is None or self.b is None:
             return f"only in {'B' if self.a is None else 'A'}"
-        pct = self.pct
-        if pct is None:
+        if self.pct is None:
             return "n/a"
-        mark = " slower" if pct < -threshold else " faster" if pct > threshold else ""
-        return f"{pct:+.1f}%{mark}"
+        mark = " slower" if self.slower(threshold) else " faster" if self.faster(threshold) else ""
+        return f"{self.pct:+.1f}%{mark}"
 
 
 def key(test: dict[str, Any]) -> tuple[int, str, int]:
@@ -56,18 +62,14 @@ def changes(a: dict[str, Any], b: dict[str, Any]) -> list[Change]:
     return out + [Change("Total", "all", "MB/s", a["bandwidth"]["total"], b["bandwidth"]["total"])]
 
 
-def regressed(found: list[Change], threshold: float) -> bool:
-    return any(c.pct is not None and c.pct < -threshold for c in found)
-
-
-def lines(a: dict[str, Any], b: dict[str, Any], names: tuple[str, str],
-          threshold: float) -> list[str]:
-    found = changes(a, b)
+def lines(found: list[Change], docs: tuple[dict[str, Any], dict[str, Any]],
+          names: tuple[str, str], threshold: float) -> list[str]:
+    """The report of `found` = changes(*docs) between the runs read from `names`."""
     out = [f"{label}: {path} ({doc['date']}): torque-async {doc['command']}".rstrip()
-           for label, path, doc in (("A", names[0], a), ("B", names[1], b))]
+           for label, path, doc in zip("AB", names, docs)]
     out += ["", "test, kind, A, B, unit, change"]
     out += [", ".join((c.name, c.kind, *("-" if v is None else f"{v:.1f}" for v in (c.a, c.b)),
                        c.unit, c.verdict(threshold))) for c in found]
-    slower = sum(c.pct is not None and c.pct < -threshold for c in found)
-    faster = sum(c.pct is not None and c.pct > threshold for c in found)
+    slower = sum(c.slower(threshold) for c in found)
+    faster = sum(c.faster(threshold) for c in found)
     return out + ["", f"changes beyond {threshold:g}% marked: {slower} slower, {faster} faster"]

@@ -19,7 +19,7 @@ from typing import Any, Callable
 from . import __version__, report
 from .kinds import KINDS
 from .plan import Group, Plan, Proc
-from .results import HIST_BUCKETS, PHASES, ROW, STATE_NAMES, Record, bucket_top
+from .results import PHASES, STATE_NAMES, Record, bucket_top
 from .sysinfo import SysInfo
 from .units import mb_per_s
 
@@ -32,28 +32,24 @@ class ResultsFileError(ValueError):
     """A results file that cannot be read or is not torque-async results; says which."""
 
 
-def histogram_fields() -> tuple[str, ...]:
-    """The Record fields that hold a log-scale latency histogram (known by their row shape)."""
-    return tuple(f.name for f in fields(Record)
-                 if f.name in ROW.names and ROW[f.name].shape == (HIST_BUCKETS,))
-
-
 def sparse(hist) -> list[list[int]]:
     """A histogram as [upper bound in ns, count] pairs of its non-empty buckets."""
     return [[bucket_top(i), n] for i, n in enumerate(hist) if n]
 
 
+# The record's latency histograms: each transfer's latency, and each sub-stream's lateness.
+HISTOGRAMS = ("hist",)                         # the document's "histograms" (subs[].hist besides)
 ENCODE: dict[str, Callable[[Any], Any]] = {
+    "hist": sparse,
     "phase": lambda marks: {p.replace(" ", "_"): t for p, t in zip(PHASES, marks)},
     "subs": lambda subs: [{**asdict(s), "hist": sparse(s.hist)} for s in subs]}
 
 
 def record_fields(rec: Record) -> dict[str, Any]:
-    """Every field of the record; histograms sparse, ENCODE's fields in their readable form."""
-    hists, out = histogram_fields(), {}
+    """Every field of the record, ENCODE's fields in their readable form."""
+    out = {}
     for f in fields(Record):
-        encode = sparse if f.name in hists else ENCODE.get(f.name)
-        value = getattr(rec, f.name)
+        encode, value = ENCODE.get(f.name), getattr(rec, f.name)
         out[f.name] = encode(value) if encode else value
     return out
 
@@ -114,7 +110,7 @@ def document(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], i
         "command": plan.command, "date": date, "config": plan.config,
         "plan": {"settings": asdict(plan.settings),
                  "groups": [group_entry(g, procs) for g in plan.groups]},
-        "system": asdict(info), "time_zero_ns": t0, "histograms": histogram_fields(),
+        "system": asdict(info), "time_zero_ns": t0, "histograms": HISTOGRAMS,
         "tests": [process_entry(r, p, t0) for r, p in zip(records, procs)],
         "overlap": overlap, "bandwidth": {"kinds": kinds, "total": sum(kinds.values())},
         "failures": failures})

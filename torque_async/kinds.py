@@ -2,8 +2,7 @@
 
 A kind names its report label, its family, where it runs (a spawned worker process for the
 CPU-bound tests, a coroutine on the event loop for I/O) and the class that implements it, as
-"module:attribute" so the core never imports numpy kernels or OpenGL. Actions whose family is not
-built yet have no implementation and are refused with a clear message when a run asks for them.
+"module:attribute" so the core never imports numpy kernels or OpenGL.
 """
 from __future__ import annotations
 
@@ -20,13 +19,19 @@ class Kind:
     label: str                    # the Test column and the BW: line
     family: str
     runs_in: str                  # WORKER or LOOP
-    impl: str | None              # "module:Class" implementing the test
+    impl: str                     # "module:Class" implementing the test
     buffers: int = 0              # buffers of n x transfer size each process allocates
     check: str | None = None      # "module:function"(plan, group) raising UsageError
 
-    def load(self, name: str | None = None):
-        module, attr = (name or self.impl).split(":")
-        return getattr(__import__(module, fromlist=[attr]), attr)
+    def load(self):
+        """The class implementing the test."""
+        return resolve(self.impl)
+
+
+def resolve(name: str):
+    """The attribute a "module:attribute" name stands for, importing its module."""
+    module, attr = name.split(":")
+    return getattr(__import__(module, fromlist=[attr]), attr)
 
 
 KINDS: dict[str, Kind] = {}
@@ -36,7 +41,7 @@ def register(*kinds: Kind) -> None:
     for k in kinds:
         assert OPTIONS.get(k.action) and OPTIONS[k.action].scope == ACTION, k.action
         assert k.runs_in in (WORKER, LOOP) and k.action not in KINDS, k.action
-        assert k.impl is None or ":" in k.impl, k.action
+        assert ":" in k.impl, k.action
         assert k.check is None or ":" in k.check, k.action
         KINDS[k.action] = k
 

@@ -9,18 +9,13 @@ into its row and stops the run, exactly as a failing worker does.
 from __future__ import annotations
 
 import asyncio
-import os
-import time
 from typing import Awaitable, Callable, Protocol
 
-import numpy as np
-
-from .kinds import KINDS
 from .meter import Meter
 from .plan import Plan, Proc
-from .results import DONE, FAILED, READY, RUNNING, Results
-from workers.api import TestContext
-from workers.entry import describe
+from .results import DONE, RUNNING, Results
+from workers.api import make_test
+from workers.entry import mark_closed, mark_failed, mark_ready, mark_spawned
 
 
 class LoopTest(Protocol):
@@ -42,47 +37,33 @@ class LoopSide:
         self.tests: list[tuple[Proc, LoopTest]] = []
 
     def row(self, proc: Proc):
-        return self.results.rows[proc.row:proc.row + 1]
+        return self.results.row(proc.row)
 
-    async def guarded(self, proc: Proc, step: Callable[[], Awaitable[None]]) -> bool:
+    async def guarded(self, proc: Proc, step: Callable[..., Awaitable[None]], *args) -> bool:
         """Run one step of a test; a failure is written to its row and stops the run."""
         try:
-            await step()
+            await step(*args)
             return True
         except Exception as e:  # noqa: BLE001 - reported by name in the row
-            row = self.row(proc)
-            row["error"] = describe(e).encode()[:240]
-            row["state"] = FAILED
+            mark_failed(self.row(proc), e)
             self.on_failure()
             return False
 
-    def build(self, proc: Proc) -> LoopTest:
-        rng = np.random.default_rng([self.plan.settings.seed, proc.row])
-        ctx = TestContext(proc.group, proc.index, proc.row, rng,
-                          proc.group.local.linesize or self.linesize, self.plan.settings,
-                          len(self.procs))
-        return KINDS[proc.group.action].load()(ctx)
+    async def build(self, proc: Proc) -> None:
+        self.tests.append((proc, make_test(proc, self.plan.settings.seed, self.linesize,
+                                           self.plan.settings, len(self.procs))))
 
-    async def setup(self) -> bool:
-        """Build and set up every loop test; False when one failed (the run is then stopped)."""
+    async def setup(self) -> None:
+        """Build and set up every loop test, in order, until one fails (which stops the run)."""
         for proc in self.procs:
             row = self.row(proc)
-            row["pid"] = os.getpid()
-            row["phase"][0, 0] = time.monotonic_ns()
-            built: list[LoopTest] = []
-
-            async def make(proc=proc, built=built) -> None:
-                built.append(self.build(proc))
-                await built[0].setup()
-            ok = await self.guarded(proc, make)
-            self.tests += [(proc, t) for t in built]
-            if not ok:
-                return False
-            row["transfer_bytes"] = built[0].transfer_bytes
-            row["info"] = built[0].info.encode()[:320]
-            row["phase"][0, 1] = time.monotonic_ns()
-            row["state"] = READY
-        return True
+            mark_spawned(row)
+            if not await self.guarded(proc, self.build, proc):
+                return
+            test = self.tests[-1][1]            # built: close() releases it from here on
+            if not await self.guarded(proc, test.setup):
+                return
+            mark_ready(row, test)
 
     async def run(self) -> None:
         await asyncio.gather(*(self.run_one(proc, test) for proc, test in self.tests))
@@ -98,4 +79,4 @@ class LoopSide:
     async def close(self) -> None:
         for proc, test in self.tests:
             await self.guarded(proc, test.close)
-            self.row(proc)["phase"][0, 4] = time.monotonic_ns()
+            mark_closed(self.row(proc))

@@ -22,15 +22,16 @@ def word(a: np.ndarray) -> memoryview:
 
 
 class Meter:
-    __slots__ = ("row", "live", "stop", "states", "slow", "every", "next_sample", "nsamples",
-                 "stamps", "lat", "count", "start", "finish")
+    __slots__ = ("row", "live", "stop", "states", "waiting", "every", "next_sample",
+                 "nsamples", "stamps", "lat", "count", "start", "finish")
 
     def __init__(self, results: Results, row: int, sample: int | None, slow: bool):
-        self.row = results.rows[row:row + 1]          # a view: writes land in the segment
+        self.row = results.row(row)
         self.live = word(self.row["transfers"])       # memoryviews: cheaper than numpy indexing
         self.stop = word(results.header["stop"].reshape(1))
         self.states = results.rows["state"]
-        self.slow = slow
+        # -slow: the other rows that may still be measuring (none without -slow)
+        self.waiting = [i for i in range(len(self.states)) if i != row] if slow else []
         self.every = sample + 1 if sample is not None else 0
         self.next_sample = self.every or -1
         self.nsamples = 0
@@ -67,8 +68,13 @@ class Meter:
         self.finish = t_end
 
     def keep_going(self) -> bool:
-        """-slow: true while some other test is still measuring (and nobody stopped the run)."""
-        return self.slow and not self.stop[0] and bool((self.states < MEASURED).any())
+        """-slow: true while some other test is still measuring (and nobody stopped the run).
+        States only move forward, so the rows that reached MEASURED are dropped from `waiting`
+        for good: one scalar read per call, no array."""
+        waiting, states = self.waiting, self.states
+        while waiting and states[waiting[-1]] >= MEASURED:
+            waiting.pop()
+        return bool(waiting) and not self.stop[0]
 
     def publish(self, transfer_bytes: int, system_bytes: int, ops_per_transfer: int = 0) -> None:
         """Write the measured figures into the row and mark it measured."""

@@ -3,17 +3,18 @@
 One panel for each picture the run has data for, from the table PANELS: bandwidth over time of
 every sampled test on one time axis (the window in which all tests ran shaded), bandwidth
 across the disk for -scan/-scanfile sampled at every transfer, and every latency histogram the
-results carry (their names are in the document's `histograms`, so a family that adds one to
-the results row is drawn without code here). A new kind of picture is one more Panel.
+results carry (each test's latency per transfer, each stream's lateness per sub-stream). A new
+kind of picture is one more Panel.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from .report import sub_stream_names
+
 WIDTH_IN, PANEL_IN, DPI = 10.0, 3.6, 100
 SCAN_ACTIONS = ("scan", "scanfile")
-HIST_TITLES = {"hist": "latency per transfer"}      # other histograms go by their field name
 
 
 class PlotError(Exception):
@@ -32,8 +33,17 @@ def scanned(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return [t for t in sampled(doc) if t["action"] in SCAN_ACTIONS and t["samples"]["every"] == 1]
 
 
-def histograms(doc: dict[str, Any]) -> list[tuple[dict[str, Any], str]]:
-    return [(t, field) for t in doc["tests"] for field in doc["histograms"] if t["record"][field]]
+def histograms(doc: dict[str, Any]) -> list[tuple[str, list[list[int]]]]:
+    """(label, sparse histogram) of every non-empty histogram in the results."""
+    found = []
+    for test in doc["tests"]:
+        rec = test["record"]
+        found.append((f"{name(test)}: latency per transfer", rec["hist"]))
+        if rec["subs"]:
+            subs = sub_stream_names(doc["plan"]["groups"][test["group"]]["args"])
+            found += [(f"{name(test)}: lateness of sub-stream {sub}", s["hist"])
+                      for sub, s in zip(subs, rec["subs"])]
+    return [(label, hist) for label, hist in found if hist]
 
 
 def draw_bandwidth(ax, doc: dict[str, Any]) -> None:
@@ -65,15 +75,13 @@ def draw_scan(ax, doc: dict[str, Any]) -> None:
 
 
 def draw_histograms(ax, doc: dict[str, Any]) -> None:
-    """Share of transfers per latency bucket (us, log scale), one line per test and histogram."""
-    for test, field in histograms(doc):
-        buckets = test["record"][field]
+    """Share of transfers per latency bucket (us, log scale), one line per histogram."""
+    for label, buckets in histograms(doc):
         total = sum(n for _, n in buckets)
         ax.plot([max(top, 1) / 1000 for top, _ in buckets], [100 * n / total for _, n in buckets],
-                drawstyle="steps-mid", marker=".",
-                label=f"{name(test)}: {HIST_TITLES.get(field, field)}")
+                drawstyle="steps-mid", marker=".", label=label)
     ax.set_xscale("log")
-    ax.set_xlabel("latency (us, upper bound of the bucket)")
+    ax.set_xlabel("latency or lateness (us, upper bound of the bucket)")
     ax.set_ylabel("% of transfers")
 
 

@@ -139,7 +139,7 @@ def spin_rates(rec: Record) -> dict[str, float] | None:
             "kept_pct": 100 * rate / rec.ref_rate}
 
 
-def spin_lines(records, procs) -> list[str]:
+def spin_lines(records) -> list[str]:
     out = []
     for rec in records:
         spin = spin_rates(rec)
@@ -201,19 +201,23 @@ def sample_lines(records, procs, t0: int) -> list[str]:
 STREAM_HEADER = "proc,sub,Target(MB/s),BW(MB/s),Xfers,Late,LongestLate,min,avg,p99,max,Test"
 
 
+def sub_stream_names(args) -> list[str]:
+    """A stream's sub-streams, from its action arguments (label, lookahead, ...)."""
+    from .streams.schedule import stages
+    return [s.name for s in stages(args[0], args[1], 1)]
+
+
 def stream_lines(records, procs) -> list[str]:
     """Per sub-stream: target and achieved bandwidth, late transfers and lateness (us).
     (With -sample, the stream's intervals are in the one samples table.)"""
-    from .streams.schedule import stages
     lines = []
     for rec, proc in zip(records, procs):
         if not rec.subs:
             continue
-        label, lookahead, _, bw = proc.group.args[:4]
-        names = [s.name for s in stages(label, lookahead, 1)]
-        for name, sub in zip(names, rec.subs):
+        label, _, _, bw = proc.group.args[:4]
+        for name, sub in zip(sub_stream_names(proc.group.args), rec.subs):
             n = max(sub.transfers, 1)
-            us = [sub.lo if sub.transfers else 0, sub.total // n,
+            us = [sub.lo, sub.total // n,
                   hist_percentile(sub.hist, sub.transfers, sub.lo, sub.hi, 0.99), sub.hi]
             lines.append(", ".join([str(rec.row), name, f"{bw:.1f}",
                                     f"{mb_per_s(sub.transfers * rec.transfer_bytes, rec.elapsed):.1f}",
@@ -327,7 +331,7 @@ def render(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], inf
     lines.append(TABLE_HEADER)
     lines += [table_row(r, p, t0).text() for r, p in zip(records, procs) if r.transfers]
     lines += [""]
-    for extra in (overlap_line(records, t0), *spin_lines(records, procs),
+    for extra in (overlap_line(records, t0), *spin_lines(records),
                   *cyclic_lines(records, procs), *checkpoint_lines(records, procs, t0)):
         lines.append(extra)
     lines += ["", *stream_lines(records, procs), "", *sample_lines(records, procs, t0)]

@@ -63,6 +63,7 @@ def buckets(ns: np.ndarray) -> np.ndarray:
 
 
 def bucket(ns: int) -> int:
+    """The bucket of one latency (used by tests, to build histograms)."""
     return int(buckets(ns))
 
 
@@ -73,11 +74,12 @@ class Summary:
     """min, max, sum, count and log histogram of a series of ns values. Transfer latencies,
     stream lateness and timer wake-ups all use it. add() stores the value in a preallocated
     batch (no allocation, no arithmetic on the transfer's path); every BATCH values, and when
-    settle() is called, numpy folds the batch into the figures: readers call settle() first."""
+    settle() is called, numpy folds the batch into the figures: readers call settle() first.
+    With no value counted every figure is 0 (count == 0 says there is none)."""
     __slots__ = ("count", "lo", "hi", "total", "hist", "batch", "held")
 
     def __init__(self):
-        self.count, self.lo, self.hi, self.total = 0, 1 << 62, 0, 0
+        self.count, self.lo, self.hi, self.total = 0, 0, 0, 0
         self.hist = np.zeros(HIST_BUCKETS, np.int64)
         self.batch, self.held = [0] * BATCH, 0
 
@@ -92,9 +94,10 @@ class Summary:
         """Fold the values held into the figures; returns the summary."""
         if self.held:
             v = np.array(self.batch[:self.held], dtype=np.int64)
+            lo, hi = int(v.min()), int(v.max())
+            self.lo, self.hi = (min(self.lo, lo), max(self.hi, hi)) if self.count else (lo, hi)
             self.count += v.size
             self.total += int(v.sum())
-            self.lo, self.hi = min(self.lo, int(v.min())), max(self.hi, int(v.max()))
             self.hist += np.bincount(buckets(v), minlength=HIST_BUCKETS)
             self.held = 0
         return self
@@ -132,7 +135,6 @@ class Results:
             raise SegmentExists(name) from None
         res = cls(shm, rows)
         res.rows[...] = np.zeros((), ROW)
-        res.rows["lat_min"] = np.iinfo(np.int64).max
         res.header[()] = (MAGIC, os.getpid(), rows, 0)
         return res
 
@@ -141,6 +143,10 @@ class Results:
         shm = shared_memory.SharedMemory(name)
         rows = int(np.ndarray((), HEADER, shm.buf, 0)["rows"])
         return cls(shm, rows)
+
+    def row(self, i: int) -> np.ndarray:
+        """Row i as a one-record view: writes land in the segment."""
+        return self.rows[i:i + 1]
 
     def release(self) -> None:
         """Drop the numpy views and unmap; the segment itself stays until unlinked."""

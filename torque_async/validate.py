@@ -6,7 +6,7 @@ import os
 import psutil
 
 from .cmdline import UsageError
-from .kinds import KINDS
+from .kinds import KINDS, resolve
 from .plan import Plan
 from .units import MB
 
@@ -22,12 +22,9 @@ def check(plan: Plan) -> None:
         raise UsageError(f"-child {child}: the plan has {total} test processes (0..{total - 1})")
     procs = plan.procs()
     for g in plan.groups:
-        kind = KINDS[g.action]
-        if kind.impl is None:
-            raise UsageError(f"-{g.action}: the {kind.family} tests are not in this version yet")
         check_cpus(g)
-        if kind.check:
-            kind.load(kind.check)(plan, g)
+        if check_group := KINDS[g.action].check:
+            resolve(check_group)(plan, g)
     if plan.settings.sp and len(procs) != 1:
         raise UsageError(f"-sp runs a single test process in the main process; the plan has "
                          f"{len(procs)}")
@@ -37,6 +34,19 @@ def check(plan: Plan) -> None:
     if need > have * 0.9:
         raise UsageError(f"the tests need {need // MB} MB of buffers but only {have // MB} MB of "
                          f"memory is available: lower -n or the transfer size")
+    check_outputs(plan.settings)
+
+
+def check_outputs(s) -> None:
+    """-json and -csv: distinct targets, at most one on stdout, in writable directories;
+    checked before the run rather than after it."""
+    paths = [p for p in (s.json, s.csv) if p]
+    if len(set(paths)) < len(paths):
+        raise UsageError(f"-json and -csv both write to {paths[0]}")
+    for path in paths:
+        folder = os.path.dirname(path) or "."
+        if path != "-" and not (os.path.isdir(folder) and os.access(folder, os.W_OK)):
+            raise UsageError(f"cannot write {path}: {folder} is not a writable directory")
 
 
 def check_cpus(group) -> None:

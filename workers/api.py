@@ -13,6 +13,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from torque_async.kinds import KINDS
+
 
 class TestError(Exception):
     """A test found wrong data or could not set up: the message names what and why."""
@@ -31,6 +33,14 @@ class TestContext:
     @property
     def local(self):
         return self.group.local
+
+
+def make_test(proc, seed: int, linesize: int, settings: Any = None, loop_tests: int = 0):
+    """Build the test of `proc` (a torque_async.plan.Proc), worker or loop test alike: its rng
+    comes from (-seed, row), so -seed reproduces a run whichever side runs the test."""
+    ctx = TestContext(proc.group, proc.index, proc.row, np.random.default_rng([seed, proc.row]),
+                      proc.group.local.linesize or linesize, settings, loop_tests)
+    return KINDS[proc.group.action].load()(ctx)
 
 
 class WorkerTest(Protocol):

@@ -17,11 +17,10 @@ from threading import BrokenBarrierError
 
 import numpy as np
 
-from torque_async.kinds import KINDS
 from torque_async.plan import Proc
 from torque_async.meter import Meter
 from torque_async.results import ABORTED, DONE, FAILED, READY, RUNNING, Results
-from workers.api import TestContext, TestError
+from workers.api import TestError, make_test
 
 CALIBRATION_NS = 250_000_000       # how long spinWait measures its idle loop rate
 PR_SET_PDEATHSIG = 1
@@ -47,17 +46,13 @@ def main(spec: WorkerSpec, barrier, calibration_lock, in_process: bool = False) 
         signal.signal(signal.SIGINT, signal.SIG_IGN)       # the orchestrator ends the run
         ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     results = Results.attach(spec.segment)
-    row = results.rows[spec.proc.row:spec.proc.row + 1]     # a view: writes land in the segment
-    row["pid"] = os.getpid()
-    row["phase"][0, 0] = time.monotonic_ns()
+    row = results.row(spec.proc.row)
+    mark_spawned(row)
     test = None
     try:
         pin(spec.proc)
-        test = build(spec)
-        row["transfer_bytes"] = test.transfer_bytes
-        row["info"] = test.info.encode()[:320]
-        row["phase"][0, 1] = time.monotonic_ns()
-        row["state"] = READY
+        test = make_test(spec.proc, spec.seed, spec.linesize)
+        mark_ready(row, test)
         barrier.wait()
         if getattr(test, "calibrate", False):
             with calibration_lock:
@@ -77,13 +72,12 @@ def main(spec: WorkerSpec, barrier, calibration_lock, in_process: bool = False) 
         row["state"] = ABORTED
         return 1
     except Exception as e:  # noqa: BLE001 - every failure is reported in the row, by name
-        row["error"] = describe(e).encode()[:240]
-        row["state"] = FAILED
+        mark_failed(row, e)
         return 1
     finally:
         if test is not None:
             test.close()
-        row["phase"][0, 4] = time.monotonic_ns()
+        mark_closed(row)
         del row
         sleep_end = spec.proc.group.local.sleepEnd
         results.release()
@@ -95,19 +89,36 @@ def describe(e: Exception) -> str:
     return str(e) if isinstance(e, TestError) else f"{type(e).__name__}: {e}"
 
 
+# A row's set-up steps, the same for worker and loop tests. Text longer than its field is cut
+# to the field's width by numpy when assigned.
+
+def mark_spawned(row: np.ndarray) -> None:
+    row["pid"] = os.getpid()
+    row["phase"][0, 0] = time.monotonic_ns()
+
+
+def mark_ready(row: np.ndarray, test) -> None:
+    row["transfer_bytes"] = test.transfer_bytes
+    row["info"] = test.info.encode()
+    row["phase"][0, 1] = time.monotonic_ns()
+    row["state"] = READY
+
+
+def mark_failed(row: np.ndarray, e: Exception) -> None:
+    row["error"] = describe(e).encode()
+    row["state"] = FAILED
+
+
+def mark_closed(row: np.ndarray) -> None:
+    row["phase"][0, 4] = time.monotonic_ns()
+
+
 def pin(proc: Proc) -> None:
     local = proc.group.local
     if local.affinityNumber is not None:
         os.sched_setaffinity(0, {local.affinityNumber})
     elif local.affinityNumberDiff is not None:
         os.sched_setaffinity(0, {local.affinityNumberDiff + proc.index})
-
-
-def build(spec: WorkerSpec):
-    proc = spec.proc
-    rng = np.random.default_rng([spec.seed, proc.row])
-    cls = KINDS[proc.group.action].load()
-    return cls(TestContext(proc.group, proc.index, proc.row, rng, spec.linesize))
 
 
 def idle_rate(test) -> float:

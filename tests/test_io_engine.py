@@ -121,6 +121,25 @@ def test_threads_run_each_lane_in_its_own_thread_the_others_on_the_loop(name):
     assert (len(set(seen)) == 4 and main not in seen) if name == "threads" else set(seen) == {main}
 
 
+def test_a_lane_that_fails_fails_its_drive(name):
+    async def body():
+        eng, ended = engines.open_engine(name), []
+
+        async def fine():
+            ended.append("fine")
+
+        async def failing():
+            raise ValueError("lane 1 broke")
+        try:
+            with pytest.raises(ValueError, match="lane 1 broke"):
+                await eng.drive([fine(), failing(), fine()])
+        finally:
+            await eng.forget([])
+            eng.close()
+        return ended
+    assert on_loop(body) == ["fine", "fine"]
+
+
 def test_the_ring_is_shared_and_closed_by_its_last_user():
     async def body():
         one, two = engines.open_engine("uring"), engines.open_engine("uring")

@@ -135,19 +135,25 @@ class ThreadEngine(SyncEngine):
         finished = loop.create_future()
         left = [len(lanes)]
 
-        def one_less() -> None:
+        def one_less(error: BaseException | None) -> None:
             left[0] -= 1
-            if not left[0] and not finished.done():
+            if finished.done():
+                return
+            if error is not None:      # a lane that fails ends its drive() with it
+                finished.set_exception(error)
+            elif not left[0]:
                 finished.set_result(None)
 
         def run(lane: Coroutine) -> None:
+            error = None
             try:
                 while True:            # a lane awaits only blocking calls: it never suspends
                     lane.send(None)
             except StopIteration:
                 pass
-            finally:
-                loop.call_soon_threadsafe(one_less)
+            except BaseException as e:  # noqa: BLE001 - handed to drive(), which raises it
+                error = e
+            loop.call_soon_threadsafe(one_less, error)
         self.threads = [threading.Thread(target=run, args=(lane,), daemon=True,
                                          name=f"torque-async lane {i}")
                         for i, lane in enumerate(lanes)]

@@ -54,10 +54,10 @@ def unavailable() -> str | None:
 
 class Crew:
     """The lanes of one drive() call: how many still run, and the future drive() awaits."""
-    __slots__ = ("left", "finished", "lanes")
+    __slots__ = ("left", "finished")
 
-    def __init__(self, lanes: list[Coroutine], finished: asyncio.Future):
-        self.lanes, self.left, self.finished = lanes, len(lanes), finished
+    def __init__(self, left: int, finished: asyncio.Future):
+        self.left, self.finished = left, finished
 
 
 class UringEngine:
@@ -130,7 +130,7 @@ class UringEngine:
             self.L.io_uring_submit(self.ring)
 
     async def drive(self, lanes: list[Coroutine]) -> None:
-        crew = Crew(lanes, self.loop.create_future())
+        crew = Crew(len(lanes), self.loop.create_future())
         for lane in lanes:
             self.step(lane, crew, None, None)
         try:

@@ -27,7 +27,7 @@ import threading
 import numpy as np
 
 from workers.api import TestContext, TestError
-from workers.memory import Buffers
+from workers.buffers import Buffers
 
 from . import actions, data, scratch, tree
 from .engine import NAMES, choose, now, open_engine
@@ -55,6 +55,7 @@ class FileTest:
         self.plain: dict[int, int] = {}              # check(): buffered descriptors by file
         self.scratch: str | None = None
         self.engine = None
+        self.buffers: Buffers | None = None
         self.ids: list[int] = []
         self.error: BaseException | None = None
 
@@ -287,6 +288,10 @@ class FileTest:
             await self.engine.forget(self.ids)
             self.engine.close()
             self.engine = None
+        if self.buffers is not None:                 # the views first: a viewed map stays
+            self.arrays = self.views = self.touched = []
+            self.buffers.close()
+            self.buffers = None
         for fd in [*self.fds, *self.plain.values()]:
             os.close(fd)
         self.fds, self.plain = [], {}

@@ -147,6 +147,13 @@ def test_w_makes_a_named_file_that_does_not_exist_yet(key, tmp_path):
                           np.concatenate([data.written(0, p, 4 * KB) for p in (0, 4096, 8192)]))
 
 
+def test_a_write_shorter_than_its_stamp_writes_the_stamp_s_first_bytes(key, tmp_path):
+    target = tmp_path / "new.dat"
+    assert not run(key, "-f", str(target), "-n", "3", "-i", "1", "-B", "5", "-w").failures
+    stamps = [data.written(0, p, 8)[:5] for p in (0, 5, 10)]
+    assert target.read_bytes() == np.concatenate(stamps).tobytes()
+
+
 def test_a_layout_that_cannot_fit_fails_the_test_with_its_reason(key, tmp_path):
     out = run(key, "-f", str(tmp_path / "new.dat"), "-percR", "0", "-KB", "4", "-rand")
     assert out.failures == ("test 0 (-rand, group 0, process 0) failed: -rand: no 4096-byte "

@@ -170,7 +170,7 @@ class FileTest:
         record = self.engine.serial(meter.record)    # the threads engine: under a lock
         submit, fds, slot, throttle = self.engine.submit, self.fds, self.slot, self.local.T * 1000
         rbuf, wbuf = self.ids[slot["read"] + j], self.ids[slot["write"] + j]
-        wview, head = self.views[slot["write"] + j], min(self.size, 8)
+        stamp = data.stamper(self.views[slot["write"] + j])
         plain = not (self.spec.rmw or self.extra_bytes or self.drop)    # one I/O per transfer
         stamps = self.writes and not self.spec.rmw
         touched = self.local.touch or self.local.touch4K
@@ -188,7 +188,7 @@ class FileTest:
                     block, (files, offsets, writes) = b, self.at.lists(b)
                 f, offset, write = files[i], offsets[i], writes[i]
                 if write and stamps:
-                    wview[:head] = data.stamp(f, offset)[:head]
+                    stamp(f, offset)
                 t0 = now()
                 t = await (submit(write, fds[f], wbuf if write else rbuf, offset) if plain else
                            self.move(j, f, offset, write))

@@ -32,6 +32,8 @@ from workers.entry import wait_until
 
 NAMES = {"uring": "io_uring", "threads": "threads", "sync": "sync"}
 YIELD_NS = 1_000_000               # blocking transfers give the loop a turn at least this often
+NEAR_NS = 2_000_000                # sync -T waits on the loop until this near (its timers are
+                                   # coarse: ~1 ms), then blocks to the end
 now = time.monotonic_ns
 
 
@@ -97,6 +99,9 @@ class SyncEngine:
         return t
 
     async def pause(self, until: int) -> None:
+        early = until - now() - NEAR_NS
+        if early > 0:
+            await asyncio.sleep(early / 1e9)
         wait_until(until)
 
     serial = staticmethod(lambda fn: fn)     # lanes on the loop never run anything at once
@@ -120,6 +125,9 @@ class ThreadEngine(SyncEngine):
         super().__init__()
         self.threads: list[threading.Thread] = []
         self.lock = threading.Lock()
+
+    async def pause(self, until: int) -> None:
+        wait_until(until)              # the lane's own thread: blocking holds up nothing else
 
     def serial(self, fn: Callable) -> Callable:
         """fn under one lock: the lanes' threads run it one at a time."""

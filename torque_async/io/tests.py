@@ -29,6 +29,8 @@ import numpy as np
 from workers.api import TestContext, TestError
 from workers.buffers import Buffers
 
+from .. import report
+from ..units import MB
 from . import actions, data, scratch, tree
 from .engine import NAMES, choose, now, open_engine
 from .files import block_size, choose_mode, open_file
@@ -76,7 +78,7 @@ class FileTest:
         self.allocate(local.wire or self.spec.wire, buffered=not mode.direct)
         engine = NAMES[self.engine_name] + (f" ({self.engine_note})" if self.engine_note else "")
         self.info = "\n".join((f"I/O engine = {engine}",
-                               f"Largest File Size = {largest / (1 << 20):g} MBytes", mode.note))
+                               f"{report.LARGEST}{largest / MB:g} MBytes", mode.note))
 
     async def tree(self) -> int:
         """-files: the tree under -dir (made first with -cfiles); returns its largest file."""

@@ -195,7 +195,8 @@ def test_the_seed_fixes_every_file_offset_and_direction(key, recorded, argv):
     group = plan.groups[0]
     if group.action == "files":
         from torque_async.io import tree
-        lay = actions.layout(group, 0, 7, None, tree.sizes("filestest", 20))
+        sizes = tree.sizes("filestest", 20, actions.tree_limit(group.local), group.local.size)
+        lay = actions.layout(group, 0, 7, None, sizes)
         paths = [tree.path("filestest", i) for i in range(20)]
     else:
         lay = actions.layout(group, 0, 7, None)

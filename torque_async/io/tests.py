@@ -69,7 +69,7 @@ class FileTest:
         except ValueError as e:                      # the layout: no transfer fits
             raise TestError(f"-{self.ctx.group.action}: {e}") from None
         mode = choose_mode(local, (self.size, local.offset, self.layout.spacing,
-                                   self.extra_bytes), block_size(self.paths[0]), self.paths[0])
+                                   self.extra_bytes), self.align, self.paths[0])
         for path in self.paths:
             fd, mode = open_file(path, self.writes, self.writes and self.spec.source == "list",
                                  mode)
@@ -86,11 +86,12 @@ class FileTest:
         limit = actions.tree_limit(local)
         if local.cfiles:
             await tree.make(local.dir, count, limit, self.size)
-        why = tree.problem(local.dir, count, limit, self.size)
-        if why:
-            raise TestError(f"-files: {why}: add -cfiles to make it")
-        sizes = tree.sizes(local.dir, count)
+        try:
+            sizes = tree.sizes(local.dir, count, limit, self.size)
+        except ValueError as e:
+            raise TestError(f"-files: {e}: add -cfiles to make it") from None
         self.paths, self.shown = [tree.path(local.dir, i) for i in range(count)], local.dir
+        self.align = block_size(self.paths[0])
         self.layout = actions.layout(ctx.group, ctx.row, ctx.settings.seed, None, sizes)
         return max(sizes)
 
@@ -99,8 +100,9 @@ class FileTest:
         ctx = self.ctx
         named = actions.user_file(ctx.settings, ctx.group, ctx.proc, ctx.row)
         size = actions.file_size(named) if named else None
+        self.align = block_size(named or ".")        # a scratch file's directory is in "."
         self.layout = actions.layout(ctx.group, ctx.row, ctx.settings.seed, size,
-                                     align=block_size(named or "."))
+                                     align=self.align)
         need = self.layout.span + self.extra_bytes
         if named is None:
             self.scratch = scratch.path(f"test{ctx.row}.dat")
@@ -117,7 +119,7 @@ class FileTest:
         """One page-aligned area with a slot per lane for each role it needs: reads, writes
         (apart, so a write never carries what a read left), extra reads; -m adds a byte."""
         d, local = self.depth, self.local
-        roles = [("read", self.size, actions.reads(self.spec, local) or self.spec.rmw),
+        roles = [("read", self.size, actions.reads(self.spec, local)),        # -rmw reads
                  ("write", self.size, self.writes and not self.spec.rmw),
                  ("extra", self.extra_bytes, bool(self.extra_bytes))]
         lengths = [n for _, n, used in roles if used for _ in range(d)]

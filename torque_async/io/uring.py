@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import functools
 import itertools
 import os
 import types
@@ -43,6 +44,12 @@ def unavailable() -> str | None:
         setting = "0"
     if setting == "2":
         return f"{DISABLED} = 2"
+    return probe(liburing)
+
+
+@functools.cache
+def probe(liburing) -> str | None:
+    """Why a ring cannot be made, or None; tried once per process."""
     ring = liburing.Ring()
     try:
         liburing.io_uring_queue_init(2, ring)

@@ -105,6 +105,28 @@ def test_pause_waits_until_the_time_given(name):
     assert t >= until
 
 
+def test_the_loop_runs_other_work_during_a_long_pause(name):
+    async def body():
+        eng, woke = engines.open_engine(name), []
+
+        async def other():
+            await asyncio.sleep(0.005)
+            woke.append(time.monotonic_ns())
+        waking = asyncio.ensure_future(other())
+        until = time.monotonic_ns() + 50_000_000
+
+        async def paused():
+            await eng.pause(until)
+            return time.monotonic_ns()
+        t = await in_lane(eng, paused)
+        await waking
+        await eng.forget([])
+        eng.close()
+        return until, t, woke[0]
+    until, t, woke = on_loop(body)
+    assert woke < until - 20_000_000 and t >= until
+
+
 def test_threads_run_each_lane_in_its_own_thread_the_others_on_the_loop(name):
     async def body():
         eng, seen = engines.open_engine(name), []
@@ -119,6 +141,25 @@ def test_threads_run_each_lane_in_its_own_thread_the_others_on_the_loop(name):
     main = threading.main_thread()
     assert len(seen) == 4
     assert (len(set(seen)) == 4 and main not in seen) if name == "threads" else set(seen) == {main}
+
+
+def test_a_lane_that_fails_fails_its_drive(name):
+    async def body():
+        eng, ended = engines.open_engine(name), []
+
+        async def fine():
+            ended.append("fine")
+
+        async def failing():
+            raise ValueError("lane 1 broke")
+        try:
+            with pytest.raises(ValueError, match="lane 1 broke"):
+                await eng.drive([fine(), failing(), fine()])
+        finally:
+            await eng.forget([])
+            eng.close()
+        return ended
+    assert on_loop(body) == ["fine", "fine"]
 
 
 def test_the_ring_is_shared_and_closed_by_its_last_user():

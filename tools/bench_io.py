@@ -7,8 +7,8 @@
 For each workload and round, fio and torque-async (each engine) run one after the other on the
 same file, so each ratio compares neighbours in time on this noisy machine; the table gives the
 median ratio over the rounds and its spread (min-max). Bandwidth is MiB/s of transfer bytes:
-fio's bw_bytes, torque-async's BW: total (under -slow, each process over its own interval, all
-of them overlapping). CPU per transfer: fio's usr+sys over its I/Os; torque-async's marginal
+fio's bw_bytes, torque-async's tests' bandwidths summed, from its -json results (under -slow,
+each process over its own interval, all of them overlapping). CPU per transfer: fio's usr+sys over its I/Os; torque-async's marginal
 cost, the CPU time of the run less that of the same command with one transfer per process,
 over every transfer it made (measured and the unmeasured ones -slow adds). Random workloads draw
 new places every run on both sides (fio --randrepeat=0; torque-async without -seed), so neither
@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import resource
 import shutil
 import statistics
@@ -104,33 +103,23 @@ def torque_cmd(w: Workload, path: Path, engine: str, n: int, i: int, key: int) -
 
 def run_torque(w: Workload, path: Path, engine: str, n: int, i: int,
                key: int) -> tuple[float, float]:
-    """(MiB/s, marginal CPU seconds per transfer)."""
+    """(MiB/s, marginal CPU seconds per transfer), from the run's -json results: the tests'
+    transfer bandwidths summed, and every transfer made (-slow's unmeasured ones too)."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
 
-    def once(count: int, iterations: int) -> tuple[str, float]:
-        before = children_cpu()
-        r = subprocess.run(torque_cmd(w, path, engine, count, iterations, key),
-                           capture_output=True, text=True, env=env)
-        if r.returncode:
-            sys.exit(f"bench_io: torque-async failed:\n{r.stdout}{r.stderr}")
-        return r.stdout, children_cpu() - before
-    out, cpu = once(n, i)
+    def once(count: int, iterations: int) -> tuple[list[dict], float]:
+        with tempfile.TemporaryDirectory() as tmp:
+            results = Path(tmp, "run.json")
+            before = children_cpu()
+            r = subprocess.run([*torque_cmd(w, path, engine, count, iterations, key),
+                                "-json", str(results)], capture_output=True, text=True, env=env)
+            if r.returncode:
+                sys.exit(f"bench_io: torque-async failed:\n{r.stdout}{r.stderr}")
+            return json.loads(results.read_text())["tests"], children_cpu() - before
+    tests, cpu = once(n, i)
     _, base = once(1, 1)
-    extra = re.search(r"-slow\) = (\d+)", out)
-    transfers = n * i * w.procs + (int(extra.group(1)) if extra else 0)
-    return sum_bw(out), (cpu - base) / max(transfers - w.procs, 1)
-
-
-def sum_bw(out: str) -> float:
-    """The sum of the BW(MB/s) column, to one decimal (the BW: line rounds to whole MB/s)."""
-    lines = out.splitlines()
-    i = lines.index("proc,Start,Finish,Diff,Xfers,BW(MB/s),TS(KB),IO/sec,Test,File,PID")
-    total = 0.0
-    for ln in lines[i + 1:]:
-        if not ln.strip():
-            break
-        total += float(ln.split(",")[5])
-    return total
+    transfers = sum(t["record"]["transfers"] + t["record"]["extra_transfers"] for t in tests)
+    return sum(t["table"]["bw"] for t in tests), (cpu - base) / max(transfers - w.procs, 1)
 
 
 def make_file(directory: Path, size_mb: int) -> Path:

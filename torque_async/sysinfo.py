@@ -148,8 +148,8 @@ def header_lines(info: SysInfo) -> list[str]:
     ]
 
 
-def _mount_of(path: str) -> str:
-    """'device on mountpoint type fstype (options)' for the mount holding `path`."""
+def mount_of(path: str):
+    """The mount holding `path` (psutil's partition: device, mountpoint, fstype, opts), or None."""
     target = os.path.realpath(path)
     best = None
     for part in psutil.disk_partitions(all=True):
@@ -158,6 +158,12 @@ def _mount_of(path: str) -> str:
         # `>=` so that of stacked mounts on one point the last (visible) one wins.
         if inside and (best is None or len(mp) >= len(best.mountpoint)):
             best = part
+    return best
+
+
+def _mount_of(path: str) -> str:
+    """'device on mountpoint type fstype (options)' for the mount holding `path`."""
+    best = mount_of(path)
     if best is None:
         return "NA"
     return f"{best.device} on {best.mountpoint} type {best.fstype} ({best.opts})"

@@ -9,11 +9,15 @@ write that went elsewhere or never happened is found. -rmw adds 1 to the first b
 """
 from __future__ import annotations
 
+import struct
+from typing import Callable
+
 import numpy as np
 
 FILL = 0x5A
 WRITE_MARK = 0x5752 << 48          # "WR"
 SECTOR = 512
+STAMP = struct.Struct("<Q")        # the stamp: a little-endian 64-bit word
 
 
 def pattern(offset: int, length: int, tag: int = 0) -> np.ndarray:
@@ -26,16 +30,25 @@ def pattern(offset: int, length: int, tag: int = 0) -> np.ndarray:
     return words.view(np.uint8)[skip:skip + length]
 
 
-def stamp(file: int, offset: int) -> bytes:
-    """The first 8 bytes a write transfer puts at `offset` of file number `file`."""
-    return (WRITE_MARK ^ (file << 40) ^ offset).to_bytes(8, "little")
+def stamper(buffer) -> Callable[[int, int], None]:
+    """stamp(file, offset): puts the stamp of the place `offset` of file number `file` in the
+    first 8 bytes of `buffer` (all of it when shorter). Allocates nothing when it has 8."""
+    view, pack = memoryview(buffer), STAMP.pack_into
+    if len(view) >= 8:
+        return lambda file, offset: pack(view, 0, WRITE_MARK ^ file << 40 ^ offset)
+    whole = bytearray(8)
+    full = stamper(whole)
+
+    def short(file: int, offset: int) -> None:
+        full(file, offset)
+        view[:] = whole[:len(view)]
+    return short
 
 
 def written(file: int, offset: int, size: int) -> np.ndarray:
     """The bytes a write transfer of `size` bytes leaves at `offset`."""
     out = np.full(size, FILL, np.uint8)
-    head = min(size, 8)
-    out[:head] = np.frombuffer(stamp(file, offset)[:head], np.uint8)
+    stamper(out)(file, offset)
     return out
 
 

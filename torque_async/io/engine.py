@@ -32,6 +32,8 @@ from workers.entry import wait_until
 
 NAMES = {"uring": "io_uring", "threads": "threads", "sync": "sync"}
 YIELD_NS = 1_000_000               # blocking transfers give the loop a turn at least this often
+NEAR_NS = 2_000_000                # sync -T waits on the loop until this near (its timers are
+                                   # coarse: ~1 ms), then blocks to the end
 now = time.monotonic_ns
 
 
@@ -97,6 +99,9 @@ class SyncEngine:
         return t
 
     async def pause(self, until: int) -> None:
+        early = until - now() - NEAR_NS
+        if early > 0:
+            await asyncio.sleep(early / 1e9)
         wait_until(until)
 
     serial = staticmethod(lambda fn: fn)     # lanes on the loop never run anything at once
@@ -121,6 +126,9 @@ class ThreadEngine(SyncEngine):
         self.threads: list[threading.Thread] = []
         self.lock = threading.Lock()
 
+    async def pause(self, until: int) -> None:
+        wait_until(until)              # the lane's own thread: blocking holds up nothing else
+
     def serial(self, fn: Callable) -> Callable:
         """fn under one lock: the lanes' threads run it one at a time."""
         lock = self.lock
@@ -135,19 +143,25 @@ class ThreadEngine(SyncEngine):
         finished = loop.create_future()
         left = [len(lanes)]
 
-        def one_less() -> None:
+        def one_less(error: BaseException | None) -> None:
             left[0] -= 1
-            if not left[0] and not finished.done():
+            if finished.done():
+                return
+            if error is not None:      # a lane that fails ends its drive() with it
+                finished.set_exception(error)
+            elif not left[0]:
                 finished.set_result(None)
 
         def run(lane: Coroutine) -> None:
+            error = None
             try:
                 while True:            # a lane awaits only blocking calls: it never suspends
                     lane.send(None)
             except StopIteration:
                 pass
-            finally:
-                loop.call_soon_threadsafe(one_less)
+            except BaseException as e:  # noqa: BLE001 - handed to drive(), which raises it
+                error = e
+            loop.call_soon_threadsafe(one_less, error)
         self.threads = [threading.Thread(target=run, args=(lane,), daemon=True,
                                          name=f"torque-async lane {i}")
                         for i, lane in enumerate(lanes)]

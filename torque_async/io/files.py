@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 from workers.api import TestError
 
+from ..sysinfo import mount_of
+
 FALLBACK = "File buffer cache = off: buffered + fadvise DONTNEED"
 
 
@@ -23,18 +25,6 @@ class Mode:
     drop: bool                    # drop each transfer's range from the cache afterwards
     note: str                     # the line for the group's block
     fs: str = ""                  # the file system's type
-
-
-def mount_type(path: str) -> str:
-    """The file system type of the mount holding path (e.g. 'ext4', 'tmpfs')."""
-    real, best, kind = os.path.realpath(path), "", "unknown"
-    with open("/proc/self/mounts") as fh:
-        for line in fh:
-            _, point, fstype = line.split()[:3]
-            point = point.replace("\\040", " ")
-            if (real == point or real.startswith(point.rstrip("/") + "/")) and len(point) >= len(best):
-                best, kind = point, fstype
-    return kind
 
 
 def block_size(path: str) -> int:
@@ -61,7 +51,8 @@ def choose_mode(local, sizes: tuple[int, ...], align: int, path: str) -> Mode:
     odd = [s for s in sizes if s % align]
     if odd:
         return Mode(False, True, f"{FALLBACK} ({odd[0]} is not a multiple of {align})")
-    fs = mount_type(path)
+    mount = mount_of(path)
+    fs = mount.fstype if mount else "unknown"
     memory = "; tmpfs: the files are in memory" if fs == "tmpfs" else ""
     return Mode(True, False, f"File buffer cache = off (O_DIRECT{memory})", fs)
 

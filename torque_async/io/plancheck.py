@@ -70,7 +70,9 @@ def check_tree(settings, group) -> None:
         raise UsageError(f"-files: -dir {local.dir} holds {foreign[0]}, which torque-async did "
                          f"not make: use a directory of its own, or add -allowForeign")
     if not local.cfiles:
-        why = tree.problem(local.dir, count, actions.tree_limit(local), local.size)
-        if why:
-            raise UsageError(f"-files {count}: {why}: add -cfiles to make it (once; it stays)")
+        try:
+            tree.sizes(local.dir, count, actions.tree_limit(local), local.size)
+        except ValueError as e:
+            raise UsageError(f"-files {count}: {e}: add -cfiles to make it (once; it stays)") \
+                from None
 

@@ -27,8 +27,10 @@ import threading
 import numpy as np
 
 from workers.api import TestContext, TestError
-from workers.memory import Buffers
+from workers.buffers import Buffers
 
+from .. import report
+from ..units import MB
 from . import actions, data, scratch, tree
 from .engine import NAMES, choose, now, open_engine
 from .files import block_size, choose_mode, open_file
@@ -55,6 +57,7 @@ class FileTest:
         self.plain: dict[int, int] = {}              # check(): buffered descriptors by file
         self.scratch: str | None = None
         self.engine = None
+        self.buffers: Buffers | None = None
         self.ids: list[int] = []
         self.error: BaseException | None = None
 
@@ -66,7 +69,7 @@ class FileTest:
         except ValueError as e:                      # the layout: no transfer fits
             raise TestError(f"-{self.ctx.group.action}: {e}") from None
         mode = choose_mode(local, (self.size, local.offset, self.layout.spacing,
-                                   self.extra_bytes), block_size(self.paths[0]), self.paths[0])
+                                   self.extra_bytes), self.align, self.paths[0])
         for path in self.paths:
             fd, mode = open_file(path, self.writes, self.writes and self.spec.source == "list",
                                  mode)
@@ -75,7 +78,7 @@ class FileTest:
         self.allocate(local.wire or self.spec.wire, buffered=not mode.direct)
         engine = NAMES[self.engine_name] + (f" ({self.engine_note})" if self.engine_note else "")
         self.info = "\n".join((f"I/O engine = {engine}",
-                               f"Largest File Size = {largest / (1 << 20):g} MBytes", mode.note))
+                               f"{report.LARGEST}{largest / MB:g} MBytes", mode.note))
 
     async def tree(self) -> int:
         """-files: the tree under -dir (made first with -cfiles); returns its largest file."""
@@ -83,11 +86,12 @@ class FileTest:
         limit = actions.tree_limit(local)
         if local.cfiles:
             await tree.make(local.dir, count, limit, self.size)
-        why = tree.problem(local.dir, count, limit, self.size)
-        if why:
-            raise TestError(f"-files: {why}: add -cfiles to make it")
-        sizes = tree.sizes(local.dir, count)
+        try:
+            sizes = tree.sizes(local.dir, count, limit, self.size)
+        except ValueError as e:
+            raise TestError(f"-files: {e}: add -cfiles to make it") from None
         self.paths, self.shown = [tree.path(local.dir, i) for i in range(count)], local.dir
+        self.align = block_size(self.paths[0])
         self.layout = actions.layout(ctx.group, ctx.row, ctx.settings.seed, None, sizes)
         return max(sizes)
 
@@ -96,8 +100,9 @@ class FileTest:
         ctx = self.ctx
         named = actions.user_file(ctx.settings, ctx.group, ctx.proc, ctx.row)
         size = actions.file_size(named) if named else None
+        self.align = block_size(named or ".")        # a scratch file's directory is in "."
         self.layout = actions.layout(ctx.group, ctx.row, ctx.settings.seed, size,
-                                     align=block_size(named or "."))
+                                     align=self.align)
         need = self.layout.span + self.extra_bytes
         if named is None:
             self.scratch = scratch.path(f"test{ctx.row}.dat")
@@ -114,7 +119,7 @@ class FileTest:
         """One page-aligned area with a slot per lane for each role it needs: reads, writes
         (apart, so a write never carries what a read left), extra reads; -m adds a byte."""
         d, local = self.depth, self.local
-        roles = [("read", self.size, actions.reads(self.spec, local) or self.spec.rmw),
+        roles = [("read", self.size, actions.reads(self.spec, local)),        # -rmw reads
                  ("write", self.size, self.writes and not self.spec.rmw),
                  ("extra", self.extra_bytes, bool(self.extra_bytes))]
         lengths = [n for _, n, used in roles if used for _ in range(d)]
@@ -169,7 +174,7 @@ class FileTest:
         record = self.engine.serial(meter.record)    # the threads engine: under a lock
         submit, fds, slot, throttle = self.engine.submit, self.fds, self.slot, self.local.T * 1000
         rbuf, wbuf = self.ids[slot["read"] + j], self.ids[slot["write"] + j]
-        wview, head = self.views[slot["write"] + j], min(self.size, 8)
+        stamp = data.stamper(self.views[slot["write"] + j])
         plain = not (self.spec.rmw or self.extra_bytes or self.drop)    # one I/O per transfer
         stamps = self.writes and not self.spec.rmw
         touched = self.local.touch or self.local.touch4K
@@ -187,7 +192,7 @@ class FileTest:
                     block, (files, offsets, writes) = b, self.at.lists(b)
                 f, offset, write = files[i], offsets[i], writes[i]
                 if write and stamps:
-                    wview[:head] = data.stamp(f, offset)[:head]
+                    stamp(f, offset)
                 t0 = now()
                 t = await (submit(write, fds[f], wbuf if write else rbuf, offset) if plain else
                            self.move(j, f, offset, write))
@@ -287,6 +292,10 @@ class FileTest:
             await self.engine.forget(self.ids)
             self.engine.close()
             self.engine = None
+        if self.buffers is not None:                 # the views first: a viewed map stays
+            self.arrays = self.views = self.touched = []
+            self.buffers.close()
+            self.buffers = None
         for fd in [*self.fds, *self.plain.values()]:
             os.close(fd)
         self.fds, self.plain = [], {}

@@ -54,31 +54,28 @@ def planned_sizes(count: int, max_size: int, unit: int) -> list[int]:
     return (rng.integers(1, max_size // unit + 1, count) * unit).tolist()
 
 
-def problem(root: str, count: int, max_size: int, unit: int) -> str | None:
-    """What keeps the tree under root from serving -files count; None when it can."""
+def sizes(root: str, count: int, max_size: int, unit: int) -> list[int]:
+    """The sizes of the tree's first count files; ValueError: what keeps the tree under root
+    from serving -files count."""
     try:
         with open(os.path.join(root, MANIFEST)) as fh:
             made = json.load(fh)
     except (OSError, ValueError):
-        return f"there is no -files tree in {root}"
+        raise ValueError(f"there is no -files tree in {root}") from None
     if (made.get("unit"), made.get("max_size")) != (unit, max_size):
-        return (f"the tree in {root} was made for {made.get('unit')}-byte transfers and files "
-                f"up to {made.get('max_size')} bytes, not {unit} and {max_size}")
-    sizes = made.get("sizes", [])
+        raise ValueError(f"the tree in {root} was made for {made.get('unit')}-byte transfers "
+                         f"and files up to {made.get('max_size')} bytes, not {unit} and "
+                         f"{max_size}")
+    sizes = made.get("sizes", [])[:count]
     if len(sizes) < count:
-        return f"the tree in {root} has {len(sizes)} files, not {count}"
-    for i, size in enumerate(sizes[:count]):
+        raise ValueError(f"the tree in {root} has {len(sizes)} files, not {count}")
+    for i, size in enumerate(sizes):
         try:
             if os.stat(path(root, i)).st_size != size:
-                return f"{path(root, i)} is not {size} bytes long"
+                raise ValueError(f"{path(root, i)} is not {size} bytes long")
         except OSError:
-            return f"{path(root, i)} is missing"
-    return None
-
-
-def sizes(root: str, count: int) -> list[int]:
-    with open(os.path.join(root, MANIFEST)) as fh:
-        return json.load(fh)["sizes"][:count]
+            raise ValueError(f"{path(root, i)} is missing") from None
+    return sizes
 
 
 async def make(root: str, count: int, max_size: int, unit: int) -> None:

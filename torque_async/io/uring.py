@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import functools
 import itertools
 import os
 import types
@@ -43,6 +44,12 @@ def unavailable() -> str | None:
         setting = "0"
     if setting == "2":
         return f"{DISABLED} = 2"
+    return probe(liburing)
+
+
+@functools.cache
+def probe(liburing) -> str | None:
+    """Why a ring cannot be made, or None; tried once per process."""
     ring = liburing.Ring()
     try:
         liburing.io_uring_queue_init(2, ring)
@@ -54,10 +61,10 @@ def unavailable() -> str | None:
 
 class Crew:
     """The lanes of one drive() call: how many still run, and the future drive() awaits."""
-    __slots__ = ("left", "finished", "lanes")
+    __slots__ = ("left", "finished")
 
-    def __init__(self, lanes: list[Coroutine], finished: asyncio.Future):
-        self.lanes, self.left, self.finished = lanes, len(lanes), finished
+    def __init__(self, left: int, finished: asyncio.Future):
+        self.left, self.finished = left, finished
 
 
 class UringEngine:
@@ -130,7 +137,7 @@ class UringEngine:
             self.L.io_uring_submit(self.ring)
 
     async def drive(self, lanes: list[Coroutine]) -> None:
-        crew = Crew(lanes, self.loop.create_future())
+        crew = Crew(len(lanes), self.loop.create_future())
         for lane in lanes:
             self.step(lane, crew, None, None)
         try:

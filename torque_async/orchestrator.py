@@ -75,7 +75,7 @@ def open_segment(plan: Plan, rows: int) -> Results:
 
 def spec_for(plan: Plan, proc: Proc, segment: str, linesize: int) -> entry.WorkerSpec:
     return entry.WorkerSpec(segment, proc, plan.settings.seed,
-                            proc.group.local.linesize or linesize, plan.slow)
+                            linesize, plan.slow)
 
 
 def run(plan: Plan, linesize: int) -> Outcome:

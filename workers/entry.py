@@ -31,7 +31,7 @@ class WorkerSpec:
     segment: str
     proc: Proc
     seed: int
-    linesize: int
+    linesize: int                 # the machine's; make_test prefers the group's -linesize
     slow: bool
 
 

@@ -42,6 +42,11 @@ def reads(spec: Spec, local) -> bool:
     return spec.ops != "write" and not (spec.ops == "mix" and local.percR == 0)
 
 
+def extra_bytes(spec: Spec, local) -> int:
+    """Bytes -extraRead* reads after each transfer (the -r test only)."""
+    return local.extraRead if spec.extra else 0
+
+
 def depth(group) -> int:
     """Transfers a test keeps outstanding: -aio N, else one."""
     return group.args[0] if group.action == "aio" else 1

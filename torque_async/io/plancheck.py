@@ -5,6 +5,7 @@ import os
 
 from ..cmdline import UsageError
 from . import actions, tree
+from .files import block_size
 
 
 def check_group(plan, group) -> None:
@@ -45,10 +46,14 @@ def check_test(settings, proc) -> None:
                          f"which has {len(settings.files)} (0..{len(settings.files) - 1}); "
                          f"-s chooses the first") from None
     if path is not None:
-        check_file(settings, spec, local, name, path)
+        check_file(settings, proc, name, path)
 
 
-def check_file(settings, spec, local, name: str, path: str) -> None:
+def check_file(settings, proc, name: str, path: str) -> None:
+    """A file the user named: what it is, whether the test may write it, and whether the test's
+    transfers fit in it (the layout the test will use, computed here)."""
+    group = proc.group
+    spec, local = actions.SPECS[group.action], group.local
     if os.path.isdir(path):
         raise UsageError(f"{name}: {path} is a directory, not a file")
     if not os.path.exists(path) and (actions.reads(spec, local) or spec.source == "arg"):
@@ -56,6 +61,15 @@ def check_file(settings, spec, local, name: str, path: str) -> None:
     if actions.writes(spec, local) and actions.is_device(path) and not settings.writeDevices:
         raise UsageError(f"{name} would write to the block device {path}, destroying its data: "
                          f"add -writeDevices to confirm")
+    size = actions.file_size(path)
+    try:
+        layout = actions.layout(group, proc.row, settings.seed, size, align=block_size(path))
+    except ValueError as e:
+        raise UsageError(f"{name}: {e}") from None
+    need = layout.span + actions.extra_bytes(spec, local)
+    if actions.reads(spec, local) and size < need:
+        raise UsageError(f"{name}: {path} holds {size} bytes but the test reads up to byte "
+                         f"{need}: set a smaller -mfile* (transfers wrap) or -n")
 
 
 def check_tree(settings, group) -> None:

@@ -45,7 +45,7 @@ class FileTest:
         self.spec = actions.SPECS[ctx.group.action]
         self.depth = actions.depth(ctx.group)
         self.size = self.local.size
-        self.extra_bytes = self.local.extraRead if self.spec.extra else 0
+        self.extra_bytes = actions.extra_bytes(self.spec, self.local)
         self.transfer_bytes = self.size
         self.system_bytes = self.size * (2 if self.spec.rmw else 1) + self.extra_bytes
         self.writes = actions.writes(self.spec, self.local)
@@ -66,7 +66,7 @@ class FileTest:
         local = self.local
         try:
             largest = await (self.tree() if self.spec.source == "tree" else self.one_file())
-        except ValueError as e:                      # the layout: no transfer fits
+        except ValueError as e:            # a -files tree's layout: no transfer fits
             raise TestError(f"-{self.ctx.group.action}: {e}") from None
         mode = choose_mode(local, (self.size, local.offset, self.layout.spacing,
                                    self.extra_bytes), self.align, self.paths[0])
@@ -103,14 +103,11 @@ class FileTest:
         self.align = block_size(named or ".")        # a scratch file's directory is in "."
         self.layout = actions.layout(ctx.group, ctx.row, ctx.settings.seed, size,
                                      align=self.align)
-        need = self.layout.span + self.extra_bytes
+        need = self.layout.span + self.extra_bytes      # a named file holds it: plancheck
         if named is None:
             self.scratch = scratch.path(f"test{ctx.row}.dat")
             await scratch.write_pattern(self.scratch, need)
             size = need
-        elif actions.reads(self.spec, self.local) and size < need:
-            raise TestError(f"{named} holds {size} bytes but the test reads up to byte {need}: "
-                            f"set a smaller -mfile* (transfers wrap) or -n")
         self.paths = [self.scratch or named]
         self.shown = self.paths[0]
         return max(size, need if self.writes else 0)

@@ -372,7 +372,7 @@ def test_a_stream_takes_the_file_of_its_own_test_number_as_the_file_tests_do(tmp
         assert tracks.path == want, s
     from torque_async import validate
     with pytest.raises(cmdline.UsageError, match="process 0 needs file number 1"):
-        validate.check(cmdline.parse(["-f", a, "-r", *stream]))
+        validate.check(cmdline.parse(["-f", a, "-n", "4", "-KB", "4", "-r", *stream]))
 
 
 def test_rw_on_a_user_file_changes_its_data_in_place(tmp_path):

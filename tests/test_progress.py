@@ -6,8 +6,6 @@ import asyncio
 import io
 import os
 import pty
-import subprocess
-import sys
 from dataclasses import replace
 
 import numpy as np
@@ -15,7 +13,7 @@ import numpy as np
 from torque_async import cmdline, progress
 from torque_async.results import READY, ROW, RUNNING
 
-from conftest import ENV, run_cli, table
+from conftest import run_cli, start, table
 
 PLAN = cmdline.parse("-p 2 -n 50 -i 2 -bzero -n 10 -i 1 -load".split())
 
@@ -89,8 +87,7 @@ def test_start_gives_no_task_when_stderr_is_not_a_terminal():
 def on_a_terminal(*args: str) -> tuple[int, str, str]:
     """Run the command with stderr on a pseudo-terminal: (exit code, stdout, the terminal)."""
     master, slave = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "torque_async", *args], env=ENV,
-                            stdout=subprocess.PIPE, stderr=slave, text=True)
+    proc = start(*args, stderr=slave)
     os.close(slave)
     seen = []
     while True:

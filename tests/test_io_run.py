@@ -16,6 +16,7 @@ from torque_async.io import actions, data, tests as filetests, uring
 from torque_async.io.layout import Cursor
 
 from conftest import execute, run_cli, table
+from test_report import record
 
 KB = 1024
 ENGINES = ["uring", "threads"]
@@ -442,9 +443,12 @@ def test_a_failing_test_still_removes_its_scratch_files(key, monkeypatch):
 
 
 def test_the_largest_file_of_a_group_is_reported_once():
-    recs = [type("R", (), {"info": f"I/O engine = io_uring\nLargest File Size = {mb} MBytes"})
-            for mb in (4, 16, 2.5)]
-    assert report.info_lines(recs) == ["I/O engine = io_uring", "Largest File Size = 16 MBytes"]
+    plan = cmdline.parse(["-p", "3", "-n", "8", "-r"])
+    recs = [record(i, 0, 1000, 8, 4096, file_bytes=int(mb * (1 << 20)),
+                   info="I/O engine = io_uring") for i, mb in enumerate((4, 16, 2.5))]
+    lines = report.group_lines(plan, plan.groups[0], recs, plan.procs())
+    assert [ln for ln in lines if "Largest" in ln or "engine" in ln] == \
+        ["Largest File Size = 16 MBytes", "I/O engine = io_uring"]
 
 
 @pytest.mark.parametrize("engine", ENGINES)

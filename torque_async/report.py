@@ -22,7 +22,6 @@ LATENCY_QUANTILES = (("p50", 0.5), ("p99", 0.99), ("p999", 0.999))
 SAMPLES_HEADER = "proc,Sample,Start,End,Xfers,BW(MB/s),Test"
 SA_HEADER = "proc,Sample,BW(MB/s),Test"
 STEPS = ("set-up", "barrier wait", "test", "wind-down")    # between consecutive PHASES
-LARGEST = "Largest File Size = "          # file tests: "... = 256 MBytes", one per process
 
 
 @dataclass(frozen=True)
@@ -242,17 +241,13 @@ def cyclic_lines(records, procs) -> list[str]:
     return out
 
 
-PACED = {"streams": ("transaction size", "configuration", "Number of processes"),
-         "timer": ("configuration", "Number of processes")}
+PACED = {"streams": ("size", "config", "procs"),     # their arguments, not -n x -i, say what
+         "timer": ("config", "procs")}                # they do (in their info lines)
 
 
 def info_lines(records) -> list[str]:
-    """The lines of a group's info fields, each once, in order; of the file tests'
-    "Largest File Size" lines only the largest stays."""
-    lines = list(dict.fromkeys(ln for r in records for ln in r.info.splitlines() if ln))
-    largest = max((ln for ln in lines if ln.startswith(LARGEST)), default=None,
-                  key=lambda ln: float(ln[len(LARGEST):].split()[0]))
-    return [ln for ln in lines if not ln.startswith(LARGEST) or ln == largest]
+    """The lines of a group's info fields, each once, in order."""
+    return list(dict.fromkeys(ln for r in records for ln in r.info.splitlines() if ln))
 
 
 def group_lines(plan: Plan, group: Group, records, procs) -> list[str]:
@@ -260,18 +255,19 @@ def group_lines(plan: Plan, group: Group, records, procs) -> list[str]:
     mine = [(r, p) for r, p in zip(records, procs) if p.group is group]
     size = mine[0][0].transfer_bytes if mine and mine[0][0].transfer_bytes else local.size
     kind = KINDS[group.action]
-    infos = info_lines([r for r, _ in mine])
-    lines = [f"transaction size = {size} ({kb_text(size)}K), ({human(size)})",
-             f"configuration file = {plan.config or 'none'}",
-             f"number of transactions = {local.n}",
-             *(ln for ln in infos if ln.startswith(LARGEST))]
-    if kind.buffers:
-        lines.append(f"Working Set = {kind.buffers} x {local.n * size / MB:g} MBytes/process")
-    lines += [f"Bytes Transferred = {local.n * local.i * size / MB:g} MBytes/process",
-              f"Number of processes = {len(mine)}", f"Number of iterations = {local.i}"]
-    if kind.family in PACED:          # their arguments, not -n x -i, say what they do (info)
-        lines = [ln for ln in lines if ln.startswith(PACED[kind.family])]
-    lines += [ln for ln in infos if not ln.startswith(LARGEST)]
+    largest = max((r.file_bytes for r, _ in mine), default=0)
+    lines = {"size": f"transaction size = {size} ({kb_text(size)}K), ({human(size)})",
+             "config": f"configuration file = {plan.config or 'none'}",
+             "n": f"number of transactions = {local.n}",
+             "largest": largest and f"Largest File Size = {largest / MB:g} MBytes",
+             "working": kind.buffers and
+             f"Working Set = {kind.buffers} x {local.n * size / MB:g} MBytes/process",
+             "bytes": f"Bytes Transferred = {local.n * local.i * size / MB:g} MBytes/process",
+             "procs": f"Number of processes = {len(mine)}",
+             "iterations": f"Number of iterations = {local.i}"}
+    keep = PACED.get(kind.family, lines.keys())
+    lines = [text for name, text in lines.items() if name in keep and text]
+    lines += info_lines([r for r, _ in mine])
     extra = sum(r.extra_transfers for r, _ in mine)
     if extra:
         lines.append(f"Unmeasured transfers while waiting for the slowest test (-slow) = {extra}")

@@ -38,6 +38,7 @@ ROW = np.dtype([
     ("ops", "i8"), ("ref_rate", "f8"),           # spinWait: loops measured, loops/s alone
     ("transfer_bytes", "i8"),
     ("file", "S256"),                            # the file a file test used (File column)
+    ("file_bytes", "i8"),                        # and the size of the largest it worked on
     ("info", "S320"), ("error", "S240"),
     ("last_lat", "i8"),                          # the last latency recorded (-cyclic's Act)
     ("nsubs", "i8"),                             # streams: sub-streams, and for each of them
@@ -223,6 +224,7 @@ class Record:
     info: str
     error: str
     last_lat: int = 0
+    file_bytes: int = 0
     subs: tuple[SubStream, ...] = ()
 
     @classmethod
@@ -239,6 +241,7 @@ class Record:
                    ref_rate=float(r["ref_rate"]), transfer_bytes=int(r["transfer_bytes"]),
                    file=r["file"].decode(errors="replace"), info=r["info"].decode(errors="replace"),
                    error=r["error"].decode(errors="replace"), last_lat=int(r["last_lat"]),
+                   file_bytes=int(r["file_bytes"]),
                    subs=tuple(SubStream(int(r["sub_xfers"][i]), int(r["late"][i]),
                                         int(r["late_run"][i]), int(r["late_min"][i]),
                                         int(r["late_max"][i]), int(r["late_sum"][i]),

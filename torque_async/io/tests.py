@@ -29,8 +29,6 @@ import numpy as np
 from workers.api import TestContext, TestError
 from workers.buffers import Buffers
 
-from .. import report
-from ..units import MB
 from . import actions, data, scratch, tree
 from .engine import NAMES, choose, now, open_engine
 from .files import block_size, choose_mode, open_file
@@ -65,7 +63,7 @@ class FileTest:
     async def setup(self) -> None:
         local = self.local
         try:
-            largest = await (self.tree() if self.spec.source == "tree" else self.one_file())
+            self.largest = await (self.tree() if self.spec.source == "tree" else self.one_file())
         except ValueError as e:            # a -files tree's layout: no transfer fits
             raise TestError(f"-{self.ctx.group.action}: {e}") from None
         mode = choose_mode(local, (self.size, local.offset, self.layout.spacing,
@@ -77,8 +75,7 @@ class FileTest:
         self.drop = mode.drop
         self.allocate(local.wire or self.spec.wire, buffered=not mode.direct)
         engine = NAMES[self.engine_name] + (f" ({self.engine_note})" if self.engine_note else "")
-        self.info = "\n".join((f"I/O engine = {engine}",
-                               f"{report.LARGEST}{largest / MB:g} MBytes", mode.note))
+        self.info = "\n".join((f"I/O engine = {engine}", mode.note))
 
     async def tree(self) -> int:
         """-files: the tree under -dir (made first with -cfiles); returns its largest file."""
@@ -141,7 +138,7 @@ class FileTest:
 
     # the measured run -------------------------------------------------------------------------
     async def run(self, meter) -> None:
-        meter.row["file"] = self.shown.encode()[:256]
+        meter.row["file"], meter.row["file_bytes"] = self.shown.encode(), self.largest
         self.meter, self.lock = meter, threading.Lock()
         self.total = self.local.n * self.local.i
         self.take = itertools.count().__next__       # transfer numbers: atomic, no lock

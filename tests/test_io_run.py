@@ -454,8 +454,8 @@ def test_the_largest_file_of_a_group_is_reported_once():
 @pytest.mark.parametrize("engine", ENGINES)
 def test_slow_keeps_writing_and_the_check_accounts_for_every_transfer_made(key, engine):
     out = run(key, "-slow", "-engine", engine, "-n", "16", "-i", "1", "-KB", "4", "-mfileKB", "64",
-              "-percR", "50", "-aio", "4", "-n", "400", "-i", "1", "-MB", "2", "-bcopy")
-    assert not out.failures
+              "-percR", "50", "-aio", "4", "-memStreams", "r", "1", "64", "10", "0", "0.5", "1")
+    assert not out.failures                     # the stream measures for 0.5 s of wall time
     aio, _ = out.records
     assert aio.ok and aio.transfers == 16 and aio.extra_transfers > 0
     assert no_scratch_left()

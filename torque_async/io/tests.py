@@ -166,6 +166,7 @@ class FileTest:
         transfers made are exactly 0 .. k-1 for the smallest such k (self.next)."""
         meter, total, stop = self.meter, self.total, self.meter.stop
         record = self.engine.serial(meter.record)    # the threads engine: under a lock
+        keep_going = self.engine.serial(meter.keep_going)
         submit, fds, slot, throttle = self.engine.submit, self.fds, self.slot, self.local.T * 1000
         rbuf, wbuf = self.ids[slot["read"] + j], self.ids[slot["write"] + j]
         stamp = data.stamper(self.views[slot["write"] + j])
@@ -179,7 +180,7 @@ class FileTest:
         try:
             while True:
                 k = take()
-                if self.error is not None or stop[0] or (k >= total and not meter.keep_going()):
+                if self.error is not None or stop[0] or (k >= total and not keep_going()):
                     break
                 b, i = divmod(k, BLOCK)
                 if b != block:

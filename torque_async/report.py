@@ -96,27 +96,13 @@ def overlap_line(records, t0: int) -> str:
             f"{(hi - t0) // NS_PER_MS} ms ({(hi - lo) // NS_PER_MS} ms)")
 
 
-def percentile(rec: Record, q: float) -> int:
-    """Latency (ns) under which a share q of transfers completed, from the histogram."""
-    return hist_percentile(rec.hist, rec.lat_count, rec.lat_min, rec.lat_max, q)
-
-
-def hist_percentile(hist, count: int, lo: int, hi: int, q: float) -> int:
-    """The value under which a share q of `count` values fell, from their log histogram."""
-    want, seen = q * count, 0
-    for i, n in enumerate(hist):
-        seen += n
-        if n and seen >= want:
-            return min(max(bucket_top(i), lo), hi)
-    return hi
-
-
 def latency_summary(rec: Record) -> dict[str, int] | None:
     """Latency per transfer (ns): min, avg, p50, p99, p999, max; None without transfers."""
-    if not rec.lat_count:
+    lat = rec.lat
+    if not lat.count:
         return None
-    return {"min": rec.lat_min, "avg": rec.lat_sum // rec.lat_count,
-            **{name: percentile(rec, q) for name, q in LATENCY_QUANTILES}, "max": rec.lat_max}
+    return {"min": lat.lo, "avg": lat.avg,
+            **{name: lat.percentile(q) for name, q in LATENCY_QUANTILES}, "max": lat.hi}
 
 
 def latency_lines(records, procs) -> list[str]:
@@ -215,9 +201,8 @@ def stream_lines(records, procs) -> list[str]:
             continue
         label, _, _, bw = proc.group.args[:4]
         for name, sub in zip(sub_stream_names(proc.group.args), rec.subs):
-            n = max(sub.transfers, 1)
-            us = [sub.lo, sub.total // n,
-                  hist_percentile(sub.hist, sub.transfers, sub.lo, sub.hi, 0.99), sub.hi]
+            late = sub.lateness
+            us = [late.lo, late.avg, late.percentile(0.99), late.hi]
             lines.append(", ".join([str(rec.row), name, f"{bw:.1f}",
                                     f"{mb_per_s(sub.transfers * rec.transfer_bytes, rec.elapsed):.1f}",
                                     str(sub.transfers), str(sub.late), str(sub.late_run),
@@ -232,9 +217,9 @@ def cyclic_lines(records, procs) -> list[str]:
     """cyclictest's summary line for each -cyclic process, in us, and its p99."""
     out = []
     for rec, proc in zip(records, procs):
-        if proc.group.action == "cyclic" and rec.lat_count:
-            us = [rec.lat_min, rec.last_lat, rec.lat_sum // rec.lat_count, rec.lat_max,
-                  percentile(rec, 0.99)]
+        lat = rec.lat
+        if proc.group.action == "cyclic" and lat.count:
+            us = [lat.lo, rec.last_lat, lat.avg, lat.hi, lat.percentile(0.99)]
             out.append(f"T: {rec.row} ({rec.pid}) I:{proc.group.args[0]} C: {rec.lat_count} "
                        + " ".join(f"{name}: {v / 1000:.0f}" for name, v in
                                   zip(("Min", "Act", "Avg", "Max", "p99"), us)) + " (us)")

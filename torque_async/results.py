@@ -187,6 +187,29 @@ def free_segment(name: str) -> int | None:
 
 
 @dataclass(frozen=True)
+class Stats:
+    """A Summary as read back from a row: count, min, max, sum and log histogram of ns values."""
+    count: int
+    lo: int
+    hi: int
+    total: int
+    hist: tuple[int, ...]
+
+    @property
+    def avg(self) -> int:
+        return self.total // self.count if self.count else 0
+
+    def percentile(self, q: float) -> int:
+        """The value under which a share q of the values fell, from the histogram."""
+        want, seen = q * self.count, 0
+        for i, n in enumerate(self.hist):
+            seen += n
+            if n and seen >= want:
+                return min(max(bucket_top(i), self.lo), self.hi)
+        return self.hi
+
+
+@dataclass(frozen=True)
 class SubStream:
     """One sub-stream's figures: measured transfers and their lateness (ns)."""
     transfers: int
@@ -196,6 +219,10 @@ class SubStream:
     hi: int
     total: int
     hist: tuple[int, ...]
+
+    @property
+    def lateness(self) -> Stats:
+        return Stats(self.transfers, self.lo, self.hi, self.total, self.hist)
 
 
 @dataclass(frozen=True)
@@ -247,6 +274,11 @@ class Record:
                                         int(r["late_max"][i]), int(r["late_sum"][i]),
                                         tuple(int(x) for x in r["late_hist"][i]))
                               for i in range(int(r["nsubs"]))))
+
+    @property
+    def lat(self) -> Stats:
+        """The latency of its measured transfers."""
+        return Stats(self.lat_count, self.lat_min, self.lat_max, self.lat_sum, self.hist)
 
     @property
     def elapsed(self) -> int:

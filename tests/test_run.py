@@ -96,14 +96,6 @@ def test_sp_runs_the_test_in_the_main_process():
     assert int(row[10]) == proc.pid and row[8] == "SCopy"
 
 
-def test_checkpoint_prints_every_phase():
-    r = run_cli("-smkey", "0x7006", "-checkpoint", "-n", "4", "-KB", "64", "-store")
-    assert r.returncode == 0, r.stderr
-    line = next(ln for ln in r.stdout.splitlines() if ln.startswith("checkpoint proc 0"))
-    for phase in ("spawned", "set up", "released", "measured", "done"):
-        assert phase in line
-
-
 def test_g_prints_pids_and_waits_for_enter():
     proc = start("-smkey", "0x7007", "-g", "-n", "4", "-KB", "64", "-bzero", stdin=subprocess.PIPE)
     lines = []

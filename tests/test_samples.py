@@ -184,6 +184,9 @@ def test_checkpoint_prints_durations_whose_test_step_is_the_measured_time():
     wall_ms = (time.monotonic() - began) * 1000
     assert r.returncode == 0, r.stderr
     (row,) = table(r.stdout)
+    marks = next(ln for ln in r.stdout.splitlines() if ln.startswith("checkpoint proc 0"))
+    for phase in ("spawned", "set up", "released", "measured", "done"):
+        assert phase in marks
     line = next(ln for ln in r.stdout.splitlines() if ln.startswith("checkpoint proc 0 durations"))
     steps = {k: float(v)
              for k, v in (step.rsplit(" ", 1) for step in line.split(": ")[1].split(", "))}

@@ -11,7 +11,8 @@ import jsonschema
 import pytest
 
 from torque_async import cmdline, export
-from torque_async.results import FAILED, HIST_BUCKETS, Record, bucket
+from torque_async.results import FAILED, Record
+from torque_async.stats import HIST_BUCKETS, bucket
 from torque_async.sysinfo import SysInfo
 
 from conftest import run_cli, table

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from torque_async import cmdline, orchestrator, report, validate
-from torque_async.io import actions, data, tests as filetests, uring
+from torque_async.io import actions, data, filetest as filetests, uring
 from torque_async.io.layout import Cursor
 
 from conftest import execute, run_cli, table

@@ -14,7 +14,8 @@ import pytest
 from torque_async import options
 from torque_async.kinds import KINDS
 
-from workers import api, buffers, patterns, stream
+from torque_async.testing import api, buffers
+from workers import patterns, stream_kernels as stream
 
 P1, P2 = 0x5555555555555555, 0xAAAAAAAAAAAAAAAA
 KEY = 0xDECAFBAD00000000
@@ -57,7 +58,7 @@ def chunk_words(buf, j, size):
 def test_every_memory_action_is_registered_with_its_class():
     for action in ("bcopy", "bzero", "load", "store", "ls", "Scopy", "Sscale", "Sadd", "Striad"):
         cls = KINDS[action].load()
-        assert cls.action == action and cls.__module__ in ("workers.memory", "workers.stream")
+        assert cls.action == action and cls.__module__ in ("workers.memory", "workers.stream_kernels")
 
 
 @pytest.mark.parametrize("action, factor", [

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from torque_async import cli, cmdline, export, plot, report
-from torque_async.results import HIST_BUCKETS, bucket
+from torque_async.stats import HIST_BUCKETS, bucket
 
 from conftest import run_cli
 from test_report import INFO, MS, record

@@ -4,7 +4,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from torque_async import cmdline, report
-from torque_async.results import DONE, HIST_BUCKETS, Record, bucket
+from torque_async.results import DONE, Record
+from torque_async.stats import HIST_BUCKETS, bucket
 from torque_async.sysinfo import SysInfo
 from torque_async.units import MB
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from torque_async import cmdline, report
-from torque_async.results import HIST_BUCKETS, SubStream, bucket
+from torque_async.results import SubStream
+from torque_async.stats import HIST_BUCKETS, bucket
 from torque_async.units import KB
 
 from test_report import INFO, MS, record

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from torque_async.results import BATCH, HIST_BUCKETS, SUB_BITS, Summary, bucket, buckets
+from torque_async.stats import BATCH, HIST_BUCKETS, SUB_BITS, Summary, bucket, buckets
 
 
 def reference_bucket(ns: int) -> int:

@@ -19,7 +19,8 @@ from typing import Any, Callable
 from . import __version__, report
 from .kinds import KINDS
 from .plan import Group, Plan, Proc
-from .results import PHASES, STATE_NAMES, Record, bucket_top
+from .results import PHASES, STATE_NAMES, Record
+from .stats import bucket_top
 from .sysinfo import SysInfo
 from .units import mb_per_s
 

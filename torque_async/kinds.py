@@ -46,9 +46,9 @@ def register(*kinds: Kind) -> None:
         KINDS[k.action] = k
 
 
-_M, _S = "workers.memory:", "workers.stream:"
+_M, _S = "workers.memory:", "workers.stream_kernels:"
 _ST = "torque_async.streams.stream:"
-_F, _FC = "torque_async.io.tests:FileTest", "torque_async.io.plancheck:check_group"
+_F, _FC = "torque_async.io.filetest:FileTest", "torque_async.io.plancheck:check_group"
 register(
     Kind("bcopy", "Bcopy", "memory", WORKER, _M + "BcopyTest", buffers=2),
     Kind("bzero", "Bzero", "memory", WORKER, _M + "BzeroTest", buffers=1),

@@ -14,8 +14,8 @@ from typing import Awaitable, Callable, Protocol
 from .meter import Meter
 from .plan import Plan, Proc
 from .results import DONE, RUNNING, Results
-from workers.api import make_test
-from workers.entry import mark_closed, mark_failed, mark_ready, mark_spawned
+from .testing.api import make_test
+from .testing.rows import mark_closed, mark_failed, mark_ready, mark_spawned
 
 
 class LoopTest(Protocol):

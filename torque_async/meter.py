@@ -11,7 +11,8 @@ import time
 
 import numpy as np
 
-from .results import MAX_SAMPLES, MEASURED, Results, Summary
+from .results import MAX_SAMPLES, MEASURED, Results
+from .stats import Summary
 
 now = time.monotonic_ns
 

@@ -21,13 +21,15 @@ import uvloop
 
 from . import progress
 from .cmdline import UsageError
-from .kinds import KINDS, LOOP, WORKER
+from .kinds import KINDS, LOOP, WORKER, resolve
 from .loop import LoopSide
 from .plan import Plan, Proc
 from .results import (DONE, MEASURED, READY, RUNNING, STATE_NAMES, Record, Results, SegmentExists,
                       owner_of, segment_name)
-from workers import entry
+from .testing.api import WorkerSpec
 
+WORKER_MAIN, WORKER_PROCESS = "workers.entry:main", "workers.entry:process_main"   # by name:
+                                   # the core never imports workers/
 SETUP_TIMEOUT = 300.0              # seconds every test may take to set up before the start
 STOP_GRACE = 2.0                   # seconds a stopped worker gets before it is killed
 
@@ -73,8 +75,8 @@ def open_segment(plan: Plan, rows: int) -> Results:
                          f"remove it with -freeSharedMemory") from None
 
 
-def spec_for(plan: Plan, proc: Proc, segment: str, linesize: int) -> entry.WorkerSpec:
-    return entry.WorkerSpec(segment, proc, plan.settings.seed,
+def spec_for(plan: Plan, proc: Proc, segment: str, linesize: int) -> WorkerSpec:
+    return WorkerSpec(segment, proc, plan.settings.seed,
                             linesize, plan.slow)
 
 
@@ -84,7 +86,7 @@ def run(plan: Plan, linesize: int) -> Outcome:
     try:
         if plan.settings.sp and KINDS[procs[0].group.action].runs_in == WORKER:
             spec = spec_for(plan, procs[0], results.shm.name.lstrip("/"), linesize)
-            entry.main(spec, threading.Barrier(1), threading.Lock(), in_process=True)
+            resolve(WORKER_MAIN)(spec, threading.Barrier(1), threading.Lock(), in_process=True)
             return Outcome(results.snapshot(), failures(procs, results, {}))
         return uvloop.run(Supervisor(plan, procs, results, linesize).run())
     finally:
@@ -169,7 +171,7 @@ class Supervisor:
             parent_cpus = os.sched_getaffinity(0)
             if local.affinityParent is not None:
                 os.sched_setaffinity(0, {local.affinityParent})
-            child = self.ctx.Process(target=entry.process_main, name=f"torque-async {describe(proc)}",
+            child = self.ctx.Process(target=resolve(WORKER_PROCESS), name=f"torque-async {describe(proc)}",
                                      args=(spec_for(self.plan, proc, segment, self.linesize),
                                            self.barrier, self.calibration_lock))
             child.start()

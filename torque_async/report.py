@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from . import __version__
 from .kinds import KINDS
 from .plan import Group, Plan, Proc
-from .results import MAX_SAMPLES, PHASES, STATE_NAMES, Record, bucket_top
+from .results import MAX_SAMPLES, PHASES, STATE_NAMES, Record
+from .stats import bucket_top
 from .sysinfo import SysInfo, header_lines
 from .units import MB, NS_PER_MS, human, kb_text, mb_per_s, per_s
 

@@ -118,3 +118,15 @@ class Sleeper:
             err = _libc.clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, self.ref, None)
         if err:
             raise OSError(err, f"clock_nanosleep: {os.strerror(err)}")
+
+
+def wait_until(deadline: int) -> int:
+    """Delay precisely: sleep to within 100 us of the deadline, then spin. Returns the time."""
+    now = time.monotonic_ns
+    left = deadline - now()
+    if left > 200_000:
+        time.sleep((left - 100_000) / 1e9)
+    t = now()
+    while t < deadline:
+        t = now()
+    return t

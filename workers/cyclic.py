@@ -15,7 +15,7 @@ import gc
 
 from torque_async.meter import Meter, now
 from torque_async.timer import Sleeper
-from workers.api import TestContext, TestError
+from torque_async.testing.api import TestContext, TestError
 
 
 class CyclicTest:

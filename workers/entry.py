@@ -12,27 +12,19 @@ import os
 import signal
 import sys
 import time
-from dataclasses import dataclass
 from threading import BrokenBarrierError
 
 import numpy as np
 
 from torque_async.plan import Proc
 from torque_async.meter import Meter
-from torque_async.results import ABORTED, DONE, FAILED, READY, RUNNING, Results
-from workers.api import TestError, make_test
+from torque_async.results import ABORTED, DONE, RUNNING, Results
+from torque_async.testing.api import WorkerSpec, make_test
+from torque_async.testing.rows import mark_closed, mark_failed, mark_ready, mark_spawned
+from torque_async.timer import wait_until
 
 CALIBRATION_NS = 250_000_000       # how long spinWait measures its idle loop rate
 PR_SET_PDEATHSIG = 1
-
-
-@dataclass(frozen=True)
-class WorkerSpec:
-    segment: str
-    proc: Proc
-    seed: int
-    linesize: int                 # the machine's; make_test prefers the group's -linesize
-    slow: bool
 
 
 def process_main(spec: WorkerSpec, barrier, calibration_lock) -> None:
@@ -85,34 +77,6 @@ def main(spec: WorkerSpec, barrier, calibration_lock, in_process: bool = False) 
             time.sleep(sleep_end)
 
 
-def describe(e: Exception) -> str:
-    return str(e) if isinstance(e, TestError) else f"{type(e).__name__}: {e}"
-
-
-# A row's set-up steps, the same for worker and loop tests. Text longer than its field is cut
-# to the field's width by numpy when assigned.
-
-def mark_spawned(row: np.ndarray) -> None:
-    row["pid"] = os.getpid()
-    row["phase"][0, 0] = time.monotonic_ns()
-
-
-def mark_ready(row: np.ndarray, test) -> None:
-    row["transfer_bytes"] = test.transfer_bytes
-    row["info"] = test.info.encode()
-    row["phase"][0, 1] = time.monotonic_ns()
-    row["state"] = READY
-
-
-def mark_failed(row: np.ndarray, e: Exception) -> None:
-    row["error"] = describe(e).encode()
-    row["state"] = FAILED
-
-
-def mark_closed(row: np.ndarray) -> None:
-    row["phase"][0, 4] = time.monotonic_ns()
-
-
 def pin(proc: Proc) -> None:
     local = proc.group.local
     if local.affinityNumber is not None:
@@ -129,18 +93,6 @@ def idle_rate(test) -> float:
         test.transfer(k)
         k += 1
     return k * test.ops_per_transfer / ((now() - t0) / 1e9)
-
-
-def wait_until(deadline: int) -> int:
-    """Delay precisely: sleep to within 100 us of the deadline, then spin. Returns the time."""
-    now = time.monotonic_ns
-    left = deadline - now()
-    if left > 200_000:
-        time.sleep((left - 100_000) / 1e9)
-    t = now()
-    while t < deadline:
-        t = now()
-    return t
 
 
 def measure(test, meter: Meter, local) -> None:

@@ -33,8 +33,8 @@ from typing import NoReturn
 import numpy as np
 
 from workers import patterns
-from workers.buffers import Buffers
-from workers.api import TestContext, TestError
+from torque_async.testing.buffers import Buffers
+from torque_async.testing.api import TestContext, TestError
 
 class MemoryTest:
     """What every memory and STREAM test shares: n chunks of size bytes per buffer, bytes

@@ -28,7 +28,7 @@ import threading
 import time
 from typing import Awaitable, Callable, Coroutine, Protocol
 
-from workers.entry import wait_until
+from ..timer import wait_until
 
 NAMES = {"uring": "io_uring", "threads": "threads", "sync": "sync"}
 YIELD_NS = 1_000_000               # blocking transfers give the loop a turn at least this often

@@ -16,7 +16,7 @@ import aiofiles
 import aiofiles.os
 import psutil
 
-from workers.api import TestError
+from torque_async.testing.api import TestError
 
 from .data import pattern
 

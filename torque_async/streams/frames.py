@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from workers.api import TestError
-from workers.buffers import Buffers
+from torque_async.testing.api import TestError
+from torque_async.testing.buffers import Buffers
 
 from .schedule import READ, Geometry, Stage
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import asyncio
 from typing import Awaitable, Callable
 
-from workers.api import TestError
+from torque_async.testing.api import TestError
 
-from ..results import Summary
+from ..stats import Summary
 from .frames import Frames
 from .schedule import READ, Pacer, Stage
 

@@ -17,8 +17,8 @@ import os
 import numpy as np
 import psutil
 
-from workers.api import TestContext, TestError
-from workers.buffers import Buffers
+from torque_async.testing.api import TestContext, TestError
+from torque_async.testing.buffers import Buffers
 
 from ..cmdline import UsageError
 from ..io.actions import list_index

@@ -21,8 +21,8 @@ import os
 
 import numpy as np
 
-from workers.api import TestError
-from workers.buffers import Buffers
+from torque_async.testing.api import TestError
+from torque_async.testing.buffers import Buffers
 
 from ..io import scratch
 from ..io.files import block_size, choose_mode, open_file

@@ -26,8 +26,8 @@ import threading
 
 import numpy as np
 
-from workers.api import TestContext, TestError
-from workers.buffers import Buffers
+from torque_async.testing.api import TestContext, TestError
+from torque_async.testing.buffers import Buffers
 
 from . import actions, data, scratch, tree
 from .engine import NAMES, choose, now, open_engine

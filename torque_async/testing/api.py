@@ -43,6 +43,15 @@ def make_test(proc, seed: int, linesize: int, settings: Any = None, loop_tests: 
     return KINDS[proc.group.action].load()(ctx)
 
 
+@dataclass(frozen=True)
+class WorkerSpec:
+    segment: str
+    proc: Any                     # torque_async.plan.Proc
+    seed: int
+    linesize: int                 # the machine's; make_test prefers the group's -linesize
+    slow: bool
+
+
 class WorkerTest(Protocol):
     transfer_bytes: int   # bytes one transfer reports in BW(MB/s)
     system_bytes: int     # bytes one transfer moves through the system (the BW: line)

@@ -32,7 +32,7 @@ import functools
 import numpy as np
 
 from torque_async import sysinfo
-from workers.api import TestContext, TestError
+from torque_async.testing.api import TestContext, TestError
 from workers.memory import MemoryTest
 
 SCALAR = 3.0
@@ -47,7 +47,7 @@ def l2_bytes() -> int:
     return sysinfo.cache_sizes().get("2Unified", 1024) << 10
 
 
-class StreamTest(MemoryTest):
+class StreamKernel(MemoryTest):
     """One STREAM kernel over n chunks of a, b and c."""
 
     output = ""                 # the array the kernel writes
@@ -99,7 +99,7 @@ class StreamTest(MemoryTest):
                     f"(relative error {abs(array[i] - value) / abs(value):.3g} > {EPSILON})")
 
 
-class Scopy(StreamTest):
+class Scopy(StreamKernel):
     """c = a, bit for bit: a | 0 on the arrays' uint64 views (see the module's note)."""
 
     action, output = "Scopy", "c"
@@ -116,7 +116,7 @@ class Scopy(StreamTest):
         return INITIAL["a"]
 
 
-class Sscale(StreamTest):
+class Sscale(StreamKernel):
     action, output = "Sscale", "b"
 
     def transfer(self, k: int) -> None:
@@ -128,7 +128,7 @@ class Sscale(StreamTest):
         return SCALAR * INITIAL["c"]
 
 
-class Sadd(StreamTest):
+class Sadd(StreamKernel):
     action, output, traffic = "Sadd", "c", 3
 
     def transfer(self, k: int) -> None:
@@ -140,7 +140,7 @@ class Sadd(StreamTest):
         return INITIAL["a"] + INITIAL["b"]
 
 
-class Striad(StreamTest):
+class Striad(StreamKernel):
     action, output, traffic = "Striad", "a", 3
 
     @functools.cached_property

@@ -8,7 +8,7 @@ import resource
 
 import numpy as np
 
-from workers.api import TestError
+from .api import TestError
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mlock.argtypes = (ctypes.c_void_p, ctypes.c_size_t)

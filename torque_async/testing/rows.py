@@ -1,0 +1,38 @@
+"""A test's results row through its set-up: the same steps for worker and loop tests.
+
+Text longer than its field is cut to the field's width by numpy when assigned.
+"""
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+
+from ..results import FAILED, READY
+from .api import TestError
+
+
+def describe(e: Exception) -> str:
+    return str(e) if isinstance(e, TestError) else f"{type(e).__name__}: {e}"
+
+
+def mark_spawned(row: np.ndarray) -> None:
+    row["pid"] = os.getpid()
+    row["phase"][0, 0] = time.monotonic_ns()
+
+
+def mark_ready(row: np.ndarray, test) -> None:
+    row["transfer_bytes"] = test.transfer_bytes
+    row["info"] = test.info.encode()
+    row["phase"][0, 1] = time.monotonic_ns()
+    row["state"] = READY
+
+
+def mark_failed(row: np.ndarray, e: Exception) -> None:
+    row["error"] = describe(e).encode()
+    row["state"] = FAILED
+
+
+def mark_closed(row: np.ndarray) -> None:
+    row["phase"][0, 4] = time.monotonic_ns()

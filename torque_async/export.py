@@ -19,10 +19,11 @@ from typing import Any, Callable
 from . import __version__, report
 from .kinds import KINDS
 from .plan import Group, Plan, Proc
-from .results import PHASES, STATE_NAMES, Record
+from .results import PHASES, SIZE_LAW, STATE_NAMES, Record
 from .stats import bucket_top
 from .sysinfo import SysInfo
 from .units import mb_per_s
+from .web import summary as web
 
 SCHEMA_NAME = "torque-async-results"
 SCHEMA_VERSION = 1
@@ -43,7 +44,9 @@ HISTOGRAMS = ("hist",)                         # the document's "histograms" (su
 ENCODE: dict[str, Callable[[Any], Any]] = {
     "hist": sparse,
     "phase": lambda marks: {p.replace(" ", "_"): t for p, t in zip(PHASES, marks)},
-    "subs": lambda subs: [{**asdict(s), "hist": sparse(s.hist)} for s in subs]}
+    "subs": lambda subs: [{**asdict(s), "hist": sparse(s.hist)} for s in subs],
+    "op_lat": lambda ops: [{**asdict(s), "hist": sparse(s.hist)} for s in ops],
+    "size_law": lambda law: dict(zip(SIZE_LAW, law)) if law else None}
 
 
 def record_fields(rec: Record) -> dict[str, Any]:
@@ -81,11 +84,13 @@ def process_entry(rec: Record, proc: Proc, t0: int) -> dict[str, Any]:
             "record": record_fields(rec)}
 
 
-def group_entry(group: Group, procs: tuple[Proc, ...]) -> dict[str, Any]:
+def group_entry(group: Group, records: tuple[Record, ...], procs: tuple[Proc, ...]) \
+        -> dict[str, Any]:
     kind = KINDS[group.action]
     return {"index": group.index, "action": group.action, "args": group.args,
             "kind": kind.label, "family": kind.family, "text": group.text, "origin": group.origin,
-            "processes": sum(p.group is group for p in procs), "locals": asdict(group.local)}
+            "processes": sum(p.group is group for p in procs), "locals": asdict(group.local),
+            "web": web.group_summary(group, records, procs)}
 
 
 def plain(value: Any) -> Any:
@@ -110,7 +115,7 @@ def document(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], i
         "schema": SCHEMA_NAME, "schema_version": SCHEMA_VERSION, "version": __version__,
         "command": plan.command, "date": date, "config": plan.config,
         "plan": {"settings": asdict(plan.settings),
-                 "groups": [group_entry(g, procs) for g in plan.groups]},
+                 "groups": [group_entry(g, records, procs) for g in plan.groups]},
         "system": asdict(info), "time_zero_ns": t0, "histograms": HISTOGRAMS,
         "tests": [process_entry(r, p, t0) for r, p in zip(records, procs)],
         "overlap": overlap, "bandwidth": {"kinds": kinds, "total": sum(kinds.values())},

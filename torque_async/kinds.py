@@ -22,6 +22,7 @@ class Kind:
     impl: str                     # "module:Class" implementing the test
     buffers: int = 0              # buffers of n x transfer size each process allocates
     check: str | None = None      # "module:function"(plan, group) raising UsageError
+    grouped: bool = False         # reported per group: per-process rows only with -v
 
     def load(self):
         """The class implementing the test."""
@@ -68,5 +69,7 @@ register(
     Kind("memStreams", "MemStreams", "streams", LOOP, _ST + "MemStreamTest",
          check=_ST + "check_group"),
     Kind("cyclic", "Cyclic", "timer", WORKER, "workers.cyclic:CyclicTest"),
+    Kind("web", "Web", "web", LOOP, "torque_async.web.client:WebTest",
+         check="torque_async.web.check:check_group", grouped=True),
 )
 assert set(KINDS) == {n for n, o in OPTIONS.items() if o.scope == ACTION}, "an action has no kind"

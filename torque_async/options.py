@@ -181,6 +181,10 @@ _L = [
            (Arg("n", Cpu),), group="Processes"),
     Option("affinityParent", LOCAL, "give the parent CPU n's affinity while it launches the group",
            (Arg("n", Cpu),), group="Processes"),
+    Option("appendEvery", LOCAL, "-web: every k-th request of a client also appends to the log",
+           (Arg("k", integer(1, 2**31)),), group="Web"),
+    Option("appendKB", LOCAL, "-web: an append writes a size uniform in [1 byte, this many KB]",
+           (Arg("KB", integer(1, 1 << 20, KB)),), dest="appendBytes", group="Web"),
     *_sizes("", "size", "transfer size"),
     Option("bp", LOCAL, "64-bit memory init patterns 1 and 2", (Arg("p", pattern),),
            dest="bp1", also=(("bp2", SAME),), group="Memory patterns"),
@@ -249,7 +253,24 @@ _L = [
     Option("touch4K", LOCAL, "after each read, touch one word per 4 KB", group="Files"),
     *_sizes("vector", "vector", "seek this far after each file transfer",
             units=(("B", 1), ("KB", KB), ("MB", MB)), lo=0),
+    Option("webFiles", LOCAL, "-web: files in the tree under -dir", (Arg("n", integer(1, 10**7)),),
+           group="Web"),
+    Option("webMeanKB", LOCAL, "-web: mean file size of the tree in KB",
+           (Arg("KB", integer(1, 1 << 30, KB)),), dest="webMean", group="Web"),
+    Option("webOpen", LOCAL, "-web: at most n files open at once, shared by the group's clients "
+           "(fio's openfiles; 0: no cap, each client holds at most one)",
+           (Arg("n", integer(0, 1 << 20)),), group="Web"),
+    Option("webShape", LOCAL, "-web: shape of the gamma law of file sizes",
+           (Arg("k", number(0.01, 1000.0)),), group="Web"),
+    Option("webSizes", LOCAL, "-web: law of the file sizes: fixed (all the mean), uniform "
+           "(1 byte .. twice the mean) or gamma (-webShape); capped by -mfile*",
+           (Arg("law", choice("fixed", "uniform", "gamma")),), group="Web"),
+    Option("webWidth", LOCAL, "-web: mean directory width of the tree (gamma, shape 1.5)",
+           (Arg("n", integer(1, 10**6)),), group="Web"),
     Option("wire", LOCAL, "lock (wire) the test's buffers in memory (mlock)", group="Processes"),
+    Option("zipf", LOCAL, "-web: pick files by popularity, P(rank r) ~ 1/r^theta (fio's "
+           "zipf:theta; default: uniform picks)", (Arg("theta", number(0.0, 100.0)),),
+           group="Web"),
 ]
 
 # Actions ---------------------------------------------------------------------------------------
@@ -286,6 +307,9 @@ _A = [
     Option("Striad", ACTION, "STREAM Triad: a = b + scalar * c", group="STREAM"),
     Option("V", ACTION, "video test n (1..12)", (Arg("n", integer(1, 12)),), group="Video"),
     Option("w", ACTION, "sequential file write", group="File"),
+    Option("web", ACTION, "web server: each process a client requesting whole files of the "
+           "-dir tree (-webFiles, -zipf), appending to a log every -appendEvery requests",
+           group="File"),
 ]
 
 OPTIONS: dict[str, Option] = {o.name: o for o in (*_G, *_L, *_A)}
@@ -299,13 +323,15 @@ GLOBAL_DEFAULTS: dict[str, Any] = dict(
     csv=None, json=None, noProgress=False, engine="auto", writeDevices=False,
     allowForeign=False)
 LOCAL_DEFAULTS: dict[str, Any] = dict(
-    affinityNumber=None, affinityNumberDiff=None, affinityParent=None, size=MB,
+    affinityNumber=None, affinityNumberDiff=None, affinityParent=None, appendBytes=16 * KB,
+    appendEvery=10, size=MB,
     bp1=0x5555555555555555, bp2=0xAAAAAAAAAAAAAAAA, bpkey=1, bt=100, btr=False, cfiles=False,
     checkpoint=False, dir="filestest", display=None, execChild=False, extraRead=0, fbc=False,
     i=10, IH=480, IW=720, linesize=None, m=False, mfile=None, mfileXfer=None, n=64,
     noResetParentAffinity=False, noVideoInitLoops=False, offset=0, p=1, percR=100, s=None,
     sa=False, sample=None, sleepEnd=0, stride=None, T=0, touch=False, touch4K=False, vector=0,
-    wire=False)
+    webFiles=1000, webMean=16 * KB, webOpen=0, webShape=1.5, webSizes="gamma", webWidth=20,
+    wire=False, zipf=None)
 
 for _o in OPTIONS.values():
     _defaults = {GLOBAL: GLOBAL_DEFAULTS, LOCAL: LOCAL_DEFAULTS}.get(_o.scope)

@@ -16,6 +16,7 @@ from .results import MAX_SAMPLES, PHASES, STATE_NAMES, Record
 from .stats import bucket_top
 from .sysinfo import SysInfo, header_lines
 from .units import MB, NS_PER_MS, human, kb_text, mb_per_s, per_s
+from .web import summary as web
 
 TABLE_HEADER = "proc,Start,Finish,Diff,Xfers,BW(MB/s),TS(KB),IO/sec,Test,File,PID"
 LATENCY_HEADER = "proc,min,avg,p50,p99,p99.9,max,Test"
@@ -106,11 +107,17 @@ def latency_summary(rec: Record) -> dict[str, int] | None:
             **{name: lat.percentile(q) for name, q in LATENCY_QUANTILES}, "max": lat.hi}
 
 
-def latency_lines(records, procs) -> list[str]:
+def per_process(proc: Proc, verbose: int) -> bool:
+    """Whether the table and the latency table list this process (a grouped kind's clients
+    only with -v: its group summary is the result)."""
+    return verbose > 0 or not KINDS[proc.group.action].grouped
+
+
+def latency_lines(records, procs, verbose: int = 0) -> list[str]:
     lines = ["Latency per transfer (us)", LATENCY_HEADER]
     for rec, proc in zip(records, procs):
         summary = latency_summary(rec)
-        if summary:
+        if summary and per_process(proc, verbose):
             lines.append(", ".join([str(rec.row), *(f"{v / 1000:.1f}" for v in summary.values()),
                                     KINDS[proc.group.action].label]))
     return lines if len(lines) > 2 else []
@@ -228,7 +235,8 @@ def cyclic_lines(records, procs) -> list[str]:
 
 
 PACED = {"streams": ("size", "config", "procs"),     # their arguments, not -n x -i, say what
-         "timer": ("config", "procs")}                # they do (in their info lines)
+         "timer": ("config", "procs"),
+         "web": ("size", "config", "n", "procs", "iterations")}                # they do (in their info lines)
 
 
 def info_lines(records) -> list[str]:
@@ -311,16 +319,20 @@ def render(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], inf
         for group in plan.groups:
             lines += group_lines(plan, group, records, procs) + [""]
     lines.append(TABLE_HEADER)
-    lines += [table_row(r, p, t0).text() for r, p in zip(records, procs) if r.transfers]
+    vl = plan.settings.vl
+    lines += [table_row(r, p, t0).text() for r, p in zip(records, procs)
+              if r.transfers and per_process(p, vl)]
     lines += [""]
     for extra in (overlap_line(records, t0), *spin_lines(records),
                   *cyclic_lines(records, procs), *checkpoint_lines(records, procs, t0)):
         lines.append(extra)
+    for group in plan.groups:
+        lines += ["", *web.lines(group, records, procs)]
     lines += ["", *stream_lines(records, procs), "", *sample_lines(records, procs, t0)]
     if plan.settings.vl:
         lines += ["", *detail_lines(records, procs, plan.settings.vl)]
     if not plan.settings.nh:
-        lines += [""] + latency_lines(records, procs)
+        lines += [""] + latency_lines(records, procs, vl)
     lines += ["", *bw]
     if interrupted:
         lines += ["", f"INTERRUPTED by {signal.Signals(interrupted).name}: the figures cover the "

@@ -17,6 +17,8 @@ from .stats import HIST_BUCKETS, Stats
 
 MAX_SAMPLES = 1024
 MAX_SUBS = 3                       # sub-streams of one stream (rwr, rrw)
+WEB_OPS = ("open", "read", "close", "append")   # -web: the operations of a request, timed apart
+SIZE_LAW = ("files", "mean", "p50", "p99")      # -web: the file sizes of the tree made (bytes)
 PHASES = ("spawned", "set up", "released", "measured", "done")
 MAGIC = 0x746F72717565         # "torque"
 
@@ -48,6 +50,12 @@ ROW = np.dtype([
     ("late_min", "i8", (MAX_SUBS,)), ("late_max", "i8", (MAX_SUBS,)),   # lateness (ns, 0 when
     ("late_sum", "i8", (MAX_SUBS,)),             # on time): min, max, sum and histogram
     ("late_hist", "i8", (MAX_SUBS, HIST_BUCKETS)),
+    ("nops", "i8"),                              # -web: operations timed apart (WEB_OPS), and
+    ("op_count", "i8", (len(WEB_OPS),)),         # for each: count, min, max, sum, histogram
+    ("op_min", "i8", (len(WEB_OPS),)), ("op_max", "i8", (len(WEB_OPS),)),
+    ("op_sum", "i8", (len(WEB_OPS),)), ("op_hist", "i8", (len(WEB_OPS), HIST_BUCKETS)),
+    ("size_law", "i8", (len(SIZE_LAW),)),        # -web: the tree's sizes (SIZE_LAW)
+    ("most_open", "i8"),                         # -web: most files its group held open at once
 ], align=True)
 
 
@@ -168,6 +176,9 @@ class Record:
     last_lat: int = 0
     file_bytes: int = 0
     subs: tuple[SubStream, ...] = ()
+    op_lat: tuple[Stats, ...] = ()               # -web: latency of each of WEB_OPS
+    size_law: tuple[int, ...] = ()
+    most_open: int = 0
 
     @classmethod
     def of(cls, r: np.void, row: int) -> "Record":
@@ -188,7 +199,13 @@ class Record:
                                         int(r["late_run"][i]), int(r["late_min"][i]),
                                         int(r["late_max"][i]), int(r["late_sum"][i]),
                                         tuple(int(x) for x in r["late_hist"][i]))
-                              for i in range(int(r["nsubs"]))))
+                              for i in range(int(r["nsubs"]))),
+                   op_lat=tuple(Stats(int(r["op_count"][i]), int(r["op_min"][i]),
+                                      int(r["op_max"][i]), int(r["op_sum"][i]),
+                                      tuple(int(x) for x in r["op_hist"][i]))
+                                for i in range(int(r["nops"]))),
+                   size_law=tuple(int(x) for x in r["size_law"]) if r["nops"] else (),
+                   most_open=int(r["most_open"]))
 
     @property
     def lat(self) -> Stats:

@@ -94,3 +94,14 @@ class Stats:
             if n and seen >= want:
                 return min(max(bucket_top(i), self.lo), self.hi)
         return self.hi
+
+
+def merged(parts) -> Stats:
+    """One Stats of several (processes of a group): counts, sums and histograms added, so its
+    percentiles are those of every value together (never an average of percentiles)."""
+    full = [s for s in parts if s.count]
+    if not full:
+        return Stats(0, 0, 0, 0, (0,) * HIST_BUCKETS)
+    return Stats(sum(s.count for s in full), min(s.lo for s in full), max(s.hi for s in full),
+                 sum(s.total for s in full),
+                 tuple(int(x) for x in np.sum([s.hist for s in full], axis=0)))

@@ -1,0 +1,240 @@
+"""-web: each test process is one client coroutine on the event loop, requesting whole files.
+
+A request picks a file (picks.py), opens it (relative to the tree's directory descriptor,
+O_NOFOLLOW), reads it whole in transfer-size reads into the client's buffer, and closes it;
+every -appendEvery-th request of a client then appends a size drawn uniformly in
+[1, -appendKB] to the tree's log (O_APPEND). Each is a blocking system call on the loop's thread
+(as -engine sync), timed apart: open, every read, close, append; the Meter records the request
+(open to close). A client gives the loop a turn when it has run a millisecond, so other clients
+run between the reads of a large file while it holds that file open; -T makes a client wait that
+long after each read (a slow reader), holding its file. -webOpen N caps the files the group's
+clients hold open at once (a client waits for a slot before it opens).
+
+The clients of a group share one Site: the tree (made by the first client's set-up under
+-cfiles, or checked), the log, the popularity law and the cap. Reads are buffered (the page
+cache), as filebench's webserver reads.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+
+import numpy as np
+
+from torque_async.testing.api import TestContext, TestError
+
+from ..io.engine import YIELD_NS, now
+from ..results import WEB_OPS
+from ..stats import Summary
+from ..units import KB
+from . import site
+from .picks import BLOCK, Picker, Popularity, generators
+
+OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+_sites: dict[int, "Site"] = {}                   # by group index: the clients' shared state
+
+
+class Site:
+    """What the clients of one -web group share."""
+
+    def __init__(self, tree: site.Tree, log: int, popularity: Popularity, cap: int):
+        self.tree, self.log, self.popularity = tree, log, popularity
+        self.gate = asyncio.Semaphore(cap) if cap else None
+        self.open = self.most = 0                    # files held open now, and at most
+        self.log_start = os.fstat(log).st_size
+        self.appended = 0                            # by every client, measured or not
+        self.users = self.finished = 0               # clients set up, and done running
+
+    @classmethod
+    async def of(cls, ctx: TestContext) -> "Site":
+        group = ctx.group
+        if group.index not in _sites:
+            local, law = ctx.local, site.Law.of(ctx.local)
+            try:
+                made = local.cfiles and await site.make(local.dir, law, Progress(ctx.settings))
+                tree = site.open_tree(local.dir, law, bool(made))
+            except ValueError as e:
+                raise TestError(f"-web: {e}" + ("" if local.cfiles else
+                                                ": add -cfiles to make it (once; it stays)"))
+            except OSError as e:
+                raise TestError(f"-web: the tree in {local.dir}: "
+                                f"{e.filename or ''} {e.strerror or e}".strip()) from None
+            try:
+                log = site.open_log(tree)
+            except (OSError, ValueError) as e:
+                tree.close()
+                raise TestError(f"-web: the log in {local.dir}: {getattr(e, 'strerror', e)}")
+            _sites[group.index] = cls(tree, log, Popularity(law.files, local.zipf,
+                                                            ctx.settings.seed, group.index),
+                                      local.webOpen)
+        shared = _sites[group.index]
+        shared.users += 1
+        return shared
+
+    def check_log(self) -> None:
+        """The log grew by exactly what the clients appended."""
+        grown = os.fstat(self.log).st_size - self.log_start
+        if grown != self.appended:
+            raise TestError(f"-web: the log {self.tree.root}/{site.LOG} grew by {grown} bytes, "
+                            f"but the clients appended {self.appended}")
+
+    def release(self, group: int) -> None:
+        self.users -= 1
+        if not self.users:
+            os.close(self.log)
+            self.tree.close()
+            del _sites[group]
+
+
+class Progress:
+    """The making of a tree, on a terminal's stderr (as the progress line: never into a file)."""
+
+    def __init__(self, settings):
+        self.shown = not settings.noProgress and sys.stderr.isatty()
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.shown:
+            sys.stderr.write(f"\r\x1b[Kmaking the -web tree: {done}/{total} files"
+                             + ("\r\x1b[K" if done == total else ""))
+            sys.stderr.flush()
+
+
+class WebTest:
+    def __init__(self, ctx: TestContext):
+        self.ctx, self.local = ctx, ctx.local
+        self.transfer_bytes = self.system_bytes = self.local.size   # the read size (TS)
+        self.info = ""
+        self.site: Site | None = None
+        self.ops = [Summary() for _ in WEB_OPS]
+        self.read_bytes = self.appended = 0
+
+    async def setup(self) -> None:
+        self.site = await Site.of(self.ctx)
+        self.buffer = bytearray(self.local.size)
+        self.iov = [memoryview(self.buffer)]
+        picks, sizes = generators(self.ctx.rng)
+        self.picker = Picker(self.site.popularity, picks)
+        self.append_sizes = sizes
+        self.append_data = np.full(self.local.appendBytes, ord("L"), np.uint8).tobytes()
+        tree, local = self.site.tree, self.local
+        picks_text = f"zipf theta {local.zipf:g}" if local.zipf is not None else "uniform"
+        cap = f"at most {local.webOpen} open (-webOpen)" if local.webOpen else "no cap"
+        self.info = "\n".join((
+            f"web tree = {tree.root}: {tree.law.text()}, {'made' if tree.made else 'reused'}",
+            f"web requests = whole files, {picks_text} picks; an append of 1 byte.."
+            f"{local.appendBytes / KB:g} KB every {local.appendEvery} requests; files {cap}",
+            "web I/O = blocking open/read/close/append on the loop thread, buffered"))
+
+    async def run(self, meter) -> None:
+        shared, local = self.site, self.local
+        tree = shared.tree
+        meter.row["file"], meter.row["file_bytes"] = tree.root.encode(), int(tree.sizes.max())
+        self.meter, self.published = meter, False
+        names, sizes, rootfd, log = tree.names, tree.sizes.tolist(), tree.fd, shared.log
+        iov, chunk, gate = self.iov, local.size, shared.gate
+        so, sr, sc, sa = (s.add for s in self.ops)
+        record, keep_going, stop = meter.record, meter.keep_going, meter.stop
+        total, every, throttle = local.n * local.i, local.appendEvery, local.T / 1e6
+        data, most = self.append_data, local.appendBytes
+        picks, at = self.picker.block(), 0
+        lengths, used = [], 0
+        read, appended, extra = 0, 0, 0
+        t = turn = meter.begin()
+        k = 0
+        while not stop[0] and (k < total or keep_going()):
+            if at == BLOCK:
+                picks, at = self.picker.block(), 0
+            f = picks[at]
+            at += 1
+            measured = k < total
+            if gate is not None:
+                await gate.acquire()
+            shared.open += 1
+            if shared.open > shared.most:
+                shared.most = shared.open
+            t0 = now()
+            fd = os.open(names[f], OPEN_FLAGS, dir_fd=rootfd)
+            ta = t1 = now()
+            got, size = 0, sizes[f]
+            try:
+                while True:
+                    n = os.readv(fd, iov)
+                    tb = now()
+                    if measured:
+                        sr(tb - ta)
+                    ta, got = tb, got + n
+                    if n < chunk or got >= size:
+                        break
+                    if throttle:
+                        await asyncio.sleep(throttle)
+                        ta = turn = now()
+                    elif tb - turn > YIELD_NS:
+                        await asyncio.sleep(0)
+                        ta = turn = now()
+            finally:
+                os.close(fd)
+                shared.open -= 1
+                if gate is not None:
+                    gate.release()
+            t = now()
+            if got != size:
+                raise TestError(f"-web: {tree.root}/{names[f]} held {got} bytes, not {size}: "
+                                f"the tree changed under the test")
+            k += 1
+            if k % every == 0:
+                if used == len(lengths):
+                    lengths, used = self.append_sizes.integers(1, most + 1, BLOCK).tolist(), 0
+                length = lengths[used]
+                used += 1
+                t2 = now()
+                if os.write(log, data[:length]) != length:
+                    raise TestError(f"-web: a short append to {tree.root}/{site.LOG}")
+                t3 = now()
+                shared.appended += length
+                if measured:
+                    sa(t3 - t2)
+                    appended += length
+            if measured:
+                so(t1 - t0)
+                sc(t - ta)
+                read += got
+                if record(t - t0, t) == total:
+                    self.finish(t, read, appended)
+            else:
+                extra += 1
+            if t - turn > YIELD_NS:
+                await asyncio.sleep(0)
+                turn = now()
+        if not self.published:               # stopped early: publish what was measured
+            self.finish(t, read, appended)
+        meter.publish_extra(extra)
+
+    def finish(self, t: int, read: int, appended: int) -> None:
+        """Publish the measured requests: their bytes and each operation's latency."""
+        meter = self.meter
+        meter.end(t)
+        meter.publish(self.transfer_bytes, self.system_bytes)
+        r = meter.row
+        r["bytes"], r["sys_bytes"] = read, read + appended
+        r["nops"] = len(WEB_OPS)
+        for i, s in enumerate(self.ops):
+            s.settle()
+            r["op_count"][0, i], r["op_min"][0, i], r["op_max"][0, i] = s.count, s.lo, s.hi
+            r["op_sum"][0, i], r["op_hist"][0, i] = s.total, s.hist
+        r["size_law"][0] = self.site.tree.figures()
+        r["most_open"] = self.site.most
+        self.published = True
+
+    async def check(self) -> None:
+        """The log grew by exactly the bytes appended (checked by the group's last client)."""
+        shared = self.site
+        shared.finished += 1
+        self.meter.row["most_open"] = shared.most
+        if shared.finished == shared.users:
+            shared.check_log()
+
+    async def close(self) -> None:
+        if self.site is not None:
+            self.site.release(self.ctx.group.index)
+            self.site = None

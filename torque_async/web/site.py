@@ -1,0 +1,385 @@
+"""The -web tree under -dir: its size law, its directories, its manifest, its making.
+
+A tree is N files whose sizes follow a law (fixed, uniform in [1, 2 x mean - 1] or gamma with a
+mean and a shape, as filebench's webserver: mean 16 KB, shape 1.5), capped by -mfile*, in leaf
+directories holding a gamma-distributed number of files (mean -webWidth, shape 1.5), grouped the
+same way into parent directories until the top holds at most -webWidth. File i is named
+f{i:07d} in its leaf. Sizes and directories come from the fixed TREE_SEED (stored in the
+manifest), not -seed: one tree serves every seed and is reused while its law matches.
+
+DIR/torque-web.json (the manifest) names the law, the leaf directories and every size; it is
+written before the files (complete: false) and again after them (complete: true), so every name
+an interrupted -cfiles made is still recognised as torque-async's own. DIR/torque-web.log is the
+log the clients append to, created with O_EXCL. Everything is opened relative to directory
+descriptors with O_NOFOLLOW; a symbolic link or a file with other hard links among the tree's
+names is refused, and so is any other name under DIR unless -allowForeign.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import stat
+from dataclasses import asdict, dataclass
+from typing import Callable
+
+import numpy as np
+
+from ..io.data import pattern
+from ..units import KB
+
+MANIFEST = "torque-web.json"
+LOG = "torque-web.log"
+FORMAT = 1
+TREE_SEED = 0x776562_7472_6565     # "webtree"
+DIR_SHAPE = 1.5                    # filebench's dirgamma
+PARALLEL = 4                       # leaf directories written at once while making
+NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
+DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | NOFOLLOW
+
+
+@dataclass(frozen=True)
+class Law:
+    files: int
+    sizes: str                     # fixed, uniform or gamma
+    mean: int                      # bytes
+    shape: float                   # gamma only
+    largest: int                   # bytes; 0: no cap
+    width: int                     # mean directory width
+
+    @classmethod
+    def of(cls, local) -> "Law":
+        from ..io.actions import max_size
+        return cls(local.webFiles, local.webSizes, local.webMean,
+                   local.webShape if local.webSizes == "gamma" else 0.0,
+                   max_size(local) or 0, local.webWidth)
+
+    def text(self) -> str:
+        law = {"fixed": f"all {self.mean / KB:g} KB",
+               "uniform": f"uniform, mean {self.mean / KB:g} KB",
+               "gamma": f"gamma, mean {self.mean / KB:g} KB, shape {self.shape:g}"}[self.sizes]
+        cap = f", at most {self.largest / KB:g} KB" if self.largest else ""
+        return f"{self.files} files ({law}{cap}), directories of about {self.width}"
+
+
+def planned_sizes(law: Law) -> np.ndarray:
+    rng = np.random.default_rng([TREE_SEED, law.files])
+    if law.sizes == "fixed":
+        sizes = np.full(law.files, law.mean, np.int64)
+    elif law.sizes == "uniform":
+        sizes = rng.integers(1, 2 * law.mean, law.files, dtype=np.int64)
+    else:
+        sizes = np.maximum(1, np.rint(rng.gamma(law.shape, law.mean / law.shape, law.files)))
+    sizes = sizes.astype(np.int64)
+    return np.minimum(sizes, law.largest) if law.largest else sizes
+
+
+def widths(count: int, mean: int, rng: np.random.Generator) -> list[int]:
+    """count things split into runs of gamma-distributed length (mean `mean`, at least 1)."""
+    out, left = [], count
+    while left:
+        for w in np.maximum(1, np.rint(rng.gamma(DIR_SHAPE, mean / DIR_SHAPE,
+                                                 left // mean + 16))).astype(int).tolist():
+            out.append(min(w, left))
+            left -= out[-1]
+            if not left:
+                break
+    return out
+
+
+def planned_dirs(law: Law) -> list[tuple[str, int]]:
+    """(leaf directory, files in it), in file order."""
+    rng = np.random.default_rng([TREE_SEED, law.files, law.width])
+    level: list = widths(law.files, law.width, rng)          # leaves: their file counts
+    while len(level) > law.width:                             # group them under parents
+        runs, them = widths(len(level), law.width, rng), iter(level)
+        level = [[next(them) for _ in range(w)] for w in runs]
+    out: list[tuple[str, int]] = []
+
+    def walk(node, prefix: str) -> None:
+        for k, child in enumerate(node):
+            name = f"{prefix}d{k:04d}"
+            if isinstance(child, int):
+                out.append((name, child))
+            else:
+                walk(child, name + "/")
+    walk(level, "")
+    return out
+
+
+def names(dirs: list[tuple[str, int]]) -> list[str]:
+    """Every file's path relative to the tree's root, file i at index i."""
+    out: list[str] = []
+    for d, count in dirs:
+        out += [f"{d}/f{i:07d}" for i in range(len(out), len(out) + count)]
+    return out
+
+
+def own_names(manifest: dict) -> set[str]:
+    """Every name (relative path) a manifest says torque-async made."""
+    dirs = [d for d, _ in manifest["dirs"]]
+    parents = {"/".join(d.split("/")[:k]) for d in dirs for k in range(1, d.count("/") + 2)}
+    return {MANIFEST, LOG, *parents, *names(manifest["dirs"])}
+
+
+def read_manifest(root: str) -> dict | None:
+    """The manifest under root, None if there is none; ValueError if it is not one."""
+    where = os.path.join(root, MANIFEST)
+    try:
+        fd = os.open(where, os.O_RDONLY | NOFOLLOW)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise ValueError(f"{where} cannot be read: {e.strerror}") from None
+    with os.fdopen(fd) as fh:
+        try:
+            made = json.load(fh)
+            if made.get("format") != FORMAT:
+                raise ValueError
+            Law(**made["law"]), own_names(made), made["sizes"]
+            return made
+        except (ValueError, TypeError, KeyError, AttributeError):
+            raise ValueError(f"{where} is not a torque-async -web manifest") from None
+
+
+@dataclass(frozen=True)
+class Survey:
+    """What is under a -dir: names torque-async did not make, and its own names that are
+    symbolic links or files with other hard links (refused: writes could leave the tree)."""
+    foreign: list[str]
+    unsafe: list[str]
+    sizes: dict[str, int]          # its own regular files: relative path -> size
+
+
+def survey(root: str, manifest: dict | None) -> Survey:
+    own = own_names(manifest) if manifest else set()
+    foreign, unsafe, sizes = [], [], {}
+
+    def visit(rel: str) -> None:
+        with os.scandir(os.path.join(root, rel) if rel else root) as it:
+            entries = sorted(it, key=lambda e: e.name)
+        for e in entries:
+            name = f"{rel}/{e.name}" if rel else e.name
+            if name not in own:
+                foreign.append(os.path.join(root, name))
+            elif e.is_symlink():
+                unsafe.append(os.path.join(root, name))
+            elif e.is_dir(follow_symlinks=False):
+                visit(name)
+            else:
+                st = e.stat(follow_symlinks=False)
+                if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+                    unsafe.append(os.path.join(root, name))
+                else:
+                    sizes[name] = st.st_size
+    if os.path.isdir(root) and not os.path.islink(root):
+        visit("")
+    return Survey(foreign, unsafe, sizes)
+
+
+def problem(root: str, law: Law, allow_foreign: bool) -> str | None:
+    """What keeps -dir root from holding the tree of `law` (made or to be made), or None."""
+    if os.path.islink(root):
+        return f"-dir {root} is a symbolic link: name the directory itself"
+    if os.path.exists(root) and not os.path.isdir(root):
+        return f"-dir {root} is a file, not a directory"
+    try:
+        manifest = read_manifest(root)
+    except ValueError as e:
+        return str(e)
+    found = survey(root, manifest)
+    if found.unsafe:
+        return (f"{found.unsafe[0]} is a symbolic link or has other hard links: a -web tree "
+                f"holds only its own files, and its writes never leave it")
+    if found.foreign and not allow_foreign:
+        return (f"-dir {root} holds {found.foreign[0]}, which torque-async did not make: use a "
+                f"directory of its own, or add -allowForeign")
+    return None
+
+
+def matches(manifest: dict | None, law: Law) -> bool:
+    return bool(manifest) and manifest["complete"] and Law(**manifest["law"]) == law
+
+
+def missing(root: str, law: Law) -> str | None:
+    """Why the tree under root does not serve `law` as it stands (None: it does)."""
+    manifest = read_manifest(root)
+    if not matches(manifest, law):
+        return f"there is no -web tree of {law.text()} in {root}"
+    found = survey(root, manifest)
+    if found.unsafe:
+        return f"{found.unsafe[0]} is a symbolic link or has other hard links"
+    for name, size in zip(names(manifest["dirs"]), manifest["sizes"]):
+        if found.sizes.get(name) != size:
+            return f"{os.path.join(root, name)} is missing or not {size} bytes long"
+    return None
+
+
+@dataclass
+class Tree:
+    """A tree ready to serve: its root descriptor, names and sizes."""
+    root: str
+    fd: int
+    law: Law
+    names: list[str]
+    sizes: np.ndarray
+    made: bool                     # made (or completed) by this run, rather than reused
+
+    def figures(self) -> tuple[int, int, int, int]:
+        """The sizes made (results.SIZE_LAW): files, mean, p50, p99 (bytes)."""
+        s = self.sizes
+        return (s.size, int(round(s.mean())), int(np.quantile(s, 0.5, method="lower")),
+                int(np.quantile(s, 0.99, method="lower")))
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+def open_dir(parent: int, rel: str, create: bool) -> int:
+    """A descriptor of directory rel below `parent`, one component at a time, never through a
+    symbolic link; missing components are made when `create`."""
+    fd = os.dup(parent)
+    try:
+        for part in rel.split("/"):
+            if create:
+                try:
+                    os.mkdir(part, 0o755, dir_fd=fd)
+                except FileExistsError:
+                    pass
+            inner = os.open(part, DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def write_new(dirfd: int, name: str, data, own: bool) -> None:
+    """Write a file of the tree: created (O_EXCL), or, when `own` (a name the manifest gave
+    torque-async), rewritten if it is a plain file with no other link."""
+    flags = os.O_WRONLY | NOFOLLOW
+    try:
+        fd = os.open(name, flags | os.O_CREAT | os.O_EXCL, 0o644, dir_fd=dirfd)
+    except FileExistsError:
+        if not own:
+            raise
+        fd = os.open(name, flags, dir_fd=dirfd)
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+            os.close(fd)
+            raise OSError(f"{name} is not a plain file of the tree") from None
+        os.ftruncate(fd, 0)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
+
+
+def write_manifest(rootfd: int, manifest: dict, existed: bool) -> None:
+    write_new(rootfd, MANIFEST, json.dumps(manifest).encode(), existed)
+
+
+def remove_old(root: str, rootfd: int, manifest: dict) -> None:
+    """Remove the files and empty directories of a tree of another law (all named by its
+    manifest, so all torque-async's own)."""
+    own = own_names(manifest)
+    for d, _ in manifest["dirs"]:
+        try:
+            fd = open_dir(rootfd, d, create=False)
+        except OSError:
+            continue
+        try:
+            for name in os.listdir(fd):
+                if f"{d}/{name}" in own:
+                    os.unlink(name, dir_fd=fd)
+        finally:
+            os.close(fd)
+    dirs = sorted(own - {MANIFEST, LOG} - set(names(manifest["dirs"])),
+                  key=lambda d: -d.count("/"))
+    for d in dirs:
+        try:
+            os.rmdir(d, dir_fd=rootfd)
+        except OSError:
+            pass                    # not empty (-allowForeign) or gone
+
+
+async def make(root: str, law: Law, progress: Callable[[int, int], None]) -> bool:
+    """-cfiles: make the tree of `law` under root, unless it is there already (then nothing is
+    written). Returns whether it wrote files. Not timed."""
+    os.makedirs(root, exist_ok=True)
+    rootfd = os.open(root, DIRECTORY)
+    try:
+        old = read_manifest(root)
+        if matches(old, law) and missing(root, law) is None:
+            return False
+        if old and Law(**old["law"]) != law:
+            remove_old(root, rootfd, old)
+        dirs, sizes = planned_dirs(law), planned_sizes(law).tolist()
+        manifest = {"format": FORMAT, "seed": TREE_SEED, "law": asdict(law), "dirs": dirs,
+                    "sizes": sizes, "complete": False}
+        write_manifest(rootfd, manifest, old is not None)
+        own = old is not None and Law(**old["law"]) == law
+        try:
+            os.close(os.open(LOG, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW, 0o644,
+                             dir_fd=rootfd))
+        except FileExistsError:
+            if old is None:
+                raise
+        await write_files(rootfd, dirs, sizes, own, progress)
+        write_manifest(rootfd, {**manifest, "complete": True}, True)
+        return True
+    finally:
+        os.close(rootfd)
+
+
+async def write_files(rootfd: int, dirs, sizes: list[int], own: bool,
+                      progress: Callable[[int, int], None]) -> None:
+    """Each leaf directory's files, PARALLEL directories at once on threads the loop waits
+    for; files already of their size are kept."""
+    loop, gate, done = asyncio.get_running_loop(), asyncio.Semaphore(PARALLEL), [0]
+    firsts = np.cumsum([0] + [c for _, c in dirs]).tolist()
+
+    def leaf(d: str, first: int, count: int) -> None:
+        fd = open_dir(rootfd, d, create=True)
+        try:
+            for i in range(first, first + count):
+                name = f"f{i:07d}"
+                if own:
+                    try:
+                        if os.stat(name, dir_fd=fd, follow_symlinks=False).st_size == sizes[i]:
+                            continue
+                    except FileNotFoundError:
+                        pass
+                write_new(fd, name, pattern(0, sizes[i], tag=i + 1), own)
+        finally:
+            os.close(fd)
+
+    async def one(d: str, first: int, count: int) -> None:
+        async with gate:
+            await loop.run_in_executor(None, leaf, d, first, count)
+        done[0] += count
+        progress(done[0], len(sizes))
+    await asyncio.gather(*(one(d, f, c) for (d, c), f in zip(dirs, firsts)))
+
+
+def open_tree(root: str, law: Law, made: bool) -> Tree:
+    """The tree of `law` under root, checked; ValueError says what is wrong."""
+    why = missing(root, law)
+    if why:
+        raise ValueError(why)
+    manifest = read_manifest(root)
+    return Tree(root, os.open(root, DIRECTORY), law, names(manifest["dirs"]),
+                np.array(manifest["sizes"], np.int64), made)
+
+
+def open_log(tree: Tree) -> int:
+    """The log for appending: a plain file of the tree with no other link."""
+    fd = os.open(LOG, os.O_WRONLY | os.O_APPEND | NOFOLLOW, dir_fd=tree.fd)
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+        os.close(fd)
+        raise ValueError(f"{os.path.join(tree.root, LOG)} is not a plain file with one link")
+    return fd

@@ -1,0 +1,61 @@
+"""The -web report: one summary per group, from the merged figures of its clients (pure)."""
+from __future__ import annotations
+
+from typing import Any
+
+from ..results import SIZE_LAW, WEB_OPS, Record
+from ..stats import Stats, merged
+from ..units import KB, MB, NS_PER_MS
+
+QUANTILES = (("p50", 0.5), ("p99", 0.99), ("p999", 0.999))
+HEADER = "op,count,min,avg,p50,p99,p99.9,max (us)"
+
+
+def latency(stats: Stats) -> dict[str, int] | None:
+    if not stats.count:
+        return None
+    return {"count": stats.count, "min": stats.lo, "avg": stats.avg,
+            **{name: stats.percentile(q) for name, q in QUANTILES}, "max": stats.hi}
+
+
+def group_summary(group, records, procs) -> dict[str, Any] | None:
+    """A -web group's figures: requests/s and MB/s over the span from its first client's start
+    to its last one's finish, latency per request and per operation from histograms merged
+    over its clients, the sizes of the tree, and the most files open at once."""
+    mine = [r for r, p in zip(records, procs) if p.group is group and r.transfers]
+    if group.action != "web" or not mine:
+        return None
+    span = max(r.finish for r in mine) - min(r.start for r in mine)
+    requests = sum(r.transfers for r in mine)
+    read = sum(r.bytes for r in mine)
+    appended = sum(r.sys_bytes - r.bytes for r in mine)
+    ops = {name: latency(merged([r.op_lat[i] for r in mine if r.op_lat]))
+           for i, name in enumerate(WEB_OPS)}
+    law = next((r.size_law for r in mine if r.size_law), (0,) * len(SIZE_LAW))
+    return {"clients": len(mine), "requests": requests, "span_ns": span,
+            "requests_per_s": requests * 1e9 / span if span else 0.0,
+            "read_bytes": read, "appended_bytes": appended,
+            "read_mb_per_s": read * 1e9 / span / MB if span else 0.0,
+            "append_mb_per_s": appended * 1e9 / span / MB if span else 0.0,
+            "request": latency(merged([r.lat for r in mine])), "ops": ops,
+            "sizes": dict(zip(SIZE_LAW, law)), "most_open": max(r.most_open for r in mine)}
+
+
+def lines(group, records, procs) -> list[str]:
+    s = group_summary(group, records, procs)
+    if s is None:
+        return []
+    sizes = s["sizes"]
+    out = [f"Web group {group.index}: {s['clients']} clients, {s['requests']} requests in "
+           f"{s['span_ns'] / NS_PER_MS:.0f} ms: {s['requests_per_s']:.0f} requests/s, "
+           f"{s['read_mb_per_s']:.1f} MB/s read, {s['append_mb_per_s']:.2f} MB/s appended; "
+           f"at most {s['most_open']} files open at once",
+           f"Web group {group.index} tree: {sizes['files']} files, mean "
+           f"{sizes['mean'] / KB:.1f} KB, p50 {sizes['p50'] / KB:.1f} KB, "
+           f"p99 {sizes['p99'] / KB:.1f} KB", HEADER]
+    for name, lat in (("request", s["request"]), *s["ops"].items()):
+        if lat:
+            out.append(", ".join([name, str(lat["count"]),
+                                  *(f"{lat[k] / 1000:.1f}" for k in
+                                    ("min", "avg", "p50", "p99", "p999", "max"))]))
+    return out

@@ -3,8 +3,9 @@
 A tree is N files whose sizes follow a law (fixed, uniform in [1, 2 x mean - 1] or gamma with a
 mean and a shape, as filebench's webserver: mean 16 KB, shape 1.5), capped by -mfile*, in leaf
 directories holding a gamma-distributed number of files (mean -webWidth, shape 1.5), grouped the
-same way into parent directories until the top holds at most -webWidth. File i is named
-f{i:07d} in its leaf. Sizes and directories come from the fixed TREE_SEED (stored in the
+same way into parent directories until the top holds at most -webWidth, all in DIR/files (so
+other tools, fio's opendir, can be pointed at the files alone). File i is named f{i:07d} in its
+leaf. Sizes and directories come from the fixed TREE_SEED (stored in the
 manifest), not -seed: one tree serves every seed and is reused while its law matches.
 
 DIR/torque-web.json (the manifest) names the law, the leaf directories and every size; it is
@@ -30,6 +31,7 @@ from ..units import KB
 
 MANIFEST = "torque-web.json"
 LOG = "torque-web.log"
+FILES = "files"                    # the directory holding every file of the tree
 FORMAT = 1
 TREE_SEED = 0x776562_7472_6565     # "webtree"
 DIR_SHAPE = 1.5                    # filebench's dirgamma
@@ -103,7 +105,7 @@ def planned_dirs(law: Law) -> list[tuple[str, int]]:
                 out.append((name, child))
             else:
                 walk(child, name + "/")
-    walk(level, "")
+    walk(level, FILES + "/")
     return out
 
 

@@ -1,0 +1,195 @@
+"""-web: the tree and its size law, the picks, whole-file requests, the log, the cap, bad input."""
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats as sstats
+
+from conftest import CMD, ENV, REPO, assert_one_clean_line, execute
+from torque_async.web import site
+from torque_async.web.picks import Picker, Popularity, generators
+
+SEED = "7"
+
+
+@pytest.fixture
+def key(request) -> str:
+    """A shared-memory key of this test's own."""
+    return hex(0x5E000 + zlib.crc32(request.node.nodeid.encode()) % 0x1000)
+
+
+def web(capsys, key: str, *argv: str) -> tuple[int, str, str]:
+    return execute(capsys, "-smkey", key, "-seed", SEED, "-fast", *argv)
+
+
+def results(capsys, key: str, *argv: str) -> dict:
+    code, out, err = web(capsys, key, "-json", "out.json", *argv)
+    assert code == 0, err
+    return json.loads(Path("out.json").read_text())
+
+
+def test_the_gamma_law_of_the_sizes_is_filebench_s():
+    law = site.Law(20000, "gamma", 16384, 1.5, 0, 20)
+    sizes = site.planned_sizes(law)
+    want = sstats.gamma(1.5, scale=16384 / 1.5)
+    assert abs(sizes.mean() / 16384 - 1) < 0.02
+    for q in (0.5, 0.99):
+        assert abs(np.quantile(sizes, q) / want.ppf(q) - 1) < 0.04, q
+    assert sizes.min() >= 1
+
+
+def test_the_other_laws_and_the_cap():
+    fixed = site.planned_sizes(site.Law(100, "fixed", 5000, 0.0, 0, 20))
+    assert set(fixed.tolist()) == {5000}
+    uniform = site.planned_sizes(site.Law(20000, "uniform", 5000, 0.0, 0, 20))
+    assert uniform.min() >= 1 and uniform.max() <= 9999 and abs(uniform.mean() / 5000 - 1) < 0.02
+    capped = site.planned_sizes(site.Law(2000, "gamma", 16384, 1.5, 20000, 20))
+    assert capped.max() == 20000
+
+
+def test_directory_widths_are_gamma_around_the_mean():
+    law = site.Law(20000, "gamma", 16384, 1.5, 0, 20)
+    dirs = site.planned_dirs(law)
+    counts = np.array([c for _, c in dirs])
+    assert counts.sum() == 20000 and counts.min() >= 1
+    assert abs(counts.mean() / 20 - 1) < 0.1
+    tops = {d.split("/")[0] for d, _ in dirs}
+    assert len(tops) <= 20
+    assert len(set(site.names(dirs))) == 20000
+
+
+def test_zipf_picks_concentrate_as_the_law_says():
+    pop = Popularity(1000, 1.1, seed=3, group=0)
+    picks = np.array(Picker(pop, np.random.default_rng(1)).block(200_000))
+    counts = np.bincount(picks, minlength=1000)
+    hottest = pop.order[:10]                      # ranks 1..10 through the seeded permutation
+    share = counts[hottest].sum() / picks.size
+    assert abs(share - pop.share(10)) < 0.01
+    assert pop.share(10) > 0.35                   # 1.1 concentrates: about 40% on 1% of files
+    assert counts[hottest[0]] > 1.8 * counts[hottest[1]]     # rank 1 vs 2: 2^1.1 = 2.14
+    again = Popularity(1000, 1.1, seed=3, group=0)
+    assert (again.order == pop.order).all()       # the hot set is the same files for the seed
+    assert not (Popularity(1000, 1.1, seed=4, group=0).order[:10] == hottest).all()
+
+
+def test_uniform_picks_spread_evenly():
+    pop = Popularity(100, None, seed=3, group=0)
+    counts = np.bincount(Picker(pop, np.random.default_rng(1)).block(100_000), minlength=100)
+    assert counts.min() > 800 and counts.max() < 1200
+
+
+def test_a_request_reads_the_whole_file_and_the_log_grows_by_the_appends(capsys, key):
+    doc = results(capsys, key, "-dir", "site", "-cfiles", "-webFiles", "300", "-KB", "4",
+                  "-zipf", "0.9", "-appendEvery", "3", "-appendKB", "2", "-n", "40", "-i", "2",
+                  "-web")
+    manifest = json.loads(Path("site", site.MANIFEST).read_text())
+    names, sizes = site.names(manifest["dirs"]), manifest["sizes"]
+    for name, size in zip(names, sizes):
+        assert os.lstat(Path("site", name)).st_size == size
+    picks, _ = generators(np.random.default_rng([int(SEED), 0]))
+    wanted = Picker(Popularity(300, 0.9, int(SEED), 0), picks).block(80)
+    test = doc["tests"][0]
+    assert test["record"]["transfers"] == 80
+    assert test["record"]["bytes"] == sum(sizes[f] for f in wanted)
+    summary = doc["plan"]["groups"][0]["web"]
+    assert summary["read_bytes"] == test["record"]["bytes"]
+    assert summary["ops"]["append"]["count"] == 80 // 3
+    assert Path("site", site.LOG).stat().st_size == summary["appended_bytes"] > 0
+    reads = sum(-(-s // 4096) if s % 4096 else s // 4096 for s in (sizes[f] for f in wanted))
+    assert summary["ops"]["read"]["count"] == reads
+    assert summary["ops"]["open"]["count"] == summary["ops"]["close"]["count"] == 80
+    made = summary["sizes"]
+    assert made["files"] == 300 and made["mean"] == round(np.mean(sizes))
+
+
+def test_the_tree_is_reused_and_remade_only_when_its_law_changes(capsys, key):
+    argv = ("-dir", "site", "-cfiles", "-webFiles", "50", "-n", "5", "-web")
+    assert web(capsys, key, *argv)[0] == 0
+    first = {p: p.stat().st_mtime_ns for p in Path("site").rglob("f0*")}
+    code, out, _ = web(capsys, key, *argv)
+    assert code == 0 and "reused" in out
+    assert {p: p.stat().st_mtime_ns for p in Path("site").rglob("f0*")} == first
+    code, out, err = web(capsys, key, "-dir", "site", "-cfiles", "-webFiles", "20",
+                         "-webSizes", "fixed", "-n", "5", "-web")
+    assert code == 0, err
+    assert len(list(Path("site").rglob("f0*"))) == 20
+    assert {p.stat().st_size for p in Path("site").rglob("f0*")} == {16384}
+
+
+def test_clients_hold_files_open_under_the_cap(capsys, key):
+    argv = ("-dir", "site", "-cfiles", "-webFiles", "40", "-webSizes", "fixed", "-webMeanKB",
+            "16", "-KB", "4", "-T", "300", "-p", "6", "-n", "20", "-i", "1")
+    free = results(capsys, key, *argv, "-web")["plan"]["groups"][0]["web"]
+    capped = results(capsys, key, *argv, "-webOpen", "2", "-web")["plan"]["groups"][0]["web"]
+    assert free["most_open"] > 2                  # without a cap, clients hold files together
+    assert capped["most_open"] == 2
+    assert capped["requests"] == free["requests"] == 120
+
+
+def test_clients_are_one_summary_unless_verbose(capsys, key):
+    argv = ("-dir", "site", "-cfiles", "-webFiles", "30", "-p", "3", "-n", "10", "-i", "1", "-web")
+    code, out, _ = web(capsys, key, *argv)
+    assert code == 0
+    assert "Web group 0: 3 clients, 30 requests" in out
+    assert "p50 " in out and "\nrequest, 30," in out and "\nopen, 30," in out
+    assert ", Web, site," not in out              # no per-client rows
+    code, out, _ = web(capsys, key, "-v", *argv)
+    assert out.count(", Web, site,") == 3
+
+
+def test_symbolic_links_and_foreign_files_are_refused(capsys, key):
+    argv = ("-dir", "site", "-cfiles", "-webFiles", "30", "-n", "5", "-web")
+    assert web(capsys, key, *argv)[0] == 0
+    victim = next(Path("site").rglob("f0000003"))
+    victim.unlink()
+    victim.symlink_to("/etc/passwd")
+    assert_one_clean_line(*web(capsys, key, *argv), "symbolic link")
+    victim.unlink()
+    Path("elsewhere").write_bytes(b"x")
+    os.link("elsewhere", victim)
+    assert_one_clean_line(*web(capsys, key, *argv), "other hard links")
+    victim.unlink()
+    Path("site", "notes.txt").write_text("mine")
+    assert_one_clean_line(*web(capsys, key, *argv), "did not make")
+    code, _, err = web(capsys, key, "-allowForeign", *argv)
+    assert code == 0, err
+    assert Path("site", "notes.txt").read_text() == "mine" and Path("elsewhere").read_bytes() == b"x"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (("-webMeanKB", "32", "-mfileKB", "16"), "larger than the maximum"),
+    (("-zipf", "0"), "theta must be above 0"),
+    (("-zipf", "-1"), "out of range"),
+    (("-appendEvery", "0"), "out of range"),
+    (("-sample", "3"), "-sample"),
+    ((), "add -cfiles"),
+])
+def test_bad_input_is_one_line(capsys, key, argv, message):
+    assert_one_clean_line(*web(capsys, key, "-dir", "site", *argv, "-web"), message)
+
+
+def test_more_clients_than_free_descriptors_need_a_cap(tmp_path):
+    def low():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (128, resource.getrlimit(
+            resource.RLIMIT_NOFILE)[1]))
+    argv = [*CMD, "-smkey", "0x5F001", "-dir", "site", "-cfiles", "-webFiles", "20", "-n", "2"]
+    done = subprocess.run([*argv, "-p", "100", "-web"], capture_output=True, text=True,
+                          env=ENV, preexec_fn=low, timeout=120)
+    assert_one_clean_line(done.returncode, done.stdout, done.stderr, "-webOpen")
+    done = subprocess.run([*argv, "-p", "100", "-webOpen", "8", "-web"], capture_output=True,
+                          text=True, env=ENV, preexec_fn=low, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_shipped_workloads_parse(capsys):
+    alias = str(REPO / "aliases" / "workloads.alias")
+    for name in ("webserver", "videoserver"):
+        code, out, err = execute(capsys, "-aliasFile", alias, f"-{name}", "-quit")
+        assert code == 0, err

@@ -170,8 +170,8 @@ def test_every_local_option_before_every_action_is_taken_or_refused_naming_both(
             expected = opt.value([a.parse(t) for a, t in zip(opt.args, tokens[1:])])
             assert getattr(plan.groups[0].local, opt.field) == expected, name
         else:
-            with pytest.raises(cmdline.UsageError, match=f"^-{name} does not apply to -{action}; "
-                                                         f"it applies to -"):
+            with pytest.raises(cmdline.UsageError, match=f"^-{name} does not apply to -{action}"
+                                                         r"( \(.+\))?; it applies to \S"):
                 cmdline.parse(tokens)
 
 
@@ -191,3 +191,9 @@ def test_the_table_covers_every_action_and_local_option():
         mp.setattr(applies, "APPLIES", broken)
         with pytest.raises(TypeError, match="nonsense"):
             applies.check_table()
+
+
+def test_a_configuration_file_cannot_name_another(tmp_path):
+    (tmp_path / "Torque.config").write_text("-load\n-c other.config\n")
+    with pytest.raises(cmdline.UsageError, match=r"Torque.config:2: -c in a configuration file"):
+        cmdline.parse([], cwd=str(tmp_path))

@@ -19,6 +19,7 @@ options.py writes: -B/-KB/-MB/-GB all set `size`), decided against the man page:
 """
 from __future__ import annotations
 
+from .kinds import KINDS
 from .options import LOCAL, OPTIONS
 
 EVERY = frozenset({"p", "affinityNumber", "affinityNumberDiff", "checkpoint", "sample",
@@ -83,9 +84,40 @@ def applies(option: str, action: str) -> bool:
     return field_of(option) in APPLIES[action]
 
 
+# Why an option a man-page reader expects everywhere is refused where it is.
+WHY = {"T": "a stream is paced by its bandwidth, -cyclic by its interval",
+       "size": "a stream's frame size is its sizeKB argument, a video transfer IH x IW x 4, "
+               "-cyclic moves nothing",
+       "n": "a stream runs for its runTime argument", "i": "a stream runs for its runTime argument",
+       "bp1": "STREAM's arrays hold the values its validation needs",
+       "affinityParent": "loop tests are coroutines of the main process: nothing is launched"}
+
+
+def takers(field: str) -> str:
+    """The actions a field applies to, a whole family named once (memory, file, ...)."""
+    if all(field in fields for fields in APPLIES.values()):
+        return "every test"
+    families: dict[str, list[str]] = {}
+    for action, kind in KINDS.items():
+        families.setdefault(kind.family, []).append(action)
+    parts = []
+    for family, actions in families.items():
+        taking = [a for a in actions if field in APPLIES[a]]
+        if len(taking) == len(actions) and len(actions) > 1:
+            parts.append(f"{family} tests")
+        else:
+            parts += [f"-{a}" for a in taking]
+    return ", ".join(parts)
+
+
 def refusal(option: str, action: str) -> str:
-    """Why -option cannot stand before -action: the actions it does apply to."""
+    """Why -option cannot stand before -action: what it does apply to (and why not here)."""
     field = field_of(option)
-    takers = [a for a, fields in APPLIES.items() if field in fields]
-    return f"-{option} does not apply to -{action}; it applies to " + \
-        " ".join(f"-{a}" for a in takers)
+    why = WHY.get(field, "")
+    return f"-{option} does not apply to -{action}" + (f" ({why})" if why else "") + \
+        f"; it applies to {takers(field)}"
+
+
+def lines() -> list[str]:
+    """The decisions, one line per local option in the table's order (README, -help)."""
+    return [f"  -{name:<22}{takers(o.field)}" for name, o in OPTIONS.items() if o.scope == LOCAL]

@@ -176,6 +176,9 @@ def parse(argv: list[str], cwd: str = ".") -> Plan:
     aliases = read_aliases(alias_tok.text) if alias_tok else {}
     cmd = scan(expand(line, aliases), aliases)
     cfg = scan(expand(conf, aliases), aliases)
+    if "config" in cfg.settings:
+        raise UsageError(f"{value_after(conf, 'c').origin}: -c in a configuration file: name the "
+                         f"configuration file on the command line")
 
     files = cmd.settings.get("files", ()) + cfg.settings.get("files", ())
     settings = Globals(**{**cfg.settings, **cmd.settings, "files": files})

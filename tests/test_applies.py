@@ -4,27 +4,17 @@ from __future__ import annotations
 
 import os
 import time
-import zlib
 
 import pytest
 
-from torque_async import cmdline, orchestrator, validate
+from torque_async import cmdline, validate
 from torque_async.io.filetest import FileTest
 from torque_async.results import PHASES
 
+from conftest import run
+
 NS = 1_000_000_000
 SMALL_READ = ["-n", "4", "-i", "1", "-KB", "4", "-mfileKB", "64", "-r"]
-
-
-@pytest.fixture
-def key(request) -> str:
-    return hex(0x30000 + zlib.crc32(request.node.nodeid.encode()) % 0xE0000)
-
-
-def run(key: str, *argv: str):
-    plan = cmdline.parse(["-smkey", key, *argv])
-    validate.check(plan)
-    return orchestrator.run(plan, 64)
 
 
 def test_affinity_number_pins_the_event_loop_thread_for_the_test_and_only_then(key, monkeypatch):

@@ -15,23 +15,11 @@ from torque_async import cmdline, orchestrator, report, validate
 from torque_async.io import actions, data, filetest as filetests, uring
 from torque_async.io.layout import Cursor
 
-from conftest import execute, run_cli, table
+from conftest import execute, run, run_cli, table
 from test_report import record
 
 KB = 1024
 ENGINES = ["uring", "threads"]
-
-
-@pytest.fixture
-def key(request) -> str:
-    """A shared-memory key of this test's own."""
-    return hex(0x10000 + zlib.crc32(request.node.nodeid.encode()) % 0xE0000)
-
-
-def run(key: str, *argv: str):
-    plan = cmdline.parse(["-smkey", key, *argv])
-    validate.check(plan)
-    return orchestrator.run(plan, 64)
 
 
 def pattern_file(path: Path, size: int) -> bytes:

@@ -5,13 +5,12 @@ import hashlib
 import os
 import tempfile
 import threading
-import zlib
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from torque_async import cmdline, orchestrator, report, validate
+from torque_async import cmdline, report
 from torque_async.io import actions, data, filetest as filetests, uring
 from torque_async.io.layout import Cursor
 

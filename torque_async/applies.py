@@ -16,6 +16,8 @@ options.py writes: -B/-KB/-MB/-GB all set `size`), decided against the man page:
     patterns        -bp -bp1 -bp2 -bt -btr -bpkey: memory tests (STREAM's arrays hold the
                     values its validation needs)
     file options    as each file action uses them (io/actions.py Spec)
+    -web            its own options, the tree's (-dir -cfiles -mfile*), -T; not -sample/-sa
+                    (requests differ in size, so a sample's bandwidth would not be its bytes)
 """
 from __future__ import annotations
 
@@ -54,6 +56,9 @@ APPLIES: dict[str, frozenset[str]] = {
     "files": FILE | READS | {"percR", "cfiles", "dir"},
     "streams": EVERY | {"wire", "fbc", "m", "s"},
     "memStreams": EVERY | {"wire"},
+    "web": EVERY - {"sample"} | COUNTED | {"size", "T", "mfile", "mfileXfer", "cfiles", "dir",
+                                         "appendEvery", "appendBytes", "webFiles", "webMean",
+                                         "webOpen", "webShape", "webSizes", "webWidth", "zipf"},
 }
 
 LOCAL_FIELDS = {o.field for o in OPTIONS.values() if o.scope == LOCAL}
@@ -90,7 +95,8 @@ WHY = {"T": "a stream is paced by its bandwidth, -cyclic by its interval",
                "-cyclic moves nothing",
        "n": "a stream runs for its runTime argument", "i": "a stream runs for its runTime argument",
        "bp1": "STREAM's arrays hold the values its validation needs",
-       "affinityParent": "loop tests are coroutines of the main process: nothing is launched"}
+       "affinityParent": "loop tests are coroutines of the main process: nothing is launched",
+       "sample": "-web's requests differ in size: a sample's bandwidth would not be its bytes"}
 
 
 def takers(field: str) -> str:

@@ -20,9 +20,6 @@ def free_descriptors() -> tuple[int, int]:
 def check_group(plan, group) -> None:
     local, clients = group.local, group.local.p
     law = site.Law.of(local)
-    if local.sample is not None:
-        raise UsageError("-web: -sample/-sa do not apply: requests differ in size, so a "
-                         "sample's bandwidth would not be its bytes")
     if local.zipf is not None and local.zipf <= 0:
         raise UsageError(f"-zipf {local.zipf:g}: theta must be above 0 "
                          f"(P(rank r) ~ 1/r^theta; leave -zipf out for uniform picks)")

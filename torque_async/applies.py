@@ -57,7 +57,7 @@ APPLIES: dict[str, frozenset[str]] = {
     "streams": EVERY | {"wire", "fbc", "m", "s"},
     "memStreams": EVERY | {"wire"},
     "web": EVERY - {"sample"} | COUNTED | {"size", "T", "mfile", "mfileXfer", "cfiles", "dir",
-                                         "appendEvery", "appendBytes", "webFiles", "webMean",
+                                         "appendEvery", "appendKB", "webFiles", "webMeanKB",
                                          "webOpen", "webShape", "webSizes", "webWidth", "zipf"},
 }
 

@@ -184,7 +184,7 @@ _L = [
     Option("appendEvery", LOCAL, "-web: every k-th request of a client also appends to the log",
            (Arg("k", integer(1, 2**31)),), group="Web"),
     Option("appendKB", LOCAL, "-web: an append writes a size uniform in [1 byte, this many KB]",
-           (Arg("KB", integer(1, 1 << 20, KB)),), dest="appendBytes", group="Web"),
+           (Arg("KB", integer(1, 1 << 20)),), group="Web"),
     *_sizes("", "size", "transfer size"),
     Option("bp", LOCAL, "64-bit memory init patterns 1 and 2", (Arg("p", pattern),),
            dest="bp1", also=(("bp2", SAME),), group="Memory patterns"),
@@ -256,7 +256,7 @@ _L = [
     Option("webFiles", LOCAL, "-web: files in the tree under -dir", (Arg("n", integer(1, 10**7)),),
            group="Web"),
     Option("webMeanKB", LOCAL, "-web: mean file size of the tree in KB",
-           (Arg("KB", integer(1, 1 << 30, KB)),), dest="webMean", group="Web"),
+           (Arg("KB", integer(1, 1 << 30)),), group="Web"),
     Option("webOpen", LOCAL, "-web: at most n files open at once, shared by the group's clients "
            "(fio's openfiles; 0: no cap, each client holds at most one)",
            (Arg("n", integer(0, 1 << 20)),), group="Web"),
@@ -323,14 +323,14 @@ GLOBAL_DEFAULTS: dict[str, Any] = dict(
     csv=None, json=None, noProgress=False, engine="auto", writeDevices=False,
     allowForeign=False)
 LOCAL_DEFAULTS: dict[str, Any] = dict(
-    affinityNumber=None, affinityNumberDiff=None, affinityParent=None, appendBytes=16 * KB,
+    affinityNumber=None, affinityNumberDiff=None, affinityParent=None, appendKB=16,
     appendEvery=10, size=MB,
     bp1=0x5555555555555555, bp2=0xAAAAAAAAAAAAAAAA, bpkey=1, bt=100, btr=False, cfiles=False,
     checkpoint=False, dir="filestest", display=None, execChild=False, extraRead=0, fbc=False,
     i=10, IH=480, IW=720, linesize=None, m=False, mfile=None, mfileXfer=None, n=64,
     noResetParentAffinity=False, noVideoInitLoops=False, offset=0, p=1, percR=100, s=None,
     sa=False, sample=None, sleepEnd=0, stride=None, T=0, touch=False, touch4K=False, vector=0,
-    webFiles=1000, webMean=16 * KB, webOpen=0, webShape=1.5, webSizes="gamma", webWidth=20,
+    webFiles=1000, webMeanKB=16, webOpen=0, webShape=1.5, webSizes="gamma", webWidth=20,
     wire=False, zipf=None)
 
 for _o in OPTIONS.values():

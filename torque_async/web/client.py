@@ -8,7 +8,8 @@ every -appendEvery-th request of a client then appends a size drawn uniformly in
 (open to close). A client gives the loop a turn when it has run a millisecond, so other clients
 run between the reads of a large file while it holds that file open; -T makes a client wait that
 long after each read (a slow reader), holding its file. -webOpen N caps the files the group's
-clients hold open at once (a client waits for a slot before it opens).
+clients hold open at once (a client waits for a slot before it opens; the wait is not part of
+the request's latency, which runs from the open to the end of the close).
 
 The clients of a group share one Site: the tree (made by the first client's set-up under
 -cfiles, or checked), the log, the popularity law and the cap. Reads are buffered (the page
@@ -20,7 +21,6 @@ import asyncio
 import os
 import sys
 
-import numpy as np
 
 from torque_async.testing.api import TestContext, TestError
 
@@ -107,7 +107,6 @@ class WebTest:
         self.info = ""
         self.site: Site | None = None
         self.ops = [Summary() for _ in WEB_OPS]
-        self.read_bytes = self.appended = 0
 
     async def setup(self) -> None:
         self.site = await Site.of(self.ctx)
@@ -116,15 +115,14 @@ class WebTest:
         picks, sizes = generators(self.ctx.rng)
         self.picker = Picker(self.site.popularity, picks)
         self.append_sizes = sizes
-        self.append_data = np.full(self.local.appendBytes, ord("L"), np.uint8).tobytes()
+        self.append_data = memoryview(b"L" * (self.local.appendKB * KB))
         tree, local = self.site.tree, self.local
-        picks_text = f"zipf theta {local.zipf:g}" if local.zipf is not None else "uniform"
-        cap = f"at most {local.webOpen} open (-webOpen)" if local.webOpen else "no cap"
+        picks = f"zipf {local.zipf:g}" if local.zipf is not None else "uniform"
+        cap = f"at most {local.webOpen} open" if local.webOpen else "no cap on open files"
         self.info = "\n".join((
             f"web tree = {tree.root}: {tree.law.text()}, {'made' if tree.made else 'reused'}",
-            f"web requests = whole files, {picks_text} picks; an append of 1 byte.."
-            f"{local.appendBytes / KB:g} KB every {local.appendEvery} requests; files {cap}",
-            "web I/O = blocking open/read/close/append on the loop thread, buffered"))
+            f"web requests = whole files, {picks} picks, {cap}; 1 B..{local.appendKB} KB "
+            f"appended every {local.appendEvery}; blocking calls on the loop thread, buffered"))
 
     async def run(self, meter) -> None:
         shared, local = self.site, self.local
@@ -136,7 +134,7 @@ class WebTest:
         so, sr, sc, sa = (s.add for s in self.ops)
         record, keep_going, stop = meter.record, meter.keep_going, meter.stop
         total, every, throttle = local.n * local.i, local.appendEvery, local.T / 1e6
-        data, most = self.append_data, local.appendBytes
+        data, most = self.append_data, local.appendKB * KB
         picks, at = self.picker.block(), 0
         lengths, used = [], 0
         read, appended, extra = 0, 0, 0

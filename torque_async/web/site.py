@@ -52,7 +52,7 @@ class Law:
     @classmethod
     def of(cls, local) -> "Law":
         from ..io.actions import max_size
-        return cls(local.webFiles, local.webSizes, local.webMean,
+        return cls(local.webFiles, local.webSizes, local.webMeanKB * KB,
                    local.webShape if local.webSizes == "gamma" else 0.0,
                    max_size(local) or 0, local.webWidth)
 

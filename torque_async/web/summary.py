@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..results import SIZE_LAW, WEB_OPS, Record
+from ..results import SIZE_LAW, WEB_OPS
 from ..stats import Stats, merged
 from ..units import KB, MB, NS_PER_MS
 

@@ -194,3 +194,15 @@ def test_the_shipped_workloads_parse(capsys):
     for name in ("webserver", "videoserver"):
         code, out, err = execute(capsys, "-aliasFile", alias, f"-{name}", "-quit")
         assert code == 0, err
+
+
+def test_the_group_rate_counts_every_request_made_in_its_span(capsys, key):
+    code, _, err = execute(capsys, "-smkey", key, "-json", "out.json", "-dir", "site", "-cfiles",
+                           "-webFiles", "30", "-p", "4", "-n", "50", "-i", "1", "-web")
+    assert code == 0, err
+    doc = json.loads(Path("out.json").read_text())
+    summary, tests = doc["plan"]["groups"][0]["web"], doc["tests"]
+    extra = sum(t["record"]["extra_transfers"] for t in tests)
+    assert summary["measured"] == sum(t["record"]["transfers"] for t in tests) == 200
+    assert 200 <= summary["requests"] <= 200 + extra
+    assert summary["requests_per_s"] == summary["requests"] * 1e9 / summary["span_ns"]

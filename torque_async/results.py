@@ -56,6 +56,9 @@ ROW = np.dtype([
     ("op_sum", "i8", (len(WEB_OPS),)), ("op_hist", "i8", (len(WEB_OPS), HIST_BUCKETS)),
     ("size_law", "i8", (len(SIZE_LAW),)),        # -web: the tree's sizes (SIZE_LAW)
     ("most_open", "i8"),                         # -web: most files its group held open at once
+    ("group_work", "i8", (3,)),                  # -web: requests, bytes read, bytes appended by
+                                                 # its group's clients, measured or not, when it
+                                                 # published (the last one: the group's span)
 ], align=True)
 
 
@@ -179,6 +182,7 @@ class Record:
     op_lat: tuple[Stats, ...] = ()               # -web: latency of each of WEB_OPS
     size_law: tuple[int, ...] = ()
     most_open: int = 0
+    group_work: tuple[int, ...] = ()
 
     @classmethod
     def of(cls, r: np.void, row: int) -> "Record":
@@ -205,7 +209,8 @@ class Record:
                                       tuple(int(x) for x in r["op_hist"][i]))
                                 for i in range(int(r["nops"]))),
                    size_law=tuple(int(x) for x in r["size_law"]) if r["nops"] else (),
-                   most_open=int(r["most_open"]))
+                   most_open=int(r["most_open"]),
+                   group_work=tuple(int(x) for x in r["group_work"]) if r["nops"] else ())
 
     @property
     def lat(self) -> Stats:

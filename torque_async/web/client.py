@@ -5,8 +5,10 @@ O_NOFOLLOW), reads it whole in transfer-size reads into the client's buffer, and
 every -appendEvery-th request of a client then appends a size drawn uniformly in
 [1, -appendKB] to the tree's log (O_APPEND). Each is a blocking system call on the loop's thread
 (as -engine sync), timed apart: open, every read, close, append; the Meter records the request
-(open to close). A client gives the loop a turn when it has run a millisecond, so other clients
-run between the reads of a large file while it holds that file open; -T makes a client wait that
+(open to close). A client gives the loop a turn once it has run TURN_NS (between requests, or
+between the reads of a large file, which it then holds open while others run), so the clients
+progress together: their measured intervals cover the same time, and -slow's unmeasured
+requests are about a round of turns at the end; -T makes a client wait that
 long after each read (a slow reader), holding its file. -webOpen N caps the files the group's
 clients hold open at once (a client waits for a slot before it opens; the wait is not part of
 the request's latency, which runs from the open to the end of the close).
@@ -24,13 +26,14 @@ import sys
 
 from torque_async.testing.api import TestContext, TestError
 
-from ..io.engine import YIELD_NS, now
+from ..io.engine import now
 from ..results import WEB_OPS
 from ..stats import Summary
 from ..units import KB
 from . import site
 from .picks import BLOCK, Picker, Popularity, generators
 
+TURN_NS = 1                  # a client gives the loop a turn when it has run this long
 OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
 _sites: dict[int, "Site"] = {}                   # by group index: the clients' shared state
 
@@ -40,10 +43,12 @@ class Site:
 
     def __init__(self, tree: site.Tree, log: int, popularity: Popularity, cap: int):
         self.tree, self.log, self.popularity = tree, log, popularity
+        self.sizes, self.largest = tree.sizes.tolist(), int(tree.sizes.max())
+        self.figures = tree.figures()
         self.gate = asyncio.Semaphore(cap) if cap else None
         self.open = self.most = 0                    # files held open now, and at most
         self.log_start = os.fstat(log).st_size
-        self.appended = 0                            # by every client, measured or not
+        self.requests = self.read = self.appended = 0   # by every client, measured or not
         self.users = self.finished = 0               # clients set up, and done running
 
     @classmethod
@@ -114,6 +119,7 @@ class WebTest:
         self.iov = [memoryview(self.buffer)]
         picks, sizes = generators(self.ctx.rng)
         self.picker = Picker(self.site.popularity, picks)
+        self.first = self.picker.block()              # drawn before the start, untimed
         self.append_sizes = sizes
         self.append_data = memoryview(b"L" * (self.local.appendKB * KB))
         tree, local = self.site.tree, self.local
@@ -127,22 +133,22 @@ class WebTest:
     async def run(self, meter) -> None:
         shared, local = self.site, self.local
         tree = shared.tree
-        meter.row["file"], meter.row["file_bytes"] = tree.root.encode(), int(tree.sizes.max())
+        meter.row["file"], meter.row["file_bytes"] = tree.root.encode(), shared.largest
         self.meter, self.published = meter, False
-        names, sizes, rootfd, log = tree.names, tree.sizes.tolist(), tree.fd, shared.log
+        names, sizes, rootfd, log = tree.names, shared.sizes, tree.fd, shared.log
         iov, chunk, gate = self.iov, local.size, shared.gate
         so, sr, sc, sa = (s.add for s in self.ops)
         record, keep_going, stop = meter.record, meter.keep_going, meter.stop
         total, every, throttle = local.n * local.i, local.appendEvery, local.T / 1e6
         data, most = self.append_data, local.appendKB * KB
-        picks, at = self.picker.block(), 0
+        picks, at = self.first, 0
         lengths, used = [], 0
         read, appended, extra = 0, 0, 0
         t = turn = meter.begin()
         k = 0
         while not stop[0] and (k < total or keep_going()):
             if at == BLOCK:
-                picks, at = self.picker.block(), 0
+                picks, at = self.first, 0
             f = picks[at]
             at += 1
             measured = k < total
@@ -167,7 +173,7 @@ class WebTest:
                     if throttle:
                         await asyncio.sleep(throttle)
                         ta = turn = now()
-                    elif tb - turn > YIELD_NS:
+                    elif tb - turn > TURN_NS:
                         await asyncio.sleep(0)
                         ta = turn = now()
             finally:
@@ -180,6 +186,8 @@ class WebTest:
                 raise TestError(f"-web: {tree.root}/{names[f]} held {got} bytes, not {size}: "
                                 f"the tree changed under the test")
             k += 1
+            shared.requests += 1
+            shared.read += got
             if k % every == 0:
                 if used == len(lengths):
                     lengths, used = self.append_sizes.integers(1, most + 1, BLOCK).tolist(), 0
@@ -201,7 +209,7 @@ class WebTest:
                     self.finish(t, read, appended)
             else:
                 extra += 1
-            if t - turn > YIELD_NS:
+            if t - turn > TURN_NS:                   # the next client's turn
                 await asyncio.sleep(0)
                 turn = now()
         if not self.published:               # stopped early: publish what was measured
@@ -220,8 +228,9 @@ class WebTest:
             s.settle()
             r["op_count"][0, i], r["op_min"][0, i], r["op_max"][0, i] = s.count, s.lo, s.hi
             r["op_sum"][0, i], r["op_hist"][0, i] = s.total, s.hist
-        r["size_law"][0] = self.site.tree.figures()
+        r["size_law"][0] = self.site.figures
         r["most_open"] = self.site.most
+        r["group_work"][0] = (self.site.requests, self.site.read, self.site.appended)
         self.published = True
 
     async def check(self) -> None:

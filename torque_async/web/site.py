@@ -355,7 +355,7 @@ async def write_files(rootfd: int, dirs, sizes: list[int], own: bool,
                             continue
                     except FileNotFoundError:
                         pass
-                write_new(fd, name, pattern(0, sizes[i], tag=i + 1), own)
+                write_new(fd, name, pattern(0, sizes[i], tag=i % 0xFFFF + 1), own)
         finally:
             os.close(fd)
 

@@ -1,6 +1,6 @@
 """torque-async compare A.json B.json: what changed between two runs.
 
-Tests are matched by group, kind and process index; each is compared by its bandwidth (MB/s,
+Tests are matched by group, kind, process index and (under mpiexec) rank; each is compared by its bandwidth (MB/s,
 the table's BW column), spinWait by its loop rate, and the runs by their total bandwidth (the
 BW: line). A change beyond the threshold (percent) is marked; B slower than A beyond it is a
 regression.
@@ -39,8 +39,9 @@ class Change:
         return f"{self.pct:+.1f}%{mark}"
 
 
-def key(test: dict[str, Any]) -> tuple[int, str, int]:
-    return test["group"], test["kind"], test["index"]
+def key(test: dict[str, Any]) -> tuple[int, str, int, int | None]:
+    """Group, kind, process index, and rank (None outside mpiexec)."""
+    return test["group"], test["kind"], test["index"], test.get("rank")
 
 
 def figure(test: dict[str, Any] | None) -> tuple[float | None, str]:
@@ -58,7 +59,8 @@ def changes(a: dict[str, Any], b: dict[str, Any]) -> list[Change]:
     out = []
     for k in [*in_a, *(k for k in in_b if k not in in_a)]:
         (va, ua), (vb, ub) = figure(in_a.get(k)), figure(in_b.get(k))
-        out.append(Change(f"group {k[0]} proc {k[2]}", k[1], ua or ub, va, vb))
+        rank = "" if k[3] is None else f" rank {k[3]}"
+        out.append(Change(f"group {k[0]} proc {k[2]}{rank}", k[1], ua or ub, va, vb))
     return out + [Change("Total", "all", "MB/s", a["bandwidth"]["total"], b["bandwidth"]["total"])]
 
 

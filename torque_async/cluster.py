@@ -14,6 +14,8 @@ what a killed rank leaves: its workers, its segment, its scratch directory.
 from __future__ import annotations
 
 import os
+import signal
+import socket
 import subprocess
 import sys
 import time
@@ -86,14 +88,9 @@ class Cluster:
     def __init__(self, comm, clock: Callable[[], int] = time.monotonic_ns):
         self.comm, self.clock = comm, clock
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
-        self.host = self.mpi.Get_processor_name()
+        self.host = socket.gethostname()
         self.hosts = comm.allgather(self.host)
         self.guard: subprocess.Popen | None = None
-
-    @property
-    def mpi(self):
-        from mpi4py import MPI
-        return MPI
 
     def name(self, rank: int) -> str:
         return f"rank {rank} on {self.hosts[rank]}"
@@ -136,9 +133,8 @@ class Cluster:
 
     def take_arrivals(self, arrived: set[int]) -> None:
         """Rank 0: note the ranks that said they are set up."""
-        status = self.mpi.Status()
-        while not self.rank and self.comm.iprobe(tag=TAG_ARRIVED, status=status):
-            arrived.add(self.comm.recv(source=status.Get_source(), tag=TAG_ARRIVED))
+        while not self.rank and (message := self.comm.improbe(tag=TAG_ARRIVED)) is not None:
+            arrived.add(message.recv())
 
     def offsets(self) -> list[tuple[int, int]]:
         """Rank 0: every rank's (clock offset, uncertainty) in ns; the others answer pings."""
@@ -172,7 +168,9 @@ class Cluster:
         exit status (it reports nothing). A rank whose run failed or was interrupted says why
         and returns its exit status (finish() then ends every rank)."""
         if outcome.failures or outcome.interrupted:
-            for line in outcome.failures:
+            why = [f"interrupted by {signal.Signals(outcome.interrupted).name}"] \
+                if outcome.interrupted else list(outcome.failures)
+            for line in why + ["ending every rank"]:
                 print(f"torque-async: {self.name(self.rank)}: {line}", file=sys.stderr)
             return 128 + outcome.interrupted if outcome.interrupted else 1
         self.settle()

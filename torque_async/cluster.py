@@ -31,7 +31,7 @@ from .report_cluster import ClusterRun, Rank
 from .results import Record, segment_name
 
 LAUNCHER_RANK = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")   # MPICH hydra, Open MPI, PMIx
-PING_ROUNDS = 8                   # ping-pongs per rank; the one with the shortest round trip counts
+PING_ROUNDS = 16                  # ping-pongs per rank; the one with the shortest round trip counts
 POLL = 0.0005                     # seconds between looks at the MPI barrier
 TAG_PING, TAG_PONG, TAG_ARRIVED = 11, 12, 13
 

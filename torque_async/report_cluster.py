@@ -99,11 +99,11 @@ def cluster_lines(run: ClusterRun, t0: int) -> list[str]:
     """The cluster's block: ranks and hosts, the start skew, the clock offsets, every host."""
     kinds = report.kind_bandwidths(run.records, run.procs)
     skew, unc = run.skew, run.uncertainty
-    resolved = "" if skew > unc else " (within the clock-offset uncertainty: not resolved)"
+    resolved = "" if skew > unc else ": within the clock-offset uncertainty, not resolved"
     hosts = len(run.hosts())
     return [f"Cluster: {len(run.ranks)} ranks on {hosts} host{'s' * (hosts > 1)}; "
             f"times on rank 0's clock",
-            f"Start skew between ranks: {skew / 1000:.1f} us (first to last release){resolved}",
+            f"Start skew between ranks (first to last release): {skew / 1000:.1f} us{resolved}",
             f"Clock offsets to rank 0 measured to within {unc / 1000:.1f} us (largest offset "
             f"{max(abs(r.offset) for r in run.ranks) / 1000:.1f} us)",
             *host_lines(run, t0),

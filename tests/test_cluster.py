@@ -198,8 +198,8 @@ def under_launcher(*args: str, env_extra: dict[str, str] | None = None, cwd=None
     return done.returncode, done.stdout, done.stderr
 
 
-@pytest.mark.parametrize("args", [("-child", "0", "-p", "2"), ("-sp",)])
-def test_child_and_sp_are_refused_under_a_launcher(args):
+@pytest.mark.parametrize("args", [("-child", "0", "-p", "2"), ("-sp",), ("-g",)])
+def test_child_sp_and_g_are_refused_under_a_launcher(args):
     code, out, err = under_launcher("-smkey", "0x7931", *args, "-n", "4", "-KB", "64", "-bzero")
     assert_one_clean_line(code, out, err, "cannot run under an MPI launcher")
 

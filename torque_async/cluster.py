@@ -48,7 +48,8 @@ def refuse(plan: Plan) -> None:
     """Plans that make no sense on several ranks (bad input, exit 2 on every rank)."""
     s = plan.settings
     for flag, why in ((s.child is not None, "-child runs one process of a plan"),
-                      (s.sp, "-sp runs one test in this process")):
+                      (s.sp, "-sp runs one test in this process"),
+                      (s.g, "-g waits for a key that only rank 0 would get")):
         if flag:
             raise UsageError(f"{why}: it cannot run under an MPI launcher (mpiexec)")
     if any(g.local.cfiles and g.local.dir != LOCAL_DEFAULTS["dir"] for g in plan.groups):
@@ -99,8 +100,9 @@ class Cluster:
         """This rank's plan: its own segment key and -files tree (the default -dir gets the host
         and rank); scratch files go into a directory named by host and rank. Starts the rank's
         clean-up guard."""
-        scratch.TAG = f".{self.host}.r{self.rank}"
-        groups = tuple(replace(g, local=replace(g.local, dir=f"{g.local.dir}.{self.host}.r{self.rank}"))
+        tag = f".{self.host}.r{self.rank}"
+        scratch.TAG = tag
+        groups = tuple(replace(g, local=replace(g.local, dir=g.local.dir + tag))
                        if g.local.dir == LOCAL_DEFAULTS["dir"] else g for g in plan.groups)
         settings = replace(plan.settings, smkey=plan.settings.smkey + self.rank)
         self.guard = subprocess.Popen(                   # see cleanup_guard.py
@@ -125,7 +127,7 @@ class Cluster:
             if self.clock() > deadline:
                 late = [self.name(r) for r in range(self.size) if r not in arrived]
                 return (f"{', '.join(late)} did not set up within {timeout:.0f} s" if not self.rank
-                        else f"{self.name(self.rank)}: the other ranks did not all set up")
+                        else f"the other ranks did not all set up within {timeout + 5:.0f} s")
             time.sleep(POLL)
         self.take_arrivals(arrived)
         arrival.wait()
@@ -196,13 +198,13 @@ class Cluster:
         return code
 
 
-JOB: Cluster | None = None            # this process's MPI job, once start() found one
+_job: Cluster | None = None           # this process's MPI job, once start() found one
 
 
 def start(plan: Plan) -> Cluster | None:
     """The MPI job this process is a rank of, checked against the plan; None without a
     launcher (mpi4py stays unimported)."""
-    global JOB
+    global _job
     if launcher_rank() is None:
         return None
     refuse(plan)
@@ -211,10 +213,10 @@ def start(plan: Plan) -> Cluster | None:
     except ImportError:
         raise UsageError("an MPI launcher started this process but mpi4py is not installed: "
                          "pip install 'torque-async[mpi]'") from None
-    JOB = Cluster(MPI.COMM_WORLD)
-    return JOB
+    _job = Cluster(MPI.COMM_WORLD)
+    return _job
 
 
 def finish(code: int) -> int:
     """The exit status; under MPI, see Cluster.finish."""
-    return JOB.finish(code) if JOB else code
+    return _job.finish(code) if _job else code

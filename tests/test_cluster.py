@@ -142,12 +142,11 @@ def test_a_rank_that_never_sets_up_is_named_after_the_timeout():
 def two_ranks():
     from torque_async.cmdline import parse
     plan = parse(["-p", "2", "-n", "8", "-KB", "64", "-bzero"])
-    procs = plan.procs()
     ranks = (Rank(0, "a", 10, 0, 1000, (record(100, 1_100_000_000),
                                         record(200, 1_000_000_200, row=1))),
              Rank(1, "b", 11, 5, 3000, (record(3_000_000, 2_003_000_000),
                                         record(3_000_000, 1_003_000_000, row=1))))
-    return plan, ClusterRun(ranks, procs)
+    return plan, ClusterRun(ranks, plan)
 
 
 def test_the_cluster_report_names_hosts_and_ranks_and_totals_the_ranks(capsys):
@@ -267,3 +266,15 @@ def test_a_killed_or_interrupted_rank_ends_every_rank_and_nothing_is_left(tmp_pa
     assert not alive, "a rank or a test process outlived the run"
     assert gone([Path("/dev/shm", segment_name(key + k)) for k in range(2)])
     assert gone(scratch)
+
+
+def test_compare_matches_a_cluster_run_s_tests_rank_by_rank():
+    plan, run = two_ranks()
+    from torque_async import compare, sysinfo
+    doc = export.document(plan, run.records, run.procs, sysinfo.collect(), "now")
+    doc = json.loads(export.json_text(report_cluster.document(run, doc)))
+    found = compare.compare(doc, doc)
+    assert not found.only_a and not found.only_b
+    names = {c.test for c in found.changes}
+    assert {n for n in names if "rank 1 on b" in n} and {n for n in names if "rank 0 on a" in n}
+    assert all(c.pct == 0 for c in found.changes)

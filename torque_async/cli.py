@@ -157,7 +157,7 @@ def run_plan(argv: list[str]) -> int:
         return 2
     records, procs, run = outcome.records, plan.procs(), None
     if job:                                  # several ranks: rank 0 reports them all
-        run = job.collect(outcome, procs)
+        run = job.collect(outcome, plan)
         if isinstance(run, int):
             return run
         records, procs = run.records, run.procs

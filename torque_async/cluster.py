@@ -26,7 +26,7 @@ from .cmdline import UsageError
 from .io import scratch
 from .options import LOCAL_DEFAULTS
 from .orchestrator import SETUP_TIMEOUT, Outcome
-from .plan import Plan, Proc
+from .plan import Plan
 from .report_cluster import ClusterRun, Rank
 from .results import Record, segment_name
 
@@ -165,7 +165,7 @@ class Cluster:
         while not barrier.Test():
             time.sleep(POLL)
 
-    def collect(self, outcome: Outcome, procs: tuple[Proc, ...]) -> ClusterRun | int:
+    def collect(self, outcome: Outcome, plan: Plan) -> ClusterRun | int:
         """After the run: on rank 0, every rank's records on its clock; on another rank, its
         exit status (it reports nothing). A rank whose run failed or was interrupted says why
         and returns its exit status (finish() then ends every rank)."""
@@ -182,7 +182,7 @@ class Cluster:
             return 0
         return ClusterRun(tuple(Rank(r, host, pid, off, unc, tuple(shift(x, off) for x in recs))
                                 for r, ((host, pid, recs), (off, unc))
-                                in enumerate(zip(sent, measured))), procs)
+                                in enumerate(zip(sent, measured))), plan)
 
     def finish(self, code: int) -> int:
         """The run's exit status: a rank that did not succeed ends every rank (MPI_Abort, after

@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from . import report
-from .plan import Proc
+from .plan import Plan, Proc
 from .results import Record
 from .units import NS_PER_MS
 
@@ -34,8 +34,13 @@ class Rank:
 class ClusterRun:
     """What report.render needs of a cluster run: `columns`, `where(row)` and `lines(t0)`."""
     ranks: tuple[Rank, ...]
-    plan_procs: tuple[Proc, ...]       # one rank's processes (every rank runs the same plan)
+    plan: Plan                         # rank 0's (every rank runs the same plan)
     columns = ",Host,Rank"             # the table's extra columns
+
+    @property
+    def plan_procs(self) -> tuple[Proc, ...]:
+        """One rank's processes."""
+        return self.plan.procs()
 
     @property
     def records(self) -> tuple[Record, ...]:
@@ -83,7 +88,7 @@ def host_lines(run: ClusterRun, t0: int) -> list[str]:
         recs = [rec for r in ranks for rec in r.records]
         mine = [procs[i] for r in ranks for i in range(r.rank * len(run.plan_procs),
                                                       (r.rank + 1) * len(run.plan_procs))]
-        kinds = report.kind_bandwidths(recs, mine)
+        kinds = report.group_bandwidths(run.plan, recs, mine)
         lines.append(f"Host {host}: rank{'s' * (len(ranks) > 1)} "
                      f"{', '.join(str(r.rank) for r in ranks)}, {len(recs)} tests, BW "
                      + ", ".join(f"{k} {v:.0f}" for k, v in kinds.items())
@@ -97,7 +102,7 @@ def host_lines(run: ClusterRun, t0: int) -> list[str]:
 
 def cluster_lines(run: ClusterRun, t0: int) -> list[str]:
     """The cluster's block: ranks and hosts, the start skew, the clock offsets, every host."""
-    kinds = report.kind_bandwidths(run.records, run.procs)
+    kinds = report.group_bandwidths(run.plan, run.records, run.procs)
     skew, unc = run.skew, run.uncertainty
     resolved = "" if skew > unc else ": within the clock-offset uncertainty, not resolved"
     hosts = len(run.hosts())

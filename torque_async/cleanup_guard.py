@@ -17,11 +17,10 @@ from .results import free_segment, owner_of
 
 
 def clean(pid: int, segment: str, scratch_dir: str) -> None:
-    if os.getpgid(0) != pid:          # never our own group
-        try:
-            os.killpg(pid, signal.SIGKILL)     # a rank started by mpiexec leads its own group
-        except (ProcessLookupError, PermissionError):
-            pass
+    try:
+        os.killpg(pid, signal.SIGKILL)         # a rank started by mpiexec leads its own group
+    except (ProcessLookupError, PermissionError):     # not a group leader: no group of its own
+        pass
     if owner_of(segment) == pid:
         free_segment(segment)
     shutil.rmtree(scratch_dir, ignore_errors=True)

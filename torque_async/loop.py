@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from typing import Awaitable, Callable, Protocol
 
-from .meter import Meter
+from .meter import Meter, harness_cost, thread_usage
 from .plan import Plan, Proc
 from .results import DONE, RUNNING, Results
 from .testing.api import make_test
@@ -55,9 +55,11 @@ class LoopSide:
 
     async def setup(self) -> None:
         """Build and set up every loop test, in order, until one fails (which stops the run)."""
+        cost = harness_cost() if self.procs else 0
         for proc in self.procs:
             row = self.row(proc)
             mark_spawned(row)
+            row["harness_ns"] = cost
             if not await self.guarded(proc, self.build, proc):
                 return
             test = self.tests[-1][1]            # built: close() releases it from here on
@@ -71,7 +73,8 @@ class LoopSide:
     async def run_one(self, proc: Proc, test: LoopTest) -> None:
         row = self.row(proc)
         row["state"] = RUNNING
-        meter = Meter(self.results, proc.row, proc.group.local.sample, self.plan.slow)
+        meter = Meter(self.results, proc.row, proc.group.local.sample, self.plan.slow,
+                      thread_usage())       # the loop's CPU over the test's interval
         if await self.guarded(proc, lambda: test.run(meter)) and \
                 await self.guarded(proc, test.check):
             row["state"] = DONE

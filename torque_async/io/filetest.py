@@ -4,7 +4,8 @@ One class serves every file action; the action's Spec (actions.py) says where it
 and what they do. A test keeps `depth` transfers outstanding (-aio N, else 1) as that many lanes:
 each lane takes the next transfer number k, looks up (file, offset, write) in the layout, issues
 it through the engine and records issue-to-completion latency in the Meter, so k's place never
-depends on timing. Per transfer k:
+depends on timing. A test that mixes reads and writes (-rand/-aio/-files with -percR, -rw)
+also counts and times them apart (Meter.split). Per transfer k:
 
     read          read the place into the lane's buffer; then -extraRead* reads the bytes after
                   it (r), -touch/-touch4K read one word / one word per 4 KiB of the data
@@ -47,6 +48,7 @@ class FileTest:
         self.transfer_bytes = self.size
         self.system_bytes = self.size * (2 if self.spec.rmw else 1) + self.extra_bytes
         self.writes = actions.writes(self.spec, self.local)
+        self.mixed = self.writes and actions.reads(self.spec, self.local) and not self.spec.rmw
         self.engine_name, self.engine_note = choose(ctx.settings.engine,
                                                     self.depth == 1 and ctx.loop_tests == 1)
         self.info = ""
@@ -146,6 +148,8 @@ class FileTest:
         self.last = [-1] * self.depth
         self.at = Cursor(self.layout)
         self.published = False
+        if self.mixed:
+            meter.split()
         self.t_end = meter.begin()
         await self.engine.drive([self.lane(j) for j in range(self.depth)])
         if not self.published:                       # stopped early: publish what was measured
@@ -165,7 +169,9 @@ class FileTest:
         back, so once one lane stops at transfer k every lane stops at a later one: the
         transfers made are exactly 0 .. k-1 for the smallest such k (self.next)."""
         meter, total, stop = self.meter, self.total, self.meter.stop
-        record = self.engine.serial(meter.record)    # the threads engine: under a lock
+        mixed = self.mixed
+        record = self.engine.serial(meter.record_rw if mixed else meter.record)   # the threads
+                                                                                  # engine: locked
         keep_going = self.engine.serial(meter.keep_going)
         submit, fds, slot, throttle = self.engine.submit, self.fds, self.slot, self.local.T * 1000
         rbuf, wbuf = self.ids[slot["read"] + j], self.ids[slot["write"] + j]
@@ -193,7 +199,7 @@ class FileTest:
                            self.move(j, f, offset, write))
                 if k >= total:
                     extra += 1
-                elif record(t - t0, t) == total:
+                elif (record(t - t0, t, write) if mixed else record(t - t0, t)) == total:
                     self.finish(t)
                 last[j] = k
                 if touch is not None and not write:

@@ -52,7 +52,7 @@ class Meter:
         self.count = self.start = self.finish = 0
         self.parts: tuple[Summary, Summary] | None = None   # reads, writes (split)
         self.who = usage or process_usage
-        self.cpu0 = self.cpu = np.zeros(4, np.int64)
+        self.cpu0, self.cpu = np.zeros(5, np.int64), np.zeros(4, np.int64)
 
     def split(self) -> None:
         """Reads and writes are also counted and timed apart (record_rw)."""
@@ -88,7 +88,7 @@ class Meter:
 
     def end(self, t_end: int) -> None:
         self.finish = t_end
-        self.cpu = self.who() - self.cpu0
+        self.cpu = cpu_interval(self.cpu0, self.who())
 
     def keep_going(self) -> bool:
         """-slow: true while some other test is still measuring (and nobody stopped the run).
@@ -125,16 +125,16 @@ class Meter:
 
 
 def process_usage() -> np.ndarray:
-    """This process's user and system CPU (ns), voluntary and involuntary context switches."""
+    """This process's user and system CPU, its CPU in all (ns), voluntary and involuntary
+    context switches (the counters cpu_interval takes)."""
     u = resource.getrusage(resource.RUSAGE_SELF)
-    return np.array([round(u.ru_utime * 1e9), round(u.ru_stime * 1e9), u.ru_nvcsw, u.ru_nivcsw],
-                    np.int64)
+    user, system = round(u.ru_utime * 1e9), round(u.ru_stime * 1e9)
+    return np.array([user, system, user + system, u.ru_nvcsw, u.ru_nivcsw], np.int64)
 
 
 def thread_usage() -> Callable[[], np.ndarray]:
-    """process_usage's figures for the calling thread, readable from any thread: its CPU clock
-    (ns), split into user and system as the kernel's tick counts split it, and its context
-    switches (from /proc)."""
+    """process_usage's counters for the calling thread, readable from any thread: user and
+    system in the kernel's ticks, its CPU clock (ns), its context switches (from /proc)."""
     clock = time.pthread_getcpuclockid(threading.get_ident())
     task = f"/proc/self/task/{threading.get_native_id()}"
 
@@ -144,9 +144,16 @@ def thread_usage() -> Callable[[], np.ndarray]:
             user, system = map(int, fh.read().rsplit(b")", 1)[1].split()[11:13])
         with open(f"{task}/status", "rb") as fh:
             switches = [int(ln.split()[1]) for ln in fh if b"ctxt_switches" in ln]
-        user_ns = cpu * user // (user + system) if user + system else cpu
-        return np.array([user_ns, cpu - user_ns, *switches], np.int64)
+        return np.array([user, system, cpu, *switches], np.int64)
     return usage
+
+
+def cpu_interval(before: np.ndarray, after: np.ndarray) -> np.ndarray:
+    """User and system CPU (ns), voluntary and involuntary context switches between two
+    readings: the CPU in all split as the user and system counters split."""
+    user, system, cpu, vol, invol = (after - before).tolist()
+    user_ns = cpu * user // (user + system) if user + system else cpu
+    return np.array([user_ns, cpu - user_ns, vol, invol], np.int64)
 
 
 HARNESS_ROUNDS = 1000

@@ -115,11 +115,15 @@ def latency_summary(rec: Record) -> dict[str, int] | None:
     return stats_summary(rec.lat)
 
 
+def rates(transfers: int, size: int, elapsed: int) -> dict:
+    return {"transfers": transfers, "bytes": size, "iops": per_s(transfers, elapsed),
+            "mb_per_s": mb_per_s(size, elapsed)}
+
+
 def part_figures(part: Stats, transfer_bytes: int, elapsed: int) -> dict:
-    """The reads or the writes of a test (or a group): count, bytes, rates, latency."""
-    size = part.count * transfer_bytes
-    return {"transfers": part.count, "bytes": size, "iops": per_s(part.count, elapsed),
-            "mb_per_s": mb_per_s(size, elapsed), "latency": stats_summary(part)}
+    """The reads or the writes of a test: count, bytes, rates, latency."""
+    return {**rates(part.count, part.count * transfer_bytes, elapsed),
+            "latency": stats_summary(part)}
 
 
 RW = ("reads", "writes")
@@ -136,7 +140,8 @@ def rw_figures(rec: Record) -> dict | None:
 def add_rates(parts: list[dict], merged: Stats) -> dict:
     """Figures of several processes: counts and rates summed (each over its own measured
     interval, as the BW line sums them), latency from the merged histogram."""
-    return {"transfers": merged.count, "bytes": sum(p["bytes"] for p in parts),
+    return {"transfers": sum(p["transfers"] for p in parts),
+            "bytes": sum(p["bytes"] for p in parts),
             "iops": sum(p["iops"] for p in parts), "mb_per_s": sum(p["mb_per_s"] for p in parts),
             "latency": stats_summary(merged)}
 
@@ -149,7 +154,7 @@ def group_figures(records) -> dict | None:
     if not measured:
         return None
     out = {"processes": len(records),
-           "all": add_rates([part_figures(r.lat, r.transfer_bytes, r.elapsed) for r in measured],
+           "all": add_rates([rates(r.transfers, r.bytes, r.elapsed) for r in measured],
                             merge(r.lat for r in measured))}
     split = [r for r in measured if r.rw]
     for i, name in enumerate(RW if split else ()):
@@ -162,8 +167,9 @@ def figures_text(figures: dict) -> str:
     lat = figures["latency"]
     text = f"{figures['iops']:.0f} IO/s, {figures['mb_per_s']:.1f} MB/s"
     if lat:
-        text += "; latency (us) " + ", ".join(f"{name} {lat[name] / 1000:.1f}" for name in
-                                                [*(n for n, _ in PERCENTILES), "max"])
+        text += "; latency (us) " + ", ".join(
+            [*(f"p{100 * q:g} {lat[name] / 1000:.1f}" for name, q in PERCENTILES),
+             f"max {lat['max'] / 1000:.1f}"])
     return text
 
 

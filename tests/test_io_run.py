@@ -112,6 +112,9 @@ def test_every_action_runs_checks_its_data_and_cleans_up(key, engine, action):
         reads, writes = rec.rw
         assert merge(rec.rw) == rec.lat and reads.count and writes.count
         assert action != "rw" or reads.count == writes.count == 24     # -rw alternates
+    elif action == "rmw":           # each transfer a read and a write, each timed alone
+        reads, writes = rec.rw
+        assert reads.count == writes.count == 48 and reads.total + writes.total <= rec.lat_sum
     else:
         assert rec.rw == ()
     assert rec.bytes == 48 * 16 * KB and rec.sys_bytes == 48 * 16 * KB * factor

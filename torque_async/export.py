@@ -123,7 +123,8 @@ def document(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], i
                  "groups": [group_entry(g, records, procs) for g in plan.groups]},
         "system": asdict(info), "time_zero_ns": t0, "histograms": HISTOGRAMS,
         "tests": [process_entry(r, p, t0) for r, p in zip(records, procs)],
-        "overlap": overlap, "event_loop": report.loop_busy(records, procs), "bandwidth": {"kinds": kinds, "total": sum(kinds.values())},
+        "overlap": overlap, "event_loop": report.loop_busy(records, procs),
+        "bandwidth": {"kinds": kinds, "total": sum(kinds.values())},
         "failures": failures})
 
 

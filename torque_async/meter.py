@@ -4,10 +4,10 @@ A test calls `begin()` at its first measured transfer, `record(latency, end)` on
 transfer (a list store into the latency Summary's batch and one shared-memory counter: no
 allocation), `end()` after its last measured one, then runs unmeasured transfers while
 `keep_going()` says so (-slow). `publish()` writes the figures into the row. A test that mixes
-reads and writes calls `split()` first and `record_rw` instead of `record`: its reads and writes
-are then also counted and timed apart. The CPU used over the measured interval (begin .. end)
-is the worker process's own (getrusage), or for loop tests the event loop thread's (thread_usage:
-begin and end may run on a lane's thread).
+reads and writes calls `split()` first and `record_rw` instead of `record` (-rmw: `record_rmw`):
+its reads and writes are then also counted and timed apart. The CPU used over the measured
+interval (begin .. end) is the worker process's own (getrusage), or for loop tests the event
+loop thread's (thread_usage: begin and end may run on a lane's thread).
 """
 from __future__ import annotations
 
@@ -80,6 +80,12 @@ class Meter:
     def record_rw(self, latency: int, t_end: int, write: bool) -> int:
         """record() of a read or a write of a test that mixes them (after split())."""
         self.parts[write].add(latency)
+        return self.record(latency, t_end)
+
+    def record_rmw(self, latency: int, t_end: int, read: int, write: int) -> int:
+        """record() of a read-modify-write whose read and write took `read` and `write` ns."""
+        self.parts[0].add(read)
+        self.parts[1].add(write)
         return self.record(latency, t_end)
 
     @property

@@ -1,8 +1,9 @@
 """The report: pure functions from (plan, records, system info) to lines of text.
 
 Times in the table are milliseconds since the start barrier's release (time zero: the earliest
-"released" stamp of the parties leaving the barrier). BW(MB/s) counts transfer bytes; the BW: line counts system bytes (bcopy twice, STREAM
-as STREAM counts), summed over the processes of each kind.
+"released" stamp of the parties leaving the barrier). BW(MB/s) counts transfer bytes; the BW:
+line counts system bytes (bcopy twice, STREAM as STREAM counts), summed over the processes of
+each kind.
 """
 from __future__ import annotations
 

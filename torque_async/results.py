@@ -49,8 +49,8 @@ ROW = np.dtype([
     ("late_sum", "i8", (MAX_SUBS,)),             # on time): min, max, sum and histogram
     ("late_hist", "i8", (MAX_SUBS, HIST_BUCKETS)),
     ("split", "i8"),                             # 1: reads and writes also apart (file tests
-    ("rw_count", "i8", (2,)), ("rw_min", "i8", (2,)), ("rw_max", "i8", (2,)),  # that mix
-    ("rw_sum", "i8", (2,)), ("rw_hist", "i8", (2, HIST_BUCKETS)),              # them): [read, write]
+    ("rw_count", "i8", (2,)), ("rw_min", "i8", (2,)),   # that mix them), each [read, write]
+    ("rw_max", "i8", (2,)), ("rw_sum", "i8", (2,)), ("rw_hist", "i8", (2, HIST_BUCKETS)),
     ("cpu_user", "i8"), ("cpu_sys", "i8"),       # CPU ns over the measured interval (a worker:
     ("csw_vol", "i8"), ("csw_invol", "i8"),      # its process; a loop test: the loop's thread)
     ("harness_ns", "i8"),                        # the harness's own cost per transfer

@@ -25,7 +25,7 @@ from .sysinfo import SysInfo
 from .units import mb_per_s
 
 SCHEMA_NAME = "torque-async-results"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2                 # 2: histograms [lo, hi, count], fio's buckets
 SCHEMA_PATH = Path(__file__).with_name("schema") / "results.schema.json"
 
 

@@ -3,8 +3,8 @@
 The barrier is passed twice: once when every party is set up (spinWait then measures its idle
 loop rate, one process at a time, while everything else waits), and once to start: its release
 is time zero for everyone: each party stamps its way out ("released"; the earliest stamp is the
-release, see report.time_zero). The measuring loop reads the clock around each transfer; the Meter
-keeps the statistics and writes the row when the measured part ends.
+release, see report.time_zero). The measuring loop reads the clock around each transfer; the
+Meter keeps the statistics and writes the row when the measured part ends.
 """
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 Times in the table are milliseconds since the start barrier's release (time zero: the earliest
 "released" stamp of the parties leaving the barrier). BW(MB/s) counts transfer bytes; the BW:
 line counts system bytes (bcopy twice, STREAM as STREAM counts), summed over the processes of
-each kind.
+each group.
 """
 from __future__ import annotations
 
@@ -65,20 +65,29 @@ def table_row(rec: Record, proc: Proc, t0: int) -> Row:
                rec.file or "NA", rec.pid)
 
 
-def kind_bandwidths(records, procs) -> dict[str, float]:
-    """System bandwidth (MB/s) of each test kind run, in the order the kinds first appear."""
-    out: dict[str, float] = {}
+def group_labels(plan: Plan) -> list[str]:
+    """One label per group, in plan order: the kind's, with the group's number when another
+    group has the same kind (Load#0, Load#2), so the same plan always gives the same columns."""
+    labels = [KINDS[g.action].label for g in plan.groups]
+    return [f"{label}#{g.index}" if labels.count(label) > 1 else label
+            for label, g in zip(labels, plan.groups)]
+
+
+def group_bandwidths(plan: Plan, records, procs) -> dict[str, float]:
+    """System bandwidth (MB/s) of each group, in plan order, under group_labels."""
+    sums = [0.0] * len(plan.groups)
     for rec, proc in zip(records, procs):
-        label = KINDS[proc.group.action].label
-        out[label] = out.get(label, 0.0) + mb_per_s(rec.sys_bytes, rec.elapsed)
-    return out
+        sums[proc.group.index] += mb_per_s(rec.sys_bytes, rec.elapsed)
+    return dict(zip(group_labels(plan), sums))
 
 
-def bw_lines(records, procs) -> list[str]:
-    kinds = kind_bandwidths(records, procs)
-    total = sum(kinds.values())
-    return [", ".join(["BW", *kinds, "Total"]),
-            ", ".join(["BW:", *(f"{v:.0f}" for v in kinds.values()), f"{total:.0f}"]),
+def bw_lines(plan: Plan, records, procs) -> list[str]:
+    """The BW: line: a column per group in plan order, Total last (stable: paste many runs of
+    one plan into a spreadsheet and the columns line up)."""
+    groups = group_bandwidths(plan, records, procs)
+    total = sum(groups.values())
+    return [", ".join(["BW", *groups, "Total"]),
+            ", ".join(["BW:", *(f"{v:.0f}" for v in groups.values()), f"{total:.0f}"]),
             "", f"{total:.0f}: Total Bandwidth Consumed (MBytes/sec)"]
 
 
@@ -452,7 +461,7 @@ def render(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], inf
            date: str, failures: tuple[str, ...] = (), interrupted: int = 0) -> list[str]:
     """The whole text report; -nh drops the header, -bo keeps only the bandwidth lines."""
     t0 = time_zero(records)
-    bw = bw_lines(records, procs)
+    bw = bw_lines(plan, records, procs)
     if plan.settings.bo:
         return bw
     lines: list[str] = []

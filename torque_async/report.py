@@ -215,7 +215,7 @@ def cpu_figures(rec: Record, proc: Proc) -> dict | None:
     if not rec.elapsed:
         return None
     return {"of": "loop" if KINDS[proc.group.action].runs_in == LOOP else "process",
-            "user_ns": rec.cpu_user, "sys_ns": rec.cpu_sys,
+            "user": rec.cpu_user, "sys": rec.cpu_sys,
             "busy_pct": 100 * (rec.cpu_user + rec.cpu_sys) / rec.elapsed,
             "vcsw": rec.csw_vol, "ivcsw": rec.csw_invol}
 
@@ -226,7 +226,7 @@ def cpu_lines(records, procs) -> list[str]:
         cpu = cpu_figures(rec, proc)
         if cpu:
             lines.append(", ".join(map(str, (
-                rec.row, f"{cpu['user_ns'] / NS_PER_MS:.1f}", f"{cpu['sys_ns'] / NS_PER_MS:.1f}",
+                rec.row, f"{cpu['user'] / NS_PER_MS:.1f}", f"{cpu['sys'] / NS_PER_MS:.1f}",
                 f"{cpu['busy_pct']:.0f}", cpu["vcsw"], cpu["ivcsw"], cpu["of"],
                 KINDS[proc.group.action].label))))
     return lines if len(lines) > 2 else []

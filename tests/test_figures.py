@@ -67,9 +67,9 @@ def test_reads_and_writes_get_their_own_lines_and_one_process_no_total():
     loads = (record(1, 0, 1000 * MS, 10, 4096), record(2, 0, 1000 * MS, 30, 4096))
     lines = report.summary_lines(plan, (mixed, *loads), plan.procs())
     assert lines == [
-        "group 0 (-rand, 1 processes) reads: 60 IO/s, 0.2 MB/s; latency (us) p50 1.0, p90 1.0, "
+        "group 0 (-rand, 1 process) reads: 60 IO/s, 0.2 MB/s; latency (us) p50 1.0, p90 1.0, "
         "p99 1.0, p99.9 1.0, p99.99 1.0, max 1.0",
-        "group 0 (-rand, 1 processes) writes: 20 IO/s, 0.1 MB/s; latency (us) p50 90.0, p90 90.0, "
+        "group 0 (-rand, 1 process) writes: 20 IO/s, 0.1 MB/s; latency (us) p50 90.0, p90 90.0, "
         "p99 90.0, p99.9 90.0, p99.99 90.0, max 90.0",
         "group 1 (-load, 2 processes): 40 IO/s, 0.2 MB/s"]                # no latency kept
     rw = report.rw_figures(mixed)

@@ -192,7 +192,8 @@ def summary_lines(plan: Plan, records, procs) -> list[str]:
         figures = group_figures(mine)
         if figures is None:
             continue
-        name = f"group {group.index} (-{group.action}, {len(mine)} processes)"
+        name = f"group {group.index} (-{group.action}, {len(mine)} " \
+               f"process{'es' if len(mine) > 1 else ''})"
         if len(mine) > 1:
             lines.append(f"{name}: {figures_text(figures['all'])}")
         lines += [f"{name} {part}: {figures_text(figures[part])}" for part in RW if part in figures]

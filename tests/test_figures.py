@@ -3,12 +3,15 @@ time zero at the barrier's release, CPU over the measured interval, and resoluti
 from __future__ import annotations
 
 import json
+import threading
+import time
 from dataclasses import replace
 
 import jsonschema
 import numpy as np
 
 from torque_async import cmdline, export, orchestrator, report, validate
+from torque_async.meter import cpu_interval, thread_usage
 from torque_async.stats import Stats, Summary, bucket_range, bucket, merge
 
 from conftest import run_cli, table
@@ -112,6 +115,28 @@ def test_a_busy_loop_says_it_limited_the_loop_tests():
     assert report.loop_line((idle, *loads), plan.procs()).endswith("(its thread's CPU time)")
     cpu = report.cpu_lines((busy, *loads), plan.procs())
     assert cpu[2] == "0, 900.0, 50.0, 95, 0, 0, loop, Read" and cpu[3].endswith("process, Load")
+
+
+def spin_cpu(ns: int) -> None:
+    t = time.thread_time_ns()
+    while time.thread_time_ns() - t < ns:
+        pass
+
+
+def test_the_loop_s_cpu_is_its_own_thread_s_whichever_thread_reads_it():
+    usage = thread_usage()                 # the loop's thread: this one
+    before, read = usage(), []
+
+    def lane():                            # a lane's thread burns CPU, then reads the loop's
+        spin_cpu(60 * MS)
+        read.append(usage())
+    other = threading.Thread(target=lane)
+    other.start()
+    other.join()
+    assert sum(cpu_interval(before, read[0])[:2]) < 30 * MS      # not the lane's 60 ms
+    spin_cpu(60 * MS)
+    user, system, vol, invol = cpu_interval(before, usage()).tolist()
+    assert user + system >= 60 * MS and min(user, system, vol, invol) >= 0
 
 
 def run(key: str, *argv: str):

@@ -10,11 +10,11 @@ from dataclasses import replace
 import jsonschema
 import numpy as np
 
-from torque_async import cmdline, export, orchestrator, report, validate
+from torque_async import cmdline, export, report
 from torque_async.meter import cpu_interval, thread_usage
 from torque_async.stats import Stats, Summary, bucket_range, bucket, merge
 
-from conftest import run_cli, table
+from conftest import run, run_cli, table
 from test_report import INFO, MS, record
 
 VALIDATOR = jsonschema.Draft202012Validator(export.schema())
@@ -139,16 +139,11 @@ def test_the_loop_s_cpu_is_its_own_thread_s_whichever_thread_reads_it():
     assert user + system >= 60 * MS and min(user, system, vol, invol) >= 0
 
 
-def run(key: str, *argv: str):
-    plan = cmdline.parse(["-smkey", key, *argv])
-    validate.check(plan)
-    return plan, orchestrator.run(plan, 64)
-
-
 def test_a_real_run_starts_after_the_release_and_measures_cpu_and_reads_and_writes(tmp_path):
-    plan, out = run("0x7D101", "-checkpoint", "-p", "2", "-n", "40", "-i", "2", "-KB", "4",
-                    "-mfileKB", "256", "-percR", "50", "-rand", "-n", "30", "-i", "2",
-                    "-KB", "64", "-bzero")
+    argv = ("-checkpoint", "-p", "2", "-n", "40", "-i", "2", "-KB", "4", "-mfileKB", "256",
+            "-percR", "50", "-rand", "-n", "30", "-i", "2", "-KB", "64", "-bzero")
+    out = run("0x7D101", *argv)
+    plan = cmdline.parse(list(argv))
     assert not out.failures
     recs = out.records
     t0 = report.time_zero(recs)

@@ -4,18 +4,17 @@ from __future__ import annotations
 from typing import Any
 
 from ..results import SIZE_LAW, WEB_OPS
-from ..stats import Stats, merged
+from ..stats import Stats, merge
 from ..units import KB, MB, NS_PER_MS
 
-QUANTILES = (("p50", 0.5), ("p99", 0.99), ("p999", 0.999))
-HEADER = "op,count,min,avg,p50,p99,p99.9,max (us)"
+HEADER = "op,count,min,avg,p50,p90,p99,p99.9,p99.99,max (us)"
 
 
 def latency(stats: Stats) -> dict[str, int] | None:
     if not stats.count:
         return None
     return {"count": stats.count, "min": stats.lo, "avg": stats.avg,
-            **{name: stats.percentile(q) for name, q in QUANTILES}, "max": stats.hi}
+            **stats.percentiles(), "max": stats.hi}
 
 
 def group_summary(group, records, procs) -> dict[str, Any] | None:
@@ -30,7 +29,7 @@ def group_summary(group, records, procs) -> dict[str, Any] | None:
     # every request made in the span (the clients run together: some of them unmeasured, past
     # their own n x i while others finish theirs), as the last client to publish counted them
     requests, read, appended = max(r.group_work for r in mine)
-    ops = {name: latency(merged([r.op_lat[i] for r in mine if r.op_lat]))
+    ops = {name: latency(merge([r.op_lat[i] for r in mine if r.op_lat]))
            for i, name in enumerate(WEB_OPS)}
     law = next((r.size_law for r in mine if r.size_law), (0,) * len(SIZE_LAW))
     return {"clients": len(mine), "measured": sum(r.transfers for r in mine),
@@ -39,11 +38,12 @@ def group_summary(group, records, procs) -> dict[str, Any] | None:
             "read_bytes": read, "appended_bytes": appended,
             "read_mb_per_s": read * 1e9 / span / MB if span else 0.0,
             "append_mb_per_s": appended * 1e9 / span / MB if span else 0.0,
-            "request": latency(merged([r.lat for r in mine])), "ops": ops,
+            "request": latency(merge([r.lat for r in mine])), "ops": ops,
             "sizes": dict(zip(SIZE_LAW, law)), "most_open": max(r.most_open for r in mine)}
 
 
-def lines(group, records, procs) -> list[str]:
+def lines(group, records, procs, shortest_ns: int) -> list[str]:
+    """The summary's lines; a span shorter than shortest_ns is flagged as not resolved."""
     s = group_summary(group, records, procs)
     if s is None:
         return []
@@ -56,9 +56,11 @@ def lines(group, records, procs) -> list[str]:
            f"Web group {group.index} tree: {sizes['files']} files, mean "
            f"{sizes['mean'] / KB:.1f} KB, p50 {sizes['p50'] / KB:.1f} KB, "
            f"p99 {sizes['p99'] / KB:.1f} KB", HEADER]
+    if s["span_ns"] < shortest_ns:
+        out.insert(1, f"Web group {group.index}: measured for {s['span_ns'] / NS_PER_MS:.1f} ms "
+                      f"(< {shortest_ns // NS_PER_MS} ms): its rates are not resolved")
     for name, lat in (("request", s["request"]), *s["ops"].items()):
         if lat:
-            out.append(", ".join([name, str(lat["count"]),
-                                  *(f"{lat[k] / 1000:.1f}" for k in
-                                    ("min", "avg", "p50", "p99", "p999", "max"))]))
+            out.append(", ".join([name, str(lat["count"]), *(f"{v / 1000:.1f}" for k, v in
+                                                             lat.items() if k != "count")]))
     return out

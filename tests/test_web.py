@@ -14,7 +14,7 @@ from scipy import stats as sstats
 
 from conftest import CMD, ENV, REPO, assert_one_clean_line, execute
 from torque_async.web import site
-from torque_async.web.picks import Picker, Popularity, generators
+from torque_async.web.picks import BLOCK, Picker, Popularity, generators
 
 SEED = "7"
 
@@ -87,24 +87,25 @@ def test_uniform_picks_spread_evenly():
 
 def test_a_request_reads_the_whole_file_and_the_log_grows_by_the_appends(capsys, key):
     doc = results(capsys, key, "-dir", "site", "-cfiles", "-webFiles", "300", "-KB", "4",
-                  "-zipf", "0.9", "-appendEvery", "3", "-appendKB", "2", "-n", "40", "-i", "2",
+                  "-zipf", "0.9", "-appendEvery", "3", "-appendKB", "2", "-n", "2500", "-i", "2",
                   "-web")
     manifest = json.loads(Path("site", site.MANIFEST).read_text())
     names, sizes = site.names(manifest["dirs"]), manifest["sizes"]
     for name, size in zip(names, sizes):
         assert os.lstat(Path("site", name)).st_size == size
     picks, _ = generators(np.random.default_rng([int(SEED), 0]))
-    wanted = Picker(Popularity(300, 0.9, int(SEED), 0), picks).block(80)
+    picker = Picker(Popularity(300, 0.9, int(SEED), 0), picks)
+    wanted = picker.block() + picker.block(5000 - BLOCK)     # past the first block of picks
     test = doc["tests"][0]
-    assert test["record"]["transfers"] == 80
+    assert test["record"]["transfers"] == 5000
     assert test["record"]["bytes"] == sum(sizes[f] for f in wanted)
     summary = doc["plan"]["groups"][0]["web"]
     assert summary["read_bytes"] == test["record"]["bytes"]
-    assert summary["ops"]["append"]["count"] == 80 // 3
+    assert summary["ops"]["append"]["count"] == 5000 // 3
     assert Path("site", site.LOG).stat().st_size == summary["appended_bytes"] > 0
     reads = sum(-(-s // 4096) if s % 4096 else s // 4096 for s in (sizes[f] for f in wanted))
     assert summary["ops"]["read"]["count"] == reads
-    assert summary["ops"]["open"]["count"] == summary["ops"]["close"]["count"] == 80
+    assert summary["ops"]["open"]["count"] == summary["ops"]["close"]["count"] == 5000
     made = summary["sizes"]
     assert made["files"] == 300 and made["mean"] == round(np.mean(sizes))
 

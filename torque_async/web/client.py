@@ -148,7 +148,7 @@ class WebTest:
         k = 0
         while not stop[0] and (k < total or keep_going()):
             if at == BLOCK:
-                picks, at = self.first, 0
+                picks, at = self.picker.block(), 0
             f = picks[at]
             at += 1
             measured = k < total

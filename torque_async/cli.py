@@ -111,29 +111,20 @@ def execute(argv: list[str]) -> int:
 
 
 def run_plan(argv: list[str]) -> int:
+    """The run's steps: parse; answer a question (help, -quit) or free leftovers; check;
+    run; report and export."""
     try:
         plan = cmdline.parse(argv)
-        s = plan.settings
-        informative = [(s.version, [f"torque-async, version: {__version__}"]),
-                       (s.help, helptext.help_lines(s.help or "all")),
-                       (s.example, helptext.EXAMPLES.splitlines()),
-                       (s.printAlias, helptext.alias_lines(plan))]
-        if any(flag for flag, _ in informative):
-            say([ln for flag, lines in informative if flag for ln in lines])
+        answer = answers(plan)
+        if answer is not None:
+            say(answer)
             return 0
+        s = plan.settings
         if s.freeSharedMemory:
-            name = segment_name(s.smkey)
-            owner = free_segment(name)
-            say([f"removed /dev/shm/{name} (created by pid {owner})" if owner is not None
-                 else f"no shared memory /dev/shm/{name} to remove"])
-            for left in scratch.leftovers():
-                shutil.rmtree(left, ignore_errors=True)
-                say([f"removed the scratch directory {left} of a run that is gone"])
+            free_leftovers(s.smkey)
             if not plan.groups or plan.from_config:
                 return 0
-        for left in scratch.leftovers():
-            print(f"torque-async: note: a killed run left the scratch directory {left}: "
-                  f"-freeSharedMemory removes it", file=sys.stderr)
+        note_leftovers()
         if s.quit:
             say(helptext.plan_lines(plan))
             return 0
@@ -146,6 +137,40 @@ def run_plan(argv: list[str]) -> int:
     except cmdline.UsageError as e:
         error(str(e))
         return 2
+    return finish(plan, outcome, info)
+
+
+def answers(plan) -> list[str] | None:
+    """-version, -help, -example, -printAlias: what they print (None: none was asked)."""
+    s = plan.settings
+    informative = [(s.version, lambda: [f"torque-async, version: {__version__}"]),
+                   (s.help, lambda: helptext.help_lines(s.help or "all")),
+                   (s.example, helptext.EXAMPLES.splitlines),
+                   (s.printAlias, lambda: helptext.alias_lines(plan))]
+    asked = [lines() for flag, lines in informative if flag]
+    return [ln for lines in asked for ln in lines] if asked else None
+
+
+def free_leftovers(smkey: int) -> None:
+    """-freeSharedMemory: remove the key's segment and the scratch directories of dead runs."""
+    name = segment_name(smkey)
+    owner = free_segment(name)
+    say([f"removed /dev/shm/{name} (created by pid {owner})" if owner is not None
+         else f"no shared memory /dev/shm/{name} to remove"])
+    for left in scratch.leftovers():
+        shutil.rmtree(left, ignore_errors=True)
+        say([f"removed the scratch directory {left} of a run that is gone"])
+
+
+def note_leftovers() -> None:
+    for left in scratch.leftovers():
+        print(f"torque-async: note: a killed run left the scratch directory {left}: "
+              f"-freeSharedMemory removes it", file=sys.stderr)
+
+
+def finish(plan, outcome, info) -> int:
+    """Render the report, write -json/-csv, name every failure; the exit status."""
+    s = plan.settings
     date = time.strftime("%a %b %d %H:%M:%S %Z %Y")
     began = time.monotonic_ns()
     lines = report.render(plan, outcome.records, plan.procs(), info, date, outcome.failures,

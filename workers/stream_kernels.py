@@ -17,10 +17,8 @@ differs from its initial value:
 Triad needs s * c somewhere: it runs over the chunk in blocks of half the L2 cache, computing
 s * c into a scratch block made at set-up (it stays in L2), then b + scratch into a.  Memory
 sees what C's single loop makes it see (read b, read c, write a) and nothing is allocated.
-(Computing s * c into a's own block allocates nothing either, but measured ~25% slower here.)
-Copy goes through numpy's SIMD loop as a | 0 on uint64 views, a bit-exact copy: np.copyto
-would call glibc memmove, ~10% slower than a vector loop on 4 MiB copies on the machine this
-was tuned on (the C reference shows the same gap between its bcopy and its Copy).
+Copy goes through numpy's SIMD loop as a | 0 on uint64 views, a bit-exact copy (not np.copyto:
+glibc memmove).  Why these forms: tools/bench_memory.py.
 
 check() validates every element of every array as STREAM's checkSTREAMresults does: relative
 error against the expected value within 1e-13 (NaN fails).
@@ -52,7 +50,7 @@ class StreamKernel(MemoryTest):
 
     output = ""                 # the array the kernel writes
     traffic = 2                 # arrays moved per transfer (STREAM's byte count)
-    buffers = ("a", "b", "c")
+    arrays = ("a", "b", "c")
     unit = 8                    # doubles
 
     def __init__(self, ctx: TestContext):
@@ -61,7 +59,7 @@ class StreamKernel(MemoryTest):
         super().__init__(ctx)
         self.m = m = self.size // 8                         # doubles per chunk
         self.info = f"{self.n} x {self.size} bytes per array"
-        for name in self.buffers:
+        for name in self.arrays:
             array = self._buffers.new(self.n * self.size, np.float64)
             array.fill(INITIAL[name])                       # touches every page
             setattr(self, name, array)
@@ -78,7 +76,7 @@ class StreamKernel(MemoryTest):
 
     def check(self) -> None:
         touched = self.touched() * self.m
-        for name in self.buffers:
+        for name in self.arrays:
             array = getattr(self, name)
             if name == self.output:
                 spans = ((0, touched, self.expected()), (touched, array.size, INITIAL[name]))

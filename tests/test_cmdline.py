@@ -100,11 +100,6 @@ def test_bp_sets_both_patterns_and_mfile_units_exclude_each_other():
     assert (g.local.mfile, g.local.mfileXfer) == (None, 5)
 
 
-def test_sa_sets_the_sample_interval_and_the_bandwidth_only_flag():
-    g = cmdline.parse(["-sa", "15", "-load"]).groups[0]
-    assert (g.local.sample, g.local.sa) == (15, True)
-
-
 def test_plan_is_picklable_and_frozen():
     plan = cmdline.parse(["-p", "2", "-n", "3", "-Striad", "-spinWait"])
     again = pickle.loads(pickle.dumps(plan))

@@ -11,36 +11,67 @@ from dataclasses import replace
 from pathlib import Path
 
 import click
+from click.shell_completion import CompletionItem
 
 from . import __version__, cmdline, export, helptext, orchestrator, report, sysinfo, validate
 from . import compare as comparing, plot as plotting
 from .io import scratch
+from .options import OPTIONS
 from .results import free_segment, segment_name
 
 SYSCTL_FILE = "sysctl.current"
 
 
 class DefaultRun(click.Group):
-    """`torque-async ARGS` means `torque-async run ARGS`."""
+    """`torque-async ARGS` means `torque-async run ARGS`; --help adds torque's options."""
 
     def parse_args(self, ctx, args):
-        if not args or (args[0] not in self.commands and not args[0].startswith("--")):
+        completing = ctx.resilient_parsing and not args     # complete the subcommands too
+        if not completing and (not args or (args[0] not in self.commands
+                                            and not args[0].startswith("--"))):
             args = ["run", *args]
         return super().parse_args(ctx, args)
+
+    def format_help(self, ctx, formatter):
+        super().format_help(ctx, formatter)
+        formatter.write("\n" + "\n".join(helptext.help_lines("all")) + "\n")
+
+    def shell_complete(self, ctx, incomplete):
+        return super().shell_complete(ctx, incomplete) + complete_options(incomplete)
+
+
+class TorqueGrammar(click.Command):
+    """`run`: torque's tokens, forwarded untouched; completes the option table's names."""
+
+    def shell_complete(self, ctx, incomplete):
+        return complete_options(incomplete)
+
+
+def complete_options(incomplete: str) -> list[CompletionItem]:
+    """The option table's names (global, local, action) that start with `incomplete`."""
+    if incomplete and not incomplete.startswith("-"):
+        return []
+    return [CompletionItem(f"-{name}", help=opt.help) for name, opt in OPTIONS.items()
+            if f"-{name}".startswith(incomplete)]
 
 
 @click.group(cls=DefaultRun)
 @click.version_option(__version__, "--version", prog_name="torque-async")
 def main() -> None:
     """A system exerciser: starts bandwidth-hungry tests together and reports what each
-    achieved while all of them ran. `torque-async -help` lists torque's options."""
+    achieved while all of them ran. Without a command, the arguments are torque's options
+    (listed below; also `torque-async -help`)."""
 
 
-@main.command(context_settings=dict(ignore_unknown_options=True, allow_extra_args=True,
-                                    help_option_names=[]))
-@click.argument("tokens", nargs=-1, type=click.UNPROCESSED)
+@main.command(cls=TorqueGrammar, context_settings=dict(
+    ignore_unknown_options=True, allow_extra_args=True, help_option_names=[]))
+@click.argument("tokens", nargs=-1, type=click.UNPROCESSED,
+                shell_complete=lambda ctx, param, incomplete: complete_options(incomplete))
 def run(tokens: tuple[str, ...]) -> None:
-    """Run tests: torque's grammar, e.g. `-p 2 -n 8 -MB 4 -load`."""
+    """Run tests (the default command), in torque's grammar: -p 2 -n 8 -MB 4 -load"""
+    if tokens[:1] == ("--help",):
+        say(helptext.help_lines("all"))
+        sys.exit(0)
     sys.exit(execute(list(tokens)))
 
 

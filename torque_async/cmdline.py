@@ -123,7 +123,7 @@ def scan(tokens: list[Token], aliases: Iterable[str] = ()) -> Scan:
             raise UsageError(f"{tok.where()}unknown option {tok.text}{suggest(tok.text[1:], aliases)}")
         words = tokens[pos + 1:pos + 1 + len(opt.args)]
         if len(words) < len(opt.args):
-            names = " ".join(a.name for a in opt.args)
+            names = " ".join(a.shown for a in opt.args)
             raise UsageError(f"{tok.where()}{tok.text} needs {len(opt.args)} argument"
                              f"{'s' if len(opt.args) > 1 else ''}: {names}")
         values = []
@@ -131,7 +131,7 @@ def scan(tokens: list[Token], aliases: Iterable[str] = ()) -> Scan:
             try:
                 values.append(arg.parse(word.text))
             except ArgError as e:
-                raise UsageError(f"{word.where()}{tok.text} {arg.name}: {e}") from None
+                raise UsageError(f"{word.where()}{tok.text} {arg.shown}: {e}") from None
         pos += 1 + len(opt.args)
         value = opt.value(values)
         if opt.scope == GLOBAL:

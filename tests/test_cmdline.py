@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import pickle
+from pathlib import Path
 from dataclasses import FrozenInstanceError
 
 import pytest
@@ -10,6 +11,8 @@ from torque_async import cmdline
 from torque_async.options import (ACTION, GLOBAL, GLOBAL_DEFAULTS, LOCAL, LOCAL_DEFAULTS, OPTIONS,
                                   ArgError, Locals)
 from torque_async.units import KB, MB
+
+from conftest import REPO
 
 CANDIDATES = ("8", "1", "r", "file.dat", "auto", "0", "sync")
 
@@ -138,3 +141,15 @@ def test_aliases_expand(tmp_path):
     plan = cmdline.parse(["-aliasFile", aliases, "-two"])
     assert [(g.action, g.local.n) for g in plan.groups] == [("load", 4), ("load", 4)]
     assert dict(plan.aliases)["hd"] == "-n 4 -MB 8 -load"
+
+
+def test_without_a_config_the_packaged_default_workload_applies(tmp_path):
+    plan = cmdline.parse([], cwd=str(tmp_path))
+    assert plan.config == cmdline.PACKAGED_CONFIG and plan.from_config
+    top = cmdline.parse(["-c", str(REPO / "Torque.config")])
+    assert [g.text for g in plan.groups] == [g.text for g in top.groups] != []
+    assert not cmdline.parse(["-load"], cwd=str(tmp_path)).from_config
+
+
+def test_the_packaged_config_is_the_top_level_one():
+    assert Path(cmdline.PACKAGED_CONFIG).read_bytes() == (REPO / "Torque.config").read_bytes()

@@ -46,11 +46,11 @@ def test_quit_shows_the_plan_and_runs_nothing():
     assert "size=8388608, n=16" in r.stdout and "proc,Start" not in r.stdout
 
 
-def test_the_default_workload_of_the_shipped_config_runs(tmp_path):
-    shutil.copy(REPO / "Torque.config", tmp_path / "Torque.config")
+def test_the_default_workload_shipped_in_the_package_runs_where_there_is_no_config(tmp_path):
     r = run_cli("-smkey", "0x700B", timeout=300)       # a global only: the config's actions run
     assert r.returncode == 0, r.stderr
-    assert "configuration file = " in r.stdout and "BW:" in r.stdout
+    packaged = REPO / "torque_async" / "Torque.config"
+    assert f"configuration file = {packaged}" in r.stdout.splitlines() and "BW:" in r.stdout
     assert len(table(r.stdout)) >= 3
     assert (tmp_path / "sysctl.current").read_text().count("version numpy") == 1
 

@@ -8,6 +8,7 @@ names none.
 from __future__ import annotations
 
 import difflib
+import importlib.resources
 import os
 import shlex
 import time
@@ -18,6 +19,8 @@ from .options import ACTION, GLOBAL, OPTIONS, SAME, ArgError, Globals, Locals
 from .plan import Group, Plan
 
 DEFAULT_CONFIG = "Torque.config"
+PACKAGED_CONFIG = str(importlib.resources.files("torque_async") / DEFAULT_CONFIG)  # the default
+                                   # workload where the working directory has no Torque.config
 COMMAND_LINE = "command line"
 
 
@@ -163,8 +166,8 @@ def parse(argv: list[str], cwd: str = ".") -> Plan:
     line = [Token(a, COMMAND_LINE) for a in argv]
     named = value_after(line, "c")
     path = named.text if named else os.path.join(cwd, DEFAULT_CONFIG)
-    config = path if named or os.path.isfile(path) else None
-    conf = config_tokens(config) if config else []
+    config = path if named or os.path.isfile(path) else PACKAGED_CONFIG
+    conf = config_tokens(config)
 
     alias_tok = value_after(line, "aliasFile") or value_after(conf, "aliasFile")
     aliases = read_aliases(alias_tok.text) if alias_tok else {}

@@ -39,8 +39,9 @@ Examples:
   torque-async -json run.json -n 2048 -KB 64 -sample 255 -bzero; torque-async plot run.json
       samples, JSON and a picture of bandwidth over time
 Units: KB, MB, GB are 2^10, 2^20, 2^30 bytes; BW(MB/s) is MiB per second; times in ms.
-Torque.config in the working directory (or -c FILE) adds its tokens after the command line's:
-its global options and -f files always apply, its actions only when the command line has none.
+Torque.config in the working directory (or -c FILE; without either, the copy shipped in the
+package) adds its tokens after the command line's: its global options and -f files always apply,
+its actions only when the command line has none.
 """
 
 

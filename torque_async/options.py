@@ -130,7 +130,8 @@ _G = [
     Option("aliasFile", GLOBAL, "file of alias definitions (NAME = tokens ...; '-NAME' expands)",
            (Arg("file", text),), group="Configuration"),
     Option("bo", GLOBAL, "print only the bandwidth results", group="Output"),
-    Option("c", GLOBAL, "configuration file (default Torque.config in the working directory)",
+    Option("c", GLOBAL, "configuration file (default Torque.config in the working directory, else "
+           "the default workload shipped in the package)",
            (Arg("file", text),), dest="config", group="Configuration"),
     Option("child", GLOBAL, "run only test process n of the plan (as torque's fork-exec child)",
            (Arg("n", Count),), group="Execution"),

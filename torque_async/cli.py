@@ -80,7 +80,7 @@ def run(tokens: tuple[str, ...]) -> None:
 @click.option("-o", "--output", metavar="FILE.png",
               help="where the picture goes (default: RESULTS with .png)")
 def plot_command(results: str, output: str | None) -> None:
-    """Draw a -json results file: bandwidth over time, latency histograms."""
+    """Draw a -json results file: bandwidth over time, latency and lateness percentiles."""
     path = output or str(Path(results).with_suffix(".png"))
     try:
         drawn = plotting.render(export.load(results), path)

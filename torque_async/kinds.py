@@ -35,10 +35,16 @@ class Kind:
     needs: frozenset[str] = frozenset()   # from NEEDS; LOOP in it: a coroutine on the event loop
     working_sets: int = 0         # arrays of n x transfer size each process allocates
     check: str | None = None      # "module:function"(plan, group) raising UsageError
+    measures: str | None = None   # "module:function"(group): transfers each process measures,
+                                  # when its arguments say (streams), not n x i
 
     @property
     def runs_in(self) -> str:
         return LOOP if LOOP in self.needs else WORKER
+
+    def goal(self, group) -> int:
+        """How many transfers (wake-ups, frames) each process of the group measures."""
+        return resolve(self.measures)(group) if self.measures else group.local.n * group.local.i
 
     def load(self):
         """The class implementing the test, with the method its driver calls."""
@@ -73,7 +79,7 @@ def problem_with(k: Kind) -> str:
         return "no action option of that name"
     if k.action in KINDS:
         return "registered twice"
-    if ":" not in k.impl or (k.check is not None and ":" not in k.check):
+    if any(name is not None and ":" not in name for name in (k.impl, k.check, k.measures)):
         return "implementation and check are 'module:attribute' names"
     if k.needs - NEEDS:
         return f"unknown needs {sorted(k.needs - NEEDS)}"
@@ -106,9 +112,9 @@ register(
         ("r", "Read"), ("w", "Write"), ("rand", "Random"), ("rmw", "RdModWr"), ("rw", "RdWr"),
         ("scan", "Scan"), ("scanfile", "ScanFile"), ("aio", "AIO"), ("files", "Files"))),
     Kind("streams", "Streams", "streams", _ST + "StreamTest", _WITH_FILES,
-         check=_ST + "check_group"),
+         check=_ST + "check_group", measures=_ST + "measured_transfers"),
     Kind("memStreams", "MemStreams", "streams", _ST + "MemStreamTest", _ON_LOOP,
-         check=_ST + "check_group"),
+         check=_ST + "check_group", measures=_ST + "measured_transfers"),
     Kind("cyclic", "Cyclic", "timer", "workers.cyclic:CyclicTest", frozenset({OWN_LOOP})),
 )
 if set(KINDS) != {n for n, o in OPTIONS.items() if o.scope == ACTION}:

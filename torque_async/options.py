@@ -301,7 +301,8 @@ _A = [
 ]
 
 OPTIONS: dict[str, Option] = {o.name: o for o in (*_G, *_L, *_A)}
-assert len(OPTIONS) == len(_G) + len(_L) + len(_A), "duplicate option name"
+if len(OPTIONS) != len(_G) + len(_L) + len(_A):        # a real raise: python -O keeps it
+    raise TypeError("the option table names an option twice")
 
 # Defaults of the fields the options write. A field's default is documented in -help.
 GLOBAL_DEFAULTS: dict[str, Any] = dict(
@@ -321,7 +322,8 @@ LOCAL_DEFAULTS: dict[str, Any] = dict(
 
 for _o in OPTIONS.values():
     _defaults = {GLOBAL: GLOBAL_DEFAULTS, LOCAL: LOCAL_DEFAULTS}.get(_o.scope)
-    assert _defaults is None or _o.field in _defaults, f"-{_o.name} writes an unknown field"
+    if _defaults is not None and _o.field not in _defaults:
+        raise TypeError(f"-{_o.name} writes an unknown field {_o.field}")
 
 
 

@@ -56,7 +56,7 @@ def test_stream_arguments_say_their_units():
 
 
 def test_click_help_prints_the_option_help_too():
-    for argv in (["--help"], ["run", "--help"]):
+    for argv in (["--help"], ["run", "--help"], ["-load", "--help"]):
         r = CliRunner().invoke(main, argv, prog_name="torque-async")
         assert r.exit_code == 0 and "\n".join(help_lines("all")) in r.output, argv
     assert "Commands:" in CliRunner().invoke(main, ["--help"]).output

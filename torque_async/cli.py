@@ -69,7 +69,7 @@ def main() -> None:
                 shell_complete=lambda ctx, param, incomplete: complete_options(incomplete))
 def run(tokens: tuple[str, ...]) -> None:
     """Run tests (the default command), in torque's grammar: -p 2 -n 8 -MB 4 -load"""
-    if tokens[:1] == ("--help",):
+    if "--help" in tokens:                  # click's convention, besides torque's -help
         say(helptext.help_lines("all"))
         sys.exit(0)
     sys.exit(execute(list(tokens)))

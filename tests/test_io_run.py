@@ -381,7 +381,8 @@ def test_writing_to_a_block_device_needs_confirmation(capsys, key, monkeypatch):
 
 
 class Tamper(Recorder):
-    """Loses the third write (says it is done, moves nothing) or reads one place too early."""
+    """Loses the third write (says it is done, moves nothing), puts it at another place, or
+    reads one place too early."""
 
     def __init__(self, inner, how):
         super().__init__(inner, [], [0], set())
@@ -393,6 +394,8 @@ class Tamper(Recorder):
             return filetests.now()
         if self.how == "misread" and not write and offset:
             offset -= 4096
+        if self.how == "misplace" and write and self.log.count(True) == 3:
+            offset = (offset + 37 * 4096) % (1 << 20)
         return await self.inner.submit(write, fd, buf, offset)
 
 
@@ -400,6 +403,7 @@ class Tamper(Recorder):
     ("lose", ["-w"], "differs from what the test wrote"),
     ("lose", ["-rmw"], "differs from what the test wrote"),
     ("misread", ["-r"], "read 4096 bytes at byte"),
+    ("misplace", ["-percR", "0", "-mfileMB", "1", "-rand"], "differs from what the test wrote"),
 ])
 def test_the_data_check_catches_lost_writes_and_misplaced_reads(key, monkeypatch, how, argv,
                                                                  message):

@@ -15,6 +15,7 @@ import sys
 import threading
 from dataclasses import dataclass
 from threading import BrokenBarrierError
+from typing import Callable
 
 import psutil
 import uvloop
@@ -80,7 +81,11 @@ def spec_for(plan: Plan, proc: Proc, segment: str, linesize: int) -> WorkerSpec:
                             linesize, plan.slow)
 
 
-def run(plan: Plan, linesize: int) -> Outcome:
+def run(plan: Plan, linesize: int,
+        meet: Callable[[Callable[[], bool]], str] | None = None) -> Outcome:
+    """The run; `meet` (several hosts, see cluster.py) is called once every test here is set up
+    and before their release, with a function that tells whether this run was stopped; it
+    returns '' or why the run cannot start."""
     procs = plan.procs()
     results = open_segment(plan, len(procs))
     try:
@@ -88,7 +93,7 @@ def run(plan: Plan, linesize: int) -> Outcome:
             spec = spec_for(plan, procs[0], results.shm.name.lstrip("/"), linesize)
             resolve(WORKER_MAIN)(spec, threading.Barrier(1), threading.Lock(), in_process=True)
             return Outcome(results.snapshot(), failures(procs, results, {}))
-        return uvloop.run(Supervisor(plan, procs, results, linesize).run())
+        return uvloop.run(Supervisor(plan, procs, results, linesize, meet).run())
     finally:
         results.header["stop"] = 1
         results.shm.unlink()
@@ -111,8 +116,9 @@ def failures(procs, results: Results, exitcodes: dict[int, int | None]) -> tuple
 
 
 class Supervisor:
-    def __init__(self, plan: Plan, procs, results: Results, linesize: int):
+    def __init__(self, plan: Plan, procs, results: Results, linesize: int, meet=None):
         self.plan, self.procs, self.results, self.linesize = plan, procs, results, linesize
+        self.meet = meet
         self.ctx = mp.get_context("spawn")
         self.workers = [p for p in procs if KINDS[p.group.action].runs_in == WORKER]
         self.loop_side = LoopSide(plan, [p for p in procs if KINDS[p.group.action].runs_in == LOOP],
@@ -210,6 +216,11 @@ class Supervisor:
         """The loop's place at the barrier: all set up, then (after calibration) the start."""
         try:
             self.barrier.wait(SETUP_TIMEOUT)
+            problem = self.meet(self.failed.is_set) if self.meet else ""
+            if problem:
+                self.problems = (problem,)
+                self.loop.call_soon_threadsafe(self.abort)
+                return
             self.barrier.wait(SETUP_TIMEOUT)
         except BrokenBarrierError:
             if not self.failed.is_set():     # nobody aborted: the wait timed out

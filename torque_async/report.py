@@ -320,8 +320,10 @@ def detail_lines(records, procs, level: int) -> list[str]:
 
 
 def render(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], info: SysInfo,
-           date: str, failures: tuple[str, ...] = (), interrupted: int = 0) -> list[str]:
-    """The whole text report; -nh drops the header, -bo keeps only the bandwidth lines."""
+           date: str, failures: tuple[str, ...] = (), interrupted: int = 0,
+           cluster=None) -> list[str]:
+    """The whole text report; -nh drops the header, -bo keeps only the bandwidth lines; a
+    report_cluster.ClusterRun adds Host and Rank columns and the cluster's block."""
     t0 = time_zero(records)
     bw = bw_lines(plan, records, procs)
     if plan.settings.bo:
@@ -333,12 +335,14 @@ def render(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], inf
                   "torque-async (time in ms)", f"We waited for {len(procs)} processes"]
         for group in plan.groups:
             lines += group_lines(plan, group, records, procs) + [""]
-    lines.append(TABLE_HEADER)
-    lines += [table_row(r, p, t0).text() for r, p in zip(records, procs) if r.transfers]
+    lines.append(TABLE_HEADER + (cluster.columns if cluster else ""))
+    lines += [table_row(r, p, t0).text() + (cluster.where(r.row) if cluster else "")
+              for r, p in zip(records, procs) if r.transfers]
     lines += [""]
     for extra in (overlap_line(plan, records, t0), *spin_lines(records),
                   *cyclic_lines(records, procs), *checkpoint_lines(records, procs, t0)):
         lines.append(extra)
+    lines += ["", *(cluster.lines(t0) if cluster else ())]
     lines += ["", *stream_lines(records, procs), "", *sample_lines(records, procs, t0)]
     if plan.settings.vl:
         lines += ["", *detail_lines(records, procs, plan.settings.vl)]

@@ -13,6 +13,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from threading import BrokenBarrierError
 from typing import Callable
@@ -213,7 +214,8 @@ class Supervisor:
             self.loop.remove_reader(fd)
 
     def pass_barrier(self) -> None:
-        """The loop's place at the barrier: all set up, then (after calibration) the start."""
+        """The loop's place at the barrier: all set up, then (after calibration) the start,
+        stamped as every loop test's "released" mark (the workers stamp their own)."""
         try:
             self.barrier.wait(SETUP_TIMEOUT)
             problem = self.meet(self.failed.is_set) if self.meet else ""
@@ -222,6 +224,9 @@ class Supervisor:
                 self.loop.call_soon_threadsafe(self.abort)
                 return
             self.barrier.wait(SETUP_TIMEOUT)
+            released = time.monotonic_ns()
+            for proc in self.loop_side.procs:
+                self.results.rows["phase"][proc.row, 2] = released
         except BrokenBarrierError:
             if not self.failed.is_set():     # nobody aborted: the wait timed out
                 self.problems = (f"the tests did not all set up within {SETUP_TIMEOUT:.0f} s",)

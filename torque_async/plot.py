@@ -121,7 +121,7 @@ def draw_scan(ax, doc: dict[str, Any], tests: list[dict[str, Any]], shortest: in
     ax.set_ylabel("MB/s")
 
 
-Histogram = tuple[int, str, list[list[int]]]   # proc, label, sparse [upper bound ns, count]
+Histogram = tuple[int, str, list[list[int]]]   # proc, label, sparse [lowest, highest ns, count]
 
 
 def histograms(doc: dict[str, Any], lateness: bool) -> list[Histogram]:
@@ -150,12 +150,12 @@ def nines(share: float, total: int) -> float:
 
 def percentile_curve(hist: list[list[int]]) -> tuple[list[float], list[float], float]:
     """(x, y in us, share at 0) of a histogram, to be drawn as steps ending at each point: the
-    values between percentiles x[i-1] and x[i] are at most y[i] (a bucket's upper bound).
+    values between percentiles x[i-1] and x[i] are at most y[i] (a bucket's highest value).
     Values of 0 (on time) are left out and counted in the share at 0."""
-    total = sum(n for _, n in hist)
-    zeros = sum(n for top, n in hist if top <= 0)
+    total = sum(n for *_, n in hist)
+    zeros = sum(n for _, top, n in hist if top <= 0)
     xs, ys, seen = [], [], zeros
-    for top, n in hist:
+    for _, top, n in hist:
         if top <= 0:
             continue
         if not xs:

@@ -3,7 +3,8 @@ record. What the driver does for a test follows its kind's declared needs (torqu
 
 The barrier is passed twice: once when every party is set up (a calibrating test then
 measures its idle loop rate, one process at a time, while everything else waits), and once to
-start: its release is time zero for everyone. The timed loops are in workers/timed.py.
+start: its release is time zero for everyone: each party stamps its way out ("released"; the
+earliest stamp is the release, see report.time_zero). The timed loops are in workers/timed.py.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import time
 from threading import BrokenBarrierError
 
 from torque_async.kinds import CALIBRATION, KINDS, OWN_LOOP
-from torque_async.meter import Meter
+from torque_async.meter import Meter, harness_cost
 from torque_async.plan import Proc
 from torque_async.results import ABORTED, DONE, RUNNING, Results
 from torque_async.testing.api import WorkerSpec, make_test
@@ -43,12 +44,14 @@ def main(spec: WorkerSpec, barrier, calibration_lock, in_process: bool = False) 
     try:
         pin(spec.proc)
         test = make_test(spec.proc, spec.seed, spec.linesize)
+        row["harness_ns"] = harness_cost()
         mark_ready(row, test)
         barrier.wait()
         if CALIBRATION in needs:
             with calibration_lock:
                 row["ref_rate"] = idle_rate(test)
         barrier.wait()
+        row["phase"][0, 2] = time.monotonic_ns()
         row["state"] = RUNNING
         local = spec.proc.group.local
         meter = Meter(results, spec.proc.row, local.sample, spec.slow)

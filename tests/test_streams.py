@@ -236,6 +236,9 @@ def test_wr_reads_back_exactly_what_was_written():
                 seen.append(frame.copy())
             return t
 
+        async def forget(self):
+            await self.tracks.forget()
+
         def close(self):
             self.tracks.close()
     test = build(f"-memStreams {LABEL_ARGS.format(label='wr')}")
@@ -259,6 +262,9 @@ class SlowWrites:
                 await asyncio.sleep(self.delay)
             self.writes += 1
         return await self.tracks.move(kind, track, slot, frame)
+
+    async def forget(self):
+        await self.tracks.forget()
 
     def close(self):
         self.tracks.close()
@@ -367,9 +373,13 @@ def test_a_stream_takes_the_file_of_its_own_test_number_as_the_file_tests_do(tmp
     stream = "-streams w 2 64 62.5 0 0.05 1".split()
     for s, want in (((), b), (("-s", "0"), a)):     # test 1: file 1 of the list, unless -s
         test = build(" ".join([*s, *stream]), "-f", a, "-f", b, "-r", row=1)
-        tracks = test.open_tracks()
-        tracks.close()
-        assert tracks.path == want, s
+
+        async def path():
+            tracks = test.open_tracks()
+            await tracks.forget()
+            tracks.close()
+            return tracks.path
+        assert asyncio.run(path()) == want, s
     from torque_async import validate
     with pytest.raises(cmdline.UsageError, match="process 0 needs file number 1"):
         validate.check(cmdline.parse(["-f", a, "-n", "4", "-KB", "4", "-r", *stream]))

@@ -48,6 +48,7 @@ ROW = np.dtype([
     ("late_min", "i8", (MAX_SUBS,)), ("late_max", "i8", (MAX_SUBS,)),   # lateness (ns, 0 when
     ("late_sum", "i8", (MAX_SUBS,)),             # on time): min, max, sum and histogram
     ("late_hist", "i8", (MAX_SUBS, HIST_BUCKETS)),
+    ("dropped", "i8", (MAX_SUBS,)),              # and the frames it skipped (-dropLate)
 ], align=True)
 
 
@@ -126,7 +127,8 @@ def free_segment(name: str) -> int | None:
 
 @dataclass(frozen=True)
 class SubStream:
-    """One sub-stream's figures: measured transfers and their lateness (ns)."""
+    """One sub-stream's figures: measured transfers (frames moved) and their lateness (ns),
+    those late beyond -lateUs, frames dropped (-dropLate), the longest run late or dropped."""
     transfers: int
     late: int
     late_run: int
@@ -134,6 +136,17 @@ class SubStream:
     hi: int
     total: int
     hist: tuple[int, ...]
+    dropped: int = 0
+
+    @property
+    def frames(self) -> int:
+        """Frames due: moved and dropped."""
+        return self.transfers + self.dropped
+
+    @property
+    def held(self) -> bool:
+        """No frame late beyond the tolerance, none dropped."""
+        return not (self.late or self.dropped)
 
     @property
     def lateness(self) -> Stats:
@@ -187,7 +200,8 @@ class Record:
                    subs=tuple(SubStream(int(r["sub_xfers"][i]), int(r["late"][i]),
                                         int(r["late_run"][i]), int(r["late_min"][i]),
                                         int(r["late_max"][i]), int(r["late_sum"][i]),
-                                        tuple(int(x) for x in r["late_hist"][i]))
+                                        tuple(int(x) for x in r["late_hist"][i]),
+                                        int(r["dropped"][i]))
                               for i in range(int(r["nsubs"]))))
 
     @property

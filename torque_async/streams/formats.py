@@ -3,9 +3,13 @@
     pixfmt    layout                                     bytes of a W x H frame      W, H
     uyvy422   8-bit 4:2:2 packed, U Y V Y                2 W H                       W even
     yuyv422   8-bit 4:2:2 packed, Y U Y V                2 W H                       W even
-    v210      10-bit 4:2:2 packed: 6 pixels in 4 32-bit  ceil(W / 48) x 128 x H      W multiple
-              words (16 bytes); rows padded to 48                                    of 6
+    v210      10-bit 4:2:2 packed: 6 pixels in 4 32-bit  ceil(W / 48) x 128 x H      W even
+              words (16 bytes); rows padded to 48
               pixels = 128 bytes (Apple's Ice Floe Dispatch 19, uncompressed Y'CbCr)
+
+v210 holds any even width: a row's last 6-pixel group and 48-pixel block are padded (1280-pixel
+720p rows are 27 blocks, 3456 bytes, as capture cards lay them out), so its widths are checked
+as 4:2:2's, not refused unless they are a multiple of 6.
     nv12      8-bit 4:2:0: Y plane, then interleaved UV  W H + 2 (W/2)(H/2) = 3 W H / 2  even
               at half width and height
     p010      as nv12 with 10 bits in each 16-bit word   2 (W H + 2 (W/2)(H/2)) = 3 W H  even
@@ -24,7 +28,7 @@ from fractions import Fraction
 FORMATS = {
     "uyvy422": (lambda w, h: 2 * w * h, 2, 1),
     "yuyv422": (lambda w, h: 2 * w * h, 2, 1),
-    "v210": (lambda w, h: -(-w // 48) * 128 * h, 6, 1),
+    "v210": (lambda w, h: -(-w // 48) * 128 * h, 2, 1),
     "nv12": (lambda w, h: w * h * 3 // 2, 2, 2),
     "p010": (lambda w, h: w * h * 3, 2, 2),
     "rgba8": (lambda w, h: 4 * w * h, 1, 1),

@@ -112,7 +112,7 @@ class Geometry:
 
     @property
     def fps(self) -> float:
-        return NS_PER_S / self.period
+        return float(NS_PER_S / self.period)
 
     @property
     def bw(self) -> float:

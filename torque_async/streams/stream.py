@@ -70,9 +70,12 @@ class StreamTest:
                     await self.tracks.move(WRITE, track, slot, frame)
             await self.tracks.flush()
         self.timer = PreciseTimer.shared()
-        info = (f"{g.label}: {len(self.stages)} x {g.frames} transfers of {g.size // KB} KB "
-                f"every {float(g.period) / 1e6:.3f} ms, {g.slots} per track, "
-                f"in {self.tracks.where}")[:160]
+        local = self.ctx.local
+        frame = (f"{local.frame[0]}x{local.frame[1]} {local.pixfmt} frames of {g.size} bytes"
+                 if local.frame else f"frames of {g.size // KB} KB")
+        info = (f"{g.label}: {len(self.stages)} x {g.frames} {frame} at {g.fps:.3f} fps "
+                f"({g.bw:.1f} MB/s, every {float(g.period) / 1e6:.3f} ms)\n"
+                f"{g.slots} frames per track in {self.tracks.where}"[:100])
         self.info = f"{info}\n{self.tracks.note}" if self.tracks.note else info
 
     async def run(self, meter: Meter) -> None:

@@ -65,3 +65,21 @@ def test_unreadable_files_exit_2_with_one_line(tmp_path):
     assert r.returncode == 2
     assert r.stderr.strip() == f"torque-async: error: cannot read {tmp_path / 'missing.json'}: " \
                                "No such file or directory"
+
+
+def test_streams_are_compared_by_late_and_dropped_frames_and_lateness_p99(tmp_path):
+    from dataclasses import replace
+    from test_streams_report import sub
+    plan = cmdline.parse("-memStreams rw 2 1024 100 0 2 64 -seed 1".split())
+    docs = []
+    for late in ([5000] * 4, [1000, 2000, 3000]):
+        rec = record(0, 0, 2000 * MS, 400, 1024 * 1024, sys_factor=2,
+                     subs=(sub(200, []), replace(sub(200, late), dropped=len(late) - 3)))
+        docs.append(export.document(plan, (rec,), plan.procs(), INFO, "today"))
+    (name, texts, worse), = [c for c in compare.stream_changes(*docs) if "write" in c[0]]
+    assert name == "group 0 proc 0 sub 1 write t0" and not worse      # 4 -> 3 late, 1 -> 0
+    assert texts[:3] == ["MISSED -> MISSED", "late frames 4 -> 3", "dropped frames 1 -> 0"]
+    (_, _, worse), = [c for c in compare.stream_changes(*docs[::-1]) if "write" in c[0]]
+    assert worse
+    text = "\n".join(compare.lines(compare.changes(*docs), tuple(docs), ("a", "b"), 5))
+    assert "late frames 4 -> 3" in text and "streams, A -> B:" in text

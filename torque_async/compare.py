@@ -62,6 +62,38 @@ def changes(a: dict[str, Any], b: dict[str, Any]) -> list[Change]:
     return out + [Change("Total", "all", "MB/s", a["bandwidth"]["total"], b["bandwidth"]["total"])]
 
 
+STREAM_FIGURES = (("late", "late frames", "d"), ("dropped", "dropped frames", "d"),
+                  ("lateness_p99_us", "lateness p99 (us)", ".1f"))
+
+
+def stream_changes(a: dict[str, Any], b: dict[str, Any]) -> list[tuple[str, list[str], bool]]:
+    """Per sub-stream of a stream in both runs: (name, 'figure A -> B' texts, B is worse)."""
+    in_b = {key(t): t for t in b["tests"]}
+    out = []
+    for test in a["tests"]:
+        other = in_b.get(key(test))
+        if not (test.get("streams") and other and other.get("streams")):
+            continue
+        for name, sa in test["streams"].items():
+            sb = other["streams"][name]
+            if not isinstance(sa, dict) or not sb:
+                continue
+            texts = [f"{sa['verdict']} -> {sb['verdict']}"]
+            texts += [f"{what} {sa[f]:{fmt}} -> {sb[f]:{fmt}}" for f, what, fmt in STREAM_FIGURES]
+            worse = any(sb[f] > sa[f] for f, _, _ in STREAM_FIGURES)
+            out.append((f"group {test['group']} proc {test['index']} sub {sa['sub']}", texts,
+                        worse))
+    return out
+
+
+def stream_lines(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    found = stream_changes(a, b)
+    if not found:
+        return []
+    return ["", "streams, A -> B:", *(", ".join([name, *texts, "worse" if worse else "same or better"])
+                                      for name, texts, worse in found)]
+
+
 def lines(found: list[Change], docs: tuple[dict[str, Any], dict[str, Any]],
           names: tuple[str, str], threshold: float) -> list[str]:
     """The report of `found` = changes(*docs) between the runs read from `names`."""
@@ -72,4 +104,5 @@ def lines(found: list[Change], docs: tuple[dict[str, Any], dict[str, Any]],
                        c.unit, c.verdict(threshold))) for c in found]
     slower = sum(c.slower(threshold) for c in found)
     faster = sum(c.faster(threshold) for c in found)
-    return out + ["", f"changes beyond {threshold:g}% marked: {slower} slower, {faster} faster"]
+    return out + stream_lines(*docs) + [
+        "", f"changes beyond {threshold:g}% marked: {slower} slower, {faster} faster"]

@@ -73,9 +73,9 @@ class StreamTest:
         local = self.ctx.local
         frame = (f"{local.frame[0]}x{local.frame[1]} {local.pixfmt} frames of {g.size} bytes"
                  if local.frame else f"frames of {g.size // KB} KB")
+        where = f"{g.slots} frames per track in {self.tracks.where}"[:100]
         info = (f"{g.label}: {len(self.stages)} x {g.frames} {frame} at {g.fps:.3f} fps "
-                f"({g.bw:.1f} MB/s, every {float(g.period) / 1e6:.3f} ms)\n"
-                f"{g.slots} frames per track in {self.tracks.where}"[:100])
+                f"({g.bw:.1f} MB/s, every {float(g.period) / 1e6:.3f} ms)\n{where}")
         self.info = f"{info}\n{self.tracks.note}" if self.tracks.note else info
 
     async def run(self, meter: Meter) -> None:

@@ -11,7 +11,7 @@ from torque_async.options import (ACTION, GLOBAL, GLOBAL_DEFAULTS, LOCAL, LOCAL_
                                   ArgError, Locals)
 from torque_async.units import KB, MB
 
-CANDIDATES = ("8", "1", "r", "file.dat", "auto", "0", "sync")
+CANDIDATES = ("8", "1", "r", "file.dat", "auto", "0", "sync", "8x8", "nv12")
 
 
 def sample_args(opt, default) -> list[str]:

@@ -32,7 +32,7 @@ def test_stream_lines_give_each_sub_stream_its_target_bandwidth_and_lateness():
         "0, 0 read t0, 100.0, 100.0, 100.0, 100.0, 200, 0, 0, 0, 0.0, 0.0, 0.0, HELD, "
         "MemStreams rw",
         "0, 1 write t0, 100.0, 100.0, 100.0, 100.0, 200, 3, 0, 2, 0.0, 5.1, 400.0, MISSED, "
-        "MemStreams rw",
+        "MemStreams rw", "",
         "streams: 0 held, 1 missed (sub-streams: 1 held, 1 missed)"]
     text = "\n".join(report.render(plan, (rec,), plan.procs(), INFO, "today"))
     # -sample: the stream's intervals are in the one samples table, per interval

@@ -257,7 +257,7 @@ def stream_lines(records, procs) -> list[str]:
     held = stream_verdicts(records)
     subs = [sub.held for rec in records for sub in rec.subs]
     return ["Streams: lateness = completion - deadline (us, 0 when on time); a frame is late "
-            "beyond -lateUs; HELD: no frame late or dropped", STREAM_HEADER, *lines,
+            "beyond -lateUs; HELD: no frame late or dropped", STREAM_HEADER, *lines, "",
             f"streams: {sum(held)} held, {len(held) - sum(held)} missed "
             f"(sub-streams: {sum(subs)} held, {len(subs) - sum(subs)} missed)"]
 

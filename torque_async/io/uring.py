@@ -110,9 +110,7 @@ class UringEngine:
 
     @types.coroutine
     def submit(self, write: bool, fd: int, buf: int, offset: int):
-        if self.current is None:
-            raise RuntimeError("io_uring transfers are awaited only by lanes that drive() runs")
-        self.prepare(self.current, write, fd, buf, offset)
+        self.prepare(self.lane(), write, fd, buf, offset)
         return (yield)                 # to the engine, which sends the completion's time
 
     def transfer(self, write: bool, fd: int, buf: int, offset: int) -> asyncio.Future:
@@ -130,15 +128,19 @@ class UringEngine:
 
     @types.coroutine
     def pause(self, until: int):
-        L = self.L
+        L, lane = self.L, self.lane()
         ts = L.timespec(0)
         ts.sec, ts.nsec = divmod(until, 1_000_000_000)
         sqe = L.io_uring_get_sqe(self.ring)
         L.io_uring_prep_timeout(sqe, ts, 0, L.IORING_TIMEOUT_ABS)     # CLOCK_MONOTONIC
-        if self.current is None:
-            raise RuntimeError("io_uring pauses are awaited only by lanes that drive() runs")
-        self.issue(sqe, self.current, -errno.ETIME, -1, False, ts)
+        self.issue(sqe, lane, -errno.ETIME, -1, False, ts)
         yield
+
+    def lane(self) -> tuple:
+        """The (lane, crew) being stepped: only lanes that drive() runs await submit and pause."""
+        if self.current is None:
+            raise RuntimeError("io_uring transfers are awaited only by lanes that drive() runs")
+        return self.current
 
     def issue(self, sqe, waiter: tuple, want: int, buf: int, buffered: bool, what) -> None:
         """Queue sqe for `waiter`: (lane, crew), or (future, None) for transfer()."""
@@ -209,8 +211,12 @@ class UringEngine:
             if lane is None:               # its drive() was cancelled
                 continue
             if crew is None:               # transfer()'s future
-                if not lane.done():
-                    lane.set_result(t) if error is None else lane.set_exception(error)
+                if lane.done():            # its awaiter was cancelled
+                    continue
+                if error is None:
+                    lane.set_result(t)
+                else:
+                    lane.set_exception(error)
             else:
                 self.step(lane, crew, None if error else t, error)
         self.holding = False

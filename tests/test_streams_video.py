@@ -88,8 +88,8 @@ def test_a_stream_slowed_on_purpose_is_missed_and_shows_less_than_its_target():
     (sub,), _ = figures("-fps 1000 -memStreams w 0 64 0 0 0.05 1", lambda t: Slow(t, 0.003))
     assert sub.verdict == report.MISSED and sub.frames == 50
     assert sub.late >= 49 and sub.longest_late_run >= 49 and sub.dropped == 0
-    assert sub.mb_s < sub.target_mb_s / 2 and sub.fps < 500
-    assert 0 < sub.lateness_p50_us <= sub.lateness_p99_us <= sub.lateness_max_us
+    assert sub.bw < sub.target_bw / 2 and sub.fps < 500
+    assert 0 < sub.lateness_p50 <= sub.lateness_p99 <= sub.lateness_max
 
 
 def test_a_tolerance_forgives_lateness_below_it_and_the_exit_status_says_missed():
@@ -213,10 +213,13 @@ def test_a_json_document_and_csv_name_each_sub_stream_s_figures(tmp_path):
     stream = json.loads((tmp_path / "r.json").read_text())["tests"][0]["streams"]
     assert stream["verdict"] in ("HELD", "MISSED") and stream["sub2"] is None
     assert stream["sub1"]["sub"] == "1 write t0" and stream["sub1"]["frames"] == 10
-    assert stream["sub0"]["target_fps"] == 100 and stream["sub0"]["target_mb_s"] == round(
+    assert stream["sub0"]["target_fps"] == 100 and stream["sub0"]["target_bw"] == round(
         64 * 64 * 4 * 100 / MB, 3)
     row = next(csv.DictReader((tmp_path / "r.csv").open()))
     for sub in ("sub0", "sub1"):
-        for name in ("target_mb_s", "mb_s", "fps", "frames", "late", "dropped",
-                     "longest_late_run", "lateness_p99_us", "verdict"):
-            assert row[f"streams.{sub}.{name}"] == str(stream[sub][name])
+        for name, unit in (("target_bw", "MB/s"), ("bw", "MB/s"), ("fps", "frames/s"),
+                           ("frames", "frames"), ("late", "frames"), ("dropped", "frames"),
+                           ("longest_late_run", "frames"), ("verdict", "")):
+            column = f"streams.{sub}.{name}" + (f" ({unit})" if unit else "")
+            assert row[column] == str(stream[sub][name])
+        assert float(row[f"streams.{sub}.lateness_p99 (us)"]) == stream[sub]["lateness_p99"] / 1000

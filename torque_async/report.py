@@ -2,7 +2,7 @@
 
 Times in the table are milliseconds since the start barrier's release (the earliest measured
 start). BW(MB/s) counts transfer bytes; the BW: line counts system bytes (bcopy twice, STREAM
-as STREAM counts), summed over the processes of each kind.
+as STREAM counts), summed over the processes of each group.
 """
 from __future__ import annotations
 
@@ -58,20 +58,29 @@ def table_row(rec: Record, proc: Proc, t0: int) -> Row:
                rec.file or "NA", rec.pid)
 
 
-def kind_bandwidths(records, procs) -> dict[str, float]:
-    """System bandwidth (MB/s) of each test kind run, in the order the kinds first appear."""
-    out: dict[str, float] = {}
+def group_labels(plan: Plan) -> list[str]:
+    """One label per group, in plan order: the kind's, with the group's number when another
+    group has the same kind (Load#0, Load#2), so the same plan always gives the same columns."""
+    labels = [KINDS[g.action].label for g in plan.groups]
+    return [f"{label}#{g.index}" if labels.count(label) > 1 else label
+            for label, g in zip(labels, plan.groups)]
+
+
+def group_bandwidths(plan: Plan, records, procs) -> dict[str, float]:
+    """System bandwidth (MB/s) of each group, in plan order, under group_labels."""
+    sums = [0.0] * len(plan.groups)
     for rec, proc in zip(records, procs):
-        label = KINDS[proc.group.action].label
-        out[label] = out.get(label, 0.0) + mb_per_s(rec.sys_bytes, rec.elapsed)
-    return out
+        sums[proc.group.index] += mb_per_s(rec.sys_bytes, rec.elapsed)
+    return dict(zip(group_labels(plan), sums))
 
 
-def bw_lines(records, procs) -> list[str]:
-    kinds = kind_bandwidths(records, procs)
-    total = sum(kinds.values())
-    return [", ".join(["BW", *kinds, "Total"]),
-            ", ".join(["BW:", *(f"{v:.0f}" for v in kinds.values()), f"{total:.0f}"]),
+def bw_lines(plan: Plan, records, procs) -> list[str]:
+    """The BW: line: a column per group in plan order, Total last (stable: paste many runs of
+    one plan into a spreadsheet and the columns line up)."""
+    groups = group_bandwidths(plan, records, procs)
+    total = sum(groups.values())
+    return [", ".join(["BW", *groups, "Total"]),
+            ", ".join(["BW:", *(f"{v:.0f}" for v in groups.values()), f"{total:.0f}"]),
             "", f"{total:.0f}: Total Bandwidth Consumed (MBytes/sec)"]
 
 
@@ -201,17 +210,17 @@ class SubStreamFigures:
     stream's measured time (first release to last completion); a frame is late when it
     completed more than -lateUs after its deadline; HELD: none late, none dropped."""
     sub: str
-    target_mb_s: float
+    target_bw: float              # MB/s
     target_fps: float
-    mb_s: float
+    bw: float                     # MB/s
     fps: float
     frames: int                   # frames due: moved + dropped
     late: int
     dropped: int
     longest_late_run: int         # consecutive frames late or dropped
-    lateness_p50_us: float
-    lateness_p99_us: float
-    lateness_max_us: float
+    lateness_p50: int             # ns
+    lateness_p99: int
+    lateness_max: int
     verdict: str
 
 
@@ -228,8 +237,7 @@ def sub_stream_figures(rec: Record, proc: Proc) -> list[SubStreamFigures]:
             name, round(g.bw, 3), round(g.fps, 3),
             round(mb_per_s(sub.transfers * rec.transfer_bytes, rec.elapsed), 3),
             round(per_s(sub.transfers, rec.elapsed), 3), sub.frames, sub.late, sub.dropped,
-            sub.late_run, *(round(v / 1000, 1) for v in (late.percentile(0.5),
-                                                         late.percentile(0.99), late.hi)),
+            sub.late_run, late.percentile(0.5), late.percentile(0.99), late.hi,
             HELD if sub.held else MISSED))
     return out
 
@@ -248,9 +256,9 @@ def stream_lines(records, procs) -> list[str]:
         for f in sub_stream_figures(rec, proc):
             label = f"{KINDS[proc.group.action].label} {proc.group.args[0]}"
             lines.append(", ".join([str(rec.row), f.sub, *(f"{v:.1f}" for v in (
-                f.target_mb_s, f.target_fps, f.mb_s, f.fps)), *map(str, (
-                    f.frames, f.late, f.dropped, f.longest_late_run)), *(f"{v:.1f}" for v in (
-                        f.lateness_p50_us, f.lateness_p99_us, f.lateness_max_us)),
+                f.target_bw, f.target_fps, f.bw, f.fps)), *map(str, (
+                    f.frames, f.late, f.dropped, f.longest_late_run)), *(f"{v / 1000:.1f}" for v in (
+                        f.lateness_p50, f.lateness_p99, f.lateness_max)),
                 f.verdict, label]))
     if not lines:
         return []
@@ -348,7 +356,7 @@ def render(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], inf
            date: str, failures: tuple[str, ...] = (), interrupted: int = 0) -> list[str]:
     """The whole text report; -nh drops the header, -bo keeps only the bandwidth lines."""
     t0 = time_zero(records)
-    bw = bw_lines(records, procs)
+    bw = bw_lines(plan, records, procs)
     if plan.settings.bo:
         return bw
     lines: list[str] = []

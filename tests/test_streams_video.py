@@ -223,3 +223,22 @@ def test_a_json_document_and_csv_name_each_sub_stream_s_figures(tmp_path):
             column = f"streams.{sub}.{name}" + (f" ({unit})" if unit else "")
             assert row[column] == str(stream[sub][name])
         assert float(row[f"streams.{sub}.lateness_p99 (us)"]) == stream[sub]["lateness_p99"] / 1000
+
+
+@pytest.mark.parametrize("action", ["-memStreams", "-streams"])
+def test_sixteen_streams_on_one_loop_share_one_timer_and_file_streams_one_ring(action):
+    tests = [build(f"-p 16 {action} w 1 64 62.5 0 0.05 1", row=row) for row in range(16)]
+
+    async def go():
+        for test in tests:
+            await test.setup()
+        try:
+            assert len({id(t.timer) for t in tests}) == 1
+            if action == "-streams":
+                assert {t.tracks.engine.name for t in tests} == {"io_uring"}
+                assert len({id(t.tracks.engine) for t in tests}) == 1
+        finally:
+            for test in tests:
+                await test.close()
+        assert tests[0].timer.fd < 0                  # the last close closed it
+    asyncio.run(go())

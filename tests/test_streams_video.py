@@ -15,7 +15,7 @@ from torque_async.streams.schedule import WRITE, Geometry
 from torque_async.units import MB
 
 from conftest import run_cli
-from test_streams import build, run_stream, virtual_pipeline
+from test_streams import SlowWrites, build, run_stream, virtual_pipeline
 
 # Frame units -------------------------------------------------------------------------------
 
@@ -66,21 +66,15 @@ def figures(args: str, wrap=None):
     return report.sub_stream_figures(Record.of(results.rows[0], 0), proc), trace
 
 
-class Slow:
+class Slow(SlowWrites):
     """Tracks whose every transfer completes `delay` seconds late: the stream cannot keep up."""
 
     def __init__(self, tracks, delay: float):
-        self.tracks, self.data, self.delay = tracks, tracks.data, delay
+        super().__init__(tracks, set(), delay)
 
     async def move(self, kind, track, slot, frame):
         await asyncio.sleep(self.delay)
         return await self.tracks.move(kind, track, slot, frame)
-
-    async def forget(self):
-        await self.tracks.forget()
-
-    def close(self):
-        self.tracks.close()
 
 
 def test_a_stream_slowed_on_purpose_is_missed_and_shows_less_than_its_target():

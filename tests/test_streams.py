@@ -142,7 +142,7 @@ def test_pacing_keeps_exact_deadlines_over_100000_transfers_and_late_ones_do_not
 
 def test_latency_and_lateness_end_at_the_completion_time_the_transfer_reports():
     # each transfer takes 3 ms of a 1 ms period and reports that it completed 2.5 ms in, as a
-    # thread-pool transfer timed in its thread does before the loop resumes the sub-stream
+    # transfer timed at its completion (the engine's) does before the loop resumes the sub-stream
     g, pipe, clock, trace = virtual_pipeline("w", 0, 64, 62.5, 0.01, lambda k: 3_000_000)
     inner = pipe.tracks.move
 

@@ -204,7 +204,10 @@ def test_a_json_document_and_csv_name_each_sub_stream_s_figures(tmp_path):
                   str(tmp_path / "r.csv"), "-fps", "100", "-frame", "64x64", "-pixfmt", "rgba8",
                   "-memStreams", "rw", "1", "0", "0", "0", "0.1", "1")
     assert out.returncode == 0, out.stderr
-    stream = json.loads((tmp_path / "r.json").read_text())["tests"][0]["streams"]
+    from test_export import VALIDATOR
+    doc = json.loads((tmp_path / "r.json").read_text())
+    VALIDATOR.validate(doc)                                      # the schema documents them
+    stream = doc["tests"][0]["streams"]
     assert stream["verdict"] in ("HELD", "MISSED") and stream["sub2"] is None
     assert stream["sub1"]["sub"] == "1 write t0" and stream["sub1"]["frames"] == 10
     assert stream["sub0"]["target_fps"] == 100 and stream["sub0"]["target_bw"] == round(

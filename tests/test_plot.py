@@ -63,8 +63,8 @@ def test_a_scan_sampled_at_every_transfer_maps_bandwidth_across_the_disk(tmp_pat
 
 
 def test_a_real_stream_s_lateness_is_drawn_for_each_sub_stream(tmp_path):
-    r = run_cli("-smkey", "0x7702", "-json", "run.json", "-memStreams", "rw", "2", "64", "62.5",
-                "0", "0.05", "1")
+    r = run_cli("-smkey", "0x7702", "-json", "run.json", "-sample", "9", "-memStreams", "rw", "2",
+                "64", "62.5", "0", "0.05", "1")
     assert r.returncode == 0, r.stderr
     doc = export.load(str(tmp_path / "run.json"))
     (test,) = doc["tests"]
@@ -74,6 +74,9 @@ def test_a_real_stream_s_lateness_is_drawn_for_each_sub_stream(tmp_path):
     lateness = [f"proc 0 MemStreams: lateness of sub-stream {n}"
                 for n in report.sub_stream_names(["rw", 2])]
     assert drawn["Latency histograms"] == ["proc 0 MemStreams: latency per transfer", *lateness]
+    verdict = test["streams"]["verdict"]
+    assert drawn["Streams: bandwidth over time against the target (-sample)"] == [
+        "proc 0 MemStreams", f"proc 0 MemStreams target ({verdict})"]
 
 
 def test_nothing_to_plot_is_said_plainly(tmp_path):

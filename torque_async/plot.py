@@ -1,7 +1,8 @@
 """torque-async plot: pictures of a -json results file (matplotlib, the optional `plot` extra).
 
 One panel for each picture the run has data for, from the table PANELS: bandwidth over time of
-every sampled test on one time axis (the window in which all tests ran shaded), bandwidth
+every sampled test on one time axis (the window in which all tests ran shaded), each sampled
+stream's bandwidth against its target line, bandwidth
 across the disk for -scan/-scanfile sampled at every transfer, and every latency histogram the
 results carry (each test's latency per transfer, each stream's lateness per sub-stream). A new
 kind of picture is one more Panel.
@@ -60,6 +61,25 @@ def draw_bandwidth(ax, doc: dict[str, Any]) -> None:
     ax.set_ylabel("MB/s")
 
 
+def sampled_streams(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    return [t for t in sampled(doc) if t.get("streams")]
+
+
+def draw_streams(ax, doc: dict[str, Any]) -> None:
+    """Each sampled stream's bandwidth per interval, and its target (its sub-streams' summed)
+    as a dashed line of the same colour."""
+    for test in sampled_streams(doc):
+        spans = test["samples"]["intervals"]
+        edges = [spans[0]["start"] / 1e9, *(s["end"] / 1e9 for s in spans)]
+        steps = ax.stairs([s["bw"] for s in spans], edges, label=name(test), linewidth=1.2)
+        target = sum(sub["target_bw"] for key, sub in test["streams"].items()
+                     if key != "verdict" and sub)
+        ax.hlines(target, edges[0], edges[-1], colors=steps.get_edgecolor(), linestyles="--",
+                  label=f"{name(test)} target ({test['streams']['verdict']})")
+    ax.set_xlabel("seconds since the start")
+    ax.set_ylabel("MB/s")
+
+
 def draw_scan(ax, doc: dict[str, Any]) -> None:
     """Bandwidth of each transfer against its place on the disk (transfer k of n at k/n)."""
     for test in scanned(doc):
@@ -93,6 +113,8 @@ class Panel:
 
 
 PANELS = (Panel("Bandwidth over time (per sample interval)", sampled, draw_bandwidth),
+          Panel("Streams: bandwidth over time against the target (-sample)", sampled_streams,
+                draw_streams),
           Panel("Bandwidth across the disk (-scan, -sample 0)", scanned, draw_scan),
           Panel("Latency histograms", histograms, draw_histograms))
 

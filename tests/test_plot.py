@@ -77,6 +77,10 @@ def test_a_real_stream_s_lateness_is_drawn_for_each_sub_stream(tmp_path):
     verdict = test["streams"]["verdict"]
     assert drawn["Streams: bandwidth over time against the target (-sample)"] == [
         "proc 0 MemStreams", f"proc 0 MemStreams target ({verdict})"]
+    assert drawn["Streams: lateness of the frames over time"] == ["proc 0 MemStreams"]
+    trace = test["record"]["late_trace"]        # 2 x 50 transfers: one point each, in order
+    assert len(trace) == 100 and [t for t, _ in trace] == sorted(t for t, _ in trace)
+    assert max(ns for _, ns in trace) == max(s["hi"] for s in subs)
 
 
 def test_nothing_to_plot_is_said_plainly(tmp_path):

@@ -15,7 +15,7 @@ from torque_async import cmdline
 from torque_async.meter import Meter
 from torque_async.results import Results, segment_name
 from torque_async.streams.frames import SOURCE, WRITTEN, Frames, header_of, stamp
-from torque_async.streams.pipeline import Lateness, Pipeline
+from torque_async.streams.pipeline import Lateness, Pipeline, Timeline
 from torque_async.streams.schedule import LABELS, READ, WRITE, Geometry, Pacer, stages
 from torque_async.streams.stream import MemStreamTest, StreamTest
 from torque_async.streams import tracks as tracks_module
@@ -111,6 +111,7 @@ def virtual_pipeline(label: str, lookahead: int, size_kb: int, bw: float, run_s:
     pipe = Pipeline(st, Pacer(clock.t, g.period), tracks, frames, clock, clock.sleep_until,
                     lambda: False, trace)
     pipe.measured, pipe.record = g.frames, lambda latency, end: None
+    pipe.timeline = Timeline(g.frames * len(st), 1024)
     return g, pipe, clock, trace
 
 

@@ -11,6 +11,7 @@ from torque_async import cmdline, report
 from torque_async.results import Record
 from torque_async.streams import tracks as tracks_module
 from torque_async.streams.formats import frame_bytes, rate
+from torque_async.streams.pipeline import Timeline
 from torque_async.streams.schedule import WRITE, Geometry
 from torque_async.units import MB
 
@@ -94,6 +95,14 @@ def test_a_tolerance_forgives_lateness_below_it_and_the_exit_status_says_missed(
         asyncio.run(pipe.run(g.frames))
         lateness = pipe.lateness[0].settle()
         assert (lateness.late, lateness.count, lateness.hi) == (late, 10, 5_000_000)
+    start = pipe.pacer.start                  # the timeline: frame k ends at 1.5 (k + 1) ms
+    assert pipe.timeline.points == [(start + 1_500_000 * (k + 1), 500_000 * (k + 1))
+                                    for k in range(10)]
+    coarse = Timeline(10, 4)                  # 3 transfers a point, the last run shorter
+    for k in range(10):
+        coarse.add(k, [0, 7, 3, 0, 0, 0, 9, 1, 1, 2][k])
+    coarse.flush()
+    assert coarse.points == [(2, 7), (5, 0), (8, 9), (9, 2)]
     missed = run_cli("-failLate", "-smkey", "0x7A1F0", "-memStreams", "r", "0", "1024",
                      "102400", "0", "0.01", "64")
     assert missed.returncode == 3, missed.stderr

@@ -2,7 +2,7 @@
 
 One panel for each picture the run has data for, from the table PANELS: bandwidth over time of
 every sampled test on one time axis (the window in which all tests ran shaded), each sampled
-stream's bandwidth against its target line, bandwidth
+stream's bandwidth against its target line, each stream's frame lateness over time, bandwidth
 across the disk for -scan/-scanfile sampled at every transfer, and every latency histogram the
 results carry (each test's latency per transfer, each stream's lateness per sub-stream). A new
 kind of picture is one more Panel.
@@ -80,6 +80,21 @@ def draw_streams(ax, doc: dict[str, Any]) -> None:
     ax.set_ylabel("MB/s")
 
 
+def traced_streams(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    return [t for t in doc["tests"] if t["record"].get("late_trace")]
+
+
+def draw_lateness(ax, doc: dict[str, Any]) -> None:
+    """Each stream's greatest lateness per run of frames (ms) at the run's last completion."""
+    t0 = doc["time_zero_ns"]
+    for test in traced_streams(doc):
+        trace = test["record"]["late_trace"]
+        ax.step([(t - t0) / 1e9 for t, _ in trace], [ns / 1e6 for _, ns in trace], where="pre",
+                label=name(test), linewidth=1.2)
+    ax.set_xlabel("seconds since the start")
+    ax.set_ylabel("frame lateness, ms (greatest per point)")
+
+
 def draw_scan(ax, doc: dict[str, Any]) -> None:
     """Bandwidth of each transfer against its place on the disk (transfer k of n at k/n)."""
     for test in scanned(doc):
@@ -115,6 +130,7 @@ class Panel:
 PANELS = (Panel("Bandwidth over time (per sample interval)", sampled, draw_bandwidth),
           Panel("Streams: bandwidth over time against the target (-sample)", sampled_streams,
                 draw_streams),
+          Panel("Streams: lateness of the frames over time", traced_streams, draw_lateness),
           Panel("Bandwidth across the disk (-scan, -sample 0)", scanned, draw_scan),
           Panel("Latency histograms", histograms, draw_histograms))
 

@@ -48,7 +48,9 @@ ROW = np.dtype([
     ("late_min", "i8", (MAX_SUBS,)), ("late_max", "i8", (MAX_SUBS,)),   # lateness (ns, 0 when
     ("late_sum", "i8", (MAX_SUBS,)),             # on time): min, max, sum and histogram
     ("late_hist", "i8", (MAX_SUBS, HIST_BUCKETS)),
-    ("dropped", "i8", (MAX_SUBS,)),              # and the frames it skipped (-dropLate)
+    ("dropped", "i8", (MAX_SUBS,)),              # and the frames it skipped (-dropLate);
+    ("nlate_trace", "i8"),                       # the stream's lateness over time: (completion
+    ("late_trace", "i8", (MAX_SAMPLES, 2)),      # ns, greatest lateness ns) per run of frames
 ], align=True)
 
 
@@ -181,6 +183,7 @@ class Record:
     last_lat: int = 0
     file_bytes: int = 0
     subs: tuple[SubStream, ...] = ()
+    late_trace: tuple[tuple[int, int], ...] = ()
 
     @classmethod
     def of(cls, r: np.void, row: int) -> "Record":
@@ -202,7 +205,9 @@ class Record:
                                         int(r["late_max"][i]), int(r["late_sum"][i]),
                                         tuple(int(x) for x in r["late_hist"][i]),
                                         int(r["dropped"][i]))
-                              for i in range(int(r["nsubs"]))))
+                              for i in range(int(r["nsubs"]))),
+                   late_trace=tuple((int(t), int(ns)) for t, ns in
+                                    r["late_trace"][:int(r["nlate_trace"])]))
 
     @property
     def lat(self) -> Stats:

@@ -75,6 +75,30 @@ class Lateness(Summary):
         self.longest = max(self.longest, self.run)
 
 
+class Timeline:
+    """A stream's lateness over time in at most `points` points: each the completion time of the
+    last of a run of `every` measured transfers (completion order) and the greatest lateness
+    among them."""
+    __slots__ = ("every", "left", "worst", "last", "points")
+
+    def __init__(self, transfers: int, points: int):
+        self.every = self.left = max(1, -(-transfers // points))
+        self.worst = self.last = 0
+        self.points: list[tuple[int, int]] = []
+
+    def add(self, t: int, ns: int) -> None:
+        self.worst, self.last = max(self.worst, ns), t
+        self.left -= 1
+        if not self.left:
+            self.flush()
+
+    def flush(self) -> None:
+        """The run so far as a point (publish: the last, shorter run)."""
+        if self.left < self.every:
+            self.points.append((self.last, self.worst))
+            self.left, self.worst = self.every, 0
+
+
 Record = Callable[[int, int], None]           # (latency, end time) of one measured transfer
 
 
@@ -89,6 +113,7 @@ class Pipeline:
         self.progress = [Progress() for _ in stages]
         self.lateness = [Lateness(tolerance) for _ in stages]
         self.measured = 0                     # transfers k < measured are measured
+        self.timeline: Timeline | None = None  # set with measured
         self.record: Record | None = None
         self.finish = 0                       # completion time of the last measured transfer
         self.trace = trace                    # tests: (sub-stream, k, start, end) per transfer
@@ -131,7 +156,9 @@ class Pipeline:
             if kind == READ:
                 self.frames.received(stage, k, frame)
             if k < self.measured:
-                lateness.add(t1 - pacer.release(k + late))
+                ns = max(0, t1 - pacer.release(k + late))
+                lateness.add(ns)
+                self.timeline.add(t1, ns)
                 self.record(t1 - t0, t1)
                 if t1 > self.finish:
                     self.finish = t1

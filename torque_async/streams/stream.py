@@ -23,10 +23,11 @@ from torque_async.testing.buffers import Buffers
 from ..cmdline import UsageError
 from ..io.actions import list_index
 from ..meter import Meter, now
+from ..results import MAX_SAMPLES
 from ..timer import PreciseTimer
 from ..units import KB, MB
 from .frames import CHECK_FRAMES, WRITTEN, Frames, header_of
-from .pipeline import Pipeline, Stopped
+from .pipeline import Pipeline, Stopped, Timeline
 from .schedule import READ, WRITE, Geometry, Pacer
 from .tracks import FileTracks, MemoryTracks
 
@@ -92,6 +93,7 @@ class StreamTest:
                                         self.frames, now, self.timer.sleep_until, stopped,
                                         self.trace, local.lateUs * 1000, local.dropLate)
         pipe.measured, pipe.record = g.frames, meter.record
+        pipe.timeline = Timeline(g.frames * len(self.stages), MAX_SAMPLES)
         try:
             await pipe.run(g.frames)
             chunk = max(1, math.ceil(EXTRA_CHUNK / g.period))
@@ -117,6 +119,10 @@ class StreamTest:
             row["late_min"][0, i], row["late_max"][0, i], row["late_sum"][0, i] = \
                 s.lo, s.hi, s.total
             row["late_hist"][0, i] = s.hist
+        timeline = self.pipeline.timeline
+        timeline.flush()
+        row["nlate_trace"] = n = len(timeline.points)
+        row["late_trace"][0, :n] = np.reshape(timeline.points, (n, 2))
 
     async def check(self) -> None:
         """Compare the last frames each write left in its track with what they must hold."""

@@ -57,9 +57,10 @@ def cyclictest_p99(out: str) -> float:
 
 
 def p99_us(sparse: list[list[int]]) -> float:
-    """The upper bound of the bucket holding the 99th percentile of a sparse histogram (us)."""
-    total, seen = sum(n for _, n in sparse), 0
-    for top, n in sparse:
+    """The upper bound of the bucket holding the 99th percentile of a sparse histogram (us):
+    [top, count] pairs (schema 1-2) or [lo, hi, count] (3)."""
+    total, seen = sum(b[-1] for b in sparse), 0
+    for *_, top, n in sparse:
         seen += n
         if seen >= 0.99 * total:
             return top / 1000

@@ -4,7 +4,9 @@ One class serves every file action; the action's Spec (actions.py) says where it
 and what they do. A test keeps `depth` transfers outstanding (-aio N, else 1) as that many lanes:
 each lane takes the next transfer number k, looks up (file, offset, write) in the layout, issues
 it through the engine and records issue-to-completion latency in the Meter, so k's place never
-depends on timing. Per transfer k:
+depends on timing. A test that mixes reads and writes (-rand/-aio/-files with -percR, -rw)
+also counts and times them apart (Meter.split); so does -rmw, each transfer's read (issue to
+completion) and write (issue to completion, after the modify). Per transfer k:
 
     read          read the place into the lane's buffer; then -extraRead* reads the bytes after
                   it (r), -touch/-touch4K read one word / one word per 4 KiB of the data
@@ -47,6 +49,7 @@ class FileTest:
         self.transfer_bytes = self.size
         self.system_bytes = self.size * (2 if self.spec.rmw else 1) + self.extra_bytes
         self.writes = actions.writes(self.spec, self.local)
+        self.mixed = self.writes and actions.reads(self.spec, self.local) and not self.spec.rmw
         self.engine_name, self.engine_note = choose(ctx.settings.engine,
                                                     self.depth == 1 and ctx.loop_tests == 1)
         self.info = ""
@@ -146,6 +149,9 @@ class FileTest:
         self.last = [-1] * self.depth
         self.at = Cursor(self.layout)
         self.published = False
+        self.rmw_at = [(0, 0)] * self.depth        # -rmw: each lane's read done, write issued
+        if self.mixed or self.spec.rmw:
+            meter.split()
         self.t_end = meter.begin()
         await self.engine.drive([self.lane(j) for j in range(self.depth)])
         if not self.published:                       # stopped early: publish what was measured
@@ -165,7 +171,9 @@ class FileTest:
         back, so once one lane stops at transfer k every lane stops at a later one: the
         transfers made are exactly 0 .. k-1 for the smallest such k (self.next)."""
         meter, total, stop = self.meter, self.total, self.meter.stop
-        record = self.engine.serial(meter.record)    # the threads engine: under a lock
+        mixed, rmw_at = self.mixed, self.rmw_at if self.spec.rmw else None
+        record = self.engine.serial(meter.record_rw if mixed else meter.record_rmw if rmw_at
+                                    else meter.record)      # the threads engine: under a lock
         keep_going = self.engine.serial(meter.keep_going)
         submit, fds, slot, throttle = self.engine.submit, self.fds, self.slot, self.local.T * 1000
         rbuf, wbuf = self.ids[slot["read"] + j], self.ids[slot["write"] + j]
@@ -193,7 +201,9 @@ class FileTest:
                            self.move(j, f, offset, write))
                 if k >= total:
                     extra += 1
-                elif record(t - t0, t) == total:
+                elif (record(t - t0, t, write) if mixed else
+                      record(t - t0, t, rmw_at[j][0] - t0, t - rmw_at[j][1]) if rmw_at else
+                      record(t - t0, t)) == total:
                     self.finish(t)
                 last[j] = k
                 if touch is not None and not write:
@@ -218,9 +228,9 @@ class FileTest:
         """A transfer of more than one I/O: -rmw, -extraRead*, or dropping it from the cache."""
         fd, submit, slot = self.fds[f], self.engine.submit, self.slot
         if self.spec.rmw:
-            await submit(False, fd, self.ids[slot["read"] + j], offset)
+            t_read = await submit(False, fd, self.ids[slot["read"] + j], offset)
             data.modify(self.arrays[slot["read"] + j])
-            write = True
+            write, self.rmw_at[j] = True, (t_read, now())
         t = await submit(write, fd, self.ids[slot["write" if write else "read"] + j], offset)
         if self.extra_bytes and not write:
             t = await submit(False, fd, self.ids[slot["extra"] + j], offset + self.size)

@@ -4,10 +4,10 @@ Set-up (untimed) allocates the frames and the tracks (memory, or a file: the -f 
 process, chosen as the file tests choose it (io.actions.list_index), or a scratch file) and fills the tracks that are read before they are
 written with source frames (not a user's file: that is read as it is). `run` waits startTime,
 then runs the pipeline on the precise timer for runTime worth of frames. The measured interval
-runs from the first frame's release to the last measured completion: a stream that runs late
-reports less than its target, and one whose reads prefetch ends a little early. The row reports
-the combined bytes of the sub-streams, and each sub-stream's transfers, lateness and dropped
-frames in the stream fields.
+runs from the first frame's release to the last measured completion (never a scheduled time
+that has not come yet): a stream that runs late reports less than its target, and one whose
+reads prefetch ends a little early. The row reports the combined bytes of the sub-streams, and
+each sub-stream's transfers, lateness and dropped frames in the stream fields.
 """
 from __future__ import annotations
 

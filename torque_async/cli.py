@@ -21,6 +21,7 @@ from .options import OPTIONS
 from .results import free_segment, segment_name
 
 SYSCTL_FILE = "sysctl.current"
+MISSED_EXIT = 3                    # -failLate: a stream missed its rate, nothing else failed
 
 
 class DefaultRun(click.Group):
@@ -135,7 +136,8 @@ def say(lines: list[str], err: bool = False) -> None:
 
 def execute(argv: list[str]) -> int:
     """Parse, run and report; returns the exit status (0 ok, 1 a test failed, 2 bad input,
-    128 + the signal when SIGINT or SIGTERM stopped it)."""
+    3 a stream missed its rate under -failLate, 128 + the signal when SIGINT or SIGTERM
+    stopped it)."""
     for sig in orchestrator.STOP_SIGNALS:
         signal.signal(sig, orchestrator.raise_interrupted)
     try:
@@ -235,7 +237,9 @@ def finish(plan, outcome, info, job) -> int:
         err=True)
     if outcome.interrupted:
         return 128 + outcome.interrupted
-    return 1 if outcome.failures or any(unwritten) else 0
+    if outcome.failures or any(unwritten):
+        return 1
+    return MISSED_EXIT if s.failLate and not all(report.stream_verdicts(outcome.records)) else 0
 
 
 def write_output(path: str, text: str) -> str:

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from scipy import stats as sstats
 
 from conftest import CMD, ENV, REPO, assert_one_clean_line, execute
 from torque_async.web import site
@@ -38,10 +37,12 @@ def results(capsys, key: str, *argv: str) -> dict:
 def test_the_gamma_law_of_the_sizes_is_filebench_s():
     law = site.Law(20000, "gamma", 16384, 1.5, 0, 20)
     sizes = site.planned_sizes(law)
-    want = sstats.gamma(1.5, scale=16384 / 1.5)
+    law_sample = np.random.default_rng(99).gamma(1.5, 16384 / 1.5, 2_000_000)   # its quantiles
     assert abs(sizes.mean() / 16384 - 1) < 0.02
     for q in (0.5, 0.99):
-        assert abs(np.quantile(sizes, q) / want.ppf(q) - 1) < 0.04, q
+        assert abs(np.quantile(sizes, q) / np.quantile(law_sample, q) - 1) < 0.04, q
+    exponential = np.random.default_rng(99).exponential(16384, 2_000_000)   # shape 1: apart
+    assert abs(np.quantile(sizes, 0.5) / np.quantile(exponential, 0.5) - 1) > 0.08
     assert sizes.min() >= 1
 
 

@@ -16,7 +16,6 @@ pipeline's gates and the precise timer's sleeps into engine waits.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 
 import numpy as np
@@ -78,13 +77,17 @@ class FileTracks:
 
     def __init__(self, path: str | None, tracks: int, slots: int, size: int, local, row: int):
         self.size, self.slots = size, slots
-        self.scratch = path is None           # a file of the run's scratch directory
+        self.scratch = ""                     # its name in the run's scratch directory
+        opener = None
         if path is None:
-            path = scratch.path(f"stream{row}.dat")
+            path, fd = scratch.create(f"stream{row}.dat")
+            os.close(fd)
+            self.scratch = os.path.basename(path)
+            opener = lambda flags: scratch.reopen(self.scratch, flags)     # noqa: E731
         self.path, self.fd = path, -1
         try:
             mode = choose_mode(local, (size,), block_size(path), path)
-            self.fd, mode = open_file(path, True, True, mode)
+            self.fd, mode = open_file(path, True, True, mode, opener)
             need = tracks * slots * size
             if os.fstat(self.fd).st_size < need:
                 try:
@@ -120,7 +123,5 @@ class FileTracks:
             os.close(self.fd)
             self.fd = -1
         if self.scratch:
-            with contextlib.suppress(FileNotFoundError):      # its open may have failed
-                os.unlink(self.path)
-            scratch.release()
-            self.scratch = False
+            scratch.release(self.scratch)
+            self.scratch = ""

@@ -365,14 +365,10 @@ def test_plan_errors_are_one_line_and_exit_2(capsys, key, argv, message):
     assert code == 2 and out == "" and err.count("\n") == 1 and message in err
 
 
-def test_writing_to_a_block_device_needs_confirmation(capsys, key, monkeypatch):
-    Path("disk").write_bytes(b"\0" * 8192)
-    monkeypatch.setattr(actions, "is_device", lambda path: path == "disk")
-    code, _, err = execute(capsys, "-smkey", key, "-f", "disk", "-w")
-    assert code == 2 and "-w would write to the block device disk" in err
-    code, _, err = execute(capsys, "-smkey", key, "-f", "disk", "-n", "2", "-KB", "4", "-r")
-    assert code == 0, err                              # reading a device needs no confirmation
-    code, _, err = execute(capsys, "-smkey", key, "-f", "disk", "-writeDevices", "-n", "2",
+def test_writing_to_a_device_needs_confirmation(capsys, key):
+    code, _, err = execute(capsys, "-smkey", key, "-f", "/dev/zero", "-w")
+    assert code == 2 and "-w would write to the character device /dev/zero" in err
+    code, _, err = execute(capsys, "-smkey", key, "-f", "/dev/zero", "-writeDevices", "-n", "2",
                            "-KB", "4", "-w")
     assert code == 0, err
 

@@ -14,7 +14,7 @@ from conftest import run_cli, start, wait_for_rows
 
 
 def test_disk_full_during_a_write_names_the_test_and_the_file():
-    r = run_cli("-smkey", "0x7401", "-f", "/dev/full", "-n", "4", "-KB", "4", "-w")
+    r = run_cli("-smkey", "0x7401", "-writeDevices", "-f", "/dev/full", "-n", "4", "-KB", "4", "-w")
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert ("test 0 (-w, group 0, process 0) failed: write of 4096 bytes at byte 0 of "
             "/dev/full: No space left on device") in r.stderr

@@ -2,6 +2,7 @@
 else is torque's own order-dependent grammar, forwarded untouched to the scanner."""
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import signal
@@ -12,13 +13,11 @@ from pathlib import Path
 
 import click
 
-from . import __version__, cmdline, export, helptext, orchestrator, report, sysinfo, validate
+from . import __version__, cmdline, export, helptext, orchestrator, outputs, report, sysinfo
+from . import validate
 from . import compare as comparing, plot as plotting
 from .io import scratch
 from .results import free_segment, segment_name
-
-SYSCTL_FILE = "sysctl.current"
-
 
 class DefaultRun(click.Group):
     """`torque-async ARGS` means `torque-async run ARGS`."""
@@ -27,6 +26,19 @@ class DefaultRun(click.Group):
         if not args or (args[0] not in self.commands and not args[0].startswith("--")):
             args = ["run", *args]
         return super().parse_args(ctx, args)
+
+    def main(self, *args, **kwargs):
+        """click's usage errors as one line (exit 2), not its usage block."""
+        try:
+            code = super().main(*args, standalone_mode=False, **kwargs)
+        except click.UsageError as e:
+            where = f"{e.ctx.info_name}: " if e.ctx and e.ctx.parent else ""
+            fail(f"{where}{e.format_message()} (--help for help)", 2)
+        except click.ClickException as e:
+            fail(e.format_message(), e.exit_code)
+        except click.Abort:
+            fail("aborted", 1)
+        sys.exit(code if isinstance(code, int) else 0)
 
 
 @click.group(cls=DefaultRun)
@@ -51,6 +63,10 @@ def run(tokens: tuple[str, ...]) -> None:
 def plot_command(results: str, output: str | None) -> None:
     """Draw a -json results file: bandwidth over time, latency histograms."""
     path = output or str(Path(results).with_suffix(".png"))
+    if os.path.isdir(path):
+        fail(f"plot: {path} is a directory: name the picture's file (-o FILE.png)", 2)
+    if outputs.same(path, results):
+        fail(f"plot: {path} is the results file itself: name another (-o FILE.png)", 2)
     try:
         drawn = plotting.render(export.load(results), path)
     except export.ResultsFileError as e:
@@ -69,6 +85,8 @@ def plot_command(results: str, output: str | None) -> None:
               help="exit with 1 when B is slower than A beyond the threshold")
 def compare_command(a: str, b: str, threshold: float, fail_on_regression: bool) -> None:
     """What changed from run A to run B (two -json files), per test and in total."""
+    if not math.isfinite(threshold):
+        fail(f"compare: --threshold {threshold}: give a number of percent", 2)
     try:
         docs = export.load(a), export.load(b)
     except export.ResultsFileError as e:
@@ -141,7 +159,7 @@ def run_plan(argv: list[str]) -> int:
         if s.vl >= 3:
             plan = trace_every_transfer(plan)
         info = sysinfo.collect()
-        write_sysctl(info, [os.getcwd(), *s.files])
+        outputs.write_sysctl(sysinfo.detail_lines(info, [os.getcwd(), *s.files]))
         outcome = orchestrator.run(plan, info.cache_line)
     except cmdline.UsageError as e:
         error(str(e))
@@ -158,26 +176,12 @@ def run_plan(argv: list[str]) -> int:
         machine = {path: make(doc) for path, make in ((s.json, export.json_text),
                                                       (s.csv, export.csv_text)) if path}
     say(lines, err="-" in machine)
-    unwritten = [write_output(path, text) for path, text in machine.items()]
+    unwritten = [outputs.write_result(path, text) for path, text in machine.items()]
     say([f"torque-async: {line}" for line in (*outcome.failures, *filter(None, unwritten))],
         err=True)
     if outcome.interrupted:
         return 128 + outcome.interrupted
     return 1 if outcome.failures or any(unwritten) else 0
-
-
-def write_output(path: str, text: str) -> str:
-    """Write a -json/-csv output ('-': stdout); the problem, or '' when written."""
-    if path == "-":
-        sys.stdout.write(text)
-        sys.stdout.flush()
-        return ""
-    try:
-        with open(path, "w", encoding="utf-8") as fh:
-            fh.write(text)
-    except OSError as e:
-        return f"cannot write {path}: {e.strerror}"
-    return ""
 
 
 def trace_every_transfer(plan):
@@ -186,12 +190,3 @@ def trace_every_transfer(plan):
     groups = tuple(g if g.local.sample is not None else replace(g, local=replace(g.local, sample=0))
                    for g in plan.groups)
     return replace(plan, groups=groups)
-
-
-def write_sysctl(info: sysinfo.SysInfo, paths: list[str]) -> None:
-    """The longer configuration dump torque leaves behind in sysctl.current."""
-    try:
-        with open(SYSCTL_FILE, "w", encoding="utf-8") as fh:
-            fh.write("\n".join(sysinfo.detail_lines(info, paths)) + "\n")
-    except OSError as e:
-        print(f"torque-async: note: cannot write {SYSCTL_FILE}: {e.strerror}", file=sys.stderr)

@@ -19,17 +19,18 @@ def kind(mode: int) -> str:
     return next((words for test, words in KINDS if test(mode)), "a regular file")
 
 
-def read_bounded(path: str, limit: int) -> bytes:
-    """The bytes of regular file `path`; ValueError (one line naming the file) when it is not a
-    regular file, is longer than `limit` bytes or cannot be read."""
+def read_bounded(path: str, limit: int, what: str = "") -> bytes:
+    """The bytes of regular file `path`; ValueError (one line naming the file, as `what` and
+    its path) when it is not a regular file, is longer than `limit` bytes or cannot be read."""
+    name = f"{what} {path}".lstrip()
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as e:
-        raise ValueError(f"cannot read {path}: {e.strerror}") from None
+        raise ValueError(f"cannot read {name}: {e.strerror}") from None
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
-            raise ValueError(f"cannot read {path}: it is {kind(mode)}, not a regular file")
+            raise ValueError(f"cannot read {name}: it is {kind(mode)}, not a regular file")
         chunks, got = [], 0
         while got <= limit:
             chunk = os.read(fd, min(1 << 20, limit + 1 - got))
@@ -37,8 +38,8 @@ def read_bounded(path: str, limit: int) -> bytes:
                 return b"".join(chunks)
             chunks.append(chunk)
             got += len(chunk)
-        raise ValueError(f"cannot read {path}: longer than {limit >> 20} MB")
+        raise ValueError(f"cannot read {name}: longer than {limit >> 20} MB")
     except OSError as e:
-        raise ValueError(f"cannot read {path}: {e.strerror}") from None
+        raise ValueError(f"cannot read {name}: {e.strerror}") from None
     finally:
         os.close(fd)

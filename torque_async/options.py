@@ -6,6 +6,7 @@ are separate entries writing the same field with a different multiplier.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, make_dataclass
 from typing import Any, Callable
 
@@ -44,7 +45,7 @@ def number(lo: float, hi: float | None = None) -> Callable[[str], float]:
             value = float(text)
         except ValueError:
             raise ArgError(f"'{text}' is not a number") from None
-        if value != value or value < lo or (hi is not None and value > hi):
+        if not math.isfinite(value) or value < lo or (hi is not None and value > hi):
             raise ArgError(f"{text} is out of range ({lo}..{hi if hi is not None else 'inf'})")
         return value
     return parse

@@ -8,9 +8,11 @@ kind of picture is one more Panel.
 """
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from . import outputs
 from .report import sub_stream_names
 
 WIDTH_IN, PANEL_IN, DPI = 10.0, 3.6, 100
@@ -118,5 +120,10 @@ def render(doc: dict[str, Any], path: str) -> list[tuple[str, list[str]]]:
         labels = ax.get_legend_handles_labels()[1]
         ax.legend(fontsize=7, ncol=max(1, len(labels) // 8))
         drawn.append((panel.title, labels))
-    fig.savefig(path, format="png")
+    png = io.BytesIO()
+    fig.savefig(png, format="png")
+    try:
+        outputs.write(path, png.getvalue())
+    except OSError as e:
+        raise PlotError(f"cannot write {path}: {e.strerror}") from None
     return drawn

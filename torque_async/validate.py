@@ -5,6 +5,7 @@ import os
 
 import psutil
 
+from . import outputs
 from .cmdline import UsageError
 from .kinds import KINDS, resolve
 from .plan import Plan
@@ -34,19 +35,7 @@ def check(plan: Plan) -> None:
     if need > have * 0.9:
         raise UsageError(f"the tests need {need // MB} MB of buffers but only {have // MB} MB of "
                          f"memory is available: lower -n or the transfer size")
-    check_outputs(plan.settings)
-
-
-def check_outputs(s) -> None:
-    """-json and -csv: distinct targets, at most one on stdout, in writable directories;
-    checked before the run rather than after it."""
-    paths = [p for p in (s.json, s.csv) if p]
-    if len(set(paths)) < len(paths):
-        raise UsageError(f"-json and -csv both write to {paths[0]}")
-    for path in paths:
-        folder = os.path.dirname(path) or "."
-        if path != "-" and not (os.path.isdir(folder) and os.access(folder, os.W_OK)):
-            raise UsageError(f"cannot write {path}: {folder} is not a writable directory")
+    outputs.check(plan)
 
 
 def check_cpus(group) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import itertools
 import mmap
 import os
+import stat
 import threading
 
 import numpy as np
@@ -153,7 +154,7 @@ class FileTest:
 
     # the measured run -------------------------------------------------------------------------
     async def run(self, meter) -> None:
-        meter.row["file"], meter.row["file_bytes"] = self.shown.encode(), self.largest
+        meter.row["file"], meter.row["file_bytes"] = os.fsencode(self.shown), self.largest
         self.meter, self.lock = meter, threading.Lock()
         self.total = self.local.n * self.local.i
         self.take = itertools.count().__next__       # transfer numbers: atomic, no lock
@@ -257,6 +258,8 @@ class FileTest:
             if k < 0:
                 continue
             f, offset, write = self.at(k)
+            if stat.S_ISCHR(os.fstat(self.fds[f]).st_mode):
+                continue                              # a character device keeps no data
             write, place = write or self.spec.rmw, (f, offset)
             if history.last[place] != k if write else place in history.written:
                 continue                              # another transfer changed it since

@@ -33,13 +33,13 @@ def mark_spawned(row: np.ndarray) -> None:
 
 def mark_ready(row: np.ndarray, test) -> None:
     row["transfer_bytes"] = test.transfer_bytes
-    row["info"] = test.info.encode()
+    row["info"] = os.fsencode(test.info)       # a file name as on disk
     row["phase"][0, 1] = time.monotonic_ns()
     row["state"] = READY
 
 
 def mark_failed(row: np.ndarray, e: Exception) -> None:
-    row["error"] = describe(e, int(row["state"][0])).encode()
+    row["error"] = os.fsencode(describe(e, int(row["state"][0])))
     row["state"] = FAILED
 
 

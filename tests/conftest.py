@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import time
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,12 @@ ENV = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(REPO)}   # this 
 def _in_tmp(tmp_path, monkeypatch):
     """Every test runs in its own empty directory: no stray Torque.config, sysctl.current kept."""
     monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture
+def key(request) -> str:
+    """A shared-memory key of this test's own."""
+    return hex(0x10000 + zlib.crc32(request.node.nodeid.encode()) % 0xE0000)
 
 
 def run_cli(*args: str, timeout: float = 120, cwd=None) -> subprocess.CompletedProcess:

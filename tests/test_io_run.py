@@ -5,7 +5,6 @@ import hashlib
 import os
 import tempfile
 import threading
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -20,12 +19,6 @@ from test_report import record
 
 KB = 1024
 ENGINES = ["uring", "threads"]
-
-
-@pytest.fixture
-def key(request) -> str:
-    """A shared-memory key of this test's own."""
-    return hex(0x10000 + zlib.crc32(request.node.nodeid.encode()) % 0xE0000)
 
 
 def run(key: str, *argv: str):

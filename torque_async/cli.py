@@ -152,10 +152,10 @@ def run_plan(argv: list[str]) -> int:
         for left in scratch.leftovers():
             print(f"torque-async: note: a killed run left the scratch directory {left}: "
                   f"-freeSharedMemory removes it", file=sys.stderr)
+        validate.check(plan)                     # -quit too: the same checks, then stop
         if s.quit:
             say(helptext.plan_lines(plan))
             return 0
-        validate.check(plan)
         if s.vl >= 3:
             plan = trace_every_transfer(plan)
         info = sysinfo.collect()

@@ -45,7 +45,9 @@ def number(lo: float, hi: float | None = None) -> Callable[[str], float]:
             value = float(text)
         except ValueError:
             raise ArgError(f"'{text}' is not a number") from None
-        if not math.isfinite(value) or value < lo or (hi is not None and value > hi):
+        if not math.isfinite(value):
+            raise ArgError(f"{text} is not a finite number")
+        if value < lo or (hi is not None and value > hi):
             raise ArgError(f"{text} is out of range ({lo}..{hi if hi is not None else 'inf'})")
         return value
     return parse

@@ -109,8 +109,10 @@ def fail(message: str, code: int) -> None:
 
 
 def say(lines: list[str], err: bool = False) -> None:
+    """Print lines; bytes of a file name that are not UTF-8 show as U+FFFD, as in the rows."""
     if lines:
-        print("\n".join(lines), file=sys.stderr if err else sys.stdout, flush=True)
+        text = "\n".join(lines).encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        print(text, file=sys.stderr if err else sys.stdout, flush=True)
 
 
 def execute(argv: list[str]) -> int:

@@ -3,13 +3,10 @@ from __future__ import annotations
 
 import os
 
-import psutil
-
-from . import outputs
+from . import limits, outputs
 from .cmdline import UsageError
 from .kinds import KINDS, resolve
 from .plan import Plan
-from .units import MB
 
 
 def check(plan: Plan) -> None:
@@ -29,12 +26,7 @@ def check(plan: Plan) -> None:
     if plan.settings.sp and len(procs) != 1:
         raise UsageError(f"-sp runs a single test process in the main process; the plan has "
                          f"{len(procs)}")
-    need = sum(KINDS[p.group.action].buffers * p.group.local.n * p.group.local.size
-               for p in procs)
-    have = psutil.virtual_memory().available
-    if need > have * 0.9:
-        raise UsageError(f"the tests need {need // MB} MB of buffers but only {have // MB} MB of "
-                         f"memory is available: lower -n or the transfer size")
+    limits.check(plan)
     outputs.check(plan)
 
 

@@ -47,6 +47,15 @@ def extra_bytes(spec: Spec, local) -> int:
     return local.extraRead if spec.extra else 0
 
 
+def roles(spec: Spec, local) -> list[tuple[str, int]]:
+    """The buffers one lane of a test needs, (role, bytes): reads, writes (apart, so a write
+    never carries what a read left) and -extraRead's bytes."""
+    wanted = [("read", local.size, reads(spec, local)),          # -rmw reads into it too
+              ("write", local.size, writes(spec, local) and not spec.rmw),
+              ("extra", extra_bytes(spec, local), bool(extra_bytes(spec, local)))]
+    return [(role, n) for role, n, used in wanted if used]
+
+
 def depth(group) -> int:
     """Transfers a test keeps outstanding: -aio N, else one."""
     return group.args[0] if group.action == "aio" else 1

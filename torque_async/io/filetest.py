@@ -129,10 +129,8 @@ class FileTest:
         """One page-aligned area with a slot per lane for each role it needs: reads, writes
         (apart, so a write never carries what a read left), extra reads; -m adds a byte."""
         d, local = self.depth, self.local
-        roles = [("read", self.size, actions.reads(self.spec, local)),        # -rmw reads
-                 ("write", self.size, self.writes and not self.spec.rmw),
-                 ("extra", self.extra_bytes, bool(self.extra_bytes))]
-        lengths = [n for _, n, used in roles if used for _ in range(d)]
+        roles = actions.roles(self.spec, local)
+        lengths = [n for _, n in roles for _ in range(d)]
         skew = 1 if local.m else 0
         strides = [-(-(n + skew) // mmap.PAGESIZE) * mmap.PAGESIZE for n in lengths]
         self.buffers = Buffers(wire)
@@ -142,7 +140,7 @@ class FileTest:
         self.views = [memoryview(a) for a in self.arrays]
         self.engine = open_engine(self.engine_name)
         self.ids = self.engine.register(self.views, buffered)
-        used = [role for role, _, needed in roles if needed]
+        used = [role for role, _ in roles]
         self.slot = {role: d * used.index(role) for role in used}
         self.slot.setdefault("write", self.slot.get("read"))   # -rmw writes back what it read
         self.slot.setdefault("read", self.slot["write"])        # (-w reads nothing)

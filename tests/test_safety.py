@@ -20,10 +20,10 @@ def test_disk_full_during_a_write_names_the_test_and_the_file():
             "/dev/full: No space left on device") in r.stderr
 
 
-def test_an_unwritable_working_directory_is_a_clear_failure():
+def test_an_unwritable_working_directory_is_refused_before_the_run():
     r = run_cli("-smkey", "0x7402", "-n", "4", "-KB", "4", "-r", cwd="/proc")
-    assert r.returncode == 1 and "Traceback" not in r.stderr
-    assert "cannot make the scratch directory /proc/torque-async-scratch." in r.stderr
+    assert r.returncode == 2 and r.stderr.count("\n") == 1
+    assert "(scratch files) on the file system of /proc, which has 0 MB free" in r.stderr
 
 
 def test_a_worker_failing_in_set_up_ends_the_run_at_once():

@@ -116,7 +116,7 @@ def check_space(plan) -> None:
             existing = os.path.dirname(os.path.abspath(existing))
         fs = os.statvfs(existing)
         entry = by_fs.setdefault(os.stat(existing).st_dev, [0, 0, fs.f_bavail * fs.f_frsize,
-                                                          existing])
+                                                          os.path.abspath(existing)])
         entry[0] += scratch
         entry[1] += cfiles
     for scratch, cfiles, free, where in by_fs.values():

@@ -12,6 +12,7 @@ import pytest
 
 from torque_async import cmdline
 from torque_async.io import plancheck, scratch, tree
+from torque_async.results import Results, segment_name
 from torque_async.testing import api
 
 from conftest import assert_one_clean_line, execute, run_cli
@@ -223,3 +224,13 @@ def test_fifos_and_devices_as_inputs_never_hang(tmp_path):
         r = run_cli(*argv, timeout=60, cwd=tmp_path)
         assert r.returncode == 2 and r.stderr.count("\n") == 1, (argv, r.stderr)
         assert message in r.stderr, r.stderr
+
+
+def test_an_os_error_of_the_run_itself_is_one_line(capsys, key, monkeypatch):
+    def refuse(name, rows):
+        raise PermissionError(13, "Permission denied", f"/{name}")
+    monkeypatch.setattr(Results, "create", refuse)
+    code, out, err = execute(capsys, "-smkey", key, "-n", "4", "-KB", "4", "-w")
+    assert code == 1 and out == "" and "Traceback" not in err
+    assert err == f"torque-async: error: running the plan: /{segment_name(int(key, 16))}: " \
+                  f"Permission denied\n"

@@ -125,6 +125,10 @@ def execute(argv: list[str]) -> int:
     except orchestrator.Interrupted as e:
         print(f"torque-async: interrupted by {e}", file=sys.stderr)
         return 128 + e.signum
+    except OSError as e:     # the run's own machinery (shared memory, processes): one line
+        error(f"running the plan: {e.filename}: {e.strerror}" if e.filename is not None
+              else f"running the plan: {e.strerror or e}")
+        return 1
     finally:
         for sig in orchestrator.STOP_SIGNALS:
             signal.signal(sig, signal.SIG_DFL if sig != signal.SIGINT else signal.default_int_handler)

@@ -15,8 +15,8 @@ import asyncio
 import errno
 import json
 import os
+import secrets
 import stat
-import tempfile
 
 import numpy as np
 
@@ -194,10 +194,11 @@ async def make(root: str, count: int, max_size: int, unit: int) -> None:
         except FileNotFoundError:
             pass
         await asyncio.gather(*(one(i, s) for i, s in enumerate(want)))
-        fd, temp = tempfile.mkstemp(prefix=f".{MANIFEST}.", dir=root)
+        temp = f".{MANIFEST}.{secrets.token_hex(8)}"           # new, then renamed over it
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o644, dir_fd=dirs.root)
         with os.fdopen(fd, "w") as fh:
             json.dump({"unit": unit, "max_size": max_size, "sizes": want}, fh)
-        os.replace(os.path.basename(temp), MANIFEST, src_dir_fd=dirs.root,
-                   dst_dir_fd=dirs.root)
+        os.replace(temp, MANIFEST, src_dir_fd=dirs.root, dst_dir_fd=dirs.root)
     finally:
         dirs.close()

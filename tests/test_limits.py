@@ -53,8 +53,8 @@ def test_free_space_is_checked_before_anything_is_written(capsys, key, monkeypat
 def test_free_space_message_names_what_and_where(capsys, key, monkeypatch):
     monkeypatch.setattr(limits.os, "statvfs", lambda path: Space(256, 4096))
     assert_one_clean_line(*execute(capsys, "-smkey", key, "-n", "64", "-KB", "64", "-w"),
-                          f"the run writes 4 MB (scratch files) on the file system of {os.getcwd()}, "
-                          f"which has 1 MB free")
+                          f"the run writes 4 MB (scratch files) on the file system of "
+                          f"{os.getcwd()}, which has 1 MB free")
 
 
 def test_open_files_are_counted_and_the_soft_limit_raised(capsys, key, monkeypatch):

@@ -172,8 +172,8 @@ _G = [
     Option("vl", GLOBAL, "verbose level 1..3", (Arg("n", integer(1, 3)),), group="Output"),
     Option("allowForeign", GLOBAL, "let -cfiles/-files use a -dir that holds files torque-async "
            "did not make (it still writes only its own)", group="Files"),
-    Option("writeDevices", GLOBAL, "let write tests write to block devices named with -f "
-           "(destroys their data)", group="Files"),
+    Option("writeDevices", GLOBAL, "let write tests write to devices (block or character) "
+           "named with -f (destroys their data)", group="Files"),
 ]
 
 # Locals ----------------------------------------------------------------------------------------

@@ -10,21 +10,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from torque_async import cmdline, orchestrator, report, validate
+from torque_async import cmdline, report
 from torque_async.io import actions, data, filetest as filetests, uring
 from torque_async.io.layout import Cursor
 
-from conftest import execute, run_cli, table
+from conftest import execute, run, run_cli, table
 from test_report import record
 
 KB = 1024
 ENGINES = ["uring", "threads"]
-
-
-def run(key: str, *argv: str):
-    plan = cmdline.parse(["-smkey", key, *argv])
-    validate.check(plan)
-    return orchestrator.run(plan, 64)
 
 
 def pattern_file(path: Path, size: int) -> bytes:
@@ -346,8 +340,8 @@ def test_auto_says_why_it_fell_back_to_threads(capsys, key, monkeypatch, tmp_pat
     (["-f", ".", "-r"], "-r: . is a directory, not a file"),
     (["-f", "gone.dat", "-rand"], "gone.dat does not exist (the test reads it)"),
     (["-KB", "8", "-mfileKB", "4", "-rand"], "maximum file size (4096 bytes) is smaller"),
-    (["-extraReadKB", "4", "-w"], "-extraRead* applies to the -r test only"),
-    (["-vectorKB", "4", "-scanfile", "a.dat"], "-vector* does not apply"),
+    (["-extraReadKB", "4", "-w"], "-extraReadKB does not apply to -w; it applies to -r"),
+    (["-vectorKB", "4", "-scanfile", "a.dat"], "-vectorKB does not apply to -scanfile"),
     (["-engine", "sync", "-aio", "4"], "-engine sync runs one transfer at a time"),
     (["-f", "a.dat", "-KB", "64", "-n", "8", "-r"],
      "-r: a.dat holds 4096 bytes but the test reads up to byte 524288"),

@@ -438,3 +438,28 @@ def test_triad_transfer_allocates_no_temporary():
     assert naive >= chunk
     assert peak < chunk // 64, peak
     test.check()
+
+
+# ---------------------------------------------------------------- -offset: "a file or buffer"
+
+@pytest.mark.parametrize("action", ["bzero", "store", "bcopy", "ls"])
+def test_offset_moves_the_working_set_into_the_buffer_and_leaves_the_bytes_before_it(action):
+    at = 3 * 64 + 8
+    test, fresh = run(make(action, offset=at), 4), make(action, offset=at)
+    out, untouched = (test.dst, fresh.dst) if action == "bcopy" else (test.buf, fresh.buf)
+    assert out.size == at + 4 * 256
+    assert np.array_equal(out[:at], untouched[:at])           # before the offset: the pattern
+    if action == "bcopy":
+        assert np.array_equal(out[at:], test.src[at:])        # the working set was copied
+    else:
+        plain = run(make(action), 4).buf
+        assert np.array_equal(out[at:], plain)                # as without an offset
+        assert not np.array_equal(out[at:], untouched[at:])  # ... and was worked on
+    test.check()
+
+
+def test_offset_moves_stream_arrays_even_unaligned():
+    test = run(make("Striad", offset=4), 4)
+    assert test.a.ctypes.data % 8 == 4 and not test.a.flags.aligned
+    test.check()
+    assert float(test.a[0]) == stream.INITIAL["b"] + stream.SCALAR * stream.INITIAL["c"]

@@ -61,8 +61,9 @@ class StreamKernel(MemoryTest):
         super().__init__(ctx)
         self.m = m = self.size // 8                         # doubles per chunk
         self.info = f"{self.n} x {self.size} bytes per array"
-        for name in self.buffers:
-            array = self._buffers.new(self.n * self.size, np.float64)
+        for name in self.buffers:                           # -offset bytes, then the arrays
+            array = self._buffers.new(self.offset + self.n * self.size)[self.offset:]
+            array = array.view(np.float64)                  # (unaligned for an odd -offset)
             array.fill(INITIAL[name])                       # touches every page
             setattr(self, name, array)
         self._views = [self.kernel_views(*(x[j * m:(j + 1) * m] for x in (self.a, self.b, self.c)))

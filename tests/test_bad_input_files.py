@@ -94,8 +94,8 @@ def test_compare_and_plot_refuse_valid_json_of_the_wrong_shape(capsys, tmp_path,
 
 
 SUBCOMMAND_ERRORS = [
-    (["compare"], "compare: Missing argument 'A'. (--help for help)"),
-    (["compare", "a.json"], "compare: Missing argument 'B'."),
+    (["compare"], "compare: Missing argument 'BASE'. (--help for help)"),
+    (["compare", "a.json"], "compare: Missing argument 'RUNS...'."),
     (["compare", "a.json", "a.json", "--threshold", "nan"], "--threshold: nan is not a number of percent"),
     (["compare", "a.json", "a.json", "--threshold", "inf"], "--threshold: inf is not a number of percent"),
     (["compare", "a.json", "a.json", "--threshold", "-1"], "Invalid value for '--threshold'"),

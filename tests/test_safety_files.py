@@ -235,3 +235,16 @@ def test_an_os_error_of_the_run_itself_is_one_line(capsys, key, monkeypatch):
     assert code == 1 and out == "" and "Traceback" not in err
     assert err == f"torque-async: error: running the plan: /{segment_name(int(key, 16))}: " \
                   f"Permission denied\n"
+
+
+def test_a_failing_stream_file_names_the_phase_the_file_and_the_errno(capsys, key, monkeypatch):
+    def full(fd):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(os, "fdatasync", full)
+    code, _, err = execute(capsys, "-smkey", key, "-streams", "w", "1", "64", "8", "0", "0.1",
+                           "1")
+    line = next(ln for ln in err.splitlines() if "failed" in ln)
+    assert code == 1 and "Traceback" not in err and "Errno" not in err
+    assert line.startswith("torque-async: test 0 (-streams w 1 64 8.0 0.0 0.1 1, group 0, process 0) "
+                           "failed: set-up: /") and "torque-async-scratch." in line
+    assert line.endswith("/stream0.dat: No space left on device")

@@ -105,7 +105,10 @@ class FileTracks:
         return (track * self.slots + slot) * self.size
 
     async def move(self, kind: str, track: int, slot: int, frame: np.ndarray) -> int:
-        moved, t = await submit(kind, self.fd, frame, self.offset(track, slot), self.drop)
+        try:
+            moved, t = await submit(kind, self.fd, frame, self.offset(track, slot), self.drop)
+        except OSError as e:                              # the row names the phase and the file
+            raise OSError(e.errno, e.strerror, self.path) from None
         if moved != frame.nbytes:
             what = "read" if kind == READ else "wrote"
             raise TestError(f"stream file {self.path}: {what} {moved} of {frame.nbytes} bytes "
@@ -115,7 +118,10 @@ class FileTracks:
     async def flush(self) -> None:
         """What set-up wrote reaches the device and leaves the page cache (as
         scratch.write_pattern leaves its files)."""
-        await asyncio.get_running_loop().run_in_executor(None, os.fdatasync, self.fd)
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, os.fdatasync, self.fd)
+        except OSError as e:
+            raise OSError(e.errno, e.strerror, self.path) from None
         os.posix_fadvise(self.fd, 0, 0, os.POSIX_FADV_DONTNEED)
 
     def close(self) -> None:

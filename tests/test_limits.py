@@ -69,3 +69,11 @@ def test_open_files_are_counted_and_the_soft_limit_raised(capsys, key, monkeypat
     code, _, err = execute(capsys, *argv)
     assert code == 0 and raised == [(4096, 4096)], err
     assert os.listdir() == []
+
+
+def test_a_scratch_layout_that_cannot_fit_is_refused_with_the_plan(capsys, key):
+    assert_one_clean_line(*execute(capsys, "-smkey", key, "-offsetKB", "8", "-mfileKB", "8",
+                                   "-KB", "4", "-rand"),
+                          "-rand: no 4096-byte transfer fits between byte 8192 and the file's "
+                          "end at byte 8192")
+    assert os.listdir() == []

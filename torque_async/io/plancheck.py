@@ -45,6 +45,11 @@ def check_test(settings, proc) -> None:
                          f"-s chooses the first") from None
     if path is not None:
         check_file(settings, proc, name, path)
+        return
+    try:                                  # a scratch file: its layout, as the test computes it
+        actions.layout(group, proc.row, settings.seed, None, align=block_size("."))
+    except ValueError as e:
+        raise UsageError(f"{name}: {e}") from None
 
 
 def check_file(settings, proc, name: str, path: str) -> None:

@@ -176,8 +176,11 @@ def test_a_tree_with_a_planted_file_is_refused_before_the_run(capsys, key, victi
         {"hard link": lambda: os.link(victim, first),
          "symbolic link": lambda: first.symlink_to(victim),
          "fifo": lambda: os.mkfifo(first)}[plant]()
-    why = {"hard link": "has 1 other name (a hard link)", "symbolic link": "is a symbolic link",
-           "fifo": "is a FIFO", "linked directory": "t/000 is a symbolic link"}[plant]
+    why = "-files: " + {"hard link": "t/000/f0000000 has 1 other name (a hard link)",
+                        "symbolic link": "t/000/f0000000 is a symbolic link",
+                        "fifo": "t/000/f0000000 is a FIFO",
+                        "linked directory": "t/000 is a symbolic link"}[plant] + \
+        ": a -files tree holds only its own regular files"
     for cfiles in ([], ["-cfiles"]):
         assert_one_clean_line(*execute(capsys, "-smkey", key, *TREE, *cfiles, "-files", "3"), why)
     assert victim.read_bytes() == PRECIOUS and os.listdir(victim.parent) == ["victim.dat"]

@@ -104,10 +104,10 @@ def check_tree(settings, group) -> None:
     local, count = group.local, group.args[0]
     if os.path.exists(local.dir) and not os.path.isdir(local.dir):
         raise UsageError(f"-files: -dir {local.dir} is a file, not a directory")
-    foreign, links = tree.strangers(local.dir)
-    if links:
-        raise UsageError(f"-files: {links[0]} is a symbolic link: a -files tree holds only its "
-                         f"own files, and its writes never follow a link out of it")
+    foreign, unsafe = tree.strangers(local.dir)
+    if unsafe:
+        raise UsageError(f"-files: {unsafe[0]}: a -files tree holds only its own regular files, "
+                         f"and its writes never follow a link out of it")
     if foreign and not settings.allowForeign:
         raise UsageError(f"-files: -dir {local.dir} holds {foreign[0]}, which torque-async did "
                          f"not make: use a directory of its own, or add -allowForeign")

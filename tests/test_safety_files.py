@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from torque_async import cmdline
+from torque_async import cmdline, outputs
 from torque_async.io import plancheck, scratch, tree
 from torque_async.results import Results, segment_name
 from torque_async.testing import api
@@ -88,6 +88,8 @@ OUTPUT_ONTO_INPUT = [
     (["-json", "sub", *READ], "-json sub is a directory"),
     (["-csv", "/dev/null", *READ], "-csv /dev/null is a character device, not a file"),
     (["-json", "fifo", *READ], "-json fifo is a FIFO, not a file"),
+    (["-json", "/proc/self/fd/1", *READ], "-json /proc/self/fd/1 "),      # /dev/stdout's target
+    (["-json", "to-fifo", *READ], "-json to-fifo leads to a FIFO, not a file"),
 ]
 
 
@@ -99,6 +101,7 @@ def test_an_output_onto_an_input_or_another_output_is_refused_before_the_run(
     os.symlink("d.dat", "soft.dat")
     os.mkdir("sub")
     os.mkfifo("fifo")
+    os.symlink("fifo", "to-fifo")
     Path("my.cfg").write_text("-n 2 -KB 4 -load\n")
     Path("my.alias").write_text("quick = -n 2\n")
     Path("x.json").write_text("{}")
@@ -107,7 +110,16 @@ def test_an_output_onto_an_input_or_another_output_is_refused_before_the_run(
     assert_one_clean_line(*execute(capsys, "-smkey", key, *argv), message)
     assert {p: p.read_bytes() for p in before} == before
     assert sorted(os.listdir()) == ["d.dat", "fifo", "hard.dat", "my.alias", "my.cfg", "soft.dat",
-                                    "sub", "sysctl.current", "x.json"]      # nothing written
+                                    "sub", "sysctl.current", "to-fifo", "x.json"]  # none written
+
+
+def test_no_output_is_made_in_dev_proc_or_sys():
+    assert outputs.unfit("/dev/stdout") in ("is in /dev", "leads to a character device",
+                                            "leads to a FIFO")       # never replaced itself
+    assert outputs.unfit("/dev/new.json") == "is in /dev"
+    assert outputs.unfit("/dev/null") == "is a character device"
+    assert outputs.unfit("/sys/kernel/x.json") == "is in /sys/kernel"
+    assert outputs.unfit("new.json") == ""
 
 
 def test_quit_checks_the_outputs_too(capsys, key):
@@ -248,6 +260,6 @@ def test_a_failing_stream_file_names_the_phase_the_file_and_the_errno(capsys, ke
                            "1")
     line = next(ln for ln in err.splitlines() if "failed" in ln)
     assert code == 1 and "Traceback" not in err and "Errno" not in err
-    assert line.startswith("torque-async: test 0 (-streams w 1 64 8.0 0.0 0.1 1, group 0, process 0) "
-                           "failed: set-up: /") and "torque-async-scratch." in line
+    assert line.startswith("torque-async: test 0 (-streams w 1 64 8.0 0.0 0.1 1, group 0, "
+                           "process 0) failed: set-up: /") and "torque-async-scratch." in line
     assert line.endswith("/stream0.dat: No space left on device")

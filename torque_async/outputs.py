@@ -10,6 +10,7 @@ planted there, a hard link to another file) is replaced, never opened and never 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 import sys
@@ -48,6 +49,28 @@ def same(a: str, b: str) -> bool:
         return False
 
 
+SYSTEM = ("/dev", "/proc", "/sys")      # no output is made in these (/dev/stdout is a link)
+
+
+def unfit(path: str) -> str:
+    """Why an output may not be made at `path` ('' when it may): its directory is /dev, /proc or
+    /sys, or the name is, or its link leads to, anything but a regular file (a device, a FIFO).
+    A link to a regular file, or to nothing, is replaced itself."""
+    try:
+        mode = os.lstat(path).st_mode
+        if stat.S_ISLNK(mode):
+            mode, how = os.stat(path).st_mode, "leads to"
+        else:
+            how = "is"
+    except OSError:
+        mode = stat.S_IFREG
+    if not stat.S_ISREG(mode):
+        return f"{how} {kind(mode)}"
+    folder = os.path.realpath(os.path.dirname(os.path.abspath(path)))
+    system = any(folder == top or folder.startswith(top + "/") for top in SYSTEM)
+    return f"is in {folder}" if system else ""
+
+
 def check(plan) -> None:
     """Raise UsageError for an output that cannot or must not be written."""
     s = plan.settings
@@ -58,11 +81,9 @@ def check(plan) -> None:
         folder = os.path.dirname(path) or "."
         if os.path.isdir(path):
             raise UsageError(f"{what} {path} is a directory: name a file in it")
-        with contextlib.suppress(OSError):
-            mode = os.lstat(path).st_mode
-            if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
-                raise UsageError(f"{what} {path} is {kind(mode)}, not a file (a run writes a new "
-                                 f"file there; '-' is standard output)")
+        if why := unfit(path):
+            raise UsageError(f"{what} {path} {why}, not a file (a run writes a new file there; "
+                             f"'-' is standard output)")
         if not (os.path.isdir(folder) and os.access(folder, os.W_OK | os.X_OK)):
             raise UsageError(f"cannot write {path}: {folder} is not a writable directory")
         for other, name in outs[:i]:
@@ -90,11 +111,15 @@ def write(path: str, text: str | bytes) -> None:
             os.umask(mask)
             os.fchmod(fd, 0o666 & ~mask)                # mkstemp makes it 0600
             fh.write(text)
+        if why := unfit(path):                          # appeared since the plan was checked
+            raise OSError(errno.EEXIST, f"it {why}", path)
         os.replace(temp, path)
-    except OSError as e:
+    except BaseException as e:
         with contextlib.suppress(OSError):
             os.unlink(temp)
-        raise OSError(e.errno, e.strerror, path) from None
+        if isinstance(e, OSError):
+            raise OSError(e.errno, e.strerror, path) from None
+        raise
 
 
 def write_result(path: str, text: str) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 
 from . import __version__, cmdline, export, helptext, orchestrator, outputs, report, sysinfo
-from . import validate
+from . import cluster, report_cluster, validate
 from . import compare as comparing, plot as plotting
 from .io import scratch
 from .results import free_segment, segment_name
@@ -53,7 +53,7 @@ def main() -> None:
 @click.argument("tokens", nargs=-1, type=click.UNPROCESSED)
 def run(tokens: tuple[str, ...]) -> None:
     """Run tests: torque's grammar, e.g. `-p 2 -n 8 -MB 4 -load`."""
-    sys.exit(execute(list(tokens)))
+    sys.exit(cluster.finish(execute(list(tokens))))
 
 
 @main.command("plot")
@@ -166,23 +166,32 @@ def run_plan(argv: list[str]) -> int:
         if s.quit:
             say(helptext.plan_lines(plan))
             return 0
+        job = cluster.start(plan)
+        plan = job.plan_for(plan) if job else plan
         if s.vl >= 3:
             plan = trace_every_transfer(plan)
         info = sysinfo.collect()
         outputs.write_sysctl(sysinfo.detail_lines(info, [os.getcwd(), *s.files]))
-        outcome = orchestrator.run(plan, info.cache_line)
+        outcome = orchestrator.run(plan, info.cache_line, job and job.meet)
     except cmdline.UsageError as e:
         error(str(e))
         return 2
+    records, procs, run = outcome.records, plan.procs(), None
+    if job:                                  # several ranks: rank 0 reports them all
+        run = job.collect(outcome, plan)
+        if isinstance(run, int):
+            return run
+        records, procs = run.records, run.procs
     date = time.strftime("%a %b %d %H:%M:%S %Z %Y")
     began = time.monotonic_ns()
-    lines = report.render(plan, outcome.records, plan.procs(), info, date, outcome.failures,
-                          outcome.interrupted)
+    lines = report.render(plan, records, procs, info, date, outcome.failures,
+                          outcome.interrupted, run)
     if any(g.local.checkpoint for g in plan.groups) and not s.bo:
         lines += ["", f"checkpoint report (ms): {(time.monotonic_ns() - began) / 1e6:.1f}"]
     machine = {}
     if s.json or s.csv:
-        doc = export.document(plan, outcome.records, plan.procs(), info, date, outcome.failures)
+        doc = export.document(plan, records, procs, info, date, outcome.failures)
+        doc = report_cluster.document(run, doc) if run else doc
         machine = {path: make(doc) for path, make in ((s.json, export.json_text),
                                                       (s.csv, export.csv_text)) if path}
     say(lines, err="-" in machine)

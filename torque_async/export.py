@@ -21,12 +21,12 @@ from .inputs import RESULTS_LIMIT, read_bounded
 from .kinds import KINDS
 from .plan import Group, Plan, Proc
 from .results import PHASES, STATE_NAMES, Record
-from .stats import bucket_top
+from .stats import Stats, bucket_range
 from .sysinfo import SysInfo
 from .units import mb_per_s
 
 SCHEMA_NAME = "torque-async-results"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3                 # 2: bandwidth.groups; 3: histograms [lo, hi, count] (fio's)
 SCHEMA_PATH = Path(__file__).with_name("schema") / "results.schema.json"
 
 
@@ -35,16 +35,21 @@ class ResultsFileError(ValueError):
 
 
 def sparse(hist) -> list[list[int]]:
-    """A histogram as [upper bound in ns, count] pairs of its non-empty buckets."""
-    return [[bucket_top(i), n] for i, n in enumerate(hist) if n]
+    """A histogram as [lowest ns, highest ns, count] of each of its non-empty buckets."""
+    return [[*bucket_range(i), n] for i, n in hist]
+
+
+def stats_fields(s: Stats) -> dict[str, Any]:
+    return {**asdict(s), "hist": sparse(s.hist)}
 
 
 # The record's latency histograms: each transfer's latency, and each sub-stream's lateness.
-HISTOGRAMS = ("hist",)                         # the document's "histograms" (subs[].hist besides)
+HISTOGRAMS = ("hist",)          # the document's "histograms" (subs[].hist, rw.*.hist besides)
 ENCODE: dict[str, Callable[[Any], Any]] = {
     "hist": sparse,
     "phase": lambda marks: {p.replace(" ", "_"): t for p, t in zip(PHASES, marks)},
-    "subs": lambda subs: [{**asdict(s), "hist": sparse(s.hist)} for s in subs]}
+    "subs": lambda subs: [stats_fields(s) for s in subs],
+    "rw": lambda parts: {name: stats_fields(s) for name, s in zip(report.RW, parts)} or None}
 
 
 def record_fields(rec: Record) -> dict[str, Any]:
@@ -69,6 +74,9 @@ FIGURES: dict[str, Callable[[Record, Proc, int], Any]] = {
     "sys_bw": lambda rec, proc, t0: mb_per_s(rec.sys_bytes, rec.elapsed),
     "latency": lambda rec, proc, t0: report.latency_summary(rec),
     "spin": lambda rec, proc, t0: report.spin_rates(rec),
+    "rw": lambda rec, proc, t0: report.rw_figures(rec),
+    "cpu": lambda rec, proc, t0: report.cpu_figures(rec, proc),
+    "flags": lambda rec, proc, t0: list(report.resolution_flags(rec)),
     "samples": samples,
 }
 
@@ -82,11 +90,13 @@ def process_entry(rec: Record, proc: Proc, t0: int) -> dict[str, Any]:
             "record": record_fields(rec)}
 
 
-def group_entry(group: Group, procs: tuple[Proc, ...]) -> dict[str, Any]:
+def group_entry(group: Group, records, procs: tuple[Proc, ...]) -> dict[str, Any]:
     kind = KINDS[group.action]
+    mine = [r for r, p in zip(records, procs) if p.group is group]
     return {"index": group.index, "action": group.action, "args": group.args,
             "kind": kind.label, "family": kind.family, "text": group.text, "origin": group.origin,
-            "processes": sum(p.group is group for p in procs), "locals": asdict(group.local)}
+            "processes": len(mine), "locals": asdict(group.local),
+            "summary": report.group_figures(mine)}
 
 
 def plain(value: Any) -> Any:
@@ -111,10 +121,11 @@ def document(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], i
         "schema": SCHEMA_NAME, "schema_version": SCHEMA_VERSION, "version": __version__,
         "command": plan.command, "date": date, "config": plan.config,
         "plan": {"settings": asdict(plan.settings),
-                 "groups": [group_entry(g, procs) for g in plan.groups]},
+                 "groups": [group_entry(g, records, procs) for g in plan.groups]},
         "system": asdict(info), "time_zero_ns": t0, "histograms": HISTOGRAMS,
         "tests": [process_entry(r, p, t0) for r, p in zip(records, procs)],
-        "overlap": overlap, "bandwidth": {"groups": groups, "total": sum(groups.values())},
+        "overlap": overlap, "event_loop": report.loop_busy(records, procs),
+        "bandwidth": {"groups": groups, "total": sum(groups.values())},
         "failures": failures})
 
 
@@ -140,7 +151,7 @@ class Column:
         return ".".join(self.path) + (f" ({self.unit})" if self.unit else "")
 
 
-CSV_SCALES = {("ns", "us"): 1e-3}
+CSV_SCALES = {("ns", "us"): 1e-3, ("ns", "ms"): 1e-6}
 
 
 def scalar_columns(node: dict[str, Any], prefix: tuple[str, ...] = ()) -> list[Column]:

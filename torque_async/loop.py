@@ -17,7 +17,7 @@ from typing import Awaitable, Callable, Protocol
 
 from .cmdline import UsageError
 from .kinds import KINDS, LOOP
-from .meter import Meter
+from .meter import Meter, harness_cost, thread_usage
 from .plan import Plan, Proc
 from .results import DONE, RUNNING, Results
 from .testing.api import make_test
@@ -90,9 +90,11 @@ class LoopSide:
         """Build and set up every loop test, in order, until one fails (which stops the run)."""
         if self.cpu is not None and self.procs:
             os.sched_setaffinity(0, {self.cpu})      # this thread; threads made later inherit it
+        cost = harness_cost() if self.procs else 0
         for proc in self.procs:
             row = self.row(proc)
             mark_spawned(row)
+            row["harness_ns"] = cost
             if not await self.guarded(proc, self.build, proc):
                 return
             test = self.tests[-1][1]            # built: close() releases it from here on
@@ -106,7 +108,8 @@ class LoopSide:
     async def run_one(self, proc: Proc, test: LoopTest) -> None:
         row = self.row(proc)
         row["state"] = RUNNING
-        meter = Meter(self.results, proc.row, proc.group.local.sample, self.plan.slow)
+        meter = Meter(self.results, proc.row, proc.group.local.sample, self.plan.slow,
+                      thread_usage())       # the loop's CPU over the test's interval
         if await self.guarded(proc, lambda: test.run(meter)) and \
                 await self.guarded(proc, test.check):
             row["state"] = DONE

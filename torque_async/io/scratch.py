@@ -1,9 +1,9 @@
 """Scratch files: what a file test works on when the user named no file.
 
 They live in one directory per run in the working directory (the disk a user runs from is the
-disk under test): torque-async-scratch.PID.RANDOM, made fresh and private (mkdtemp, mode 700) on
-first use and removed when its last user is done; an exit hook removes it too if a run ends any
-other way. Its files are made new (O_CREAT|O_EXCL|O_NOFOLLOW) relative to the directory's
+disk under test): torque-async-scratch.PID.RANDOM (under mpiexec PID.HOST.rRANK.RANDOM), made
+fresh and private (mkdtemp, mode 700) on first use and removed when its last user is done; an
+exit hook removes it too if a run ends any other way. Its files are made new (O_CREAT|O_EXCL|O_NOFOLLOW) relative to the directory's
 descriptor, so no name planted in the working directory is ever followed. Files are written in
 full with the data pattern before the test (a sparse or fallocated file would read from no disk
 at all), flushed, and dropped from the page cache.
@@ -26,17 +26,25 @@ from .data import pattern
 CHUNK = 8 << 20
 PREFIX = "torque-async-scratch."
 NEW = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+TAG = ""                           # under mpiexec: ".HOST.rRANK" (a directory shared by hosts)
 _dir: str | None = None
 _fd = -1                          # the directory's descriptor: files are opened relative to it
 _users = 0
 
 
+def directory() -> str:
+    """This run's scratch directory less its random suffix (mkdtemp's): PREFIX PID TAG."""
+    return os.path.abspath(f"{PREFIX}{os.getpid()}{TAG}")
+
+
 def leftovers(where: str = ".") -> list[str]:
-    """Scratch directories in `where` whose run is gone (a run killed with SIGKILL)."""
+    """Scratch directories in `where` whose run is gone (a run killed with SIGKILL); a rank's
+    (tagged by host and rank) is its clean-up guard's to remove."""
     found = []
     for name in sorted(os.listdir(where)):
-        pid = name[len(PREFIX):].split(".")[0]
-        if name.startswith(PREFIX) and pid.isdigit() and not psutil.pid_exists(int(pid)):
+        pid, *rest = name[len(PREFIX):].split(".")     # PID.RANDOM (a rank's: PID.HOST.rN.RANDOM)
+        if name.startswith(PREFIX) and pid.isdigit() and len(rest) <= 1 and \
+                not psutil.pid_exists(int(pid)):
             found.append(os.path.abspath(os.path.join(where, name)))
     return found
 
@@ -46,9 +54,9 @@ def create(name: str) -> tuple[str, int]:
     release(). The directory is made on first use."""
     global _dir, _fd, _users
     if _dir is None:
-        where = os.path.abspath(f"{PREFIX}{os.getpid()}")
+        where = directory()
         try:
-            made = tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}.", dir=os.getcwd())
+            made = tempfile.mkdtemp(prefix=f"{os.path.basename(where)}.", dir=os.getcwd())
             _fd = os.open(made, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
         except OSError as e:
             raise TestError(f"cannot make the scratch directory {where}.*: {e.strerror} "

@@ -49,12 +49,16 @@ def same(a: str, b: str) -> bool:
         return False
 
 
-SYSTEM = ("/dev", "/proc", "/sys")      # no output is made in these (/dev/stdout is a link)
+# No output is made in /dev itself (/dev/stdout is a link there; /dev/shm is a file system of
+# its own) nor anywhere under /proc or /sys.
+def in_system(folder: str) -> bool:
+    return folder == "/dev" or any(folder == top or folder.startswith(top + "/")
+                                   for top in ("/proc", "/sys"))
 
 
 def unfit(path: str) -> str:
-    """Why an output may not be made at `path` ('' when it may): its directory is /dev, /proc or
-    /sys, or the name is, or its link leads to, anything but a regular file (a device, a FIFO).
+    """Why an output may not be made at `path` ('' when it may): its directory is /dev, or in
+    /proc or /sys, or the name is, or its link leads to, anything but a regular file (a device, a FIFO).
     A link to a regular file, or to nothing, is replaced itself."""
     try:
         mode = os.lstat(path).st_mode
@@ -67,8 +71,7 @@ def unfit(path: str) -> str:
     if not stat.S_ISREG(mode):
         return f"{how} {kind(mode)}"
     folder = os.path.realpath(os.path.dirname(os.path.abspath(path)))
-    system = any(folder == top or folder.startswith(top + "/") for top in SYSTEM)
-    return f"is in {folder}" if system else ""
+    return f"is in {folder}" if in_system(folder) else ""
 
 
 def check(plan) -> None:

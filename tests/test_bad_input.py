@@ -53,8 +53,8 @@ CMDLINE = [
     (["-smkey", "zz"], "-smkey key: 'zz' is not an integer"),
     (["-streams", "x", "1", "1", "1", "0", "1", "1"], "'x' is not one of r, w, rw, wr, rwr, rrw"),
     (["-streams", "r", "4"], "-streams needs 7 arguments"),
-    (["-memStreams", "r", "4", "1024", "0", "0", "1", "1"], "-memStreams bwMBs: 0 is out of range"),
-    (["-streams", "r", "4", "1024", "10", "-1", "1", "1"], "startTime: -1 is out of range"),
+    (["-memStreams", "r", "4", "1024", "0", "0", "1", "1"], "-memStreams bw(MiB/s): 0 is out of range"),
+    (["-streams", "r", "4", "1024", "10", "-1", "1", "1"], "start(s): -1 is out of range"),
     (["-streams", "r", "4", "1024", "nan", "0", "1", "1"], "nan is not a finite number"),
     (["-streams", "r", "4", "1024", "inf", "0", "1", "1"], "inf is not a finite number"),
     (["-streams", "r", "4", "1024", "8", "0", "-inf", "1"], "-inf is not a finite number"),
@@ -66,7 +66,6 @@ CMDLINE = [
     (["-child", "5", "-load"], "-child 5: the plan has 1 test processes"),
     (["-n", "100000", "-GB", "1", "-bcopy"], "memory is available"),
     (["-f", "a"] * 129 + ["-load"], "-f: 129 test files, at most 128"),
-    ([], "no action given"),
     (["-c", "missing.cfg", "-load"], "cannot read configuration file missing.cfg"),
     (["-aliasFile", "missing.alias", "-load"], "cannot read alias file missing.alias"),
     (["-c", ".", "-load"], "cannot read configuration file ."),
@@ -91,6 +90,7 @@ CONFIG = [   # (config file text, the message naming FILE:LINE)
     ("-n 4 -MB 2\n", "bad.cfg:1: local options without an action after them: -n 4 -MB 2"),
     ("-streams r 4 'unclosed\n", "bad.cfg:1: No closing quotation"),
     ("-V 99\n", "bad.cfg:1: -V n: 99 is out of range"),
+    ("# only a comment\n", "no action given"),
 ]
 
 ALIASES = [  # (alias file text, command line after -aliasFile, message)

@@ -12,18 +12,23 @@ from dataclasses import replace
 from pathlib import Path
 
 import click
+from click.shell_completion import CompletionItem
 
 from . import __version__, cmdline, export, helptext, orchestrator, outputs, report, sysinfo
 from . import cluster, report_cluster, validate
 from . import compare as comparing, plot as plotting
 from .io import scratch
+from .options import OPTIONS
 from .results import free_segment, segment_name
 
+
 class DefaultRun(click.Group):
-    """`torque-async ARGS` means `torque-async run ARGS`."""
+    """`torque-async ARGS` means `torque-async run ARGS`; --help adds torque's options."""
 
     def parse_args(self, ctx, args):
-        if not args or (args[0] not in self.commands and not args[0].startswith("--")):
+        completing = ctx.resilient_parsing and not args     # complete the subcommands too
+        if not completing and (not args or (args[0] not in self.commands
+                                            and not args[0].startswith("--"))):
             args = ["run", *args]
         return super().parse_args(ctx, args)
 
@@ -40,19 +45,46 @@ class DefaultRun(click.Group):
             fail("aborted", 1)
         sys.exit(code if isinstance(code, int) else 0)
 
+    def format_help(self, ctx, formatter):
+        super().format_help(ctx, formatter)
+        formatter.write("\n" + "\n".join(helptext.help_lines("all")) + "\n")
+
+    def shell_complete(self, ctx, incomplete):
+        return super().shell_complete(ctx, incomplete) + complete_options(incomplete)
+
+
+class TorqueGrammar(click.Command):
+    """`run`: torque's tokens, forwarded untouched; completes the option table's names."""
+
+    def shell_complete(self, ctx, incomplete):
+        return complete_options(incomplete)
+
+
+def complete_options(incomplete: str) -> list[CompletionItem]:
+    """The option table's names (global, local, action) that start with `incomplete`."""
+    if incomplete and not incomplete.startswith("-"):
+        return []
+    return [CompletionItem(f"-{name}", help=opt.help) for name, opt in OPTIONS.items()
+            if f"-{name}".startswith(incomplete)]
+
 
 @click.group(cls=DefaultRun)
 @click.version_option(__version__, "--version", prog_name="torque-async")
 def main() -> None:
     """A system exerciser: starts bandwidth-hungry tests together and reports what each
-    achieved while all of them ran. `torque-async -help` lists torque's options."""
+    achieved while all of them ran. Without a command, the arguments are torque's options
+    (listed below; also `torque-async -help`)."""
 
 
-@main.command(context_settings=dict(ignore_unknown_options=True, allow_extra_args=True,
-                                    help_option_names=[]))
-@click.argument("tokens", nargs=-1, type=click.UNPROCESSED)
+@main.command(cls=TorqueGrammar, context_settings=dict(
+    ignore_unknown_options=True, allow_extra_args=True, help_option_names=[]))
+@click.argument("tokens", nargs=-1, type=click.UNPROCESSED,
+                shell_complete=lambda ctx, param, incomplete: complete_options(incomplete))
 def run(tokens: tuple[str, ...]) -> None:
-    """Run tests: torque's grammar, e.g. `-p 2 -n 8 -MB 4 -load`."""
+    """Run tests (the default command), in torque's grammar: -p 2 -n 8 -MB 4 -load"""
+    if "--help" in tokens:                  # click's convention, besides torque's -help
+        say(helptext.help_lines("all"))
+        sys.exit(0)
     sys.exit(cluster.finish(execute(list(tokens))))
 
 
@@ -61,7 +93,7 @@ def run(tokens: tuple[str, ...]) -> None:
 @click.option("-o", "--output", metavar="FILE.png",
               help="where the picture goes (default: RESULTS with .png)")
 def plot_command(results: str, output: str | None) -> None:
-    """Draw a -json results file: bandwidth over time, latency histograms."""
+    """Draw a -json results file: bandwidth over time, latency and lateness percentiles."""
     path = output or str(Path(results).with_suffix(".png"))
     if os.path.isdir(path):
         fail(f"plot: {path} is a directory: name the picture's file (-o FILE.png)", 2)
@@ -139,29 +171,20 @@ def execute(argv: list[str]) -> int:
 
 
 def run_plan(argv: list[str]) -> int:
+    """The run's steps: parse; answer a question (help, -quit) or free leftovers; check;
+    run; report and export."""
     try:
         plan = cmdline.parse(argv)
-        s = plan.settings
-        informative = [(s.version, [f"torque-async, version: {__version__}"]),
-                       (s.help, helptext.help_lines(s.help or "all")),
-                       (s.example, helptext.EXAMPLES.splitlines()),
-                       (s.printAlias, helptext.alias_lines(plan))]
-        if any(flag for flag, _ in informative):
-            say([ln for flag, lines in informative if flag for ln in lines])
+        answer = answers(plan)
+        if answer is not None:
+            say(answer)
             return 0
+        s = plan.settings
         if s.freeSharedMemory:
-            name = segment_name(s.smkey)
-            owner = free_segment(name)
-            say([f"removed /dev/shm/{name} (created by pid {owner})" if owner is not None
-                 else f"no shared memory /dev/shm/{name} to remove"])
-            for left in scratch.leftovers():
-                shutil.rmtree(left, ignore_errors=True)
-                say([f"removed the scratch directory {left} of a run that is gone"])
+            free_leftovers(s.smkey)
             if not plan.groups or plan.from_config:
                 return 0
-        for left in scratch.leftovers():
-            print(f"torque-async: note: a killed run left the scratch directory {left}: "
-                  f"-freeSharedMemory removes it", file=sys.stderr)
+        note_leftovers()
         validate.check(plan)                     # -quit too: the same checks, then stop
         if s.quit:
             say(helptext.plan_lines(plan))
@@ -176,6 +199,40 @@ def run_plan(argv: list[str]) -> int:
     except cmdline.UsageError as e:
         error(str(e))
         return 2
+    return finish(plan, outcome, info, job)
+
+
+def answers(plan) -> list[str] | None:
+    """-version, -help, -example, -printAlias: what they print (None: none was asked)."""
+    s = plan.settings
+    informative = [(s.version, lambda: [f"torque-async, version: {__version__}"]),
+                   (s.help, lambda: helptext.help_lines(s.help or "all")),
+                   (s.example, helptext.EXAMPLES.splitlines),
+                   (s.printAlias, lambda: helptext.alias_lines(plan))]
+    asked = [lines() for flag, lines in informative if flag]
+    return [ln for lines in asked for ln in lines] if asked else None
+
+
+def free_leftovers(smkey: int) -> None:
+    """-freeSharedMemory: remove the key's segment and the scratch directories of dead runs."""
+    name = segment_name(smkey)
+    owner = free_segment(name)
+    say([f"removed /dev/shm/{name} (created by pid {owner})" if owner is not None
+         else f"no shared memory /dev/shm/{name} to remove"])
+    for left in scratch.leftovers():
+        shutil.rmtree(left, ignore_errors=True)
+        say([f"removed the scratch directory {left} of a run that is gone"])
+
+
+def note_leftovers() -> None:
+    for left in scratch.leftovers():
+        print(f"torque-async: note: a killed run left the scratch directory {left}: "
+              f"-freeSharedMemory removes it", file=sys.stderr)
+
+
+def finish(plan, outcome, info, job) -> int:
+    """Render the report, write -json/-csv, name every failure; the exit status."""
+    s = plan.settings
     records, procs, run = outcome.records, plan.procs(), None
     if job:                                  # several ranks: rank 0 reports them all
         run = job.collect(outcome, plan)

@@ -46,7 +46,7 @@ def memory_of(plan, proc) -> int:
     """Bytes of memory test process `proc` allocates, with its process's own cost."""
     group, local = proc.group, proc.group.local
     kind = KINDS[group.action]
-    need = kind.buffers * local.n * local.size
+    need = kind.working_sets * local.n * local.size
     if group.action == "V":
         need += VIDEO_IMAGES * local.IH * local.IW * 4
     if kind.family == "file":

@@ -419,8 +419,8 @@ def group_lines(plan: Plan, group: Group, records, procs) -> list[str]:
              "config": f"configuration file = {plan.config or 'none'}",
              "n": f"number of transactions = {local.n}",
              "largest": largest and f"Largest File Size = {largest / MB:g} MBytes",
-             "working": kind.buffers and
-             f"Working Set = {kind.buffers} x {local.n * size / MB:g} MBytes/process",
+             "working": kind.working_sets and
+             f"Working Set = {kind.working_sets} x {local.n * size / MB:g} MBytes/process",
              "bytes": f"Bytes Transferred = {local.n * local.i * size / MB:g} MBytes/process",
              "procs": f"Number of processes = {len(mine)}",
              "iterations": f"Number of iterations = {local.i}"}

@@ -12,7 +12,7 @@ submit. A transfer is submitted
                        submitted together once all of them have prepared theirs (cached reads
                        complete inside io_uring_enter: one system call for the batch)
 
-These are what measured best here (tools/bench_io.py). A test's buffers are forgotten only when
+(tools/bench_io.py compares the choices). A test's buffers are forgotten only when
 none of its transfers is in flight, so the kernel never writes into memory given back.
 """
 from __future__ import annotations

@@ -46,25 +46,22 @@ class Progress:
 
 
 class Lateness(Summary):
-    """Lateness of one sub-stream (0 when on time), plus the late count and the longest run."""
-    __slots__ = ("run", "longest")
+    """Lateness of one sub-stream (0 when on time), plus the late count (transfers that were
+    late) and the longest run of consecutive late ones."""
+    __slots__ = ("late", "run", "longest")
 
     def __init__(self):
         super().__init__()
-        self.run = self.longest = 0
+        self.late = self.run = self.longest = 0
 
     def add(self, ns: int) -> None:
         if ns > 0:
+            self.late += 1
             self.run += 1
             self.longest = max(self.longest, self.run)
         else:
             ns = self.run = 0
         super().add(ns)
-
-    @property
-    def late(self) -> int:
-        """Transfers that were late: all but those in bucket 0, which holds 0 only."""
-        return self.settle().count - int(self.hist[0])
 
 
 Record = Callable[[int, int], None]           # (latency, end time) of one measured transfer

@@ -172,3 +172,9 @@ def check_group(plan, group) -> None:
         if reads_first and have < need:
             raise UsageError(f"{name}: {path} holds {have // MB} MB; the stream reads "
                              f"{need // MB} MB of it (only scratch files are filled for it)")
+
+
+def measured_transfers(group) -> int:
+    """Transfers one process of a stream group measures: every sub-stream's frames."""
+    g = Geometry.of(group.args)
+    return g.frames * len(g.stages())

@@ -15,7 +15,7 @@ from torque_async.units import KB, MB
 
 from conftest import REPO
 
-CANDIDATES = ("8", "1", "r", "file.dat", "auto", "0", "sync")
+CANDIDATES = ("8", "1", "r", "file.dat", "auto", "0", "sync", "8x8", "nv12")
 
 
 def sample_args(opt, default) -> list[str]:

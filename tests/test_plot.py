@@ -128,8 +128,10 @@ def test_a_stream_s_target_is_a_line_and_a_long_title_wraps():
     argv = " ".join(["-sample 0 -memStreams rrw 2 64 25 0 1 1"] + ["-n 4 -bzero"] * 12)
     doc = sampled_doc(argv)
     intervals(doc, 0, [(k * 2_000_000, k) for k in range(1, 50)])
+    doc["tests"][0]["streams"] = {"verdict": "MISSED",       # as export puts it for a stream
+                                  **{f"sub{i}": {"target_bw": 25.0} for i in range(3)}}
     fig, drawn = plot.figure(doc)
-    target = lines_of(fig.axes[0])["target 75 MB/s"]
+    target = lines_of(fig.axes[0])["target 75.0 MB/s (MISSED)"]
     assert list(target.get_ydata()) == [75, 75]            # three sub-streams of 25 MB/s
     title = fig.get_suptitle()
     assert "\n" in title and all(len(ln) <= plot.TITLE_CHARS for ln in title.splitlines())
@@ -157,8 +159,8 @@ def test_a_scan_sampled_at_every_transfer_maps_bandwidth_across_the_disk(tmp_pat
 
 
 def test_a_real_stream_s_lateness_is_drawn_for_each_sub_stream(tmp_path):
-    r = run_cli("-smkey", "0x7702", "-json", "run.json", "-memStreams", "rw", "2", "64", "62.5",
-                "0", "0.05", "1")
+    r = run_cli("-smkey", "0x7702", "-json", "run.json", "-sample", "9", "-memStreams", "rw", "2",
+                "64", "62.5", "0", "0.05", "1")
     assert r.returncode == 0, r.stderr
     doc = export.load(str(tmp_path / "run.json"))
     (test,) = doc["tests"]
@@ -171,6 +173,13 @@ def test_a_real_stream_s_lateness_is_drawn_for_each_sub_stream(tmp_path):
                                                   for n in names]
     assert drawn["Latency per transfer (percentiles)"] == [
         "proc 0 MemStreams: latency per transfer"]
+    verdict = test["streams"]["verdict"]
+    (bandwidth,) = [k for k in drawn if k.startswith("proc 0 MemStreams: bandwidth over time")]
+    assert drawn[bandwidth] == ["MB/s", f"target 125.0 MB/s ({verdict})"]   # 2 x 62.5
+    assert drawn["Streams: frame lateness over time"] == ["proc 0 MemStreams"]
+    trace = test["record"]["late_trace"]        # 2 x 50 transfers: one point each, in order
+    assert len(trace) == 100 and [t for t, _ in trace] == sorted(t for t, _ in trace)
+    assert max(ns for _, ns in trace) == max(s["hi"] for s in subs)
 
 
 def test_nothing_to_plot_is_said_plainly(tmp_path):

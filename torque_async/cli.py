@@ -21,6 +21,8 @@ from .io import scratch
 from .options import OPTIONS
 from .results import free_segment, segment_name
 
+MISSED_EXIT = 3                    # -failLate: a stream missed its rate, nothing else failed
+
 
 class DefaultRun(click.Group):
     """`torque-async ARGS` means `torque-async run ARGS`; --help adds torque's options."""
@@ -153,7 +155,8 @@ def say(lines: list[str], err: bool = False) -> None:
 
 def execute(argv: list[str]) -> int:
     """Parse, run and report; returns the exit status (0 ok, 1 a test failed, 2 bad input,
-    128 + the signal when SIGINT or SIGTERM stopped it)."""
+    3 a stream missed its rate under -failLate, 128 + the signal when SIGINT or SIGTERM
+    stopped it)."""
     for sig in orchestrator.STOP_SIGNALS:
         signal.signal(sig, orchestrator.raise_interrupted)
     try:
@@ -257,7 +260,9 @@ def finish(plan, outcome, info, job) -> int:
         err=True)
     if outcome.interrupted:
         return 128 + outcome.interrupted
-    return 1 if outcome.failures or any(unwritten) else 0
+    if outcome.failures or any(unwritten):
+        return 1
+    return MISSED_EXIT if s.failLate and not all(report.stream_verdicts(outcome.records)) else 0
 
 
 def trace_every_transfer(plan):

@@ -54,7 +54,7 @@ def memory_of(plan, proc) -> int:
                    for _, n in actions.roles(actions.SPECS[group.action], local))
         need += actions.depth(group) * lane
     if kind.family == "streams":
-        g = Geometry.of(group.args)
+        g = Geometry.of(group.args, local)
         need += (2 * g.lookahead + 6) * g.size
         need += g.tracks * g.track_bytes if group.action == "memStreams" else 0
     if kind.runs_in == WORKER and not plan.settings.sp:
@@ -80,7 +80,7 @@ def disk_needs(plan) -> dict[str, list[int]]:
     for proc in plan.procs():
         group, local = proc.group, proc.group.local
         if group.action == "streams" and not s.files:
-            g = Geometry.of(group.args)
+            g = Geometry.of(group.args, local)
             need["."][0] += g.tracks * g.track_bytes
         if KINDS[group.action].family != "file":
             continue

@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass, field, make_dataclass
 from typing import Any, Callable
 
+from .streams.formats import FORMATS, parse_frame, parse_rate
 from .units import GB, KB, MB
 
 GLOBAL, LOCAL, ACTION = "global", "local", "action"
@@ -80,6 +81,16 @@ def one_of(*values: int) -> Callable[[str], int]:
     return parse
 
 
+def checked(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """A parser that raises ValueError, its message made the argument's error."""
+    def wrapped(text: str) -> Any:
+        try:
+            return parse(text)
+        except ValueError as e:
+            raise ArgError(str(e)) from None
+    return wrapped
+
+
 def text(value: str) -> str:
     if not value:
         raise ArgError("an empty name")
@@ -124,7 +135,7 @@ def _sizes(stem: str, dest: str, help: str, units=(("B", 1), ("KB", KB), ("MB", 
 
 STREAM_ARGS = (Arg("label", choice("r", "w", "rw", "wr", "rwr", "rrw")),
                Arg("lookahead", integer(0, 1 << 20), "frames"),
-               Arg("size", integer(1, 1 << 22), "KB"), Arg("bw", number(0.001), "MiB/s"),
+               Arg("size", integer(0, 1 << 22), "KB"), Arg("bw", number(0.0), "MiB/s"),
                Arg("start", number(0.0), "s"), Arg("run", number(0.001), "s"),
                Arg("mfile", integer(1, 1 << 30), "MB"))
 
@@ -145,6 +156,8 @@ _G = [
            "(blocking, one transfer at a time)",
            (Arg("name", choice("auto", "uring", "threads", "sync")),), group="Files"),
     Option("example", GLOBAL, "print worked examples", group="Help"),
+    Option("failLate", GLOBAL, "exit with status 3 when a stream missed its rate (a frame "
+           "late beyond -lateUs, or dropped) and nothing else failed", group="Streams"),
     Option("f", GLOBAL, "add a test file to the file list (at most 128)", (Arg("file", text),),
            dest="files", group="Files"),
     Option("fast", GLOBAL, "each test stops at its own completion (opposite of -slow)",
@@ -218,13 +231,23 @@ _L = [
            "anyway)", group="Processes"),
     *_sizes("extraRead", "extraRead", "extra read and seek back after each read",
             units=(("B", 1), ("KB", KB), ("MB", MB)), lo=0),
+    Option("dropLate", LOCAL, "streams: skip a frame already a whole period past its deadline "
+           "and count it dropped, as a live display does (default: move every frame, as "
+           "capture does)", group="Streams"),
     Option("fbc", LOCAL, "turn the file buffer cache on (default off: O_DIRECT)", group="Files"),
+    Option("fps", LOCAL, "streams: frames per second (59.94, 29.97, 23.976 are the NTSC "
+           "60000/1001, 30000/1001, 24000/1001); bwMBs is then 0", (Arg("F", checked(parse_rate)),),
+           group="Streams"),
+    Option("frame", LOCAL, "streams: frame size WxH in pixels of -pixfmt; sizeKB is then 0",
+           (Arg("WxH", checked(parse_frame)),), group="Streams"),
     Option("i", LOCAL, "iterations; the bandwidth is averaged over all of them",
            (Arg("n", integer(1, 2**31)),), group="Transfers"),
     Option("IH", LOCAL, "video image height in pixels", (Arg("pixels", integer(1, 16384)),),
            group="Video"),
     Option("IW", LOCAL, "video image width in pixels", (Arg("pixels", integer(1, 16384)),),
            group="Video"),
+    Option("lateUs", LOCAL, "streams: a frame is late when it completes more than usec after "
+           "its deadline", (Arg("usec", integer(0, 10**9)),), group="Streams"),
     Option("linesize", LOCAL, "cache line size: the default stride of -load/-store",
            (Arg("bytes", integer(8, 1 << 16)),), group="Memory patterns"),
     Option("m", LOCAL, "misalign the file test buffers by one byte", group="Files"),
@@ -247,6 +270,8 @@ _L = [
            (Arg("n", integer(1, 1024)),), group="Processes"),
     Option("percR", LOCAL, "percentage of reads for -rand, -aio, -files",
            (Arg("p", integer(0, 100)),), group="Files"),
+    Option("pixfmt", LOCAL, "streams: pixel format of -frame: " + ", ".join(FORMATS),
+           (Arg("name", choice(*FORMATS)),), group="Streams"),
     Option("s", LOCAL, "index in the -f list of this test's first file (default: the test's "
            "number; process k uses s+k)", (Arg("n", Count),), group="Files"),
     Option("sa", LOCAL, "as -sample, showing only the bandwidth columns", (Arg("k", Count),),
@@ -313,13 +338,14 @@ GLOBAL_DEFAULTS: dict[str, Any] = dict(
     freeSharedMemory=False, g=False, help=None, nh=False, printAlias=False, quit=False,
     seed=None, smkey=0xDECA, sp=False, vl=0, version=False,
     csv=None, json=None, noProgress=False, engine="auto", writeDevices=False,
-    allowForeign=False)
+    allowForeign=False, failLate=False)
 LOCAL_DEFAULTS: dict[str, Any] = dict(
     affinityNumber=None, affinityNumberDiff=None, affinityParent=None, size=MB,
     bp1=0x5555555555555555, bp2=0xAAAAAAAAAAAAAAAA, bpkey=1, bt=100, btr=False, cfiles=False,
-    checkpoint=False, dir="filestest", display=None, execChild=False, extraRead=0, fbc=False,
-    i=10, IH=480, IW=720, linesize=None, m=False, mfile=None, mfileXfer=None, n=64,
-    noResetParentAffinity=False, noVideoInitLoops=False, offset=0, p=1, percR=100, s=None,
+    checkpoint=False, dir="filestest", display=None, dropLate=False, execChild=False,
+    extraRead=0, fbc=False, fps=None, frame=None, i=10, IH=480, IW=720, lateUs=0, linesize=None, m=False, mfile=None, mfileXfer=None, n=64,
+    noResetParentAffinity=False, noVideoInitLoops=False, offset=0, p=1, percR=100,
+    pixfmt=None, s=None,
     sa=False, sample=None, sleepEnd=0, stride=None, T=0, touch=False, touch4K=False, vector=0,
     wire=False)
 

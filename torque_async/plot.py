@@ -7,7 +7,8 @@ every transfer does not draw one transfer's rate as a spike. A scan sampled at e
 is drawn across the disk. Latencies and lateness are percentile curves on log axes (x: 90%,
 99%, 99.9%, ... as in fio-plot and HdrHistogram), one panel for latency per transfer and one
 for lateness (stream sub-streams, -cyclic wake-ups); lateness 0 (on time) is said in the
-legend, not drawn, as a log axis has no 0.
+legend, not drawn, as a log axis has no 0. Each stream's frame lateness over time (its greatest
+lateness per run of frames) gets a panel of its own.
 """
 from __future__ import annotations
 
@@ -83,12 +84,11 @@ def shortest_interval(tests: list[dict[str, Any]]) -> int:
     return max(MIN_INTERVAL_NS, whole // MAX_POINTS)
 
 
-def stream_target(doc: dict[str, Any], test: dict[str, Any]) -> float | None:
-    """MiB/s a stream test is paced at: its sub-streams times the rate of each."""
-    if test["action"] not in STREAM_ACTIONS:
+def stream_target(test: dict[str, Any]) -> float | None:
+    """MiB/s a stream test is paced at: its sub-streams' targets summed."""
+    if not test.get("streams"):
         return None
-    args = doc["plan"]["groups"][test["group"]]["args"]
-    return len(sub_stream_names(args)) * args[3]
+    return sum(sub["target_bw"] for key, sub in test["streams"].items() if key != "verdict" and sub)
 
 
 def draw_bandwidth(ax, doc: dict[str, Any], test: dict[str, Any], shortest: int,
@@ -98,16 +98,31 @@ def draw_bandwidth(ax, doc: dict[str, Any], test: dict[str, Any], shortest: int,
     spans = merged(test, shortest)
     edges = [spans[0].start / 1e9, *(s.end / 1e9 for s in spans)]
     ax.stairs([s.bw(tb) for s in spans], edges, label="MB/s", color=colour, linewidth=1.2)
-    target = stream_target(doc, test)
+    target = stream_target(test)
     if target is not None:
         ax.axhline(target, color="tab:red", linestyle="--", linewidth=1,
-                   label=f"target {target:g} MB/s")
+                   label=f"target {target:.1f} MB/s ({test['streams']['verdict']})")
     window = doc["overlap"]
     if window and window["together"]:
         ax.axvspan(window["start_ns"] / 1e9, window["end_ns"] / 1e9, color="tab:green",
                    alpha=0.12, label="all tests running")
     ax.set_ylim(bottom=0)
     ax.set_ylabel("MB/s")
+
+
+def traced_streams(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    return [t for t in doc["tests"] if t["record"].get("late_trace")]
+
+
+def draw_lateness(ax, doc: dict[str, Any], tests: list[dict[str, Any]], colours) -> None:
+    """Each stream's greatest lateness per run of frames (ms) at the run's last completion."""
+    t0 = doc["time_zero_ns"]
+    for test, colour in zip(tests, colours):
+        trace = test["record"]["late_trace"]
+        ax.step([(t - t0) / 1e9 for t, _ in trace], [ns / 1e6 for _, ns in trace], where="pre",
+                label=name(test), color=colour, linewidth=1.2)
+    ax.set_xlabel("seconds since the start")
+    ax.set_ylabel("frame lateness, ms (greatest per point)")
 
 
 def draw_scan(ax, doc: dict[str, Any], tests: list[dict[str, Any]], shortest: int) -> None:
@@ -220,6 +235,12 @@ def panels(doc: dict[str, Any]) -> list[Panel]:
         if scans:
             out.append(Panel(f"Bandwidth across the disk (-scan, -sample 0; {every})",
                              PERCENTILE_PANEL_IN, lambda ax: draw_scan(ax, doc, scans, shortest)))
+    traced = traced_streams(doc)
+    if traced:
+        out.append(Panel("Streams: frame lateness over time", BW_PANEL_IN,
+                         lambda ax: draw_lateness(ax, doc, traced,
+                                                  [by_proc[t["proc"]] for t in traced]),
+                         timeline=True))
     latency = histograms(doc, lateness=False)
     if latency:
         colours = [by_proc[proc] for proc, _, _ in latency]

@@ -180,8 +180,7 @@ def test_bad_input_is_one_line(capsys, key, argv, message):
 
 def test_more_clients_than_free_descriptors_need_a_cap(tmp_path):
     def low():
-        resource.setrlimit(resource.RLIMIT_NOFILE, (128, resource.getrlimit(
-            resource.RLIMIT_NOFILE)[1]))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (128, 128))
     argv = [*CMD, "-smkey", "0x5F001", "-dir", "site", "-cfiles", "-webFiles", "20", "-n", "2"]
     done = subprocess.run([*argv, "-p", "100", "-web"], capture_output=True, text=True,
                           env=ENV, preexec_fn=low, timeout=120)

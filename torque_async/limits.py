@@ -22,6 +22,7 @@ from .io.files import block_size
 from .kinds import KINDS, WORKER
 from .streams.schedule import Geometry
 from .units import MB
+from .web import site
 
 # Resident memory of one spawned worker beyond its buffers, measured here with psutil (RSS) on
 # a run holding it idle (-sleepEnd 5): 39 MB for -spinWait (Python, numpy), 99 MB for -V 1 with
@@ -53,6 +54,8 @@ def memory_of(plan, proc) -> int:
         lane = sum(-(-(n + 1) // mmap.PAGESIZE) * mmap.PAGESIZE
                    for _, n in actions.roles(actions.SPECS[group.action], local))
         need += actions.depth(group) * lane
+    if group.action == "web":
+        need += local.size                     # a client's read buffer
     if kind.family == "streams":
         g = Geometry.of(group.args, local)
         need += (2 * g.lookahead + 6) * g.size
@@ -82,6 +85,9 @@ def disk_needs(plan) -> dict[str, list[int]]:
         if group.action == "streams" and not s.files:
             g = Geometry.of(group.args, local)
             need["."][0] += g.tracks * g.track_bytes
+        if group.action == "web" and local.cfiles and local.dir not in trees:
+            trees.add(local.dir)
+            need[local.dir][1] += site.missing_bytes(local.dir, site.Law.of(local))
         if KINDS[group.action].family != "file":
             continue
         spec = actions.SPECS[group.action]
@@ -138,6 +144,9 @@ def open_files(plan) -> int:
         elif KINDS[group.action].family == "file":
             files = group.args[0] if group.action == "files" else 1
             need += files + files // 1000 + actions.depth(group) + 4   # checks, dirs, engine
+        elif group.action == "web":            # a client holds one file, or -webOpen caps them
+            need += 1 + (2 if proc.index == 0 else 0)                  # (+ the tree and log)
+            need -= 1 if group.local.webOpen and proc.index >= group.local.webOpen else 0
         else:
             need += 2
     return need
@@ -150,6 +159,7 @@ def check_open_files(plan) -> None:
         return
     if hard != resource.RLIM_INFINITY and need > hard:
         raise UsageError(f"the run holds about {need} files open at once (-files opens every "
-                         f"file of its tree) but the limit is {hard} (ulimit -n): raise it or "
-                         f"lower -files")
+                         f"file of its tree, each -web client one unless -webOpen caps them) "
+                         f"but the limit is {hard} (ulimit -n): raise it, lower -files or set "
+                         f"-webOpen")
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))

@@ -217,6 +217,16 @@ def missing(root: str, law: Law) -> str | None:
     return None
 
 
+def missing_bytes(root: str, law: Law) -> int:
+    """What -cfiles still has to write for `law` under root (0 when the tree is there)."""
+    try:
+        if missing(root, law) is None:
+            return 0
+    except ValueError:
+        pass
+    return int(planned_sizes(law).sum())
+
+
 @dataclass
 class Tree:
     """A tree ready to serve: its root descriptor, names and sizes."""

@@ -158,8 +158,9 @@ def check_open_files(plan) -> None:
     if need <= soft:
         return
     if hard != resource.RLIM_INFINITY and need > hard:
-        raise UsageError(f"the run holds about {need} files open at once (-files opens every "
-                         f"file of its tree, each -web client one unless -webOpen caps them) "
-                         f"but the limit is {hard} (ulimit -n): raise it, lower -files or set "
-                         f"-webOpen")
+        web = any(g.action == "web" for g in plan.groups)
+        why, fix = ("each -web client one unless -webOpen caps them", "set -webOpen") if web \
+            else ("-files opens every file of its tree", "lower -files")
+        raise UsageError(f"the run holds about {need} files open at once ({why}) but the limit "
+                         f"is {hard} (ulimit -n): raise it or {fix}")
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))

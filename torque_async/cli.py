@@ -12,7 +12,8 @@ from pathlib import Path
 
 import click
 
-from . import __version__, cmdline, export, helptext, orchestrator, report, sysinfo, validate
+from . import __version__, cmdline, export, figures, helptext, orchestrator, report, runs, sysinfo
+from . import validate
 from . import compare as comparing, plot as plotting
 from .io import scratch
 from .results import free_segment, segment_name
@@ -142,28 +143,42 @@ def run_plan(argv: list[str]) -> int:
             plan = trace_every_transfer(plan)
         info = sysinfo.collect()
         write_sysctl(info, [os.getcwd(), *s.files])
-        outcome = orchestrator.run(plan, info.cache_line)
+        done = runs.run(plan, info.cache_line)
     except cmdline.UsageError as e:
         error(str(e))
         return 2
+    outcome = done.first
+    if outcome is None:                  # a -baseline run alone failed: nothing ran together
+        say([f"torque-async: {line}" for line in done.failures], err=True)
+        return 128 + done.interrupted if done.interrupted else 1
+    procs = plan.procs()
+    per_test = done.per_test(procs)
+    alone = done.alone_figures(procs) if s.baseline else None
+    found = figures.changes(alone, [figures.medians(t) for t in per_test], procs) \
+        if alone else None
+    records = runs.with_alone_rates(outcome.records, alone) if alone else outcome.records
+    blocks = [*(report.repeat_lines([figures.spreads(t) for t in per_test], procs,
+                                    len(done.together)) if len(done.together) > 1 else []),
+              "", *(report.baseline_lines(found) if found is not None else [])]
     date = time.strftime("%a %b %d %H:%M:%S %Z %Y")
     began = time.monotonic_ns()
-    lines = report.render(plan, outcome.records, plan.procs(), info, date, outcome.failures,
-                          outcome.interrupted)
+    lines = report.render(plan, records, procs, info, date, done.failures, done.interrupted,
+                          blocks)
     if any(g.local.checkpoint for g in plan.groups) and not s.bo:
         lines += ["", f"checkpoint report (ms): {(time.monotonic_ns() - began) / 1e6:.1f}"]
     machine = {}
     if s.json or s.csv:
-        doc = export.document(plan, outcome.records, plan.procs(), info, date, outcome.failures)
+        doc = export.document(plan, records, procs, info, date, done.failures,
+                              [o.records for o in done.together], alone, found)
         machine = {path: make(doc) for path, make in ((s.json, export.json_text),
                                                       (s.csv, export.csv_text)) if path}
     say(lines, err="-" in machine)
     unwritten = [write_output(path, text) for path, text in machine.items()]
-    say([f"torque-async: {line}" for line in (*outcome.failures, *filter(None, unwritten))],
+    say([f"torque-async: {line}" for line in (*done.failures, *filter(None, unwritten))],
         err=True)
-    if outcome.interrupted:
-        return 128 + outcome.interrupted
-    return 1 if outcome.failures or any(unwritten) else 0
+    if done.interrupted:
+        return 128 + done.interrupted
+    return 1 if done.failures or any(unwritten) else 0
 
 
 def write_output(path: str, text: str) -> str:

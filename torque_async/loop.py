@@ -1,17 +1,18 @@
 """The event-loop side: the I/O tests (files, async I/O, streams) as coroutines on the one loop.
 
 A loop test is constructed with a TestContext, prepares everything untimed in `setup()` (before
-the barrier), measures in `run(meter)` (its n x i transfers between meter.begin() and
-meter.end(), then meter.publish(), then unmeasured transfers while meter.keep_going()), checks
-its data in `check()` and releases what it holds in `close()`. A failing test writes its error
-into its row and stops the run, exactly as a failing worker does.
+the barrier), measures in `run(meter)` (-ramp's unmeasured transfers, then those the Meter's
+limit allows between meter.begin() and meter.end(), then meter.publish(), then unmeasured
+transfers while meter.keep_going()), checks its data in `check()` and releases what it holds
+in `close()`. A failing test writes its error into its row and stops the run, exactly as a
+failing worker does.
 """
 from __future__ import annotations
 
 import asyncio
 from typing import Awaitable, Callable, Protocol
 
-from .meter import Meter
+from .meter import Limit, Meter
 from .plan import Plan, Proc
 from .results import DONE, RUNNING, Results
 from .testing.api import make_test
@@ -71,7 +72,8 @@ class LoopSide:
     async def run_one(self, proc: Proc, test: LoopTest) -> None:
         row = self.row(proc)
         row["state"] = RUNNING
-        meter = Meter(self.results, proc.row, proc.group.local.sample, self.plan.slow)
+        meter = Meter(self.results, proc.row, proc.group.local.sample, self.plan.slow,
+                      Limit.of(proc.group.local))
         if await self.guarded(proc, lambda: test.run(meter)) and \
                 await self.guarded(proc, test.check):
             row["state"] = DONE

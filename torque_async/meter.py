@@ -1,6 +1,9 @@
 """The measuring side every test shares: one Meter per test process, bound to its results row.
 
-A test calls `begin()` at its first measured transfer, `record(latency, end)` once per completed
+A test first runs unmeasured transfers while `ramping(t)` says so (-ramp: `ramp()` starts
+that clock), calls `begin()` at its first measured transfer, asks `more(k, t)` before each
+measured transfer k (0, 1, ...: the Meter's limit, n x i transfers or -t's deadline, is decided
+here and nowhere else), `record(latency, end)` once per completed
 transfer (a list store into the latency Summary's batch and one shared-memory counter: no
 allocation), `end()` after its last measured one, then runs unmeasured transfers while
 `keep_going()` says so (-slow). `publish()` writes the figures into the row.
@@ -8,6 +11,7 @@ allocation), `end()` after its last measured one, then runs unmeasured transfers
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -15,6 +19,25 @@ from .results import MAX_SAMPLES, MEASURED, Results
 from .stats import Summary
 
 now = time.monotonic_ns
+NEVER = 1 << 62                    # a count or a time that is never reached
+
+
+@dataclass(frozen=True)
+class Limit:
+    """When a test's measured part ends: after `count` transfers, or (-t) at `runtime_ns` after
+    its start, whichever comes first; `ramp_ns` of unmeasured transfers go before (-ramp).
+    Under -t the ramp is part of the group's time: it measures for runtime - ramp."""
+    count: int = NEVER
+    runtime_ns: int = 0            # 0: no deadline
+    ramp_ns: int = 0
+
+    @classmethod
+    def of(cls, local) -> "Limit":
+        """A group's limit from its local options (-n x -i, or -t; -ramp)."""
+        ramp = round((local.ramp or 0) * 1e9)
+        if local.t is None:
+            return cls(local.n * local.i, 0, ramp)
+        return cls(NEVER, round(local.t * 1e9) - ramp, ramp)
 
 
 def word(a: np.ndarray) -> memoryview:
@@ -24,9 +47,11 @@ def word(a: np.ndarray) -> memoryview:
 
 class Meter:
     __slots__ = ("row", "live", "stop", "states", "waiting", "every", "next_sample",
-                 "nsamples", "stamps", "lat", "count", "start", "finish")
+                 "nsamples", "stamps", "lat", "count", "start", "finish", "limit", "total",
+                 "deadline", "ramp_end", "ramped")
 
-    def __init__(self, results: Results, row: int, sample: int | None, slow: bool):
+    def __init__(self, results: Results, row: int, sample: int | None, slow: bool,
+                 limit: Limit = Limit()):
         self.row = results.row(row)
         self.live = word(self.row["transfers"])       # memoryviews: cheaper than numpy indexing
         self.stop = word(results.header["stop"].reshape(1))
@@ -40,13 +65,38 @@ class Meter:
         # matters at -sample 0 (and -vl 3); publish() copies them into the row.
         self.stamps = [0] * (2 * MAX_SAMPLES) if self.every else []
         self.lat = Summary()                          # latency of each measured transfer
-        self.count = self.start = self.finish = 0
+        self.count = self.start = self.finish = self.ramped = 0
+        self.limit, self.total, self.deadline, self.ramp_end = limit, limit.count, NEVER, 0
 
-    def begin(self) -> int:
-        """The measured interval starts: also the row's "released" phase mark."""
-        self.start = t = now()
+    def ramp(self) -> int:
+        """-ramp's unmeasured transfers start now (also the "released" phase mark)."""
+        t = now()
+        self.ramp_end = t + self.limit.ramp_ns
         self.row["phase"][0, 2] = t
         return t
+
+    def ramping(self, t: int) -> bool:
+        """True while the ramp lasts at time t (and nobody stopped the run)."""
+        return t < self.ramp_end and not self.stop[0]
+
+    def begin(self) -> int:
+        """The measured interval starts (the "released" phase mark when there was no ramp);
+        -t's deadline counts from here."""
+        self.start = t = now()
+        if not self.ramp_end:
+            self.row["phase"][0, 2] = t
+        if self.limit.runtime_ns:
+            self.deadline = t + self.limit.runtime_ns
+        return t
+
+    def more(self, k: int, t: int) -> bool:
+        """Whether measured transfer k (counted from 0 at begin) is due at time t: k below the
+        count and t before the deadline. The first k refused under -t becomes the count, so
+        every later k is refused too: the measured transfers are exactly 0 .. total-1."""
+        if k < self.total and t < self.deadline:
+            return True
+        self.total = min(self.total, k)
+        return False
 
     def record(self, latency: int, t_end: int) -> int:
         """One measured transfer completed at t_end after `latency` ns; returns how many have."""
@@ -88,6 +138,7 @@ class Meter:
         r["samples"][0, :n] = np.reshape(self.stamps[:2 * n], (n, 2))
         r["ops"] = k * ops_per_transfer
         r["phase"][0, 3] = self.finish
+        r["ramp_transfers"] = self.ramped
         r["state"] = MEASURED
 
     def publish_extra(self, extra: int) -> None:

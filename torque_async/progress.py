@@ -23,18 +23,20 @@ def wanted(settings, stream: TextIO) -> bool:
 
 
 def line(procs, transfers, states, elapsed_ns: int) -> str:
-    """'torque-async 2.3 s: 0:Load 45% 1:Bcopy 12%' (group index, kind, share done)."""
+    """'torque-async 2.3 s: 0:Load 45% 1:Bcopy 12% 2:Read 5120' (group index, kind, share
+    done; under -t, which has no count to share, the transfers measured)."""
     head = f"torque-async {elapsed_ns / 1e9:.1f} s:"
     if not any(s >= RUNNING for s in states):
         return f"{head} setting up"
     done: dict[int, list[int]] = {}
     for p in procs:
-        goal = p.group.local.n * p.group.local.i
+        goal = p.group.local.n * p.group.local.i if p.group.local.t is None else 0
         share = done.setdefault(p.group.index, [0, 0])
-        share[0] += min(int(transfers[p.row]), goal)
+        share[0] += min(int(transfers[p.row]), goal) if goal else int(transfers[p.row])
         share[1] += goal
     labels = {p.group.index: KINDS[p.group.action].label for p in procs}
-    return " ".join([head, *(f"{g}:{labels[g]} {100 * k // goal}%"
+    return " ".join([head, *(f"{g}:{labels[g]} {100 * k // goal}%" if goal else
+                             f"{g}:{labels[g]} {k}"
                              for g, (k, goal) in done.items())])
 
 

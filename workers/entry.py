@@ -17,7 +17,7 @@ from threading import BrokenBarrierError
 import numpy as np
 
 from torque_async.plan import Proc
-from torque_async.meter import Meter
+from torque_async.meter import Limit, Meter
 from torque_async.results import ABORTED, DONE, RUNNING, Results
 from torque_async.testing.api import WorkerSpec, make_test
 from torque_async.testing.rows import mark_closed, mark_failed, mark_ready, mark_spawned
@@ -52,7 +52,7 @@ def main(spec: WorkerSpec, barrier, calibration_lock, in_process: bool = False) 
         barrier.wait()
         row["state"] = RUNNING
         local = spec.proc.group.local
-        meter = Meter(results, spec.proc.row, local.sample, spec.slow)
+        meter = Meter(results, spec.proc.row, local.sample, spec.slow, Limit.of(local))
         if hasattr(test, "measure"):     # a test that times itself (-cyclic: lateness)
             test.measure(meter, local)
         else:
@@ -96,12 +96,19 @@ def idle_rate(test) -> float:
 
 
 def measure(test, meter: Meter, local) -> None:
-    """The timed loop: n x i transfers, then (-slow) unmeasured ones until every test is done."""
-    total, throttle = local.n * local.i, local.T * 1000
-    transfer, record, stop, now = test.transfer, meter.record, meter.stop, time.monotonic_ns
+    """The timed loop: -ramp's unmeasured transfers, then the measured ones while the Meter's
+    limit (n x i, or -t) allows, then (-slow) unmeasured ones until every test is done."""
+    throttle = local.T * 1000
+    transfer, record, more, stop = test.transfer, meter.record, meter.more, meter.stop
+    now = time.monotonic_ns
+    k, t = 0, meter.ramp()
+    while meter.ramping(t):
+        transfer(k)
+        k += 1
+        t = now()
+    meter.ramped, base = k, k
     t = meter.begin()                 # the measured interval: begin .. the last transfer's end
-    k = 0
-    while k < total and not stop[0]:
+    while more(k - base, t) and not stop[0]:
         t0 = now()                    # a transfer's latency is its own call, nothing around it
         transfer(k)
         t = now()

@@ -185,8 +185,9 @@ def test_repeat_keeps_every_repetition_and_prints_medians(tmp_path):
         assert entry["median"] == statistics.median(values)
         assert (entry["min"], entry["max"]) == (min(values), max(values))
         label = figures.FIGURES[entry["figure"]].label
-        assert any(ln.startswith(f"{entry['proc']}, ") and f", {label}, {entry['median']:.1f}, "
-                   f"{entry['min']:.1f}, {entry['max']:.1f}, " in ln for ln in r.stdout.splitlines())
+        printed = f", {label}, {entry['median']:.1f}, {entry['min']:.1f}, {entry['max']:.1f}, "
+        assert any(ln.startswith(f"{entry['proc']}, ") and printed in ln
+                   for ln in r.stdout.splitlines())
     assert {e["figure"] for e in reps["summary"]} == {"bw", "iops", "p50_us", "p99_us",
                                                       "loops_per_s"}
     assert "Repeated 3 times" in r.stdout

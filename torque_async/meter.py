@@ -89,6 +89,12 @@ class Meter:
             self.deadline = t + self.limit.runtime_ns
         return t
 
+    @property
+    def certain(self) -> int:
+        """How many measured transfers are due whatever the time: the count when there is no
+        deadline, else none (a lane need not ask more() for those)."""
+        return self.total if self.deadline == NEVER else 0
+
     def more(self, k: int, t: int) -> bool:
         """Whether measured transfer k (counted from 0 at begin) is due at time t: k below the
         count and t before the deadline. The first k refused under -t becomes the count, so

@@ -337,8 +337,8 @@ LOCAL_DEFAULTS: dict[str, Any] = dict(
     checkpoint=False, dir="filestest", display=None, execChild=False, extraRead=0, fbc=False,
     i=10, IH=480, IW=720, linesize=None, m=False, mfile=None, mfileXfer=None, n=64,
     noResetParentAffinity=False, noVideoInitLoops=False, offset=0, p=1, percR=100, s=None,
-    sa=False, sample=None, sleepEnd=0, stride=None, t=None, ramp=None, T=0, touch=False, touch4K=False, vector=0,
-    wire=False)
+    sa=False, sample=None, sleepEnd=0, stride=None, t=None, ramp=None, T=0, touch=False,
+    touch4K=False, vector=0, wire=False)
 
 for _o in OPTIONS.values():
     _defaults = {GLOBAL: GLOBAL_DEFAULTS, LOCAL: LOCAL_DEFAULTS}.get(_o.scope)

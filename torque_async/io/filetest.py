@@ -142,7 +142,8 @@ class FileTest:
         meter.row["file"], meter.row["file_bytes"] = self.shown.encode(), self.largest
         self.meter, self.lock = meter, threading.Lock()
         self.take = itertools.count().__next__       # transfer numbers, taken in claim()
-        self.next, self.extra, self.base = 1 << 62, 0, 0  # next: see lane()
+        self.next, self.extra, self.base, self.until = 1 << 62, 0, 0, 0  # next: see lane()
+        self.stop = meter.stop
         self.last = [-1] * self.depth
         self.at = Cursor(self.layout)
         self.published = False
@@ -162,20 +163,29 @@ class FileTest:
     def claim(self) -> tuple[int, int]:
         """The next transfer number and what it is (RAMP, MEASURED, EXTRA or STOP), decided in
         the order the numbers are taken (the engine runs claims one at a time), so the measured
-        transfers are consecutive numbers: the Meter says which (n x i, or -t's deadline)."""
-        meter, k, t = self.meter, self.take(), now()
-        if self.error is not None or meter.stop[0]:
-            return k, STOP
+        transfers are consecutive numbers. The numbers below `until` are measured whatever
+        the time (the Meter's count, with no deadline): no clock read, no call."""
+        k = self.take()
+        if k < self.until and self.error is None and not self.stop[0]:
+            return k, MEASURED
+        return k, self.decide(k)
+
+    def decide(self, k: int) -> int:
+        """claim()'s other cases: the ramp, the start, a deadline, past the measured ones."""
+        meter, t = self.meter, now()
+        if self.error is not None or self.stop[0]:
+            return STOP
         if not meter.start:
             if meter.ramping(t):
-                return k, RAMP
+                return RAMP
             meter.ramped = self.base = k
             meter.begin()
+            self.until = k + meter.certain
         if meter.more(k - self.base, t):
-            return k, MEASURED
+            return MEASURED
         if meter.count == meter.total and not self.published:   # the last one is done already
             self.finish(self.t_last)
-        return k, EXTRA if meter.keep_going() else STOP
+        return EXTRA if meter.keep_going() else STOP
 
     def recorded(self, latency: int, t: int) -> None:
         """A measured transfer completed at t; the last of them ends the measured interval."""

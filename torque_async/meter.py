@@ -1,11 +1,11 @@
 """The measuring side every test shares: one Meter per test process, bound to its results row.
 
-A test first runs unmeasured transfers while `ramping(t)` says so (-ramp: `ramp()` starts
-that clock), calls `begin()` at its first measured transfer, asks `more(k, t)` before each
-measured transfer k (0, 1, ...: the Meter's limit, n x i transfers or -t's deadline, is decided
-here and nowhere else), `record(latency, end)` once per completed
-transfer (a list store into the latency Summary's batch and one shared-memory counter: no
-allocation), `end()` after its last measured one, then runs unmeasured transfers while
+A test first runs unmeasured transfers while `ramping(t)` says so (-ramp: `ramp()` starts that
+clock), calls `begin()` at its first measured transfer, asks `more(k, t)` before each measured
+transfer k (0, 1, ...: the limit, n x i transfers or -t's deadline, is decided here and nowhere
+else; `certain` of them are due whatever the time), calls `record(latency, end)` once per
+completed transfer (a list store into the latency Summary's batch and one shared-memory counter:
+no allocation), `end()` after its last measured one, then runs unmeasured transfers while
 `keep_going()` says so (-slow). `publish()` writes the figures into the row.
 """
 from __future__ import annotations

@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from dataclasses import field, fields, make_dataclass
+from dataclasses import field, fields, make_dataclass, replace
 
 import jsonschema
 import pytest
@@ -52,7 +52,7 @@ def test_a_crafted_run_validates_and_carries_the_report_s_figures():
     assert (t0["table"]["diff_ms"], t0["kind"]) == (902, "Load")
     assert t0["table"]["bw"] == pytest.approx(354.6, abs=0.05)
     assert t1["table"]["start_ms"] == 64 and t1["record"]["start"] == 1064 * MS
-    assert round(doc["bandwidth"]["total"]) == 714 and list(doc["bandwidth"]["kinds"]) == ["Load"]
+    assert round(doc["bandwidth"]["total"]) == 714 and list(doc["bandwidth"]["groups"]) == ["Load"]
     group = doc["plan"]["groups"][0]
     assert group["locals"]["n"] == 8 and group["processes"] == 2
     assert doc["plan"]["settings"]["seed"] == 1 and doc["system"]["ethernet"] == INFO.ethernet
@@ -109,15 +109,23 @@ def test_load_refuses_what_is_not_a_results_file(tmp_path):
             export.load(str(path))
 
 
-def test_csv_columns_are_the_schema_s_scalars_whatever_the_run():
+def test_csv_columns_are_the_schema_s_scalars_with_units_whatever_the_run():
     plan, recs = man_page_example()
-    text = export.csv_text(export.document(plan, recs, plan.procs(), INFO, "today"))
+    recs = (replace(recs[0], info="line one\nline two", lat_count=1, lat_min=1500, lat_max=1500,
+                    lat_sum=1500), recs[1])
+    doc = export.document(plan, recs, plan.procs(), INFO, "today")
+    text = export.csv_text(doc)
     rows = list(csv.reader(io.StringIO(text)))
-    assert rows[0] == [".".join(p) for p in export.csv_columns()]
-    assert "table.bw" in rows[0] and "spin.kept_pct" in rows[0] and "record.hist" not in rows[0]
+    assert rows[0] == [c.name for c in export.csv_columns()]
+    assert "table.bw (MB/s)" in rows[0] and "spin.kept_pct (%)" in rows[0]
+    assert "record.hist" not in " ".join(rows[0])
     assert len(rows) == 3 and all(len(r) == len(rows[0]) for r in rows)
-    spin = dict(zip(rows[0], rows[1]))["spin.loops_per_s"]
-    assert spin == ""                                   # a load test has no loop rate
+    first = dict(zip(rows[0], rows[1]))
+    assert first["spin.loops_per_s (loops/s)"] == ""          # a load test has no loop rate
+    assert first["latency.max (us)"] == "1.5"                  # the text report's unit, not ns
+    assert doc["tests"][0]["latency"]["max"] == 1500
+    assert first["record.info"] == "line one | line two"       # one line per row
+    assert text.count("\n") == 3
 
 
 def parse_bw_line(out: str) -> dict[str, int]:
@@ -141,7 +149,7 @@ def test_a_real_run_validates_and_text_json_and_csv_agree(tmp_path):
         printed = [t["proc"], t["start_ms"], t["finish_ms"], t["diff_ms"], t["xfers"],
                    f"{t['bw']:.1f}", t["ts"], t["iops"], t["test"], t["file"], t["pid"]]
         assert line == [str(v) for v in printed]
-        assert float(row["table.bw"]) == t["bw"] and int(row["record.transfers"]) == t["xfers"]
+        assert float(row["table.bw (MB/s)"]) == t["bw"] and int(row["record.transfers"]) == t["xfers"]
         assert row["kind"] == test["kind"] == t["test"] and row["state"] == "done"
     bzero, triad, spin = doc["tests"]
     assert sum(s["transfers"] for s in bzero["samples"]["intervals"]) == 256
@@ -149,7 +157,7 @@ def test_a_real_run_validates_and_text_json_and_csv_agree(tmp_path):
     assert spin["spin"]["loops_per_s"] > 0 and triad["spin"] is None
     assert triad["sys_bw"] == pytest.approx(3 * triad["table"]["bw"], rel=1e-9)  # 3 arrays
     printed_bw = parse_bw_line(r.stdout)
-    assert printed_bw == {k: round(v) for k, v in doc["bandwidth"]["kinds"].items()} | \
+    assert printed_bw == {k: round(v) for k, v in doc["bandwidth"]["groups"].items()} | \
         {"Total": round(doc["bandwidth"]["total"])}
     assert doc["command"].startswith("-smkey 0x7501 -json run.json")
 

@@ -5,33 +5,20 @@ import hashlib
 import os
 import tempfile
 import threading
-import zlib
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from torque_async import cmdline, orchestrator, report, validate
+from torque_async import cmdline, report
 from torque_async.io import actions, data, filetest as filetests, uring
 from torque_async.io.layout import Cursor
 
-from conftest import execute, run_cli, table
+from conftest import execute, run, run_cli, table
 from test_report import record
 
 KB = 1024
 ENGINES = ["uring", "threads"]
-
-
-@pytest.fixture
-def key(request) -> str:
-    """A shared-memory key of this test's own."""
-    return hex(0x10000 + zlib.crc32(request.node.nodeid.encode()) % 0xE0000)
-
-
-def run(key: str, *argv: str):
-    plan = cmdline.parse(["-smkey", key, *argv])
-    validate.check(plan)
-    return orchestrator.run(plan, 64)
 
 
 def pattern_file(path: Path, size: int) -> bytes:
@@ -353,8 +340,8 @@ def test_auto_says_why_it_fell_back_to_threads(capsys, key, monkeypatch, tmp_pat
     (["-f", ".", "-r"], "-r: . is a directory, not a file"),
     (["-f", "gone.dat", "-rand"], "gone.dat does not exist (the test reads it)"),
     (["-KB", "8", "-mfileKB", "4", "-rand"], "maximum file size (4096 bytes) is smaller"),
-    (["-extraReadKB", "4", "-w"], "-extraRead* applies to the -r test only"),
-    (["-vectorKB", "4", "-scanfile", "a.dat"], "-vector* does not apply"),
+    (["-extraReadKB", "4", "-w"], "-extraReadKB does not apply to -w; it applies to -r"),
+    (["-vectorKB", "4", "-scanfile", "a.dat"], "-vectorKB does not apply to -scanfile"),
     (["-engine", "sync", "-aio", "4"], "-engine sync runs one transfer at a time"),
     (["-f", "a.dat", "-KB", "64", "-n", "8", "-r"],
      "-r: a.dat holds 4096 bytes but the test reads up to byte 524288"),
@@ -378,7 +365,8 @@ def test_writing_to_a_block_device_needs_confirmation(capsys, key, monkeypatch):
 
 
 class Tamper(Recorder):
-    """Loses the third write (says it is done, moves nothing) or reads one place too early."""
+    """Loses the third write (says it is done, moves nothing), puts it at another place, or
+    reads one place too early."""
 
     def __init__(self, inner, how):
         super().__init__(inner, [], [0], set())
@@ -390,6 +378,8 @@ class Tamper(Recorder):
             return filetests.now()
         if self.how == "misread" and not write and offset:
             offset -= 4096
+        if self.how == "misplace" and write and self.log.count(True) == 3:
+            offset = (offset + 37 * 4096) % (1 << 20)
         return await self.inner.submit(write, fd, buf, offset)
 
 
@@ -397,6 +387,7 @@ class Tamper(Recorder):
     ("lose", ["-w"], "differs from what the test wrote"),
     ("lose", ["-rmw"], "differs from what the test wrote"),
     ("misread", ["-r"], "read 4096 bytes at byte"),
+    ("misplace", ["-percR", "0", "-mfileMB", "1", "-rand"], "differs from what the test wrote"),
 ])
 def test_the_data_check_catches_lost_writes_and_misplaced_reads(key, monkeypatch, how, argv,
                                                                  message):

@@ -62,21 +62,27 @@ def plot_command(results: str, output: str | None) -> None:
 
 
 @main.command("compare")
-@click.argument("a")
-@click.argument("b")
+@click.argument("base")
+@click.argument("runs", nargs=-1, required=True)
 @click.option("--threshold", type=click.FloatRange(min=0), default=5.0, show_default=True,
-              help="mark changes beyond this many percent")
+              help="changes smaller than this many percent count as no change")
 @click.option("--fail-on-regression", is_flag=True,
-              help="exit with 1 when B is slower than A beyond the threshold")
-def compare_command(a: str, b: str, threshold: float, fail_on_regression: bool) -> None:
-    """What changed from run A to run B (two -json files), per test and in total."""
+              help="exit with 1 when a run is significantly worse than BASE beyond the threshold")
+def compare_command(base: str, runs: tuple[str, ...], threshold: float,
+                    fail_on_regression: bool) -> None:
+    """What changed from run BASE to each RUN (-json files; -repeat on both sides tells a
+    change from noise), test by test and in total."""
+    if threshold != threshold:
+        fail("--threshold: nan is not a number of percent", 2)
     try:
-        docs = export.load(a), export.load(b)
+        docs = [export.load(path) for path in (base, *runs)]
     except export.ResultsFileError as e:
         fail(str(e), 2)
-    found = comparing.changes(*docs)
-    say(comparing.lines(found, docs, (a, b), threshold))
-    worse = any(c.slower(threshold) for c in found)
+    worse = False
+    for i, (path, doc) in enumerate(zip(runs, docs[1:])):
+        found = comparing.compare(docs[0], doc)
+        say(([""] if i else []) + comparing.lines(found, (docs[0], doc), (base, path), threshold))
+        worse |= any(c.regression(threshold) for c in found.changes)
     sys.exit(1 if fail_on_regression and worse else 0)
 
 

@@ -12,7 +12,7 @@ import csv
 import io
 import json
 import math
-from dataclasses import asdict, fields
+from dataclasses import asdict, dataclass, fields
 from functools import cache
 from pathlib import Path
 from typing import Any, Callable
@@ -26,7 +26,7 @@ from .sysinfo import SysInfo
 from .units import mb_per_s
 
 SCHEMA_NAME = "torque-async-results"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 SCHEMA_PATH = Path(__file__).with_name("schema") / "results.schema.json"
 
 
@@ -99,23 +99,25 @@ def plain(value: Any) -> Any:
     return value
 
 
-def run_entries(records: tuple[Record, ...], procs: tuple[Proc, ...]) -> dict[str, Any]:
+def run_entries(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...]) \
+        -> dict[str, Any]:
     """One run's figures: time zero, every test, the overlap window, the bandwidth."""
     t0 = report.time_zero(records)
     window = report.overlap_window(records)
-    kinds = report.kind_bandwidths(records, procs)
+    groups = report.group_bandwidths(plan, records, procs)
     overlap = None if window is None else {
         "start_ns": window[0] - t0, "end_ns": window[1] - t0, "tests": window[2],
         "together": window[1] > window[0]}
     return {"time_zero_ns": t0, "tests": [process_entry(r, p, t0) for r, p in zip(records, procs)],
-            "overlap": overlap, "bandwidth": {"kinds": kinds, "total": sum(kinds.values())}}
+            "overlap": overlap, "bandwidth": {"groups": groups, "total": sum(groups.values())}}
 
 
-def repeats_entry(repetitions: list[tuple[Record, ...]], procs: tuple[Proc, ...]) -> dict | None:
+def repeats_entry(plan: Plan, repetitions: list[tuple[Record, ...]],
+                  procs: tuple[Proc, ...]) -> dict | None:
     """-repeat: every repetition's figures, and each test's median, min, max and spread."""
     if len(repetitions) < 2:
         return None
-    runs = [run_entries(records, procs) for records in repetitions]
+    runs = [run_entries(plan, records, procs) for records in repetitions]
     summary = [{"proc": p.row, "figure": name, "median": s.median, "min": s.lo, "max": s.hi,
                 "spread_pct": s.spread_pct}
                for i, p in enumerate(procs)
@@ -141,7 +143,7 @@ def document(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], i
     """The whole run as one JSON-ready dict (see schema/results.schema.json): `records` are the
     first (or only) repetition; `repetitions` all of them (-repeat); `alone` each test's main
     figures alone and `found` the changes (-baseline)."""
-    run = run_entries(records, procs)
+    run = run_entries(plan, records, procs)
     for test, figs in zip(run["tests"], alone or [None] * len(procs)):
         test["alone"] = figs
     return plain({
@@ -150,7 +152,8 @@ def document(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], i
         "plan": {"settings": asdict(plan.settings),
                  "groups": [group_entry(g, procs) for g in plan.groups]},
         "system": asdict(info), "histograms": HISTOGRAMS, **run,
-        "repeats": repeats_entry(list(repetitions), procs), "baseline": baseline_entry(found),
+        "repeats": repeats_entry(plan, list(repetitions), procs),
+        "baseline": baseline_entry(found),
         "failures": failures})
 
 
@@ -163,23 +166,41 @@ def schema() -> dict[str, Any]:
     return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
 
 
-def scalar_paths(node: dict[str, Any], prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
-    """Paths to the scalar properties of a schema object, nested objects flattened, arrays
-    left out (histograms, samples: the JSON holds them)."""
+@dataclass(frozen=True)
+class Column:
+    """A CSV column: a scalar's path in a test entry, and its unit as the text report gives it
+    (the schema's x-unit, or x-csv-unit where the report shows another: latency in us)."""
+    path: tuple[str, ...]
+    unit: str = ""
+    scale: float = 1.0            # JSON value x scale = the column's value
+
+    @property
+    def name(self) -> str:
+        return ".".join(self.path) + (f" ({self.unit})" if self.unit else "")
+
+
+CSV_SCALES = {("ns", "us"): 1e-3}
+
+
+def scalar_columns(node: dict[str, Any], prefix: tuple[str, ...] = ()) -> list[Column]:
+    """The scalar properties of a schema object, nested objects flattened, arrays left out
+    (histograms, samples: the JSON holds them)."""
     defs = schema()["$defs"]
-    paths = []
+    columns = []
     for name, sub in node["properties"].items():
         sub = defs[sub["$ref"].rsplit("/", 1)[1]] if "$ref" in sub else sub
         types = sub.get("type", ())
         if "properties" in sub:
-            paths += scalar_paths(sub, (*prefix, name))
+            columns += scalar_columns(sub, (*prefix, name))
         elif "array" not in types:
-            paths.append((*prefix, name))
-    return paths
+            unit = sub.get("x-unit", "")
+            shown = sub.get("x-csv-unit", unit)
+            columns.append(Column((*prefix, name), shown, CSV_SCALES.get((unit, shown), 1.0)))
+    return columns
 
 
-def csv_columns() -> list[tuple[str, ...]]:
-    return scalar_paths(schema()["$defs"]["test"])
+def csv_columns() -> list[Column]:
+    return scalar_columns(schema()["$defs"]["test"])
 
 
 def lookup(entry: dict[str, Any], path: tuple[str, ...]) -> Any:
@@ -188,14 +209,26 @@ def lookup(entry: dict[str, Any], path: tuple[str, ...]) -> Any:
     return entry
 
 
+def csv_value(value: Any, column: Column) -> Any:
+    """A value as its column shows it: scaled to the column's unit, text on one line."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return " | ".join(value.splitlines())
+    if column.scale != 1.0 and not isinstance(value, bool):
+        return round(value * column.scale, 3)
+    return value
+
+
 def csv_text(doc: dict[str, Any]) -> str:
-    """One row per test process: the test's scalar figures, named by their JSON path."""
+    """One row per test process: the test's scalar figures, named by their JSON path and
+    unit (the same units as the text report)."""
     columns = csv_columns()
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(".".join(p) for p in columns)
+    writer.writerow(c.name for c in columns)
     for test in doc["tests"]:
-        writer.writerow("" if v is None else v for v in (lookup(test, p) for p in columns))
+        writer.writerow(csv_value(lookup(test, c.path), c) for c in columns)
     return out.getvalue()
 
 

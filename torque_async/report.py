@@ -2,7 +2,7 @@
 
 Times in the table are milliseconds since the start barrier's release (the earliest measured
 start). BW(MB/s) counts transfer bytes; the BW: line counts system bytes (bcopy twice, STREAM
-as STREAM counts), summed over the processes of each kind.
+as STREAM counts), summed over the processes of each group.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import signal
 from dataclasses import dataclass
 
 from . import __version__
-from .kinds import KINDS
+from .kinds import KINDS, LOOP
 from .plan import Group, Plan, Proc
 from .figures import FIGURES, Change, Spread
 from .results import MAX_SAMPLES, PHASES, STATE_NAMES, Record
@@ -53,26 +53,41 @@ def time_zero(records: tuple[Record, ...]) -> int:
 
 def table_row(rec: Record, proc: Proc, t0: int) -> Row:
     start, finish = (rec.start - t0) // NS_PER_MS, (rec.finish - t0) // NS_PER_MS
-    return Row(rec.row, start, finish, rec.elapsed // NS_PER_MS, rec.transfers,
+    return Row(rec.row, start, finish, finish - start, rec.transfers,    # Diff as printed
                mb_per_s(rec.bytes, rec.elapsed), kb_text(rec.transfer_bytes),
-               int(per_s(rec.transfers, rec.elapsed)), KINDS[proc.group.action].label,
+               int(per_s(rec.transfers, rec.elapsed)), test_label(proc.group),
                rec.file or "NA", rec.pid)
 
 
-def kind_bandwidths(records, procs) -> dict[str, float]:
-    """System bandwidth (MB/s) of each test kind run, in the order the kinds first appear."""
-    out: dict[str, float] = {}
+def test_label(group: Group) -> str:
+    """The Test column: the kind's label, with the video test's number (Video7)."""
+    label = KINDS[group.action].label
+    return f"{label}{group.args[0]}" if group.action == "V" else label
+
+
+def group_labels(plan: Plan) -> list[str]:
+    """One label per group, in plan order: the kind's, with the group's number when another
+    group has the same kind (Load#0, Load#2), so the same plan always gives the same columns."""
+    labels = [test_label(g) for g in plan.groups]
+    return [f"{label}#{g.index}" if labels.count(label) > 1 else label
+            for label, g in zip(labels, plan.groups)]
+
+
+def group_bandwidths(plan: Plan, records, procs) -> dict[str, float]:
+    """System bandwidth (MB/s) of each group, in plan order, under group_labels."""
+    sums = [0.0] * len(plan.groups)
     for rec, proc in zip(records, procs):
-        label = KINDS[proc.group.action].label
-        out[label] = out.get(label, 0.0) + mb_per_s(rec.sys_bytes, rec.elapsed)
-    return out
+        sums[proc.group.index] += mb_per_s(rec.sys_bytes, rec.elapsed)
+    return dict(zip(group_labels(plan), sums))
 
 
-def bw_lines(records, procs) -> list[str]:
-    kinds = kind_bandwidths(records, procs)
-    total = sum(kinds.values())
-    return [", ".join(["BW", *kinds, "Total"]),
-            ", ".join(["BW:", *(f"{v:.0f}" for v in kinds.values()), f"{total:.0f}"]),
+def bw_lines(plan: Plan, records, procs) -> list[str]:
+    """The BW: line: a column per group in plan order, Total last (stable: paste many runs of
+    one plan into a spreadsheet and the columns line up)."""
+    groups = group_bandwidths(plan, records, procs)
+    total = sum(groups.values())
+    return [", ".join(["BW", *groups, "Total"]),
+            ", ".join(["BW:", *(f"{v:.0f}" for v in groups.values()), f"{total:.0f}"]),
             "", f"{total:.0f}: Total Bandwidth Consumed (MBytes/sec)"]
 
 
@@ -85,15 +100,19 @@ def overlap_window(records) -> tuple[int, int, int] | None:
     return max(r.start for r in measured), min(r.finish for r in measured), len(measured)
 
 
-def overlap_line(records, t0: int) -> str:
-    """The interval in which every test was measuring at once."""
+def overlap_line(plan: Plan, records, t0: int) -> str:
+    """The interval in which every test was measuring at once; when there was none, advice
+    that fits the plan that ran."""
     window = overlap_window(records)
     if window is None:
         return ""
     lo, hi, count = window
     if hi <= lo:
-        return ("Warning: the measured intervals did not all overlap; "
-                "drop -fast to keep every test running until the slowest finishes")
+        advice = ("drop -fast to keep every test running until the slowest finishes"
+                  if plan.settings.slow is False else
+                  "a test finished before another began measuring (a stream's startTime, or a "
+                  "test that stopped early): lengthen the short test or start the late one sooner")
+        return f"Warning: the measured intervals did not all overlap; {advice}"
     return (f"All {count} tests ran together from {(lo - t0) // NS_PER_MS} ms to "
             f"{(hi - t0) // NS_PER_MS} ms ({(hi - lo) // NS_PER_MS} ms)")
 
@@ -265,6 +284,10 @@ def group_lines(plan: Plan, group: Group, records, procs) -> list[str]:
     extra = sum(r.extra_transfers for r, _ in mine)
     if extra:
         lines.append(f"Unmeasured transfers while waiting for the slowest test (-slow) = {extra}")
+    pids = {r.pid for r, _ in mine if r.pid}
+    if kind.runs_in == LOOP and pids:
+        lines.append(f"PID {min(pids)} is torque-async itself: its {len(mine)} process"
+                     f"{'es run' if len(mine) > 1 else ' runs'} as coroutines on one event loop")
     return lines + [group.text]
 
 
@@ -337,7 +360,7 @@ def render(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], inf
     """The whole text report; -nh drops the header, -bo keeps only the bandwidth lines.
     `runs`: the -repeat and -baseline blocks, printed after the table."""
     t0 = time_zero(records)
-    bw = bw_lines(records, procs)
+    bw = bw_lines(plan, records, procs)
     if plan.settings.bo:
         return bw
     lines: list[str] = []
@@ -350,7 +373,7 @@ def render(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], inf
     lines.append(TABLE_HEADER)
     lines += [table_row(r, p, t0).text() for r, p in zip(records, procs) if r.transfers]
     lines += [""]
-    for extra in (overlap_line(records, t0), *spin_lines(records),
+    for extra in (overlap_line(plan, records, t0), *spin_lines(records),
                   *cyclic_lines(records, procs), *checkpoint_lines(records, procs, t0)):
         lines.append(extra)
     lines += ["", *runs]

@@ -7,6 +7,7 @@ import psutil
 
 from .cmdline import UsageError
 from .kinds import KINDS, resolve
+from .loop import loop_cpu
 from .plan import Plan
 from .units import MB
 
@@ -24,6 +25,7 @@ def check(plan: Plan) -> None:
     if child is not None and child >= total:
         raise UsageError(f"-child {child}: the plan has {total} test processes (0..{total - 1})")
     procs = plan.procs()
+    loop_cpu(plan)
     for g in plan.groups:
         check_cpus(g)
         check_time(g)
@@ -54,11 +56,8 @@ def check_outputs(s) -> None:
 
 
 def check_time(group) -> None:
-    """-t and -ramp: a stream's length is its runTime; a ramp must leave time to measure."""
+    """-t and -ramp: a ramp must leave time to measure."""
     local, name = group.local, f"group {group.index} (-{group.action})"
-    if KINDS[group.action].family == "streams" and (local.t is not None or local.ramp):
-        raise UsageError(f"{name}: -t and -ramp do not apply to a stream: its runTime and "
-                         f"startTime arguments set when it runs")
     if local.t is not None and (local.ramp or 0) >= local.t:
         raise UsageError(f"{name}: -ramp {local.ramp:g} is not shorter than -t {local.t:g}: "
                          f"the ramp is part of -t, nothing would be measured")

@@ -73,7 +73,7 @@ def main(spec: WorkerSpec, barrier, calibration_lock, in_process: bool = False) 
         del row
         sleep_end = spec.proc.group.local.sleepEnd
         results.release()
-        if sleep_end and not in_process:
+        if sleep_end:
             time.sleep(sleep_end)
 
 

@@ -48,6 +48,12 @@ def test_the_line_gives_each_group_s_share_of_its_measured_transfers():
         "torque-async 0.2 s: setting up"
 
 
+def test_a_timed_group_shows_its_transfers_having_no_count_to_share():
+    procs = cmdline.parse("-t 5 -p 2 -bzero -n 10 -i 1 -load".split()).procs()
+    assert progress.line(procs, [50, 70, 5], [RUNNING] * 3, 1_000_000_000) == \
+        "torque-async 1.0 s: 0:Bzero 120 1:Load 50%"
+
+
 def test_show_refreshes_at_most_4_times_a_second_and_erases_its_line():
     stream, waits, ticks = Terminal(True), [], iter(range(0, 10**10, 500_000_000))
     results = FakeResults([10, 20, 10], [RUNNING] * 3)

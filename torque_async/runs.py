@@ -82,7 +82,7 @@ def run(plan: Plan, linesize: int) -> Runs:
 
 def with_alone_rates(records: tuple[Record, ...], alone: list[dict[str, float | None]]) \
         -> tuple[Record, ...]:
-    """-baseline: spinWait's idle loop rate is its rate alone (the baseline), not the short
-    calibration it measured before the start."""
+    """-baseline: spinWait's idle loop rate is its rate in its run alone (the baseline), which
+    replaces the short calibration it makes before the start without -baseline."""
     return tuple(replace(r, ref_rate=a["loops_per_s"]) if a["loops_per_s"] else r
                  for r, a in zip(records, alone))

@@ -46,7 +46,7 @@ def main(spec: WorkerSpec, barrier, calibration_lock, in_process: bool = False) 
         test = make_test(spec.proc, spec.seed, spec.linesize)
         mark_ready(row, test)
         barrier.wait()
-        if getattr(test, "calibrate", False):
+        if getattr(test, "calibrate", False) and spec.calibrate:
             with calibration_lock:
                 row["ref_rate"] = idle_rate(test)
         barrier.wait()

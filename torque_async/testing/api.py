@@ -50,6 +50,8 @@ class WorkerSpec:
     seed: int
     linesize: int                 # the machine's; make_test prefers the group's -linesize
     slow: bool
+    calibrate: bool = True        # spinWait measures its idle rate before the start (not
+                                  # with -baseline: its run alone is that figure)
 
 
 class WorkerTest(Protocol):

@@ -11,7 +11,7 @@ import statistics
 
 import pytest
 
-from torque_async import cmdline, figures, report
+from torque_async import cmdline, figures, orchestrator, report, runs
 from torque_async.meter import Limit, Meter
 from torque_async.results import Results
 from torque_async.stats import HIST_BUCKETS, bucket
@@ -193,3 +193,28 @@ def test_repeat_keeps_every_repetition_and_prints_medians(tmp_path):
     assert "Repeated 3 times" in r.stdout
     once = run_cli("-smkey", "0x7D66", "-json", "-", "-n", "4", "-KB", "64", "-bzero")
     assert json.loads(once.stdout)["repeats"] is None and "Repeated" not in once.stderr
+
+
+def test_baseline_runs_each_group_alone_first_and_a_failure_ends_the_series(monkeypatch):
+    plan = cmdline.parse("-repeat 3 -baseline -n 8 -load -p 2 -n 4 -bzero".split())
+    ran, fail_at = [], [5]
+
+    def fake_run(p, linesize):
+        ran.append(tuple(g.action for g in p.groups))
+        recs = tuple(record(i, 0, 1000 * MS, 100 * len(ran), MB) for i in range(len(p.procs())))
+        return orchestrator.Outcome(recs, ("test 0 failed: planted",) if len(ran) == fail_at[0]
+                                    else ())
+    monkeypatch.setattr(runs.orchestrator, "run", fake_run)
+    done = runs.run(plan, 64)
+    assert ran == [("load",)] * 3 + [("bzero",)] * 2 and len(done.alone) == 2
+    assert done.failures == ("group 1 alone (-baseline), repetition 2 of 3: test 0 failed: "
+                             "planted",) and done.first is None
+    ran.clear()
+    fail_at[0] = 8                                    # the second repetition together fails
+    done = runs.run(plan, 64)
+    assert len(ran) == 8 and len(done.together) == 2 and done.complete == done.together[:1]
+    assert done.failures == ("repetition 2 of 3: test 0 failed: planted",)
+    procs = plan.procs()
+    alone = done.alone_figures(procs)                 # medians of runs 1-3 (load), 4-6 (bzero)
+    assert [a["iops"] for a in alone] == [200.0, 500.0, 500.0]
+    assert [t[0]["iops"] for t in done.per_test(procs)] == [700.0] * 3

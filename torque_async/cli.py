@@ -155,7 +155,9 @@ def run_plan(argv: list[str]) -> int:
         return 2
     outcome = done.first
     if outcome is None:                  # a -baseline run alone failed: nothing ran together
-        say([f"torque-async: {line}" for line in done.failures], err=True)
+        stopped = done.interrupted and [f"interrupted by {signal.Signals(done.interrupted).name} "
+                                        f"while a group ran alone (-baseline)"]
+        say([f"torque-async: {line}" for line in (*done.failures, *(stopped or ()))], err=True)
         return 128 + done.interrupted if done.interrupted else 1
     procs = plan.procs()
     per_test = done.per_test(procs)
@@ -164,18 +166,21 @@ def run_plan(argv: list[str]) -> int:
         if alone else None
     records = runs.with_alone_rates(outcome.records, alone) if alone else outcome.records
     blocks = [*(report.repeat_lines([figures.spreads(t) for t in per_test], procs,
-                                    len(done.together)) if len(done.together) > 1 else []),
+                                    len(done.complete)) if len(done.complete) > 1 else []),
               "", *(report.baseline_lines(found) if found is not None else [])]
+    if done.interrupted and not outcome.interrupted:      # a later repetition was stopped
+        blocks += ["", f"INTERRUPTED by {signal.Signals(done.interrupted).name} after "
+                       f"{len(done.complete)} complete repetitions: the figures are theirs"]
     date = time.strftime("%a %b %d %H:%M:%S %Z %Y")
     began = time.monotonic_ns()
-    lines = report.render(plan, records, procs, info, date, done.failures, done.interrupted,
+    lines = report.render(plan, records, procs, info, date, done.failures, outcome.interrupted,
                           blocks)
     if any(g.local.checkpoint for g in plan.groups) and not s.bo:
         lines += ["", f"checkpoint report (ms): {(time.monotonic_ns() - began) / 1e6:.1f}"]
     machine = {}
     if s.json or s.csv:
         doc = export.document(plan, records, procs, info, date, done.failures,
-                              [o.records for o in done.together], alone, found)
+                              [o.records for o in done.complete], alone, found)
         machine = {path: make(doc) for path, make in ((s.json, export.json_text),
                                                       (s.csv, export.csv_text)) if path}
     say(lines, err="-" in machine)

@@ -25,11 +25,18 @@ class Runs:
 
     @property
     def first(self) -> Outcome | None:
-        return self.together[0] if self.together else None
+        return self.complete[0] if self.together else None
+
+    @property
+    def complete(self) -> tuple[Outcome, ...]:
+        """The repetitions that ran to their end (none failed, nothing interrupted them); the
+        first when none did (its report says what went wrong)."""
+        return tuple(o for o in self.together if not (o.failures or o.interrupted)) \
+            or self.together[:1]
 
     def per_test(self, procs: tuple[Proc, ...]) -> list[list[dict[str, float | None]]]:
-        """Each test's (in plan order) main figures in each repetition."""
-        return [[figures.main_figures(o.records[i], p) for o in self.together]
+        """Each test's (in plan order) main figures in each complete repetition."""
+        return [[figures.main_figures(o.records[i], p) for o in self.complete]
                 for i, p in enumerate(procs)]
 
     def alone_figures(self, procs: tuple[Proc, ...]) -> list[dict[str, float | None]]:

@@ -84,7 +84,7 @@ def test_t_measures_for_its_time_and_counts_every_transfer_it_measured(tmp_path)
         assert 0.95 * runtime <= elapsed <= runtime + 3e9, (test["kind"], elapsed)
     rec = measured_exactly(load)
     assert rec["ramp_transfers"] > 0 and rec["start"] - rec["phase"]["released"] >= 0.3e9
-    assert "run time = 1 s (-t; measured after the ramp)" in r.stdout
+    assert "run time = 1 s (-t, measured after the ramp: 0.7 s)" in r.stdout
     rec = measured_exactly(bzero)                  # a count with a ramp: exactly n x i measured
     assert rec["transfers"] == 20 and rec["ramp_transfers"] > 0
     rec = measured_exactly(cyclic)                 # one wake-up per interval at most

@@ -273,8 +273,8 @@ def group_lines(plan: Plan, group: Group, records, procs) -> list[str]:
              "iterations": f"Number of iterations = {local.i}",
              "ramp": local.ramp and f"Ramp (unmeasured transfers first) = {local.ramp:g} s"}
     if local.t is not None:            # -t: a time, not a count, ends the measured part
-        lines.update(n=f"run time = {local.t:g} s (-t; measured after the ramp)", bytes="",
-                     iterations="")
+        measured = f", measured after the ramp: {local.t - local.ramp:g} s" if local.ramp else ""
+        lines.update(n=f"run time = {local.t:g} s (-t{measured})", bytes="", iterations="")
     keep = PACED.get(kind.family, lines.keys())
     lines = [text for name, text in lines.items() if name in keep and text]
     lines += info_lines([r for r, _ in mine])

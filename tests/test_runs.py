@@ -166,8 +166,8 @@ def test_baseline_s_alone_figures_match_a_run_alone_and_reach_json_and_csv(tmp_p
     assert [ln.split(", ")[:3] for ln in block] == \
         [[str(c["proc"]), c["test"], figures.FIGURES[c["figure"]].label] for c in changes]
     rows = list(csv.DictReader(io.StringIO((tmp_path / "b.csv").read_text())))
-    assert float(rows[0]["alone.bw"]) == alone_bw
-    assert float(rows[0]["figures.bw"]) == doc["tests"][0]["figures"]["bw"]
+    assert float(rows[0]["alone.bw (MB/s)"]) == alone_bw
+    assert float(rows[0]["figures.bw (MB/s)"]) == doc["tests"][0]["figures"]["bw"]
 
 
 def test_repeat_keeps_every_repetition_and_prints_medians(tmp_path):

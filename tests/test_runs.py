@@ -218,3 +218,16 @@ def test_baseline_runs_each_group_alone_first_and_a_failure_ends_the_series(monk
     alone = done.alone_figures(procs)                 # medians of runs 1-3 (load), 4-6 (bzero)
     assert [a["iops"] for a in alone] == [200.0, 500.0, 500.0]
     assert [t[0]["iops"] for t in done.per_test(procs)] == [700.0] * 3
+
+
+@pytest.mark.parametrize("mode", ["-fast", "-slow"])
+def test_under_t_a_test_finishes_at_its_time_and_slow_keeps_it_running_unmeasured(tmp_path,
+                                                                                  mode):
+    r = run_cli("-smkey", "0x7D67" if mode == "-fast" else "0x7D68", mode, "-json", "t.json",
+                "-t", "0.3", "-KB", "64", "-load", "-t", "0.9", "-KB", "64", "-bzero")
+    assert r.returncode == 0, r.stderr
+    short, long = (measured_exactly(t) for t in json.loads((tmp_path / "t.json").read_text())
+                   ["tests"])
+    assert 0.3e9 <= short["finish"] - short["start"] < long["finish"] - long["start"]
+    assert long["finish"] - long["start"] >= 0.9e9
+    assert (short["extra_transfers"] > 0) == (mode == "-slow") and long["extra_transfers"] == 0

@@ -13,6 +13,7 @@ import pytest
 from torque_async import cmdline, report
 from torque_async.io import actions, data, filetest as filetests, uring
 from torque_async.io.layout import Cursor
+from torque_async.stats import merge
 
 from conftest import execute, run, run_cli, table
 from test_report import record
@@ -77,6 +78,9 @@ ACTIONS = {                                       # argv, system bytes per trans
 }
 
 
+MIXED = ("rand", "rw", "aio", "files")           # they read and write
+
+
 RUNS = [(e, a) for e in [*ENGINES, "sync"] for a in ACTIONS
         if (e, a) != ("sync", "aio")]             # refused: see test_plan_errors
 
@@ -89,8 +93,17 @@ def test_every_action_runs_checks_its_data_and_cleans_up(key, engine, action):
     assert not out.failures
     (rec,) = out.records
     assert rec.ok and rec.pid == os.getpid()
-    assert rec.transfers == rec.lat_count == sum(rec.hist) == len(rec.samples) == 48
+    assert rec.transfers == rec.lat_count == sum(n for _, n in rec.hist) == len(rec.samples) == 48
     assert rec.lat_min <= rec.lat_sum // rec.lat_count <= rec.lat_max
+    if action in MIXED:             # reads and writes apart, together the whole: same histogram
+        reads, writes = rec.rw
+        assert merge(rec.rw) == rec.lat and reads.count and writes.count
+        assert action != "rw" or reads.count == writes.count == 24     # -rw alternates
+    elif action == "rmw":           # each transfer a read and a write, each timed alone
+        reads, writes = rec.rw
+        assert reads.count == writes.count == 48 and reads.total + writes.total <= rec.lat_sum
+    else:
+        assert rec.rw == ()
     assert rec.bytes == 48 * 16 * KB and rec.sys_bytes == 48 * 16 * KB * factor
     assert [k for _, k in rec.samples] == list(range(1, 49))
     shown = {"scan": "big.dat", "scanfile": "big.dat", "files": "filestest"}.get(

@@ -14,7 +14,7 @@ import pytest
 from torque_async import cmdline, figures, orchestrator, report, runs
 from torque_async.meter import Limit, Meter
 from torque_async.results import Results
-from torque_async.stats import HIST_BUCKETS, bucket
+from torque_async.stats import bucket
 from torque_async.units import MB
 
 from conftest import run_cli
@@ -105,10 +105,8 @@ def test_t_with_threads_lanes_counts_exactly_and_the_data_check_passes(tmp_path)
 def lat_record(row, us_value, **kw):
     """A record whose every latency is us_value (so p50 = p99 = max = us_value)."""
     ns = int(us_value * 1000)
-    hist = [0] * HIST_BUCKETS
-    hist[bucket(ns)] = 10
     return record(row, 0, 1000 * MS, 10, 0, lat_min=ns, lat_max=ns, lat_sum=10 * ns,
-                  lat_count=10, hist=tuple(hist), **kw)
+                  lat_count=10, hist=((bucket(ns), 10),), **kw)
 
 
 def test_the_baseline_block_puts_the_largest_slowdown_first():
@@ -199,7 +197,7 @@ def test_baseline_runs_each_group_alone_first_and_a_failure_ends_the_series(monk
     plan = cmdline.parse("-repeat 3 -baseline -n 8 -load -p 2 -n 4 -bzero".split())
     ran, fail_at = [], [5]
 
-    def fake_run(p, linesize):
+    def fake_run(p, linesize, meet=None):
         ran.append(tuple(g.action for g in p.groups))
         recs = tuple(record(i, 0, 1000 * MS, 100 * len(ran), MB) for i in range(len(p.procs())))
         return orchestrator.Outcome(recs, ("test 0 failed: planted",) if len(ran) == fail_at[0]

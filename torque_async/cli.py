@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from . import __version__, cmdline, export, figures, helptext, orchestrator, report, runs, sysinfo
-from . import validate
+from . import cluster, report_cluster, validate
 from . import compare as comparing, plot as plotting
 from .io import scratch
 from .results import free_segment, segment_name
@@ -42,7 +42,7 @@ def main() -> None:
 @click.argument("tokens", nargs=-1, type=click.UNPROCESSED)
 def run(tokens: tuple[str, ...]) -> None:
     """Run tests: torque's grammar, e.g. `-p 2 -n 8 -MB 4 -load`."""
-    sys.exit(execute(list(tokens)))
+    sys.exit(cluster.finish(execute(list(tokens))))
 
 
 @main.command("plot")
@@ -145,11 +145,13 @@ def run_plan(argv: list[str]) -> int:
             say(helptext.plan_lines(plan))
             return 0
         validate.check(plan)
+        job = cluster.start(plan)
+        plan = job.plan_for(plan) if job else plan
         if s.vl >= 3:
             plan = trace_every_transfer(plan)
         info = sysinfo.collect()
         write_sysctl(info, [os.getcwd(), *s.files])
-        done = runs.run(plan, info.cache_line)
+        done = runs.run(plan, info.cache_line, job and job.meet)
     except cmdline.UsageError as e:
         error(str(e))
         return 2
@@ -159,12 +161,17 @@ def run_plan(argv: list[str]) -> int:
                                         f"while a group ran alone (-baseline)"]
         say([f"torque-async: {line}" for line in (*done.failures, *(stopped or ()))], err=True)
         return 128 + done.interrupted if done.interrupted else 1
-    procs = plan.procs()
-    per_test = done.per_test(procs)
+    records, procs, run = outcome.records, plan.procs(), None
+    if job:                                  # several ranks: rank 0 reports them all
+        run = job.collect(outcome, plan)
+        if isinstance(run, int):
+            return run
+        records, procs = run.records, run.procs
+    per_test = done.per_test(procs)          # (one run under mpiexec: cluster.refuse)
     alone = done.alone_figures(procs) if s.baseline else None
     found = figures.changes(alone, [figures.medians(t) for t in per_test], procs) \
         if alone else None
-    records = runs.with_alone_rates(outcome.records, alone) if alone else outcome.records
+    records = runs.with_alone_rates(records, alone) if alone else records
     blocks = [*(report.repeat_lines([figures.spreads(t) for t in per_test], procs,
                                     len(done.complete)) if len(done.complete) > 1 else []),
               "", *(report.baseline_lines(found) if found is not None else [])]
@@ -174,13 +181,14 @@ def run_plan(argv: list[str]) -> int:
     date = time.strftime("%a %b %d %H:%M:%S %Z %Y")
     began = time.monotonic_ns()
     lines = report.render(plan, records, procs, info, date, done.failures, outcome.interrupted,
-                          blocks)
+                          run, blocks)
     if any(g.local.checkpoint for g in plan.groups) and not s.bo:
         lines += ["", f"checkpoint report (ms): {(time.monotonic_ns() - began) / 1e6:.1f}"]
     machine = {}
     if s.json or s.csv:
         doc = export.document(plan, records, procs, info, date, done.failures,
                               [o.records for o in done.complete], alone, found)
+        doc = report_cluster.document(run, doc) if run else doc
         machine = {path: make(doc) for path, make in ((s.json, export.json_text),
                                                       (s.csv, export.csv_text)) if path}
     say(lines, err="-" in machine)

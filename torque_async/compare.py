@@ -1,10 +1,11 @@
 """torque-async compare BASE.json RUN.json [RUN.json ...]: what changed, and whether it is noise.
 
 Tests are matched by what they are: the action, its arguments and the local options that change
-the work (`identity`), then by their order among tests alike, then by process index; a plan
-reordered still matches test for test. Each matched test is compared on the figures its family
-reports (`figures`): bandwidth and IO/s, latency p50/p99, spinWait loops/s, -cyclic p99 and max,
-a stream's late and dropped frames and lateness p99 per sub-stream. The total is summed over
+the work (`identity`), then by their order among tests alike, then by process index (and rank,
+under mpiexec); a plan reordered still matches test for test. Each matched test is compared on
+the figures its family reports (`figures`): bandwidth and IO/s, latency p50/p99, spinWait
+loops/s, -cyclic p99 and max, a stream's late and dropped frames and lateness p99 per
+sub-stream. The total is summed over
 the matched tests only; unmatched tests are listed apart, never summed.
 
 With repetitions on both sides (-repeat), a change is significant when a two-sample t-test
@@ -126,7 +127,8 @@ def keys(doc: dict[str, Any]) -> dict[int, tuple[str, int]]:
 
 def test_name(doc: dict[str, Any], test: dict[str, Any]) -> str:
     g = doc["plan"]["groups"][test["group"]]
-    return f"{g['text']} [process {test['index']}]"
+    rank = "" if test.get("rank") is None else f", rank {test['rank']} on {test['host']}"
+    return f"{g['text']} [process {test['index']}{rank}]"
 
 
 @dataclass(frozen=True)
@@ -183,10 +185,10 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> Comparison:
     """Every figure of every matched test, then the total bandwidth of the matched tests."""
     ka, kb = keys(a), keys(b)
     reps_a, reps_b = repetitions(a), repetitions(b)
-    index_b = {(kb[t["group"]], t["index"]): i for i, t in enumerate(reps_b[0])}
+    index_b = {(kb[t["group"]], t["index"], t.get("rank")): i for i, t in enumerate(reps_b[0])}
     matched, only_a = [], []
     for i, t in enumerate(reps_a[0]):
-        j = index_b.pop((ka[t["group"]], t["index"]), None)
+        j = index_b.pop((ka[t["group"]], t["index"], t.get("rank")), None)
         if j is None:
             only_a.append(test_name(a, t))
         else:

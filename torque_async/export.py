@@ -21,12 +21,12 @@ from . import __version__, figures, report
 from .kinds import KINDS
 from .plan import Group, Plan, Proc
 from .results import PHASES, STATE_NAMES, Record
-from .stats import bucket_top
+from .stats import Stats, bucket_range
 from .sysinfo import SysInfo
 from .units import mb_per_s
 
 SCHEMA_NAME = "torque-async-results"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3                 # 2: bandwidth.groups; 3: histograms [lo, hi, count] (fio's)
 SCHEMA_PATH = Path(__file__).with_name("schema") / "results.schema.json"
 
 
@@ -35,16 +35,21 @@ class ResultsFileError(ValueError):
 
 
 def sparse(hist) -> list[list[int]]:
-    """A histogram as [upper bound in ns, count] pairs of its non-empty buckets."""
-    return [[bucket_top(i), n] for i, n in enumerate(hist) if n]
+    """A histogram as [lowest ns, highest ns, count] of each of its non-empty buckets."""
+    return [[*bucket_range(i), n] for i, n in hist]
+
+
+def stats_fields(s: Stats) -> dict[str, Any]:
+    return {**asdict(s), "hist": sparse(s.hist)}
 
 
 # The record's latency histograms: each transfer's latency, and each sub-stream's lateness.
-HISTOGRAMS = ("hist",)                         # the document's "histograms" (subs[].hist besides)
+HISTOGRAMS = ("hist",)          # the document's "histograms" (subs[].hist, rw.*.hist besides)
 ENCODE: dict[str, Callable[[Any], Any]] = {
     "hist": sparse,
     "phase": lambda marks: {p.replace(" ", "_"): t for p, t in zip(PHASES, marks)},
-    "subs": lambda subs: [{**asdict(s), "hist": sparse(s.hist)} for s in subs]}
+    "subs": lambda subs: [stats_fields(s) for s in subs],
+    "rw": lambda parts: {name: stats_fields(s) for name, s in zip(report.RW, parts)} or None}
 
 
 def record_fields(rec: Record) -> dict[str, Any]:
@@ -69,6 +74,9 @@ FIGURES: dict[str, Callable[[Record, Proc, int], Any]] = {
     "sys_bw": lambda rec, proc, t0: mb_per_s(rec.sys_bytes, rec.elapsed),
     "latency": lambda rec, proc, t0: report.latency_summary(rec),
     "spin": lambda rec, proc, t0: report.spin_rates(rec),
+    "rw": lambda rec, proc, t0: report.rw_figures(rec),
+    "cpu": lambda rec, proc, t0: report.cpu_figures(rec, proc),
+    "flags": lambda rec, proc, t0: list(report.resolution_flags(rec)),
     "samples": samples,
     "figures": lambda rec, proc, t0: figures.main_figures(rec, proc),
 }
@@ -83,11 +91,13 @@ def process_entry(rec: Record, proc: Proc, t0: int) -> dict[str, Any]:
             "record": record_fields(rec)}
 
 
-def group_entry(group: Group, procs: tuple[Proc, ...]) -> dict[str, Any]:
+def group_entry(group: Group, records, procs: tuple[Proc, ...]) -> dict[str, Any]:
     kind = KINDS[group.action]
+    mine = [r for r, p in zip(records, procs) if p.group is group]
     return {"index": group.index, "action": group.action, "args": group.args,
             "kind": kind.label, "family": kind.family, "text": group.text, "origin": group.origin,
-            "processes": sum(p.group is group for p in procs), "locals": asdict(group.local)}
+            "processes": len(mine), "locals": asdict(group.local),
+            "summary": report.group_figures(mine)}
 
 
 def plain(value: Any) -> Any:
@@ -101,7 +111,8 @@ def plain(value: Any) -> Any:
 
 def run_entries(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...]) \
         -> dict[str, Any]:
-    """One run's figures: time zero, every test, the overlap window, the bandwidth."""
+    """One run's figures: time zero, every test, the overlap window, the event loop's busy
+    share, the bandwidth."""
     t0 = report.time_zero(records)
     window = report.overlap_window(records)
     groups = report.group_bandwidths(plan, records, procs)
@@ -109,7 +120,8 @@ def run_entries(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...]
         "start_ns": window[0] - t0, "end_ns": window[1] - t0, "tests": window[2],
         "together": window[1] > window[0]}
     return {"time_zero_ns": t0, "tests": [process_entry(r, p, t0) for r, p in zip(records, procs)],
-            "overlap": overlap, "bandwidth": {"groups": groups, "total": sum(groups.values())}}
+            "overlap": overlap, "event_loop": report.loop_busy(records, procs),
+            "bandwidth": {"groups": groups, "total": sum(groups.values())}}
 
 
 def repeats_entry(plan: Plan, repetitions: list[tuple[Record, ...]],
@@ -150,7 +162,7 @@ def document(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], i
         "schema": SCHEMA_NAME, "schema_version": SCHEMA_VERSION, "version": __version__,
         "command": plan.command, "date": date, "config": plan.config,
         "plan": {"settings": asdict(plan.settings),
-                 "groups": [group_entry(g, procs) for g in plan.groups]},
+                 "groups": [group_entry(g, records, procs) for g in plan.groups]},
         "system": asdict(info), "histograms": HISTOGRAMS, **run,
         "repeats": repeats_entry(plan, list(repetitions), procs),
         "baseline": baseline_entry(found),
@@ -179,7 +191,7 @@ class Column:
         return ".".join(self.path) + (f" ({self.unit})" if self.unit else "")
 
 
-CSV_SCALES = {("ns", "us"): 1e-3}
+CSV_SCALES = {("ns", "us"): 1e-3, ("ns", "ms"): 1e-6}
 
 
 def scalar_columns(node: dict[str, Any], prefix: tuple[str, ...] = ()) -> list[Column]:

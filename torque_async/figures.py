@@ -16,17 +16,13 @@ from typing import Callable
 from .kinds import KINDS
 from .plan import Proc
 from .results import Record
-from .stats import Stats
+from .stats import Stats, merge
 from .units import mb_per_s, per_s
 
 
 def lateness(rec: Record) -> Stats:
-    """A stream's sub-streams' lateness as one distribution (their histograms added)."""
-    subs = [s.lateness for s in rec.subs if s.transfers]
-    if not subs:
-        return Stats(0, 0, 0, 0, ())
-    return Stats(sum(s.count for s in subs), min(s.lo for s in subs), max(s.hi for s in subs),
-                 sum(s.total for s in subs), tuple(map(sum, zip(*(s.hist for s in subs)))))
+    """A stream's sub-streams' lateness as one distribution (their histograms merged)."""
+    return merge(s.lateness for s in rec.subs)
 
 
 def us(stats: Stats, q: float | None) -> float | None:

@@ -18,7 +18,7 @@ from typing import Awaitable, Callable, Protocol
 
 from .cmdline import UsageError
 from .kinds import KINDS, LOOP
-from .meter import Limit, Meter
+from .meter import Limit, Meter, harness_cost, thread_usage
 from .plan import Plan, Proc
 from .results import DONE, RUNNING, Results
 from .testing.api import make_test
@@ -91,9 +91,11 @@ class LoopSide:
         """Build and set up every loop test, in order, until one fails (which stops the run)."""
         if self.cpu is not None and self.procs:
             os.sched_setaffinity(0, {self.cpu})      # this thread; threads made later inherit it
+        cost = harness_cost() if self.procs else 0
         for proc in self.procs:
             row = self.row(proc)
             mark_spawned(row)
+            row["harness_ns"] = cost
             if not await self.guarded(proc, self.build, proc):
                 return
             test = self.tests[-1][1]            # built: close() releases it from here on
@@ -108,7 +110,8 @@ class LoopSide:
         row = self.row(proc)
         row["state"] = RUNNING
         meter = Meter(self.results, proc.row, proc.group.local.sample, self.plan.slow,
-                      Limit.of(proc.group.local))
+                      Limit.of(proc.group.local),
+                      thread_usage())       # the loop's CPU over the test's interval
         if await self.guarded(proc, lambda: test.run(meter)) and \
                 await self.guarded(proc, test.check):
             row["state"] = DONE

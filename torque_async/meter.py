@@ -6,12 +6,19 @@ transfer k (0, 1, ...: the limit, n x i transfers or -t's deadline, is decided h
 else; `certain` of them are due whatever the time), calls `record(latency, end)` once per
 completed transfer (a list store into the latency Summary's batch and one shared-memory counter:
 no allocation), `end()` after its last measured one, then runs unmeasured transfers while
-`keep_going()` says so (-slow). `publish()` writes the figures into the row.
+`keep_going()` says so (-slow). `publish()` writes the figures into the row. A test that mixes
+reads and writes calls `split()` first and `record_rw` instead of `record` (-rmw: `record_rmw`):
+its reads and writes are then also counted and timed apart. The CPU used over the measured
+interval (begin .. end) is the worker process's own (getrusage), or for loop tests the event
+loop thread's (thread_usage: begin and end may run on a lane's thread).
 """
 from __future__ import annotations
 
+import resource
+import threading
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -47,11 +54,11 @@ def word(a: np.ndarray) -> memoryview:
 
 class Meter:
     __slots__ = ("row", "live", "stop", "states", "waiting", "every", "next_sample",
-                 "nsamples", "stamps", "lat", "count", "start", "finish", "limit", "total",
-                 "deadline", "ramp_end", "ramped")
+                 "nsamples", "stamps", "lat", "count", "start", "finish", "parts", "who",
+                 "cpu0", "cpu", "limit", "total", "deadline", "ramp_end", "ramped")
 
     def __init__(self, results: Results, row: int, sample: int | None, slow: bool,
-                 limit: Limit = Limit()):
+                 limit: Limit = Limit(), usage: Callable[[], np.ndarray] | None = None):
         self.row = results.row(row)
         self.live = word(self.row["transfers"])       # memoryviews: cheaper than numpy indexing
         self.stop = word(results.header["stop"].reshape(1))
@@ -67,12 +74,18 @@ class Meter:
         self.lat = Summary()                          # latency of each measured transfer
         self.count = self.start = self.finish = self.ramped = 0
         self.limit, self.total, self.deadline, self.ramp_end = limit, limit.count, NEVER, 0
+        self.parts: tuple[Summary, Summary] | None = None   # reads, writes (split)
+        self.who = usage or process_usage
+        self.cpu0, self.cpu = np.zeros(5, np.int64), np.zeros(4, np.int64)
+
+    def split(self) -> None:
+        """Reads and writes are also counted and timed apart (record_rw)."""
+        self.parts = (Summary(), Summary())
 
     def ramp(self) -> int:
-        """-ramp's unmeasured transfers start now (also the "released" phase mark)."""
+        """-ramp's unmeasured transfers start now; returns the time."""
         t = now()
         self.ramp_end = t + self.limit.ramp_ns
-        self.row["phase"][0, 2] = t
         return t
 
     def ramping(self, t: int) -> bool:
@@ -80,11 +93,10 @@ class Meter:
         return t < self.ramp_end and not self.stop[0]
 
     def begin(self) -> int:
-        """The measured interval starts (the "released" phase mark when there was no ramp);
-        -t's deadline counts from here."""
+        """The measured interval starts (now: its first transfer follows); -t's deadline
+        counts from here."""
+        self.cpu0 = self.who()
         self.start = t = now()
-        if not self.ramp_end:
-            self.row["phase"][0, 2] = t
         if self.limit.runtime_ns:
             self.deadline = t + self.limit.runtime_ns
         return t
@@ -117,12 +129,24 @@ class Meter:
             self.next_sample += self.every
         return k
 
+    def record_rw(self, latency: int, t_end: int, write: bool) -> int:
+        """record() of a read or a write of a test that mixes them (after split())."""
+        self.parts[write].add(latency)
+        return self.record(latency, t_end)
+
+    def record_rmw(self, latency: int, t_end: int, read: int, write: int) -> int:
+        """record() of a read-modify-write whose read and write took `read` and `write` ns."""
+        self.parts[0].add(read)
+        self.parts[1].add(write)
+        return self.record(latency, t_end)
+
     @property
     def stopped(self) -> bool:
         return bool(self.stop[0])
 
     def end(self, t_end: int) -> None:
         self.finish = t_end
+        self.cpu = cpu_interval(self.cpu0, self.who())
 
     def keep_going(self) -> bool:
         """-slow: true while some other test is still measuring (and nobody stopped the run).
@@ -145,7 +169,63 @@ class Meter:
         r["ops"] = k * ops_per_transfer
         r["phase"][0, 3] = self.finish
         r["ramp_transfers"] = self.ramped
+        r["cpu_user"], r["cpu_sys"], r["csw_vol"], r["csw_invol"] = self.cpu.tolist()
+        if self.parts:
+            r["split"] = 1
+            for i, part in enumerate(self.parts):
+                part.settle()
+                r["rw_count"][0, i], r["rw_min"][0, i], r["rw_max"][0, i], r["rw_sum"][0, i] = \
+                    part.count, part.lo, part.hi, part.total
+                r["rw_hist"][0, i] = part.hist
         r["state"] = MEASURED
 
     def publish_extra(self, extra: int) -> None:
         self.row["extra_transfers"] = extra
+
+
+def process_usage() -> np.ndarray:
+    """This process's user and system CPU, its CPU in all (ns), voluntary and involuntary
+    context switches (the counters cpu_interval takes)."""
+    u = resource.getrusage(resource.RUSAGE_SELF)
+    user, system = round(u.ru_utime * 1e9), round(u.ru_stime * 1e9)
+    return np.array([user, system, user + system, u.ru_nvcsw, u.ru_nivcsw], np.int64)
+
+
+def thread_usage() -> Callable[[], np.ndarray]:
+    """process_usage's counters for the calling thread, readable from any thread: user and
+    system in the kernel's ticks, its CPU clock (ns), its context switches (from /proc)."""
+    clock = time.pthread_getcpuclockid(threading.get_ident())
+    task = f"/proc/self/task/{threading.get_native_id()}"
+
+    def usage() -> np.ndarray:
+        cpu = time.clock_gettime_ns(clock)
+        with open(f"{task}/stat", "rb") as fh:
+            user, system = map(int, fh.read().rsplit(b")", 1)[1].split()[11:13])
+        with open(f"{task}/status", "rb") as fh:
+            switches = [int(ln.split()[1]) for ln in fh if b"ctxt_switches" in ln]
+        return np.array([user, system, cpu, *switches], np.int64)
+    return usage
+
+
+def cpu_interval(before: np.ndarray, after: np.ndarray) -> np.ndarray:
+    """User and system CPU (ns), voluntary and involuntary context switches between two
+    readings: the CPU in all split as the user and system counters split."""
+    user, system, cpu, vol, invol = (after - before).tolist()
+    user_ns = cpu * user // (user + system) if user + system else cpu
+    return np.array([user_ns, cpu - user_ns, vol, invol], np.int64)
+
+
+HARNESS_ROUNDS = 1000
+
+
+def harness_cost() -> int:
+    """ns the harness spends on one transfer besides the transfer itself: two clock reads and
+    a latency store, timed over HARNESS_ROUNDS on a scratch Summary (once, at set-up)."""
+    lat, live = Summary(), word(np.zeros(1, np.int64))
+    t_first = now()
+    for k in range(HARNESS_ROUNDS):
+        t0 = now()
+        t = now()
+        lat.add(t - t0)
+        live[0] = k
+    return (now() - t_first) // HARNESS_ROUNDS

@@ -13,8 +13,10 @@ import os
 import signal
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from threading import BrokenBarrierError
+from typing import Callable
 
 import psutil
 import uvloop
@@ -80,7 +82,11 @@ def spec_for(plan: Plan, proc: Proc, segment: str, linesize: int) -> WorkerSpec:
                       calibrate=not plan.settings.baseline)
 
 
-def run(plan: Plan, linesize: int) -> Outcome:
+def run(plan: Plan, linesize: int,
+        meet: Callable[[Callable[[], bool]], str] | None = None) -> Outcome:
+    """The run; `meet` (several hosts, see cluster.py) is called once every test here is set up
+    and before their release, with a function that tells whether this run was stopped; it
+    returns '' or why the run cannot start."""
     procs = plan.procs()
     results = open_segment(plan, len(procs))
     try:
@@ -88,7 +94,7 @@ def run(plan: Plan, linesize: int) -> Outcome:
             spec = spec_for(plan, procs[0], results.shm.name.lstrip("/"), linesize)
             resolve(WORKER_MAIN)(spec, threading.Barrier(1), threading.Lock(), in_process=True)
             return Outcome(results.snapshot(), failures(procs, results, {}))
-        return uvloop.run(Supervisor(plan, procs, results, linesize).run())
+        return uvloop.run(Supervisor(plan, procs, results, linesize, meet).run())
     finally:
         results.header["stop"] = 1
         results.shm.unlink()
@@ -111,8 +117,9 @@ def failures(procs, results: Results, exitcodes: dict[int, int | None]) -> tuple
 
 
 class Supervisor:
-    def __init__(self, plan: Plan, procs, results: Results, linesize: int):
+    def __init__(self, plan: Plan, procs, results: Results, linesize: int, meet=None):
         self.plan, self.procs, self.results, self.linesize = plan, procs, results, linesize
+        self.meet = meet
         self.ctx = mp.get_context("spawn")
         self.workers = [p for p in procs if KINDS[p.group.action].runs_in == WORKER]
         self.loop_side = LoopSide(plan, [p for p in procs if KINDS[p.group.action].runs_in == LOOP],
@@ -207,10 +214,19 @@ class Supervisor:
             self.loop.remove_reader(fd)
 
     def pass_barrier(self) -> None:
-        """The loop's place at the barrier: all set up, then (after calibration) the start."""
+        """The loop's place at the barrier: all set up, then (after calibration) the start,
+        stamped as every loop test's "released" mark (the workers stamp their own)."""
         try:
             self.barrier.wait(SETUP_TIMEOUT)
+            problem = self.meet(self.failed.is_set) if self.meet else ""
+            if problem:
+                self.problems = (problem,)
+                self.loop.call_soon_threadsafe(self.abort)
+                return
             self.barrier.wait(SETUP_TIMEOUT)
+            released = time.monotonic_ns()
+            for proc in self.loop_side.procs:
+                self.results.rows["phase"][proc.row, 2] = released
         except BrokenBarrierError:
             if not self.failed.is_set():     # nobody aborted: the wait timed out
                 self.problems = (f"the tests did not all set up within {SETUP_TIMEOUT:.0f} s",)

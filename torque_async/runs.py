@@ -57,12 +57,13 @@ def alone_plan(plan: Plan, group: Group) -> Plan:
     return replace(plan, groups=(group,))
 
 
-def series(plan: Plan, linesize: int, times: int, name: str) -> tuple[list[Outcome], list[str]]:
+def series(plan: Plan, linesize: int, times: int, name: str, meet=None) \
+        -> tuple[list[Outcome], list[str]]:
     """Run the plan `times` times, stopping at a failure or an interrupt; the outcomes and the
     failures, each line saying which run (`name` and the repetition)."""
     outcomes, lines = [], []
     for k in range(times):
-        outcome = orchestrator.run(plan, linesize)
+        outcome = orchestrator.run(plan, linesize, meet)
         outcomes.append(outcome)
         which = ", ".join(filter(None, (name, times > 1 and f"repetition {k + 1} of {times}")))
         lines += [f"{which}: {f}" if which else f for f in outcome.failures]
@@ -71,8 +72,9 @@ def series(plan: Plan, linesize: int, times: int, name: str) -> tuple[list[Outco
     return outcomes, lines
 
 
-def run(plan: Plan, linesize: int) -> Runs:
-    """-baseline's alone runs (if asked), then the plan's -repeat repetitions."""
+def run(plan: Plan, linesize: int, meet=None) -> Runs:
+    """-baseline's alone runs (if asked), then the plan's -repeat repetitions; `meet`: see
+    orchestrator.run (under mpiexec, which runs the plan once: cluster.refuse)."""
     times, alone, failures = plan.settings.repeat, [], []
     if plan.settings.baseline:
         for group in plan.groups:
@@ -82,7 +84,7 @@ def run(plan: Plan, linesize: int) -> Runs:
             failures += lines
             if lines or outcomes[-1].interrupted:
                 return Runs(plan, (), tuple(alone), tuple(failures), outcomes[-1].interrupted)
-    together, lines = series(plan, linesize, times, "")
+    together, lines = series(plan, linesize, times, "", meet)
     return Runs(plan, tuple(together), tuple(alone), tuple(failures + lines),
                 together[-1].interrupted)
 

@@ -2,8 +2,9 @@
 
 The barrier is passed twice: once when every party is set up (spinWait then measures its idle
 loop rate, one process at a time, while everything else waits), and once to start: its release
-is time zero for everyone. The measuring loop reads the clock around each transfer; the Meter
-keeps the statistics and writes the row when the measured part ends.
+is time zero for everyone: each party stamps its way out ("released"; the earliest stamp is the
+release, see report.time_zero). The measuring loop reads the clock around each transfer; the
+Meter keeps the statistics and writes the row when the measured part ends.
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from threading import BrokenBarrierError
 import numpy as np
 
 from torque_async.plan import Proc
-from torque_async.meter import Limit, Meter
+from torque_async.meter import Limit, Meter, harness_cost
 from torque_async.results import ABORTED, DONE, RUNNING, Results
 from torque_async.testing.api import WorkerSpec, make_test
 from torque_async.testing.rows import mark_closed, mark_failed, mark_ready, mark_spawned
@@ -44,12 +45,14 @@ def main(spec: WorkerSpec, barrier, calibration_lock, in_process: bool = False) 
     try:
         pin(spec.proc)
         test = make_test(spec.proc, spec.seed, spec.linesize)
+        row["harness_ns"] = harness_cost()
         mark_ready(row, test)
         barrier.wait()
         if getattr(test, "calibrate", False) and spec.calibrate:
             with calibration_lock:
                 row["ref_rate"] = idle_rate(test)
         barrier.wait()
+        row["phase"][0, 2] = time.monotonic_ns()
         row["state"] = RUNNING
         local = spec.proc.group.local
         meter = Meter(results, spec.proc.row, local.sample, spec.slow, Limit.of(local))

@@ -4,7 +4,9 @@ One class serves every file action; the action's Spec (actions.py) says where it
 and what they do. A test keeps `depth` transfers outstanding (-aio N, else 1) as that many lanes:
 each lane takes the next transfer number k, looks up (file, offset, write) in the layout, issues
 it through the engine and records issue-to-completion latency in the Meter, so k's place never
-depends on timing. Per transfer k:
+depends on timing. A test that mixes reads and writes (-rand/-aio/-files with -percR, -rw)
+also counts and times them apart (Meter.split); so does -rmw, each transfer's read (issue to
+completion) and write (issue to completion, after the modify). Per transfer k:
 
     read          read the place into the lane's buffer; then -extraRead* reads the bytes after
                   it (r), -touch/-touch4K read one word / one word per 4 KiB of the data
@@ -48,6 +50,7 @@ class FileTest:
         self.transfer_bytes = self.size
         self.system_bytes = self.size * (2 if self.spec.rmw else 1) + self.extra_bytes
         self.writes = actions.writes(self.spec, self.local)
+        self.mixed = self.writes and actions.reads(self.spec, self.local) and not self.spec.rmw
         self.engine_name, self.engine_note = choose(ctx.settings.engine,
                                                     self.depth == 1 and ctx.loop_tests == 1)
         self.info = ""
@@ -147,6 +150,11 @@ class FileTest:
         self.last = [-1] * self.depth
         self.at = Cursor(self.layout)
         self.published = False
+        self.rmw_at = [(0, 0)] * self.depth        # -rmw: each lane's read done, write issued
+        if self.mixed or self.spec.rmw:
+            meter.split()
+        self.record = meter.record_rw if self.mixed else meter.record_rmw if self.spec.rmw \
+            else meter.record
         self.t_last = meter.ramp()
         await self.engine.drive([self.lane(j) for j in range(self.depth)])
         if not self.published:                       # stopped early: publish what was measured
@@ -187,10 +195,11 @@ class FileTest:
             self.finish(self.t_last)
         return EXTRA if meter.keep_going() else STOP
 
-    def recorded(self, latency: int, t: int) -> None:
-        """A measured transfer completed at t; the last of them ends the measured interval."""
+    def recorded(self, latency: int, t: int, *parts) -> None:
+        """A measured transfer completed at t (parts: its write flag or -rmw's read and write
+        times, as self.record takes them); the last of them ends the measured interval."""
         self.t_last = max(self.t_last, t)
-        if self.meter.record(latency, t) == self.meter.total:
+        if self.record(latency, t, *parts) == self.meter.total:
             self.finish(t)
 
     async def lane(self, j: int) -> None:
@@ -199,6 +208,7 @@ class FileTest:
         back, so once one lane stops at transfer k every lane stops at a later one: the
         transfers made are exactly 0 .. k-1 for the smallest such k (self.next)."""
         claim, done = self.engine.serial(self.claim), self.engine.serial(self.recorded)
+        mixed, rmw_at = self.mixed, self.rmw_at if self.spec.rmw else None
         submit, fds, slot, throttle = self.engine.submit, self.fds, self.slot, self.local.T * 1000
         rbuf, wbuf = self.ids[slot["read"] + j], self.ids[slot["write"] + j]
         stamp = data.stamper(self.views[slot["write"] + j])
@@ -224,7 +234,9 @@ class FileTest:
                 t = await (submit(write, fds[f], wbuf if write else rbuf, offset) if plain else
                            self.move(j, f, offset, write))
                 if what == MEASURED:
-                    done(t - t0, t)
+                    done(t - t0, t, write) if mixed else \
+                        done(t - t0, t, rmw_at[j][0] - t0, t - rmw_at[j][1]) if rmw_at else \
+                        done(t - t0, t)
                 elif what == EXTRA:
                     extra += 1
                 last[j] = k
@@ -249,9 +261,9 @@ class FileTest:
         """A transfer of more than one I/O: -rmw, -extraRead*, or dropping it from the cache."""
         fd, submit, slot = self.fds[f], self.engine.submit, self.slot
         if self.spec.rmw:
-            await submit(False, fd, self.ids[slot["read"] + j], offset)
+            t_read = await submit(False, fd, self.ids[slot["read"] + j], offset)
             data.modify(self.arrays[slot["read"] + j])
-            write = True
+            write, self.rmw_at[j] = True, (t_read, now())
         t = await submit(write, fd, self.ids[slot["write" if write else "read"] + j], offset)
         if self.extra_bytes and not write:
             t = await submit(False, fd, self.ids[slot["extra"] + j], offset + self.size)

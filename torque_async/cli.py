@@ -161,23 +161,15 @@ def run_plan(argv: list[str]) -> int:
                                         f"while a group ran alone (-baseline)"]
         say([f"torque-async: {line}" for line in (*done.failures, *(stopped or ()))], err=True)
         return 128 + done.interrupted if done.interrupted else 1
-    records, procs, run = outcome.records, plan.procs(), None
-    if job:                                  # several ranks: rank 0 reports them all
-        run = job.collect(outcome, plan)
+    procs = plan.procs()
+    alone, found, blocks = repeated(plan, done, procs)
+    records = runs.with_alone_rates(outcome.records, alone) if alone else outcome.records
+    run = None
+    if job:                                  # several ranks (one run each: cluster.refuse):
+        run = job.collect(outcome, plan)     # rank 0 reports them all
         if isinstance(run, int):
             return run
         records, procs = run.records, run.procs
-    per_test = done.per_test(procs)          # (one run under mpiexec: cluster.refuse)
-    alone = done.alone_figures(procs) if s.baseline else None
-    found = figures.changes(alone, [figures.medians(t) for t in per_test], procs) \
-        if alone else None
-    records = runs.with_alone_rates(records, alone) if alone else records
-    blocks = [*(report.repeat_lines([figures.spreads(t) for t in per_test], procs,
-                                    len(done.complete)) if len(done.complete) > 1 else []),
-              "", *(report.baseline_lines(found) if found is not None else [])]
-    if done.interrupted and not outcome.interrupted:      # a later repetition was stopped
-        blocks += ["", f"INTERRUPTED by {signal.Signals(done.interrupted).name} after "
-                       f"{len(done.complete)} complete repetitions: the figures are theirs"]
     date = time.strftime("%a %b %d %H:%M:%S %Z %Y")
     began = time.monotonic_ns()
     lines = report.render(plan, records, procs, info, date, done.failures, outcome.interrupted,
@@ -198,6 +190,22 @@ def run_plan(argv: list[str]) -> int:
     if done.interrupted:
         return 128 + done.interrupted
     return 1 if done.failures or any(unwritten) else 0
+
+
+def repeated(plan, done: runs.Runs, procs) -> tuple[list | None, list | None, list[str]]:
+    """-repeat and -baseline: each test's figures alone, their changes, and the report's
+    blocks (none for a single plain run)."""
+    per_test = done.per_test(procs)
+    alone = done.alone_figures(procs) if plan.settings.baseline else None
+    found = figures.changes(alone, [figures.medians(t) for t in per_test], procs) \
+        if alone else None
+    blocks = [*(report.repeat_lines([figures.spreads(t) for t in per_test], procs,
+                                    len(done.complete)) if len(done.complete) > 1 else []),
+              "", *(report.baseline_lines(found) if found is not None else [])]
+    if done.interrupted and not done.first.interrupted:   # a later repetition was stopped
+        blocks += ["", f"INTERRUPTED by {signal.Signals(done.interrupted).name} after "
+                       f"{len(done.complete)} complete repetitions: the figures are theirs"]
+    return alone, found, blocks
 
 
 def write_output(path: str, text: str) -> str:

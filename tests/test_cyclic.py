@@ -63,8 +63,8 @@ def test_a_wake_up_that_overruns_skips_the_deadlines_it_missed(monkeypatch, over
         asked.append(deadline)
         clock[0] = deadline + (over if len(asked) == 2 else 1000)
     monkeypatch.setattr(cyclic, "now", lambda: clock[0])
-    ctx = SimpleNamespace(group=SimpleNamespace(args=(1000,)), local=SimpleNamespace(n=5, i=1, t=None,
-                                                                           ramp=None))
+    ctx = SimpleNamespace(group=SimpleNamespace(args=(1000,)),
+                          local=SimpleNamespace(n=5, i=1, t=None, ramp=None))
     test = cyclic.CyclicTest(ctx)
     test.sleep = sleep
     meter = SimpleNamespace(stop=[0], record=lambda late, t: lates.append(late))

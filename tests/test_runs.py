@@ -141,7 +141,7 @@ def test_a_figure_from_nothing_alone_is_new_and_ranks_first():
 
 
 def test_baseline_s_alone_figures_match_a_run_alone_and_reach_json_and_csv(tmp_path):
-    bzero = ["-n", "64", "-i", "20", "-KB", "256", "-bzero"]
+    bzero = ["-t", "0.4", "-n", "64", "-KB", "256", "-bzero"]     # long enough to be steady
     r = run_cli("-smkey", "0x7D63", "-baseline", "-json", "b.json", "-csv", "b.csv", *bzero,
                 "-n", "200", "-KB", "256", "-spinWait")
     assert r.returncode == 0, r.stderr

@@ -207,3 +207,18 @@ def test_the_group_rate_counts_every_request_made_in_its_span(capsys, key):
     assert summary["measured"] == sum(t["record"]["transfers"] for t in tests) == 200
     assert 200 <= summary["requests"] <= 200 + extra
     assert summary["requests_per_s"] == summary["requests"] * 1e9 / summary["span_ns"]
+
+
+def test_t_ends_each_client_at_its_deadline_and_ramp_goes_first(capsys, key):
+    doc = results(capsys, key, "-dir", "site", "-cfiles", "-webFiles", "30", "-p", "2",
+                  "-n", "100000000", "-t", "0.4", "-ramp", "0.1", "-web")
+    summary, tests = doc["plan"]["groups"][0]["web"], doc["tests"]
+    for test in tests:
+        record = test["record"]
+        assert 0 < record["transfers"] < 100000000
+        assert record["ramp_transfers"] > 0
+        assert record["finish"] - record["start"] >= 0.25e9        # -t 0.4 less the ramp: 0.3 s
+    assert summary["measured"] == sum(t["record"]["transfers"] for t in tests)
+    assert summary["ops"]["open"]["count"] == summary["measured"]
+    log = Path("site", site.LOG).stat().st_size
+    assert log >= summary["appended_bytes"] > 0                   # -ramp appended too

@@ -9,10 +9,6 @@ from . import site
 def check_group(plan, group) -> None:
     local = group.local
     law = site.Law.of(local)
-    for name in ("t", "ramp"):                    # the "runs" branch's options, once merged
-        if getattr(local, name, None) is not None:
-            raise UsageError(f"-{name} does not apply to -web yet: its clients make n x i "
-                             f"requests each (-n, -i)")
     if local.zipf is not None and local.zipf <= 0:
         raise UsageError(f"-zipf {local.zipf:g}: theta must be above 0 "
                          f"(P(rank r) ~ 1/r^theta; leave -zipf out for uniform picks)")

@@ -3,7 +3,8 @@
 A request picks a file (picks.py), opens it (relative to the tree's directory descriptor,
 O_NOFOLLOW), reads it whole in transfer-size reads into the client's buffer, and closes it;
 every -appendEvery-th request of a client then appends a size drawn uniformly in
-[1, -appendKB] to the tree's log (O_APPEND). Each is a blocking system call on the loop's thread
+[1, -appendKB] to the tree's log (O_APPEND). A client makes n x i measured requests, or those
+before -t's deadline, after -ramp's unmeasured ones (the Meter decides, as for file lanes). Each is a blocking system call on the loop's thread
 (as -engine sync), timed apart: open, every read, close, append; the Meter records the request
 (open to close). A client gives the loop a turn once it has run TURN_NS (between requests, or
 between the reads of a large file, which it then holds open while others run), so the clients
@@ -33,7 +34,8 @@ from ..units import KB
 from . import site
 from .picks import BLOCK, Picker, Popularity, generators
 
-TURN_NS = 1                  # a client gives the loop a turn when it has run this long
+RAMP, MEASURED, EXTRA, STOP = range(4)    # what a request is (WebTest.decide)
+TURN_NS = 100_000                  # a client gives the loop a turn when it has run this long
 OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
 _sites: dict[int, "Site"] = {}                   # by group index: the clients' shared state
 
@@ -48,7 +50,9 @@ class Site:
         self.gate = asyncio.Semaphore(cap) if cap else None
         self.open = self.most = 0                    # files held open now, and at most
         self.log_start = os.fstat(log).st_size
-        self.requests = self.read = self.appended = 0   # by every client, measured or not
+        self.requests = self.read = self.appended = 0   # by every client past -ramp, measured
+                                                        # or not
+        self.written = 0                             # appended to the log, -ramp's too
         self.users = self.finished = 0               # clients set up, and done running
 
     @classmethod
@@ -80,9 +84,9 @@ class Site:
     def check_log(self) -> None:
         """The log grew by exactly what the clients appended."""
         grown = os.fstat(self.log).st_size - self.log_start
-        if grown != self.appended:
+        if grown != self.written:
             raise TestError(f"-web: the log {self.tree.root}/{site.LOG} grew by {grown} bytes, "
-                            f"but the clients appended {self.appended}")
+                            f"but the clients appended {self.written}")
 
     def release(self, group: int) -> None:
         self.users -= 1
@@ -134,24 +138,29 @@ class WebTest:
         shared, local = self.site, self.local
         tree = shared.tree
         meter.row["file"], meter.row["file_bytes"] = tree.root.encode(), shared.largest
-        self.meter, self.published = meter, False
+        self.meter, self.published, self.base, self.until = meter, False, 0, 0
         names, sizes, rootfd, log = tree.names, shared.sizes, tree.fd, shared.log
         iov, chunk, gate = self.iov, local.size, shared.gate
         so, sr, sc, sa = (s.add for s in self.ops)
-        record, keep_going, stop = meter.record, meter.keep_going, meter.stop
-        total, every, throttle = local.n * local.i, local.appendEvery, local.T / 1e6
+        record, stop = meter.record, meter.stop
+        every, throttle = local.appendEvery, local.T / 1e6
         data, most = self.append_data, local.appendKB * KB
         picks, at = self.first, 0
         lengths, used = [], 0
         read, appended, extra = 0, 0, 0
-        t = turn = meter.begin()
+        t = turn = meter.ramp()
         k = 0
-        while not stop[0] and (k < total or keep_going()):
+        while True:
+            what = MEASURED if k < self.until and not stop[0] else self.decide(k)
+            if what == STOP:
+                break
+            if what != MEASURED and meter.start and not self.published:
+                self.finish(t, read, appended)     # t: the end of the last measured request
+            measured = what == MEASURED
             if at == BLOCK:
                 picks, at = self.picker.block(), 0
             f = picks[at]
             at += 1
-            measured = k < total
             if gate is not None:
                 await gate.acquire()
             shared.open += 1
@@ -186,8 +195,9 @@ class WebTest:
                 raise TestError(f"-web: {tree.root}/{names[f]} held {got} bytes, not {size}: "
                                 f"the tree changed under the test")
             k += 1
-            shared.requests += 1
-            shared.read += got
+            if what != RAMP:
+                shared.requests += 1
+                shared.read += got
             if k % every == 0:
                 if used == len(lengths):
                     lengths, used = self.append_sizes.integers(1, most + 1, BLOCK).tolist(), 0
@@ -197,7 +207,9 @@ class WebTest:
                 if os.write(log, data[:length]) != length:
                     raise TestError(f"-web: a short append to {tree.root}/{site.LOG}")
                 t3 = now()
-                shared.appended += length
+                shared.written += length
+                if what != RAMP:
+                    shared.appended += length
                 if measured:
                     sa(t3 - t2)
                     appended += length
@@ -205,16 +217,32 @@ class WebTest:
                 so(t1 - t0)
                 sc(t - ta)
                 read += got
-                if record(t - t0, t) == total:
-                    self.finish(t, read, appended)
-            else:
+                record(t - t0, t)
+            elif what == EXTRA:
                 extra += 1
             if t - turn > TURN_NS:                   # the next client's turn
                 await asyncio.sleep(0)
                 turn = now()
         if not self.published:               # stopped early: publish what was measured
-            self.finish(t, read, appended)
+            self.finish(t if meter.start else meter.begin(), read, appended)
         meter.publish_extra(extra)
+
+    def decide(self, k: int) -> int:
+        """What request k is when the count alone cannot say (as the file lanes decide): part
+        of -ramp, the first measured one (the measured interval starts), one before -t's
+        deadline, or past the measured ones: unmeasured while -slow keeps the client going."""
+        meter, t = self.meter, now()
+        if meter.stop[0]:
+            return STOP
+        if not meter.start:
+            if meter.ramping(t):
+                return RAMP
+            meter.ramped = self.base = k
+            meter.begin()
+            self.until = k + meter.certain
+        if meter.more(k - self.base, t):
+            return MEASURED
+        return EXTRA if meter.keep_going() else STOP
 
     def finish(self, t: int, read: int, appended: int) -> None:
         """Publish the measured requests: their bytes and each operation's latency."""

@@ -26,6 +26,7 @@ from .results import MAX_SAMPLES, MEASURED, Results
 from .stats import Summary
 
 now = time.monotonic_ns
+RAMPING, COUNTED, PAST = "ramping", "counted", "past"        # Meter.place
 NEVER = 1 << 62                    # a count or a time that is never reached
 
 
@@ -106,6 +107,18 @@ class Meter:
         """How many measured transfers are due whatever the time: the count when there is no
         deadline, else none (a lane need not ask more() for those)."""
         return self.total if self.deadline == NEVER else 0
+
+    def place(self, k: int, t: int) -> str:
+        """Where transfer k (numbered from the test's first, -ramp's included) falls at time t:
+        RAMPING (the ramp still runs), COUNTED (measured; the first starts the measured
+        interval, and `ramped` is then the number of the first) or PAST (after the measured
+        ones). The file lanes and -web's clients ask it when their count cannot say."""
+        if not self.start:
+            if self.ramping(t):
+                return RAMPING
+            self.ramped = k
+            self.begin()
+        return COUNTED if self.more(k - self.ramped, t) else PAST
 
     def more(self, k: int, t: int) -> bool:
         """Whether measured transfer k (counted from 0 at begin) is due at time t: k below the

@@ -32,6 +32,7 @@ import numpy as np
 from torque_async.testing.api import TestContext, TestError
 from torque_async.testing.buffers import Buffers
 
+from ..meter import COUNTED, RAMPING
 from . import actions, data, scratch, tree
 from .engine import NAMES, choose, now, open_engine
 from .files import block_size, choose_mode, open_file
@@ -159,7 +160,7 @@ class FileTest:
         meter.row["file"], meter.row["file_bytes"] = os.fsencode(self.shown), self.largest
         self.meter, self.lock = meter, threading.Lock()
         self.take = itertools.count().__next__       # transfer numbers, taken in claim()
-        self.next, self.extra, self.base, self.until = 1 << 62, 0, 0, 0  # next: see lane()
+        self.next, self.extra, self.until = 1 << 62, 0, 0     # next: see lane()
         self.stop = meter.stop
         self.last = [-1] * self.depth
         self.at = Cursor(self.layout)
@@ -197,13 +198,11 @@ class FileTest:
         meter, t = self.meter, now()
         if self.error is not None or self.stop[0]:
             return STOP
-        if not meter.start:
-            if meter.ramping(t):
-                return RAMP
-            meter.ramped = self.base = k
-            meter.begin()
-            self.until = k + meter.certain
-        if meter.more(k - self.base, t):
+        where = meter.place(k, t)
+        if where == RAMPING:
+            return RAMP
+        self.until = meter.ramped + meter.certain
+        if where == COUNTED:
             return MEASURED
         if meter.count == meter.total and not self.published:   # the last one is done already
             self.finish(self.t_last)

@@ -28,6 +28,7 @@ import sys
 from torque_async.testing.api import TestContext, TestError
 
 from ..io.engine import now
+from ..meter import COUNTED, RAMPING
 from ..results import WEB_OPS
 from ..stats import Summary
 from ..units import KB
@@ -138,7 +139,7 @@ class WebTest:
         shared, local = self.site, self.local
         tree = shared.tree
         meter.row["file"], meter.row["file_bytes"] = tree.root.encode(), shared.largest
-        self.meter, self.published, self.base, self.until = meter, False, 0, 0
+        self.meter, self.published, self.until = meter, False, 0
         names, sizes, rootfd, log = tree.names, shared.sizes, tree.fd, shared.log
         iov, chunk, gate = self.iov, local.size, shared.gate
         so, sr, sc, sa = (s.add for s in self.ops)
@@ -234,13 +235,11 @@ class WebTest:
         meter, t = self.meter, now()
         if meter.stop[0]:
             return STOP
-        if not meter.start:
-            if meter.ramping(t):
-                return RAMP
-            meter.ramped = self.base = k
-            meter.begin()
-            self.until = k + meter.certain
-        if meter.more(k - self.base, t):
+        where = meter.place(k, t)
+        if where == RAMPING:
+            return RAMP
+        self.until = meter.ramped + meter.certain
+        if where == COUNTED:
             return MEASURED
         return EXTRA if meter.keep_going() else STOP
 

@@ -2,6 +2,7 @@
 else is torque's own order-dependent grammar, forwarded untouched to the scanner."""
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import signal
@@ -15,7 +16,7 @@ import click
 from . import __version__, cmdline, export, helptext, orchestrator, report, sysinfo, validate
 from . import compare as comparing, plot as plotting
 from .io import scratch
-from .results import free_segment, segment_name
+from .results import SegmentInUse, free_segment, segment_name
 
 SYSCTL_FILE = "sysctl.current"
 
@@ -97,7 +98,7 @@ def say(lines: list[str], err: bool = False) -> None:
 
 def execute(argv: list[str]) -> int:
     """Parse, run and report; returns the exit status (0 ok, 1 a test failed, 2 bad input,
-    128 + the signal when SIGINT or SIGTERM stopped it)."""
+    128 + the signal when SIGINT, SIGTERM or SIGHUP stopped it)."""
     for sig in orchestrator.STOP_SIGNALS:
         signal.signal(sig, orchestrator.raise_interrupted)
     try:
@@ -122,10 +123,7 @@ def run_plan(argv: list[str]) -> int:
             say([ln for flag, lines in informative if flag for ln in lines])
             return 0
         if s.freeSharedMemory:
-            name = segment_name(s.smkey)
-            owner = free_segment(name)
-            say([f"removed /dev/shm/{name} (created by pid {owner})" if owner is not None
-                 else f"no shared memory /dev/shm/{name} to remove"])
+            say(free_shared_memory(s.smkey))
             for left in scratch.leftovers():
                 shutil.rmtree(left, ignore_errors=True)
                 say([f"removed the scratch directory {left} of a run that is gone"])
@@ -149,7 +147,7 @@ def run_plan(argv: list[str]) -> int:
     date = time.strftime("%a %b %d %H:%M:%S %Z %Y")
     began = time.monotonic_ns()
     lines = report.render(plan, outcome.records, plan.procs(), info, date, outcome.failures,
-                          outcome.interrupted)
+                          outcome.interrupted, outcome.unfinished)
     if any(g.local.checkpoint for g in plan.groups) and not s.bo:
         lines += ["", f"checkpoint report (ms): {(time.monotonic_ns() - began) / 1e6:.1f}"]
     machine = {}
@@ -159,11 +157,38 @@ def run_plan(argv: list[str]) -> int:
                                                       (s.csv, export.csv_text)) if path}
     say(lines, err="-" in machine)
     unwritten = [write_output(path, text) for path, text in machine.items()]
-    say([f"torque-async: {line}" for line in (*outcome.failures, *filter(None, unwritten))],
-        err=True)
+    shown = not s.bo and ("-" in machine or same_file(sys.stdout, sys.stderr))
+    say([f"torque-async: {line}" for line in (*(() if shown else outcome.failures),
+                                              *filter(None, unwritten))], err=True)
     if outcome.interrupted:
         return 128 + outcome.interrupted
     return 1 if outcome.failures or any(unwritten) else 0
+
+
+def free_shared_memory(smkey: int) -> list[str]:
+    """-freeSharedMemory: what it removed of a killed run (its segment and semaphores)."""
+    name = segment_name(smkey)
+    try:
+        freed = free_segment(name)
+    except SegmentInUse as e:
+        raise cmdline.UsageError(f"shared memory key {smkey:#x} is in use by torque-async pid "
+                                 f"{e.owner}: -freeSharedMemory removes only what a killed run "
+                                 f"left") from None
+    if freed is None:
+        return [f"no shared memory /dev/shm/{name} to remove"]
+    owner, sems = freed
+    return [f"removed /dev/shm/{name} (created by pid {owner})"] + \
+        [f"removed the semaphore /dev/shm/sem.{n.lstrip('/')} of that run" for n in sems]
+
+
+def same_file(a, b) -> bool:
+    """Whether two streams reach the same file or terminal: the failures the report lists are
+    not repeated on stderr when the report is already there."""
+    try:
+        fa, fb = os.fstat(a.fileno()), os.fstat(b.fileno())
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        return False
+    return (fa.st_dev, fa.st_ino, fa.st_rdev) == (fb.st_dev, fb.st_ino, fb.st_rdev)
 
 
 def write_output(path: str, text: str) -> str:

@@ -297,7 +297,8 @@ def detail_lines(records, procs, level: int) -> list[str]:
 
 
 def render(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], info: SysInfo,
-           date: str, failures: tuple[str, ...] = (), interrupted: int = 0) -> list[str]:
+           date: str, failures: tuple[str, ...] = (), interrupted: int = 0,
+           unfinished: tuple[str, ...] = ()) -> list[str]:
     """The whole text report; -nh drops the header, -bo keeps only the bandwidth lines."""
     t0 = time_zero(records)
     bw = bw_lines(records, procs)
@@ -324,7 +325,7 @@ def render(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], inf
     lines += ["", *bw]
     if interrupted:
         lines += ["", f"INTERRUPTED by {signal.Signals(interrupted).name}: the figures cover the "
-                      f"transfers measured before it"]
+                      f"transfers measured before it", *unfinished]
     if failures:
         lines += ["", "INCOMPLETE: some tests failed", *failures]
     return [ln for i, ln in enumerate(lines) if ln or (i and lines[i - 1])]

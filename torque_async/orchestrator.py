@@ -151,17 +151,19 @@ def ended(procs, results: Results, exitcodes: dict[int, int | None], killed: set
     stopped the run."""
     failed, cut = [], []
     for proc, rec in zip(procs, results.snapshot()):
-        code = exitcodes.get(proc.row, 0)
+        code, was_killed = exitcodes.get(proc.row, 0), proc.row in killed
         if rec.error:
             failed.append(f"{describe(proc)} failed: {rec.error}")
-        elif proc.row in killed:
+        elif rec.state in (NEW, READY, ABORTED) and interrupted:
+            cut.append(f"{describe(proc)} not started: the run was interrupted")
+        elif rec.state in (DONE, ABORTED) and was_killed:
+            continue                     # its part was over: killed while it exited
+        elif was_killed:
             (cut if interrupted else failed).append(
                 f"{describe(proc)} did not stop within {STOP_GRACE} s of the stop: killed "
                 f"while {STATE_NAMES[rec.state]}")
         elif code is not None and code < 0:
             failed.append(f"{describe(proc)} died: {signal.Signals(-code).name}")
-        elif rec.state in (NEW, READY, ABORTED) and interrupted:
-            cut.append(f"{describe(proc)} not started: the run was interrupted")
         elif rec.state in (RUNNING, MEASURED) and interrupted:
             cut.append(f"{describe(proc)} stopped while {STATE_NAMES[rec.state]}")
         elif rec.state in (READY, RUNNING, MEASURED) or code:

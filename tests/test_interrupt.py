@@ -186,3 +186,76 @@ def test_a_killed_orchestrator_leaves_what_the_next_run_names_and_free_removes(t
     free = run_cli("-smkey", hex(key), "-freeSharedMemory", cwd=tmp_path)
     assert free.returncode == 0 and "removed /dev/shm/" in free.stdout
     assert not scratch.exists() and not Path("/dev/shm", segment_name(key)).exists()
+
+
+def held_back(key: int) -> subprocess.Popen:
+    """A run set up and waiting for Enter (-g), its segment made."""
+    proc = start("-smkey", hex(key), "-g", "-n", "4", "-i", "1", "-KB", "64", "-bzero",
+                 stdin=subprocess.PIPE)
+    wait_for_rows(key, 1, READY)
+    return proc
+
+
+def finish(proc: subprocess.Popen) -> str:
+    out, err = proc.communicate("\n", timeout=120)
+    assert proc.returncode == 0 and "Traceback" not in err, err
+    return out
+
+
+def test_free_shared_memory_refuses_a_live_run():
+    key = 0x7514
+    proc = held_back(key)
+    r = run_cli("-smkey", hex(key), "-freeSharedMemory")
+    assert (r.returncode, r.stdout) == (2, "")
+    assert r.stderr == (f"torque-async: error: shared memory key {key:#x} is in use by "
+                        f"torque-async pid {proc.pid}: -freeSharedMemory removes only what a "
+                        f"killed run left\n")
+    assert Path("/dev/shm", segment_name(key)).exists()
+    assert table(finish(proc))
+
+
+def test_of_two_runs_started_at_once_on_one_key_the_loser_names_the_winner():
+    """The segment appears with its owner already written: never 'a killed run (pid 0)'."""
+    key = 0x7515
+    for _ in range(3):
+        runs = [start("-smkey", hex(key), "-g", "-n", "4", "-KB", "64", "-bzero",
+                      stdin=subprocess.PIPE) for _ in range(2)]
+        while all(p.poll() is None for p in runs):          # until one has ended
+            time.sleep(0.02)
+        loser, winner = runs if runs[0].returncode is not None else runs[::-1]
+        _, err = loser.communicate(timeout=60)
+        assert loser.returncode == 2
+        assert err == (f"torque-async: error: shared memory key {key:#x} is in use by "
+                       f"torque-async pid {winner.pid}: wait for it or choose another -smkey\n")
+        finish(winner)
+
+
+def test_a_run_whose_segment_was_removed_leaves_the_next_runs_segment_alone():
+    key = 0x7516
+    first = held_back(key)
+    os.unlink(Path("/dev/shm", segment_name(key)))    # removed by hand (or an older version)
+    second = held_back(key)
+    finish(first)
+    assert Path("/dev/shm", segment_name(key)).exists(), "the first run removed the second's"
+    (row,) = table(finish(second))
+    assert int(row[4]) == 4
+
+
+def test_free_shared_memory_removes_the_semaphores_a_killed_run_named(tmp_path):
+    import _multiprocessing
+    from torque_async.results import Results
+    key, name = 0x7517, "/mp-torque-test"
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    res = Results.create(segment_name(key), 1)
+    res.header["owner"], res.header["sems"][0] = dead.pid, name.encode()
+    res.release()
+    sem = _multiprocessing.SemLock(1, 1, 1, name, False)       # left as a killed run leaves it
+    assert Path("/dev/shm/sem.mp-torque-test").exists()
+    r = run_cli("-smkey", hex(key), "-freeSharedMemory")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [
+        f"removed /dev/shm/{segment_name(key)} (created by pid {dead.pid})",
+        "removed the semaphore /dev/shm/sem.mp-torque-test of that run"]
+    assert not Path("/dev/shm/sem.mp-torque-test").exists()
+    del sem

@@ -46,7 +46,7 @@ def test_quit_shows_the_plan_and_runs_nothing():
 
 def test_the_default_workload_of_the_shipped_config_runs(tmp_path):
     shutil.copy(REPO / "Torque.config", tmp_path / "Torque.config")
-    r = run_cli(timeout=300)
+    r = run_cli("-smkey", "0x700B", timeout=300)     # a global option: the config's actions run
     assert r.returncode == 0, r.stderr
     assert "configuration file = " in r.stdout and "BW:" in r.stdout
     assert len(table(r.stdout)) >= 3

@@ -119,19 +119,20 @@ def test_sp_interrupted_prints_its_report():
     assert int(row[4]) > 0 and int(row[10]) == proc.pid
 
 
-def test_sigterm_to_the_process_group_reads_as_an_interruption_not_as_failures():
-    """A terminal's or a service manager's SIGTERM reaches every process of the group: the
-    workers ignore it and end at the stop flag; no test 'died'."""
-    key = 0x7511
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_to_the_process_group_reads_as_an_interruption_not_as_failures(sig):
+    """A service manager's SIGTERM or a closed terminal's SIGHUP reaches every process of the
+    group: the workers ignore it and end at the stop flag; no test 'died'."""
+    key = 0x7520 + sig
     proc = start("-smkey", hex(key), "-p", "2", *LONG, start_new_session=True)
     wait_for_rows(key, 3, RUNNING)
     children = psutil.Process(proc.pid).children(recursive=True)
     began = time.monotonic()
-    os.killpg(proc.pid, signal.SIGTERM)
+    os.killpg(proc.pid, sig)
     out, err = proc.communicate(timeout=60)
     assert time.monotonic() - began < QUICK
-    assert proc.returncode == 143 and "INTERRUPTED by SIGTERM" in out, err
-    assert "died" not in out + err and "INCOMPLETE" not in out
+    assert proc.returncode == CODES[sig] and f"INTERRUPTED by {sig.name}" in out, err
+    assert err == "" and "died" not in out and "INCOMPLETE" not in out
     assert [int(r[4]) > 0 for r in table(out)] == [True, True, True]
     assert_clean(key, children)
 

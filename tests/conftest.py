@@ -5,12 +5,13 @@ import os
 import subprocess
 import sys
 import time
+import zlib
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from torque_async import cli, report
+from torque_async import cli, cmdline, orchestrator, report, validate
 from torque_async.options import GLOBAL_DEFAULTS
 from torque_async.results import HEADER, ROW, Results, SegmentExists, segment_name
 
@@ -100,3 +101,16 @@ def wait_for_rows(key: int, count: int, state: int, timeout: float = 60) -> np.n
             return rows
         time.sleep(0.05)
     raise AssertionError(f"rows of {key:#x} never reached state {state}: {rows['state']}")
+
+
+@pytest.fixture
+def key(request) -> str:
+    """A shared-memory key of this test's own."""
+    return hex(0x10000 + zlib.crc32(request.node.nodeid.encode()) % 0xE0000)
+
+
+def run(key: str, *argv: str):
+    """Check and run a plan in this process; its Outcome."""
+    plan = cmdline.parse(["-smkey", key, *argv])
+    validate.check(plan)
+    return orchestrator.run(plan, 64)

@@ -78,7 +78,7 @@ CMDLINE = [
     (["-f", "a.dat", "-p", "2", "-w"], "-w: process 1 needs file 1 of the -f list"),
     (["-files", "10"], "there is no -files tree in filestest: add -cfiles"),
     (["-mfileKB", "4", "-KB", "64", "-rand"], "the maximum file size (4096 bytes) is smaller"),
-    (["-extraReadKB", "4", "-w"], "-extraRead* applies to the -r test only"),
+    (["-extraReadKB", "4", "-w"], "-extraReadKB does not apply to -w; it applies to -r"),
     (["-engine", "sync", "-aio", "8"], "-engine sync runs one transfer at a time"),
     (["-engine", "fast", "-r"], "-engine name: 'fast' is not one of auto, uring, threads, sync"),
 ]

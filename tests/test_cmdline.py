@@ -7,6 +7,7 @@ from dataclasses import FrozenInstanceError
 import pytest
 
 from torque_async import cmdline
+from torque_async.applies import APPLIES
 from torque_async.options import (ACTION, GLOBAL, GLOBAL_DEFAULTS, LOCAL, LOCAL_DEFAULTS, OPTIONS,
                                   ArgError, Locals)
 from torque_async.units import KB, MB
@@ -32,13 +33,21 @@ def sample_args(opt, default) -> list[str]:
     return out
 
 
+# An action on the command line, with arguments where it needs them.
+ACTION_TOKENS = {name: [f"-{name}", *{"files": ["3"], "V": ["1"], "cyclic": ["1000"], "aio": ["4"],
+                                      "scan": ["disk"], "scanfile": ["disk"],
+                                      "streams": "r 1 64 10 0 1 8".split(),
+                                      "memStreams": "r 1 64 10 0 1 8".split()}.get(name, [])]
+                 for name, o in OPTIONS.items() if o.scope == ACTION}
+
+
 @pytest.mark.parametrize("name", sorted(OPTIONS))
 def test_every_option_is_accepted_and_lands_in_its_field(name):
     opt = OPTIONS[name]
     default = {GLOBAL: GLOBAL_DEFAULTS, LOCAL: LOCAL_DEFAULTS}.get(opt.scope, {}).get(opt.field)
     tokens = [f"-{name}", *sample_args(opt, default)]
     if opt.scope == LOCAL:
-        tokens.append("-load")
+        tokens += ACTION_TOKENS[next(a for a, fields in APPLIES.items() if opt.field in fields)]
     if name in ("c", "aliasFile"):          # options that read a file: give them an empty one
         open(tokens[1], "w").close()
     plan = cmdline.parse(tokens)
@@ -143,3 +152,48 @@ def test_aliases_expand(tmp_path):
     plan = cmdline.parse(["-aliasFile", aliases, "-two"])
     assert [(g.action, g.local.n) for g in plan.groups] == [("load", 4), ("load", 4)]
     assert dict(plan.aliases)["hd"] == "-n 4 -MB 8 -load"
+
+
+LOCALS = sorted(n for n, o in OPTIONS.items() if o.scope == LOCAL)
+
+
+@pytest.mark.parametrize("action", sorted(ACTION_TOKENS))
+def test_every_local_option_before_every_action_is_taken_or_refused_naming_both(action):
+    """The table decides every pair: taken, the value lands in the group; refused, one line
+    names the option and the action (never a silent no-op)."""
+    for name in LOCALS:
+        opt = OPTIONS[name]
+        tokens = [f"-{name}", *sample_args(opt, LOCAL_DEFAULTS.get(opt.field)),
+                  *ACTION_TOKENS[action]]
+        if opt.field in APPLIES[action]:
+            plan = cmdline.parse(tokens)
+            expected = opt.value([a.parse(t) for a, t in zip(opt.args, tokens[1:])])
+            assert getattr(plan.groups[0].local, opt.field) == expected, name
+        else:
+            with pytest.raises(cmdline.UsageError, match=f"^-{name} does not apply to -{action}"
+                                                         r"( \(.+\))?; it applies to \S"):
+                cmdline.parse(tokens)
+
+
+def test_a_refused_option_in_the_config_file_is_named_with_its_line(tmp_path):
+    conf = tmp_path / "Torque.config"
+    conf.write_text("# streams\n-n 8 -streams r 1 64 10 0 1 8\n")
+    with pytest.raises(cmdline.UsageError, match=r"Torque.config:2: -n does not apply to -streams"):
+        cmdline.parse([], cwd=str(tmp_path))
+
+
+def test_the_table_covers_every_action_and_local_option():
+    from torque_async import applies
+    assert set(APPLIES) == set(ACTION_TOKENS)
+    assert set().union(*APPLIES.values()) == applies.LOCAL_FIELDS
+    broken = {**APPLIES, "load": APPLIES["load"] | {"nonsense"}}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(applies, "APPLIES", broken)
+        with pytest.raises(TypeError, match="nonsense"):
+            applies.check_table()
+
+
+def test_a_configuration_file_cannot_name_another(tmp_path):
+    (tmp_path / "Torque.config").write_text("-load\n-c other.config\n")
+    with pytest.raises(cmdline.UsageError, match=r"Torque.config:2: -c in a configuration file"):
+        cmdline.parse([], cwd=str(tmp_path))

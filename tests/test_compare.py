@@ -1,67 +1,171 @@
-"""torque-async compare on two crafted results files: matching, changes, marks, exit codes."""
+"""torque-async compare on crafted results files: matching like with like, the figures each
+family reports, significance over repetitions, totals over matched tests, exit codes."""
 from __future__ import annotations
 
 import json
+
+import pytest
 
 from torque_async import cmdline, compare, export
 
 from conftest import run_cli
 from test_report import INFO, MS, record
 
-PLAN_A = "-load -bcopy -spinWait"
-PLAN_B = "-load -bcopy -spinWait -bzero"
+PLAN = "-n 8 -MB 4 -load -KB 64 -bcopy -spinWait"
+REORDERED = "-spinWait -KB 64 -bcopy -n 8 -MB 4 -load"      # the same tests, another order
 
 
-def crafted(argv: str, load_mb: int, bcopy_mb: int, loops: float, path) -> str:
-    """A results file whose tests moved these many MB in one second each."""
+def document(argv: str, mb: dict[str, float], info=INFO) -> dict:
+    """A results document whose tests moved mb[action] MB in one second each (spinWait: that
+    many million loops)."""
     plan = cmdline.parse(argv.split())
-    recs = [record(0, 0, 1000 * MS, load_mb, 2**20), record(1, 0, 1000 * MS, bcopy_mb, 2**20,
-                                                            sys_factor=2),
-            record(2, 0, 1000 * MS, 10, 0, ops=int(loops), ref_rate=2 * loops)]
-    recs += [record(3, 0, 1000 * MS, 7, 2**20)] * (len(plan.groups) - 3)
-    doc = export.document(plan, tuple(recs), plan.procs(), INFO, argv)
+    recs = []
+    for row, proc in enumerate(plan.procs()):
+        action, amount = proc.group.action, mb[proc.group.action]
+        if action == "spinWait":
+            recs.append(record(row, 0, 1000 * MS, 10, 0, ops=int(amount * 1e6),
+                               ref_rate=2e6 * amount))
+        else:
+            recs.append(record(row, 0, 1000 * MS, int(amount), 2**20,
+                               sys_factor=2 if action == "bcopy" else 1))
+    return export.document(plan, tuple(recs), plan.procs(), info, argv)
+
+
+def repeated(argv: str, series: list[dict[str, float]]) -> dict:
+    """A -repeat document: one repetition per entry of series."""
+    docs = [document(argv, mb) for mb in series]
+    return {**docs[0], "repetitions": [{"tests": d["tests"]} for d in docs]}
+
+
+def write(doc: dict, path) -> str:
     path.write_text(json.dumps(doc))
     return str(path)
 
 
-def test_tests_are_matched_by_group_and_kind_and_changes_marked_beyond_the_threshold(tmp_path):
-    a = crafted(PLAN_A, 1000, 500, 100e6, tmp_path / "a.json")
-    b = crafted(PLAN_B, 900, 510, 120e6, tmp_path / "b.json")
-    r = run_cli("compare", a, b)
+def by_figure(found: compare.Comparison) -> dict[tuple[str, str], compare.Change]:
+    return {(c.test.split(" [")[0], c.figure): c for c in found.changes}
+
+
+def test_a_reordered_plan_matches_test_for_test():
+    a = document(PLAN, {"load": 1000, "bcopy": 500, "spinWait": 100})
+    b = document(REORDERED, {"load": 900, "bcopy": 500, "spinWait": 100})
+    found = by_figure(compare.compare(a, b))
+    assert found[("-n 8 -MB 4 -load", "BW")].b == (900.0,)
+    assert found[("-KB 64 -bcopy", "BW")].a == found[("-KB 64 -bcopy", "BW")].b == (500.0,)
+    assert found[("-spinWait", "loops/s")].b == (100.0,)
+    assert ("-spinWait", "BW") not in found                  # a spinner moves no bandwidth
+
+
+def test_options_that_change_the_work_make_another_test_and_it_is_listed_never_summed():
+    a = document(PLAN, {"load": 1000, "bcopy": 500, "spinWait": 100})
+    b = document("-n 8 -MB 4 -load -KB 128 -bcopy -spinWait",
+                 {"load": 1000, "bcopy": 300, "spinWait": 100})
+    found = compare.compare(a, b)
+    assert found.only_a == ("-KB 64 -bcopy [process 0]",)
+    assert found.only_b == ("-KB 128 -bcopy [process 0]",)
+    total = by_figure(found)[("Total (matched tests)", "BW")]
+    assert total.a == total.b == (1000.0,)                   # the load only: bcopy not summed
+
+
+def test_how_a_test_runs_is_not_what_it_is():
+    a = document("-p 2 -n 8 -MB 4 -load", {"load": 1000})
+    b = document("-p 2 -affinityNumber 0 -sample 3 -n 8 -MB 4 -load", {"load": 800})
+    found = compare.compare(a, b)
+    assert not found.only_a and not found.only_b
+    assert [c.b for c in found.changes if c.figure == "BW"] == [(800.0,), (800.0,), (1600.0,)]
+
+
+def test_single_runs_cannot_tell_a_change_from_noise_and_never_fail(tmp_path):
+    a = write(document(PLAN, {"load": 1000, "bcopy": 500, "spinWait": 100}), tmp_path / "a.json")
+    b = write(document(PLAN, {"load": 600, "bcopy": 500, "spinWait": 100}), tmp_path / "b.json")
+    r = run_cli("compare", a, b, "--fail-on-regression")
     assert r.returncode == 0, r.stderr
-    lines = r.stdout.splitlines()
-    assert lines[0] == f"A: {a} ({PLAN_A}): torque-async {PLAN_A}"
-    assert lines[3:9] == ["test, kind, A, B, unit, change",
-                          "group 0 proc 0, Load, 1000.0, 900.0, MB/s, -10.0% slower",
-                          "group 1 proc 0, Bcopy, 500.0, 510.0, MB/s, +2.0%",
-                          "group 2 proc 0, SpinWait, 100.0, 120.0, Mloops/s, +20.0% faster",
-                          "group 3 proc 0, Bzero, -, 7.0, MB/s, only in B",
-                          "Total, all, 2000.0, 1927.0, MB/s, -3.6%"]
-    assert lines[-1] == "changes beyond 5% marked: 1 slower, 1 faster"
+    assert "-n 8 -MB 4 -load [process 0], BW, 1000.0, 600.0, MB/s, -40.0% worse, cannot be " \
+           "told from noise (one run: use -repeat)" in r.stdout
+    assert r.stdout.rstrip().endswith("no change can be told from noise (run both with -repeat N)")
 
 
-def test_fail_on_regression_exits_1_only_when_b_is_slower_beyond_the_threshold(tmp_path):
-    a = crafted(PLAN_A, 1000, 500, 100e6, tmp_path / "a.json")
-    b = crafted(PLAN_A, 900, 500, 100e6, tmp_path / "b.json")
-    assert run_cli("compare", a, b, "--fail-on-regression").returncode == 1
-    wide = run_cli("compare", a, b, "--threshold", "15", "--fail-on-regression")
-    assert wide.returncode == 0 and "MB/s, -10.0%\n" in wide.stdout
-    assert run_cli("compare", b, a, "--fail-on-regression").returncode == 0     # B faster
-    assert run_cli("compare", a, b).returncode == 0                               # not asked
+SAME = [{"load": v, "bcopy": 500 + d, "spinWait": 100} for v, d in
+        ((1000, 3), (985, -2), (1012, 0), (995, 4), (1008, -5))]
+SLOWER = [{**mb, "load": mb["load"] * 0.7} for mb in SAME]        # a planted 30% slowdown
 
 
-def test_the_total_alone_can_regress(tmp_path):
-    a = crafted(PLAN_A, 1000, 500, 100e6, tmp_path / "a.json")
-    b = crafted(PLAN_A, 960, 450, 100e6, tmp_path / "b.json")     # -4% and -10%: total -7%
-    found = compare.changes(export.load(a), export.load(b))
-    assert [round(c.pct, 1) for c in found] == [-4.0, -10.0, 0.0, -7.0]
-    assert [c.slower(8.0) for c in found] == [False, True, False, False]
-    assert not any(c.slower(10.0) or c.faster(0.0) for c in found)
+def test_repeated_runs_of_one_plan_are_not_significant(tmp_path):
+    a = write(repeated(PLAN, SAME), tmp_path / "a.json")
+    b = write(repeated(PLAN, SAME[1:] + SAME[:1]), tmp_path / "b.json")
+    r = run_cli("compare", a, b, "--fail-on-regression")
+    assert r.returncode == 0, r.stderr
+    assert "A: " in r.stdout and "5 repetitions" in r.stdout
+    assert "significant changes beyond 5%: 0 worse, 0 better" in r.stdout
+    load = next(ln for ln in r.stdout.splitlines() if ln.startswith("-n 8 -MB 4 -load [process 0], BW"))
+    assert load == "-n 8 -MB 4 -load [process 0], BW, 1000.0 ±1.4%, 1000.0 ±1.4%, MB/s, " \
+                   "+0.0% within threshold, not significant"
 
 
-def test_unreadable_files_exit_2_with_one_line(tmp_path):
-    a = crafted(PLAN_A, 1000, 500, 100e6, tmp_path / "a.json")
-    r = run_cli("compare", a, str(tmp_path / "missing.json"))
-    assert r.returncode == 2
-    assert r.stderr.strip() == f"torque-async: error: cannot read {tmp_path / 'missing.json'}: " \
-                               "No such file or directory"
+def test_a_planted_30_percent_slowdown_is_significant_and_fails_on_regression(tmp_path):
+    a = write(repeated(PLAN, SAME), tmp_path / "a.json")
+    b = write(repeated(PLAN, SLOWER), tmp_path / "b.json")
+    r = run_cli("compare", a, b, "--fail-on-regression")
+    assert r.returncode == 1
+    assert "-n 8 -MB 4 -load [process 0], BW, 1000.0 ±1.4%, 700.0 ±1.4%, MB/s, -30.0% worse\n" \
+        in r.stdout
+    assert "significant changes beyond 5%: 3 worse, 0 better" in r.stdout   # BW, IO/s, total
+    assert run_cli("compare", b, a, "--fail-on-regression").returncode == 0   # B faster
+    assert run_cli("compare", a, b, "--threshold", "40", "--fail-on-regression").returncode == 0
+
+
+def test_a_series_is_each_run_against_the_base(tmp_path):
+    base = write(repeated(PLAN, SAME), tmp_path / "base.json")
+    one = write(repeated(PLAN, SAME), tmp_path / "one.json")
+    two = write(repeated(PLAN, SLOWER), tmp_path / "two.json")
+    r = run_cli("compare", base, one, two)
+    assert r.returncode == 0
+    blocks = r.stdout.split("\n\nA: ")
+    assert len(blocks) == 2 and f"B: {two}" in blocks[1] and f"B: {one}" in blocks[0]
+    assert "0 worse" in blocks[0] and "3 worse" in blocks[1]
+
+
+def test_latency_up_is_worse_and_timer_and_stream_figures_are_compared():
+    a, b = (document("-n 64 -cyclic 1000", {"cyclic": 1}) for _ in range(2))
+    a["tests"][0]["latency"] = {"min": 1, "avg": 5000, "p50": 4000, "p99": 20_000, "p999": 0,
+                                "max": 90_000}
+    b["tests"][0]["latency"] = {**a["tests"][0]["latency"], "p99": 40_000, "max": 60_000}
+    found = by_figure(compare.compare(a, b))
+    p99, top = found[("-n 64 -cyclic 1000", "lateness p99")], found[("-n 64 -cyclic 1000",
+                                                                       "lateness max")]
+    assert (p99.a, p99.b, p99.worse(5), top.better(5)) == ((20.0,), (40.0,), True, True)
+    assert ("-n 64 -cyclic 1000", "BW") not in found
+
+
+def test_welch_t_test():
+    assert compare.significant([1, 2, 3, 4, 5], [6, 7, 8, 9, 10])            # t = 5, df 8
+    assert not compare.significant([1, 2, 3, 4, 5], [2, 3, 4, 5, 6])         # t = 1
+    assert compare.significant([1.0], [2.0]) is None
+    assert compare.significant([3, 3], [3, 3]) is False
+    assert compare.t_critical(1) == 12.706 and compare.t_critical(45.7) == 2.021
+
+
+def test_runs_from_different_machines_are_noted():
+    other = INFO.__class__(**{**INFO.__dict__, "hostname": "elsewhere"})
+    a = document(PLAN, {"load": 1000, "bcopy": 500, "spinWait": 100})
+    b = document(PLAN, {"load": 1000, "bcopy": 500, "spinWait": 100}, info=other)
+    assert compare.provenance(a, b)[0].startswith("note: different machines: host")
+
+
+@pytest.mark.parametrize("content, message", [
+    ("", "is not JSON"), ('{"schema": "torque-async-results", "schema_version": 99}',
+                          "has results schema version 99"),
+    ("[1, 2]", "is not a torque-async results file")])
+def test_unreadable_results_exit_2_with_one_line(tmp_path, content, message):
+    good = write(document(PLAN, {"load": 1, "bcopy": 1, "spinWait": 1}), tmp_path / "a.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text(content)
+    r = run_cli("compare", good, str(bad))
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.count("\n") == 1 and message in r.stderr
+
+
+def test_nan_threshold_is_refused(tmp_path):
+    a = write(document(PLAN, {"load": 1, "bcopy": 1, "spinWait": 1}), tmp_path / "a.json")
+    r = run_cli("compare", a, a, "--threshold", "nan")
+    assert r.returncode == 2 and "nan" in r.stderr

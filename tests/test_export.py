@@ -5,18 +5,18 @@ from __future__ import annotations
 import csv
 import io
 import json
-from dataclasses import field, fields, make_dataclass
+from dataclasses import field, fields, make_dataclass, replace
 
 import jsonschema
 import pytest
 
 from torque_async import cmdline, export
 from torque_async.results import FAILED, Record
-from torque_async.stats import HIST_BUCKETS, bucket
+from torque_async.stats import bucket
 from torque_async.sysinfo import SysInfo
 
 from conftest import run_cli, table
-from test_report import INFO, MS, man_page_example, record
+from test_report import INFO, MS, hist_of, man_page_example, record
 
 SCHEMA = export.schema()
 VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
@@ -52,7 +52,7 @@ def test_a_crafted_run_validates_and_carries_the_report_s_figures():
     assert (t0["table"]["diff_ms"], t0["kind"]) == (902, "Load")
     assert t0["table"]["bw"] == pytest.approx(354.6, abs=0.05)
     assert t1["table"]["start_ms"] == 64 and t1["record"]["start"] == 1064 * MS
-    assert round(doc["bandwidth"]["total"]) == 714 and list(doc["bandwidth"]["kinds"]) == ["Load"]
+    assert round(doc["bandwidth"]["total"]) == 714 and list(doc["bandwidth"]["groups"]) == ["Load"]
     group = doc["plan"]["groups"][0]
     assert group["locals"]["n"] == 8 and group["processes"] == 2
     assert doc["plan"]["settings"]["seed"] == 1 and doc["system"]["ethernet"] == INFO.ethernet
@@ -70,15 +70,12 @@ def test_a_failed_test_with_nothing_measured_still_validates():
 
 def test_histograms_are_sparse_upper_bounds_and_phases_are_named():
     lats = [900, 900, 50_000]
-    hist = [0] * HIST_BUCKETS
-    for v in lats:
-        hist[bucket(v)] += 1
-    rec = record(0, 0, MS, 3, 64, hist=tuple(hist), lat_count=3, lat_min=900, lat_max=50_000,
+    rec = record(0, 0, MS, 3, 64, hist=hist_of(*lats), lat_count=3, lat_min=900, lat_max=50_000,
                  lat_sum=51_800, phase=(1, 2, 3, 4, 5))
     out = export.record_fields(rec)
-    assert [n for _, n in out["hist"]] == [2, 1]
-    for (top, _), v in zip(out["hist"], (900, 50_000)):
-        assert v <= top and bucket(top) == bucket(v)
+    assert [n for *_, n in out["hist"]] == [2, 1]
+    for (lo, hi, _), v in zip(out["hist"], (900, 50_000)):
+        assert lo <= v <= hi and bucket(lo) == bucket(hi) == bucket(v) and hi - lo < v / 64
     assert out["phase"] == {"spawned": 1, "set_up": 2, "released": 3, "measured": 4, "done": 5}
 
 
@@ -109,15 +106,23 @@ def test_load_refuses_what_is_not_a_results_file(tmp_path):
             export.load(str(path))
 
 
-def test_csv_columns_are_the_schema_s_scalars_whatever_the_run():
+def test_csv_columns_are_the_schema_s_scalars_with_units_whatever_the_run():
     plan, recs = man_page_example()
-    text = export.csv_text(export.document(plan, recs, plan.procs(), INFO, "today"))
+    recs = (replace(recs[0], info="line one\nline two", lat_count=1, lat_min=1500, lat_max=1500,
+                    lat_sum=1500), recs[1])
+    doc = export.document(plan, recs, plan.procs(), INFO, "today")
+    text = export.csv_text(doc)
     rows = list(csv.reader(io.StringIO(text)))
-    assert rows[0] == [".".join(p) for p in export.csv_columns()]
-    assert "table.bw" in rows[0] and "spin.kept_pct" in rows[0] and "record.hist" not in rows[0]
+    assert rows[0] == [c.name for c in export.csv_columns()]
+    assert "table.bw (MB/s)" in rows[0] and "spin.kept_pct (%)" in rows[0]
+    assert "record.hist" not in " ".join(rows[0])
     assert len(rows) == 3 and all(len(r) == len(rows[0]) for r in rows)
-    spin = dict(zip(rows[0], rows[1]))["spin.loops_per_s"]
-    assert spin == ""                                   # a load test has no loop rate
+    first = dict(zip(rows[0], rows[1]))
+    assert first["spin.loops_per_s (loops/s)"] == ""          # a load test has no loop rate
+    assert first["latency.max (us)"] == "1.5"                  # the text report's unit, not ns
+    assert doc["tests"][0]["latency"]["max"] == 1500
+    assert first["record.info"] == "line one | line two"       # one line per row
+    assert text.count("\n") == 3
 
 
 def parse_bw_line(out: str) -> dict[str, int]:
@@ -141,7 +146,7 @@ def test_a_real_run_validates_and_text_json_and_csv_agree(tmp_path):
         printed = [t["proc"], t["start_ms"], t["finish_ms"], t["diff_ms"], t["xfers"],
                    f"{t['bw']:.1f}", t["ts"], t["iops"], t["test"], t["file"], t["pid"]]
         assert line == [str(v) for v in printed]
-        assert float(row["table.bw"]) == t["bw"] and int(row["record.transfers"]) == t["xfers"]
+        assert float(row["table.bw (MB/s)"]) == t["bw"] and int(row["record.transfers"]) == t["xfers"]
         assert row["kind"] == test["kind"] == t["test"] and row["state"] == "done"
     bzero, triad, spin = doc["tests"]
     assert sum(s["transfers"] for s in bzero["samples"]["intervals"]) == 256
@@ -149,7 +154,7 @@ def test_a_real_run_validates_and_text_json_and_csv_agree(tmp_path):
     assert spin["spin"]["loops_per_s"] > 0 and triad["spin"] is None
     assert triad["sys_bw"] == pytest.approx(3 * triad["table"]["bw"], rel=1e-9)  # 3 arrays
     printed_bw = parse_bw_line(r.stdout)
-    assert printed_bw == {k: round(v) for k, v in doc["bandwidth"]["kinds"].items()} | \
+    assert printed_bw == {k: round(v) for k, v in doc["bandwidth"]["groups"].items()} | \
         {"Total": round(doc["bandwidth"]["total"])}
     assert doc["command"].startswith("-smkey 0x7501 -json run.json")
 

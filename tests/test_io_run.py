@@ -5,33 +5,21 @@ import hashlib
 import os
 import tempfile
 import threading
-import zlib
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from torque_async import cmdline, orchestrator, report, validate
+from torque_async import cmdline, report
 from torque_async.io import actions, data, filetest as filetests, uring
 from torque_async.io.layout import Cursor
+from torque_async.stats import merge
 
-from conftest import execute, run_cli, table
+from conftest import execute, run, run_cli, table
 from test_report import record
 
 KB = 1024
 ENGINES = ["uring", "threads"]
-
-
-@pytest.fixture
-def key(request) -> str:
-    """A shared-memory key of this test's own."""
-    return hex(0x10000 + zlib.crc32(request.node.nodeid.encode()) % 0xE0000)
-
-
-def run(key: str, *argv: str):
-    plan = cmdline.parse(["-smkey", key, *argv])
-    validate.check(plan)
-    return orchestrator.run(plan, 64)
 
 
 def pattern_file(path: Path, size: int) -> bytes:
@@ -90,6 +78,9 @@ ACTIONS = {                                       # argv, system bytes per trans
 }
 
 
+MIXED = ("rand", "rw", "aio", "files")           # they read and write
+
+
 RUNS = [(e, a) for e in [*ENGINES, "sync"] for a in ACTIONS
         if (e, a) != ("sync", "aio")]             # refused: see test_plan_errors
 
@@ -102,8 +93,17 @@ def test_every_action_runs_checks_its_data_and_cleans_up(key, engine, action):
     assert not out.failures
     (rec,) = out.records
     assert rec.ok and rec.pid == os.getpid()
-    assert rec.transfers == rec.lat_count == sum(rec.hist) == len(rec.samples) == 48
+    assert rec.transfers == rec.lat_count == sum(n for _, n in rec.hist) == len(rec.samples) == 48
     assert rec.lat_min <= rec.lat_sum // rec.lat_count <= rec.lat_max
+    if action in MIXED:             # reads and writes apart, together the whole: same histogram
+        reads, writes = rec.rw
+        assert merge(rec.rw) == rec.lat and reads.count and writes.count
+        assert action != "rw" or reads.count == writes.count == 24     # -rw alternates
+    elif action == "rmw":           # each transfer a read and a write, each timed alone
+        reads, writes = rec.rw
+        assert reads.count == writes.count == 48 and reads.total + writes.total <= rec.lat_sum
+    else:
+        assert rec.rw == ()
     assert rec.bytes == 48 * 16 * KB and rec.sys_bytes == 48 * 16 * KB * factor
     assert [k for _, k in rec.samples] == list(range(1, 49))
     shown = {"scan": "big.dat", "scanfile": "big.dat", "files": "filestest"}.get(
@@ -353,8 +353,8 @@ def test_auto_says_why_it_fell_back_to_threads(capsys, key, monkeypatch, tmp_pat
     (["-f", ".", "-r"], "-r: . is a directory, not a file"),
     (["-f", "gone.dat", "-rand"], "gone.dat does not exist (the test reads it)"),
     (["-KB", "8", "-mfileKB", "4", "-rand"], "maximum file size (4096 bytes) is smaller"),
-    (["-extraReadKB", "4", "-w"], "-extraRead* applies to the -r test only"),
-    (["-vectorKB", "4", "-scanfile", "a.dat"], "-vector* does not apply"),
+    (["-extraReadKB", "4", "-w"], "-extraReadKB does not apply to -w; it applies to -r"),
+    (["-vectorKB", "4", "-scanfile", "a.dat"], "-vectorKB does not apply to -scanfile"),
     (["-engine", "sync", "-aio", "4"], "-engine sync runs one transfer at a time"),
     (["-f", "a.dat", "-KB", "64", "-n", "8", "-r"],
      "-r: a.dat holds 4096 bytes but the test reads up to byte 524288"),
@@ -378,7 +378,8 @@ def test_writing_to_a_block_device_needs_confirmation(capsys, key, monkeypatch):
 
 
 class Tamper(Recorder):
-    """Loses the third write (says it is done, moves nothing) or reads one place too early."""
+    """Loses the third write (says it is done, moves nothing), puts it at another place, or
+    reads one place too early."""
 
     def __init__(self, inner, how):
         super().__init__(inner, [], [0], set())
@@ -390,6 +391,8 @@ class Tamper(Recorder):
             return filetests.now()
         if self.how == "misread" and not write and offset:
             offset -= 4096
+        if self.how == "misplace" and write and self.log.count(True) == 3:
+            offset = (offset + 37 * 4096) % (1 << 20)
         return await self.inner.submit(write, fd, buf, offset)
 
 
@@ -397,6 +400,7 @@ class Tamper(Recorder):
     ("lose", ["-w"], "differs from what the test wrote"),
     ("lose", ["-rmw"], "differs from what the test wrote"),
     ("misread", ["-r"], "read 4096 bytes at byte"),
+    ("misplace", ["-percR", "0", "-mfileMB", "1", "-rand"], "differs from what the test wrote"),
 ])
 def test_the_data_check_catches_lost_writes_and_misplaced_reads(key, monkeypatch, how, argv,
                                                                  message):

@@ -407,16 +407,32 @@ def test_stream_check_tolerates_rounding_and_catches_nan():
         test.check()
 
 
-def test_triad_blocks_cover_the_chunk(monkeypatch):
-    monkeypatch.setattr(stream, "l2_bytes", lambda: 7 * 16)    # 7-double blocks, 100 a chunk
-    test = make("Striad", n=3, size=800)
-    assert test.scratch.size == 7 and len(test._views[0]) == 15
+def test_triad_keeps_the_block_size_that_ran_fastest_and_its_blocks_cover_the_chunk(monkeypatch):
+    monkeypatch.setattr(stream, "l2_bytes", lambda: 7 * 32)     # candidates 7, 14 ... doubles
+    monkeypatch.setattr(stream.sysinfo, "cache_sizes", lambda: {"1Data": 0})
+    timed = {1: 90, 7: 50, 14: 40, 28: 70, 56: 60, 100: 80}     # ns a pass, made up
+    monkeypatch.setattr(stream.Striad, "pass_ns", lambda self, step: timed[step])
+    test = make("Striad", n=3, size=800)                        # 100 doubles a chunk
+    assert test.candidates() == sorted(timed)
+    assert test.step == 14 and len(test._views[0]) == 8         # 7 blocks of 14, then 2
+    assert test.info.endswith("Triad in blocks of 112 bytes, the fastest here of "
+                              "8 56 112 224 448 800")
+    blocks = [a for a, _b, _c, _s in test._views[1]]             # chunk 1: a[100:200]
+    assert blocks[0].ctypes.data == test.a[100:].ctypes.data
+    assert sum(b.size for b in blocks) == 100
     run(test, 2).check()
     assert (test.a[:200] == 3.5).all() and (test.a[200:] == 1.0).all()
     test.c[250] = 1.0                                           # Triad reads c ...
     test.transfer(2)
     with pytest.raises(api.TestError, match=r"Striad: a\[250\] = 5.0"):
         test.check()                                            # ... and a shows it
+
+
+def test_triad_calibration_leaves_the_arrays_as_set_up():
+    test = make("Striad", n=2, size=4096)                       # timed for real
+    assert test.step in test.candidates()
+    assert (test.a == 1.0).all() and (test.b == 2.0).all() and (test.c == 0.5).all()
+    test.check()                                                # no transfer: all untouched
 
 
 def test_triad_transfer_allocates_no_temporary():
@@ -438,3 +454,41 @@ def test_triad_transfer_allocates_no_temporary():
     assert naive >= chunk
     assert peak < chunk // 64, peak
     test.check()
+
+
+# ---------------------------------------------------------------- -offset: "a file or buffer"
+
+@pytest.mark.parametrize("action", ["bzero", "store", "bcopy", "ls"])
+def test_offset_moves_the_working_set_into_the_buffer_and_leaves_the_bytes_before_it(action):
+    at = 3 * 64 + 8
+    test, fresh = run(make(action, offset=at), 4), make(action, offset=at)
+    out, untouched = (test.dst, fresh.dst) if action == "bcopy" else (test.buf, fresh.buf)
+    assert out.size == at + 4 * 256
+    assert np.array_equal(out[:at], untouched[:at])           # before the offset: the pattern
+    if action == "bcopy":
+        assert np.array_equal(out[at:], test.src[at:])        # the working set was copied
+    else:
+        plain = run(make(action), 4).buf
+        assert np.array_equal(out[at:], plain)                # as without an offset
+        assert not np.array_equal(out[at:], untouched[at:])  # ... and was worked on
+    test.check()
+
+
+def test_offset_moves_stream_arrays_even_unaligned():
+    test = run(make("Striad", offset=4), 4)
+    assert test.a.ctypes.data % 8 == 4 and not test.a.flags.aligned
+    test.check()
+    assert float(test.a[0]) == stream.INITIAL["b"] + stream.SCALAR * stream.INITIAL["c"]
+
+
+@pytest.mark.parametrize("faster", list(stream.COPIES))
+def test_copy_keeps_the_way_that_ran_faster_and_either_way_copies_bit_for_bit(monkeypatch, faster):
+    times = iter([10, 20] if faster == list(stream.COPIES)[0] else [20, 10])
+    monkeypatch.setattr(stream, "best_ns", lambda run: (run(), next(times))[1])
+    test = make("Scopy", n=3, size=800)
+    assert test.way == faster and test.info.endswith(f"Copy by {faster}, the faster here of "
+                                                     f"{' and '.join(stream.COPIES)}")
+    assert (test.c == 0.5).all()                    # the timing passes left no trace
+    test.a[:] = np.random.default_rng(3).random(test.a.size)
+    run(test, 3)
+    assert np.array_equal(test.c.view(U64), test.a.view(U64))

@@ -9,10 +9,9 @@ import pytest
 from click.testing import CliRunner
 
 from torque_async import cli, cmdline, export, plot, report
-from torque_async.stats import HIST_BUCKETS, bucket
 
 from conftest import run_cli
-from test_report import INFO, MS, record
+from test_report import INFO, MS, hist_of, record
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -21,13 +20,6 @@ def png_size(path) -> tuple[int, int]:
     data = path.read_bytes()
     assert data[:8] == PNG_SIGNATURE and data[12:16] == b"IHDR"
     return struct.unpack(">II", data[16:24])
-
-
-def hist_of(*lats: int) -> tuple[int, ...]:
-    hist = [0] * HIST_BUCKETS
-    for v in lats:
-        hist[bucket(v)] += 1
-    return tuple(hist)
 
 
 def sampled_doc(argv: str, per_sample: int = 4):
@@ -69,7 +61,7 @@ def test_a_real_stream_s_lateness_is_drawn_for_each_sub_stream(tmp_path):
     doc = export.load(str(tmp_path / "run.json"))
     (test,) = doc["tests"]
     subs = test["record"]["subs"]
-    assert len(subs) == 2 and all(sum(n for _, n in s["hist"]) == s["transfers"] > 0 for s in subs)
+    assert len(subs) == 2 and all(sum(n for *_, n in s["hist"]) == s["transfers"] > 0 for s in subs)
     drawn = dict(plot.render(doc, str(tmp_path / "run.png")))
     lateness = [f"proc 0 MemStreams: lateness of sub-stream {n}"
                 for n in report.sub_stream_names(["rw", 2])]

@@ -5,7 +5,7 @@ from dataclasses import replace
 
 from torque_async import cmdline, report
 from torque_async.results import DONE, Record
-from torque_async.stats import HIST_BUCKETS, bucket
+from torque_async.stats import Summary
 from torque_async.sysinfo import SysInfo
 from torque_async.units import MB
 
@@ -14,13 +14,20 @@ INFO = SysInfo("host", "x86_64", "CPU", "00:03:93:c6:73:12", 1000, 32, 32, 32, 2
                1, 1, "6.1")
 
 
+def hist_of(*values: int) -> tuple[tuple[int, int], ...]:
+    """The sparse histogram of these values."""
+    s = Summary()
+    for v in values:
+        s.add(v)
+    return s.stats().hist
+
+
 def record(row, start_ms, finish_ns_after, transfers, size, sys_factor=1, pid=700, **kw):
-    hist = [0] * HIST_BUCKETS
     base = dict(row=row, state=DONE, pid=pid, start=start_ms * MS,
                 finish=start_ms * MS + finish_ns_after, transfers=transfers,
                 bytes=transfers * size, sys_bytes=transfers * size * sys_factor,
                 extra_transfers=0, lat_min=0, lat_max=0, lat_sum=0, lat_count=0,
-                hist=tuple(hist), samples=(), phase=(0,) * 5, ops=0, ref_rate=0.0,
+                hist=(), samples=(), phase=(0,) * 5, ops=0, ref_rate=0.0,
                 transfer_bytes=size, file="", info="", error="")
     return replace(Record(**base), **kw)
 
@@ -51,14 +58,25 @@ def _proc():
     return cmdline.parse(["-load"]).procs()[0]
 
 
-def test_bw_line_sums_system_bandwidth_per_kind_and_counts_bcopy_twice():
+def test_bw_line_sums_system_bandwidth_per_group_and_counts_bcopy_twice():
     plan = cmdline.parse("-p 2 -load -bcopy".split())
     recs = (record(0, 0, 1000 * MS, 100, MB), record(1, 0, 1000 * MS, 50, MB),
             record(2, 0, 500 * MS, 10, MB, sys_factor=2))
-    lines = report.bw_lines(recs, plan.procs())
+    lines = report.bw_lines(plan, recs, plan.procs())
     assert lines[0] == "BW, Load, Bcopy, Total"
     assert lines[1] == "BW:, 150, 40, 190"
     assert lines[-1] == "190: Total Bandwidth Consumed (MBytes/sec)"
+
+
+def test_bw_line_has_a_column_per_group_in_plan_order_and_tells_groups_of_one_kind_apart():
+    plan = cmdline.parse("-load -bcopy -load".split())
+    recs = (record(0, 0, 1000 * MS, 100, MB), record(1, 0, 1000 * MS, 50, MB),
+            record(2, 0, 1000 * MS, 10, MB))
+    lines = report.bw_lines(plan, recs, plan.procs())
+    assert lines[:2] == ["BW, Load#0, Bcopy, Load#2, Total", "BW:, 100, 50, 10, 160"]
+    none_ran = report.bw_lines(plan, (replace(recs[0], transfers=0, bytes=0, sys_bytes=0),
+                                      *recs[1:]), plan.procs())
+    assert none_ran[0] == lines[0]               # a test that measured nothing keeps its column
 
 
 def test_render_has_header_group_block_table_and_bw_and_honours_nh_and_bo():
@@ -83,21 +101,29 @@ def test_render_has_header_group_block_table_and_bw_and_honours_nh_and_bo():
                   "714: Total Bandwidth Consumed (MBytes/sec)"]
 
 
-def test_overlap_warns_when_measured_intervals_do_not_meet():
+def test_overlap_warns_when_measured_intervals_do_not_meet_with_advice_for_the_plan():
     recs = (record(0, 0, 10 * MS, 1, MB), record(1, 20, 10 * MS, 1, MB))
-    assert report.overlap_line(recs, 0).startswith("Warning: the measured intervals did not")
+    fast = report.overlap_line(cmdline.parse("-fast -load -load".split()), recs, 0)
+    slow = report.overlap_line(cmdline.parse("-load -load".split()), recs, 0)
+    assert fast.startswith("Warning: the measured intervals did not") and "drop -fast" in fast
+    assert "-fast" not in slow and "finished before another began measuring" in slow
+
+
+def test_diff_is_finish_minus_start_as_printed_and_video_tests_are_numbered():
+    plan = cmdline.parse("-n 4 -V 7".split())
+    rec = record(0, 0, 40 * MS, 4, MB, start=MS - 1, finish=41 * MS)   # 0.999.. to 41 ms
+    row = report.table_row(rec, plan.procs()[0], 0)
+    assert (row.start_ms, row.finish_ms, row.diff_ms, row.test) == (0, 41, 41, "Video7")
+    assert report.group_labels(plan) == ["Video7"]
 
 
 def test_latency_percentiles_come_from_the_histogram():
     lats = [1000] * 98 + [50_000, 2_000_000]
-    hist = [0] * HIST_BUCKETS
-    for v in lats:
-        hist[bucket(v)] += 1
-    rec = record(0, 0, MS, 100, MB, hist=tuple(hist), lat_min=1000, lat_max=2_000_000,
+    rec = record(0, 0, MS, 100, MB, hist=hist_of(*lats), lat_min=1000, lat_max=2_000_000,
                  lat_sum=sum(lats), lat_count=100)
-    assert 1000 <= rec.lat.percentile(0.5) < 1000 * 1.25      # within one bucket
-    assert 50_000 <= rec.lat.percentile(0.99) < 50_000 * 1.25  # within one bucket
-    assert rec.lat.percentile(0.999) == 2_000_000
+    assert 1000 <= rec.lat.percentile(0.5) <= 1000 * 1.016    # within one bucket
+    assert 50_000 <= rec.lat.percentile(0.99) <= 50_000 * 1.016
+    assert 2_000_000 / 1.016 <= rec.lat.percentile(0.999) <= 2_000_000
     line = report.latency_lines((rec,), (_proc(),))[2]
     assert line.startswith("0, 1.0, 21.5, 1.0, ") and line.endswith(", 2000.0, 2000.0, Load")
 
@@ -106,3 +132,12 @@ def test_spin_line_states_the_share_of_the_idle_rate_kept():
     rec = record(0, 0, 1000 * MS, 10, 0, ops=50_000_000, ref_rate=100e6)
     (line,) = report.spin_lines((rec,))
     assert "50.00 Mloops/s under load, 100.00 Mloops/s alone: 50.0%" in line
+
+
+def test_the_group_block_of_loop_tests_says_their_pid_is_torque_async_s_own():
+    plan = cmdline.parse("-p 2 -r -p 2 -load".split())
+    recs = tuple(record(i, 0, 10 * MS, 1, MB, pid=700 if i < 2 else 800 + i) for i in range(4))
+    reading, loading = (report.group_lines(plan, g, recs, plan.procs()) for g in plan.groups)
+    assert "PID 700 is torque-async itself: its 2 processes run as coroutines on one event " \
+           "loop" in reading
+    assert not any(ln.startswith("PID") for ln in loading)

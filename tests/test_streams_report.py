@@ -5,19 +5,16 @@ from dataclasses import replace
 
 from torque_async import cmdline, report
 from torque_async.results import SubStream
-from torque_async.stats import HIST_BUCKETS, bucket
 from torque_async.units import KB
 
-from test_report import INFO, MS, record
+from test_report import INFO, MS, hist_of, record
 
 
 def sub(transfers: int, lateness: list[int]) -> SubStream:
-    hist = [0] * HIST_BUCKETS
-    for ns in lateness + [0] * (transfers - len(lateness)):
-        hist[bucket(ns)] += 1
+    hist = hist_of(*lateness, *[0] * (transfers - len(lateness)))
     late = [ns for ns in lateness if ns]
     return SubStream(transfers, len(late), 2 if late else 0, 0 if len(lateness) < transfers
-                     else min(lateness), max(lateness, default=0), sum(lateness), tuple(hist))
+                     else min(lateness), max(lateness, default=0), sum(lateness), hist)
 
 
 def test_stream_lines_give_each_sub_stream_its_target_bandwidth_and_lateness():
@@ -40,10 +37,8 @@ def test_stream_lines_give_each_sub_stream_its_target_bandwidth_and_lateness():
 
 def test_cyclic_line_is_cyclictests_with_p99():
     plan = cmdline.parse("-cyclic 1000 -seed 1".split())
-    hist = [0] * HIST_BUCKETS
-    for ns in (5000, 6000, 7000, 90_000):
-        hist[bucket(ns)] += 1
     rec = replace(record(0, 0, 4 * MS, 4, 0, pid=42), lat_min=5000, lat_max=90_000,
-                  lat_sum=108_000, lat_count=4, hist=tuple(hist), last_lat=7000)
+                  lat_sum=108_000, lat_count=4, hist=hist_of(5000, 6000, 7000, 90_000),
+                  last_lat=7000)
     assert report.cyclic_lines((rec,), plan.procs()) == [
         "T: 0 (42) I:1000 C: 4 Min: 5 Act: 7 Avg: 27 Max: 90 p99: 90 (us)"]

@@ -81,6 +81,12 @@ def test_header_lines_exact():
         "65536 hw.memsize (MByte)",
         "8 hw.physicalcpu",
         "16 hw.logicalcpu",
+        "unknown hw.cpufamily",
+        "unknown hw.cpumodel",
+        "unknown hw.cpustepping",
+        "unknown hw.microcode",
+        "unknown hw.memoryspeed (MT/s)",
+        "unknown hw.numanodes",
     ]
 
 

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from torque_async import applies  # noqa: E402
 from torque_async.helptext import help_lines  # noqa: E402
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -13,7 +14,10 @@ BEGIN, END = "<!-- options:begin -->", "<!-- options:end -->"
 
 
 def block() -> str:
-    return "\n".join([BEGIN, "```", *help_lines("all"), "```", END])
+    return "\n".join([BEGIN, "```", *help_lines("all"), "```", "",
+                      "Where each local option applies (decided against the man page, in the "
+                      "table's order; before any other action it is refused with one line, "
+                      "exit 2):", "", "```", *applies.lines(), "```", END])
 
 
 def updated(text: str) -> str:

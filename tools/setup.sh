@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Everything torque-async needs on a fresh Debian/Ubuntu machine: the OpenGL libraries for the
-# video tests (installed when run as root with apt-get), then the package and its test extras.
+# video tests (installed when run as root with apt-get), then the package and its test extras
+# (which include the mpi extra: mpi4py and the MPICH wheel with its mpiexec).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
@@ -17,3 +18,6 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     fi
 fi
 python3 -m pip install -q --disable-pip-version-check -e '.[test]'
+# the MPI tests run the mpiexec that the mpich wheel (the mpi extra) put beside this Python
+scripts=$(python3 -c 'import sysconfig; print(sysconfig.get_path("scripts"))')
+[ -x "$scripts/mpiexec" ] || { echo "setup.sh: no mpiexec in $scripts (the mpi extra)" >&2; exit 1; }

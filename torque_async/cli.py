@@ -14,6 +14,7 @@ from pathlib import Path
 import click
 
 from . import __version__, cmdline, export, helptext, orchestrator, report, sysinfo, validate
+from . import cluster, report_cluster
 from . import compare as comparing, plot as plotting
 from .io import scratch
 from .results import SegmentInUse, free_segment, segment_name
@@ -42,7 +43,7 @@ def main() -> None:
 @click.argument("tokens", nargs=-1, type=click.UNPROCESSED)
 def run(tokens: tuple[str, ...]) -> None:
     """Run tests: torque's grammar, e.g. `-p 2 -n 8 -MB 4 -load`."""
-    sys.exit(execute(list(tokens)))
+    sys.exit(cluster.finish(execute(list(tokens))))
 
 
 @main.command("plot")
@@ -62,21 +63,27 @@ def plot_command(results: str, output: str | None) -> None:
 
 
 @main.command("compare")
-@click.argument("a")
-@click.argument("b")
+@click.argument("base")
+@click.argument("runs", nargs=-1, required=True)
 @click.option("--threshold", type=click.FloatRange(min=0), default=5.0, show_default=True,
-              help="mark changes beyond this many percent")
+              help="changes smaller than this many percent count as no change")
 @click.option("--fail-on-regression", is_flag=True,
-              help="exit with 1 when B is slower than A beyond the threshold")
-def compare_command(a: str, b: str, threshold: float, fail_on_regression: bool) -> None:
-    """What changed from run A to run B (two -json files), per test and in total."""
+              help="exit with 1 when a run is significantly worse than BASE beyond the threshold")
+def compare_command(base: str, runs: tuple[str, ...], threshold: float,
+                    fail_on_regression: bool) -> None:
+    """What changed from run BASE to each RUN (-json files; -repeat on both sides tells a
+    change from noise), test by test and in total."""
+    if threshold != threshold:
+        fail("--threshold: nan is not a number of percent", 2)
     try:
-        docs = export.load(a), export.load(b)
+        docs = [export.load(path) for path in (base, *runs)]
     except export.ResultsFileError as e:
         fail(str(e), 2)
-    found = comparing.changes(*docs)
-    say(comparing.lines(found, docs, (a, b), threshold))
-    worse = any(c.slower(threshold) for c in found)
+    worse = False
+    for i, (path, doc) in enumerate(zip(runs, docs[1:])):
+        found = comparing.compare(docs[0], doc)
+        say(([""] if i else []) + comparing.lines(found, (docs[0], doc), (base, path), threshold))
+        worse |= any(c.regression(threshold) for c in found.changes)
     sys.exit(1 if fail_on_regression and worse else 0)
 
 
@@ -136,23 +143,32 @@ def run_plan(argv: list[str]) -> int:
             say(helptext.plan_lines(plan))
             return 0
         validate.check(plan)
+        job = cluster.start(plan)
+        plan = job.plan_for(plan) if job else plan
         if s.vl >= 3:
             plan = trace_every_transfer(plan)
         info = sysinfo.collect()
         write_sysctl(info, [os.getcwd(), *s.files])
-        outcome = orchestrator.run(plan, info.cache_line)
+        outcome = orchestrator.run(plan, info.cache_line, job and job.meet)
     except cmdline.UsageError as e:
         error(str(e))
         return 2
+    records, procs, run = outcome.records, plan.procs(), None
+    if job:                                  # several ranks: rank 0 reports them all
+        run = job.collect(outcome, plan)
+        if isinstance(run, int):
+            return run
+        records, procs = run.records, run.procs
     date = time.strftime("%a %b %d %H:%M:%S %Z %Y")
     began = time.monotonic_ns()
-    lines = report.render(plan, outcome.records, plan.procs(), info, date, outcome.failures,
-                          outcome.interrupted, outcome.unfinished)
+    lines = report.render(plan, records, procs, info, date, outcome.failures,
+                          outcome.interrupted, run, outcome.unfinished)
     if any(g.local.checkpoint for g in plan.groups) and not s.bo:
         lines += ["", f"checkpoint report (ms): {(time.monotonic_ns() - began) / 1e6:.1f}"]
     machine = {}
     if s.json or s.csv:
-        doc = export.document(plan, outcome.records, plan.procs(), info, date, outcome.failures)
+        doc = export.document(plan, records, procs, info, date, outcome.failures)
+        doc = report_cluster.document(run, doc) if run else doc
         machine = {path: make(doc) for path, make in ((s.json, export.json_text),
                                                       (s.csv, export.csv_text)) if path}
     say(lines, err="-" in machine)

@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Iterable
 
+from .applies import applies, refusal
 from .options import ACTION, GLOBAL, OPTIONS, SAME, ArgError, Globals, Locals
 from .plan import Group, Plan
 
@@ -112,6 +113,7 @@ def scan(tokens: list[Token], aliases: Iterable[str] = ()) -> Scan:
     files: list[str] = []
     groups: list[Group] = []
     local: dict = {}
+    given: list[Token] = []               # the local options of the group being gathered
     group_text: list[str] = []
     pos = 0
     while pos < len(tokens):
@@ -142,11 +144,15 @@ def scan(tokens: list[Token], aliases: Iterable[str] = ()) -> Scan:
             continue
         group_text += [tok.text, *(w.text for w in words)]
         if opt.scope == ACTION:
+            for option in given:
+                if not applies(option.text[1:], opt.name):
+                    raise UsageError(f"{option.where()}{refusal(option.text[1:], opt.name)}")
             args = tuple(values)
             groups.append(Group(len(groups), opt.name, args, Locals(**local),
                                 " ".join(group_text), tok.origin.split(":")[0]))
-            local, group_text = {}, []
+            local, given, group_text = {}, [], []
         else:
+            given.append(tok)
             local[opt.field] = value
             local.update((f, value if v == SAME else v) for f, v in opt.also)
     if group_text:
@@ -170,6 +176,9 @@ def parse(argv: list[str], cwd: str = ".") -> Plan:
     aliases = read_aliases(alias_tok.text) if alias_tok else {}
     cmd = scan(expand(line, aliases), aliases)
     cfg = scan(expand(conf, aliases), aliases)
+    if "config" in cfg.settings:
+        raise UsageError(f"{value_after(conf, 'c').origin}: -c in a configuration file: name the "
+                         f"configuration file on the command line")
 
     files = cmd.settings.get("files", ()) + cfg.settings.get("files", ())
     settings = Globals(**{**cfg.settings, **cmd.settings, "files": files})

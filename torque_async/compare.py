@@ -1,75 +1,256 @@
-"""torque-async compare A.json B.json: what changed between two runs.
+"""torque-async compare BASE.json RUN.json [RUN.json ...]: what changed, and whether it is noise.
 
-Tests are matched by group, kind and process index; each is compared by its bandwidth (MB/s,
-the table's BW column), spinWait by its loop rate, and the runs by their total bandwidth (the
-BW: line). A change beyond the threshold (percent) is marked; B slower than A beyond it is a
-regression.
+Tests are matched by what they are: the action, its arguments and the local options that change
+the work (`identity`), then by their order among tests alike, then by process index (and rank,
+under mpiexec); a plan reordered still matches test for test. Each matched test is compared on
+the figures its family reports (`figures`): bandwidth and IO/s, latency p50/p99, spinWait
+loops/s, -cyclic p99 and max, a stream's late and dropped frames and lateness p99 per
+sub-stream. The total is summed over
+the matched tests only; unmatched tests are listed apart, never summed.
+
+With repetitions on both sides (-repeat), a change is significant when a two-sample t-test
+(Welch's, 95%) says the means differ, as pyperf's compare_to does; with one value on either side
+a change cannot be told from noise, and the report says so.
 """
 from __future__ import annotations
 
+import json
+import math
+import statistics
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
+
+
+# Local options that say how a test runs, not what work it does: runs that differ only in them
+# are the same test (a run with -affinityNumber against one without is a question to answer).
+HOW = frozenset({"affinityNumber", "affinityNumberDiff", "affinityParent", "checkpoint",
+                 "display", "execChild", "fbc", "noResetParentAffinity", "noVideoInitLoops",
+                 "p", "sa", "sample", "sleepEnd", "wire", "bpkey"})
+US = 1000                                      # ns per us
+
+# Two-sided 95% critical values of Student's t by degrees of freedom (then 40, 60, 120, inf).
+T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
+       2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
+       2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+T95_TAIL = ((120, 1.980), (60, 2.000), (40, 2.021))
+
+
+def t_critical(df: float) -> float:
+    """The 95% two-sided critical t for df degrees of freedom, rounded down to a tabulated df
+    (conservative)."""
+    d = max(1, int(df))
+    if d <= len(T95):
+        return T95[d - 1]
+    return next((t for limit, t in T95_TAIL if d >= limit), T95[-1])
+
+
+def significant(a: list[float], b: list[float]) -> bool | None:
+    """Welch's t-test at 95%: do the means of a and b differ? None: it cannot be told (fewer
+    than two values on a side)."""
+    if len(a) < 2 or len(b) < 2:
+        return None
+    ma, mb = statistics.fmean(a), statistics.fmean(b)
+    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
+    if va + vb == 0:
+        return ma != mb
+    t = abs(ma - mb) / math.sqrt(va + vb)
+    df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
+    return t > t_critical(df)
+
+
+def figures(test: dict[str, Any]) -> dict[str, tuple[str, bool, float | None]]:
+    """name -> (unit, higher is better, value) of the figures a test's family reports."""
+    family, table, lat = test["family"], test["table"], test.get("latency") or {}
+    out: dict[str, tuple[str, bool, float | None]] = {}
+    if test.get("spin"):
+        out["loops/s"] = ("Mloops/s", True, test["spin"]["loops_per_s"] / 1e6)
+    elif family == "timer":
+        out["lateness p99"] = ("us", False, _us(lat.get("p99")))
+        out["lateness max"] = ("us", False, _us(lat.get("max")))
+    else:
+        out["BW"] = ("MB/s", True, table["bw"])
+        out["IO/s"] = ("IO/s", True, table["iops"])
+        out["latency p50"] = ("us", False, _us(lat.get("p50")))
+        out["latency p99"] = ("us", False, _us(lat.get("p99")))
+    for name, sub in stream_subs(test):
+        out[f"{name} late"] = ("frames", False, sub["late"])
+        if "dropped" in sub:
+            out[f"{name} dropped"] = ("frames", False, sub["dropped"])
+        out[f"{name} lateness p99"] = ("us", False, _us(sub.get("p99")))
+    return out
+
+
+def _us(ns: float | None) -> float | None:
+    return None if ns is None else ns / US
+
+
+def sparse_percentile(pairs: list[list[int]], q: float) -> int | None:
+    """The upper bound (ns) of the bucket holding quantile q of a sparse histogram."""
+    count = sum(n for _, n in pairs)
+    seen = 0
+    for top, n in pairs:
+        seen += n
+        if seen >= q * count:
+            return top
+    return None
+
+
+def stream_subs(test: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(name, figures) of each sub-stream of a stream test: late frames, dropped frames (where
+    recorded), lateness p99 in ns."""
+    return [(f"sub {i}", {**sub, "p99": sparse_percentile(sub["hist"], 0.99)})
+            for i, sub in enumerate(test["record"].get("subs") or ())]
+
+
+def repetitions(doc: dict[str, Any]) -> list[list[dict[str, Any]]]:
+    """The tests of every repetition of a run (one list for a run without -repeat)."""
+    return [rep["tests"] for rep in doc.get("repetitions") or ()] or [doc["tests"]]
+
+
+def identity(doc: dict[str, Any], group: int) -> str:
+    """What a group's tests are: action, arguments and the locals that change the work."""
+    g = doc["plan"]["groups"][group]
+    work = {k: v for k, v in sorted(g["locals"].items()) if k not in HOW}
+    return json.dumps([g["action"], g["args"], work])
+
+
+def keys(doc: dict[str, Any]) -> dict[int, tuple[str, int]]:
+    """group index -> (identity, its order among the groups alike)."""
+    seen: dict[str, int] = {}
+    out = {}
+    for g in range(len(doc["plan"]["groups"])):
+        ident = identity(doc, g)
+        out[g] = (ident, seen.get(ident, 0))
+        seen[ident] = out[g][1] + 1
+    return out
+
+
+def test_name(doc: dict[str, Any], test: dict[str, Any]) -> str:
+    g = doc["plan"]["groups"][test["group"]]
+    rank = "" if test.get("rank") is None else f", rank {test['rank']} on {test['host']}"
+    return f"{g['text']} [process {test['index']}{rank}]"
 
 
 @dataclass(frozen=True)
 class Change:
-    name: str
-    kind: str
+    test: str
+    figure: str
     unit: str
-    a: float | None               # None: the test is not in A
-    b: float | None
+    higher_is_better: bool
+    a: tuple[float, ...]
+    b: tuple[float, ...]
 
     @property
     def pct(self) -> float | None:
-        return None if not self.a or self.b is None else 100 * (self.b - self.a) / self.a
+        ma, mb = statistics.median(self.a), statistics.median(self.b)
+        return None if not ma else 100 * (mb - ma) / abs(ma)
 
-    def slower(self, threshold: float) -> bool:
-        """B is slower than A by more than threshold percent (a regression)."""
-        return self.pct is not None and self.pct < -threshold
+    @property
+    def significant(self) -> bool | None:
+        return significant(list(self.a), list(self.b))
 
-    def faster(self, threshold: float) -> bool:
-        return self.pct is not None and self.pct > threshold
+    def worse(self, threshold: float) -> bool:
+        """B is worse than A by more than threshold percent (a regression, significant or not)."""
+        pct = self.pct
+        return pct is not None and (-pct if self.higher_is_better else pct) > threshold
+
+    def better(self, threshold: float) -> bool:
+        pct = self.pct
+        return pct is not None and (pct if self.higher_is_better else -pct) > threshold
+
+    def regression(self, threshold: float) -> bool:
+        """A significant change for the worse beyond the threshold."""
+        return bool(self.significant) and self.worse(threshold)
 
     def verdict(self, threshold: float) -> str:
-        if self.a is None or self.b is None:
-            return f"only in {'B' if self.a is None else 'A'}"
-        if self.pct is None:
+        pct = self.pct
+        if pct is None:
             return "n/a"
-        mark = " slower" if self.slower(threshold) else " faster" if self.faster(threshold) else ""
-        return f"{self.pct:+.1f}%{mark}"
+        direction = "worse" if self.worse(threshold) else "better" if self.better(threshold) \
+            else "within threshold"
+        sig = self.significant
+        if sig is None:
+            return f"{pct:+.1f}% {direction}, cannot be told from noise (one run: use -repeat)"
+        return f"{pct:+.1f}% {direction}" + ("" if sig else ", not significant")
 
 
-def key(test: dict[str, Any]) -> tuple[int, str, int]:
-    return test["group"], test["kind"], test["index"]
+@dataclass(frozen=True)
+class Comparison:
+    changes: tuple[Change, ...]
+    only_a: tuple[str, ...]
+    only_b: tuple[str, ...]
 
 
-def figure(test: dict[str, Any] | None) -> tuple[float | None, str]:
-    if test is None:
-        return None, ""
-    if test["spin"]:
-        return test["spin"]["loops_per_s"] / 1e6, "Mloops/s"
-    return test["table"]["bw"], "MB/s"
+def compare(a: dict[str, Any], b: dict[str, Any]) -> Comparison:
+    """Every figure of every matched test, then the total bandwidth of the matched tests."""
+    ka, kb = keys(a), keys(b)
+    reps_a, reps_b = repetitions(a), repetitions(b)
+    index_b = {(kb[t["group"]], t["index"], t.get("rank")): i for i, t in enumerate(reps_b[0])}
+    matched, only_a = [], []
+    for i, t in enumerate(reps_a[0]):
+        j = index_b.pop((ka[t["group"]], t["index"], t.get("rank")), None)
+        if j is None:
+            only_a.append(test_name(a, t))
+        else:
+            matched.append((i, j))
+    only_b = [test_name(b, reps_b[0][j]) for j in index_b.values()]
+    changes = []
+    for i, j in matched:
+        name = test_name(a, reps_a[0][i])
+        fa = [figures(rep[i]) for rep in reps_a]
+        fb = [figures(rep[j]) for rep in reps_b]
+        for fig, (unit, up, _) in fa[0].items():
+            va = tuple(f[fig][2] for f in fa if f.get(fig) and f[fig][2] is not None)
+            vb = tuple(f[fig][2] for f in fb if f.get(fig) and f[fig][2] is not None)
+            if va and vb:
+                changes.append(Change(name, fig, unit, up, va, vb))
+    total = lambda reps, idx: tuple(sum(rep[k]["sys_bw"] for k in idx) for rep in reps)  # noqa
+    if matched:
+        changes.append(Change("Total (matched tests)", "BW", "MB/s", True,
+                              total(reps_a, [i for i, _ in matched]),
+                              total(reps_b, [j for _, j in matched])))
+    return Comparison(tuple(changes), tuple(only_a), tuple(only_b))
 
 
-def changes(a: dict[str, Any], b: dict[str, Any]) -> list[Change]:
-    """Every test of A then every test only B ran, and the total last."""
-    in_a = {key(t): t for t in a["tests"]}
-    in_b = {key(t): t for t in b["tests"]}
+def provenance(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    """Warnings when the runs came from different machines or torque-async versions."""
     out = []
-    for k in [*in_a, *(k for k in in_b if k not in in_a)]:
-        (va, ua), (vb, ub) = figure(in_a.get(k)), figure(in_b.get(k))
-        out.append(Change(f"group {k[0]} proc {k[2]}", k[1], ua or ub, va, vb))
-    return out + [Change("Total", "all", "MB/s", a["bandwidth"]["total"], b["bandwidth"]["total"])]
+    machine = lambda d: (d["system"].get("hostname"), d["system"].get("model"))     # noqa: E731
+    if machine(a) != machine(b):
+        out.append(f"note: different machines: {' '.join(map(str, machine(a)))} and "
+                   f"{' '.join(map(str, machine(b)))}")
+    if a.get("version") != b.get("version"):
+        out.append(f"note: different torque-async versions: {a.get('version')} and "
+                   f"{b.get('version')}")
+    return out
 
 
-def lines(found: list[Change], docs: tuple[dict[str, Any], dict[str, Any]],
+def value_text(values: tuple[float, ...]) -> str:
+    """The median, and with several values their spread: (max - min) / 2 over the median."""
+    mid = statistics.median(values)
+    if len(values) < 2 or not mid:
+        return f"{mid:.1f}"
+    return f"{mid:.1f} ±{50 * (max(values) - min(values)) / abs(mid):.1f}%"
+
+
+def lines(found: Comparison, docs: tuple[dict[str, Any], dict[str, Any]],
           names: tuple[str, str], threshold: float) -> list[str]:
-    """The report of `found` = changes(*docs) between the runs read from `names`."""
-    out = [f"{label}: {path} ({doc['date']}): torque-async {doc['command']}".rstrip()
+    """The report of `found` = compare(*docs) between the runs read from `names`."""
+    out = [f"{label}: {path} ({doc['date']}, {len(repetitions(doc))} repetition"
+           f"{'s' if len(repetitions(doc)) > 1 else ''}): torque-async {doc['command']}".rstrip()
            for label, path, doc in zip("AB", names, docs)]
-    out += ["", "test, kind, A, B, unit, change"]
-    out += [", ".join((c.name, c.kind, *("-" if v is None else f"{v:.1f}" for v in (c.a, c.b)),
-                       c.unit, c.verdict(threshold))) for c in found]
-    slower = sum(c.slower(threshold) for c in found)
-    faster = sum(c.faster(threshold) for c in found)
-    return out + ["", f"changes beyond {threshold:g}% marked: {slower} slower, {faster} faster"]
+    out += provenance(*docs)
+    out += ["", "test, figure, A, B, unit, change"]
+    out += [", ".join((c.test, c.figure, value_text(c.a), value_text(c.b), c.unit,
+                       c.verdict(threshold))) for c in found.changes]
+    out += [f"only in A (not compared): {t}" for t in found.only_a]
+    out += [f"only in B (not compared): {t}" for t in found.only_b]
+    sig = [c for c in found.changes if c.significant]
+    worse = sum(c.worse(threshold) for c in sig)
+    better = sum(c.better(threshold) for c in sig)
+    told = sum(c.significant is not None for c in found.changes)
+    summary = (f"significant changes beyond {threshold:g}%: {worse} worse, {better} better; "
+               f"{told - len(sig)} not significant" if told else
+               f"no figure has repetitions on both sides: no change can be told from noise "
+               f"(run both with -repeat N)")
+    return out + ["", summary]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from dataclasses import asdict, fields
+from dataclasses import asdict, dataclass, fields
 from functools import cache
 from pathlib import Path
 from typing import Any, Callable
@@ -20,12 +20,12 @@ from . import __version__, report
 from .kinds import KINDS
 from .plan import Group, Plan, Proc
 from .results import PHASES, STATE_NAMES, Record
-from .stats import bucket_top
+from .stats import Stats, bucket_range
 from .sysinfo import SysInfo
 from .units import mb_per_s
 
 SCHEMA_NAME = "torque-async-results"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 3                 # 2: bandwidth.groups; 3: histograms [lo, hi, count] (fio's)
 SCHEMA_PATH = Path(__file__).with_name("schema") / "results.schema.json"
 
 
@@ -34,16 +34,21 @@ class ResultsFileError(ValueError):
 
 
 def sparse(hist) -> list[list[int]]:
-    """A histogram as [upper bound in ns, count] pairs of its non-empty buckets."""
-    return [[bucket_top(i), n] for i, n in enumerate(hist) if n]
+    """A histogram as [lowest ns, highest ns, count] of each of its non-empty buckets."""
+    return [[*bucket_range(i), n] for i, n in hist]
+
+
+def stats_fields(s: Stats) -> dict[str, Any]:
+    return {**asdict(s), "hist": sparse(s.hist)}
 
 
 # The record's latency histograms: each transfer's latency, and each sub-stream's lateness.
-HISTOGRAMS = ("hist",)                         # the document's "histograms" (subs[].hist besides)
+HISTOGRAMS = ("hist",)          # the document's "histograms" (subs[].hist, rw.*.hist besides)
 ENCODE: dict[str, Callable[[Any], Any]] = {
     "hist": sparse,
     "phase": lambda marks: {p.replace(" ", "_"): t for p, t in zip(PHASES, marks)},
-    "subs": lambda subs: [{**asdict(s), "hist": sparse(s.hist)} for s in subs]}
+    "subs": lambda subs: [stats_fields(s) for s in subs],
+    "rw": lambda parts: {name: stats_fields(s) for name, s in zip(report.RW, parts)} or None}
 
 
 def record_fields(rec: Record) -> dict[str, Any]:
@@ -68,6 +73,9 @@ FIGURES: dict[str, Callable[[Record, Proc, int], Any]] = {
     "sys_bw": lambda rec, proc, t0: mb_per_s(rec.sys_bytes, rec.elapsed),
     "latency": lambda rec, proc, t0: report.latency_summary(rec),
     "spin": lambda rec, proc, t0: report.spin_rates(rec),
+    "rw": lambda rec, proc, t0: report.rw_figures(rec),
+    "cpu": lambda rec, proc, t0: report.cpu_figures(rec, proc),
+    "flags": lambda rec, proc, t0: list(report.resolution_flags(rec)),
     "samples": samples,
 }
 
@@ -81,11 +89,13 @@ def process_entry(rec: Record, proc: Proc, t0: int) -> dict[str, Any]:
             "record": record_fields(rec)}
 
 
-def group_entry(group: Group, procs: tuple[Proc, ...]) -> dict[str, Any]:
+def group_entry(group: Group, records, procs: tuple[Proc, ...]) -> dict[str, Any]:
     kind = KINDS[group.action]
+    mine = [r for r, p in zip(records, procs) if p.group is group]
     return {"index": group.index, "action": group.action, "args": group.args,
             "kind": kind.label, "family": kind.family, "text": group.text, "origin": group.origin,
-            "processes": sum(p.group is group for p in procs), "locals": asdict(group.local)}
+            "processes": len(mine), "locals": asdict(group.local),
+            "summary": report.group_figures(mine)}
 
 
 def plain(value: Any) -> Any:
@@ -102,7 +112,7 @@ def document(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], i
     """The whole run as one JSON-ready dict (see schema/results.schema.json)."""
     t0 = report.time_zero(records)
     window = report.overlap_window(records)
-    kinds = report.kind_bandwidths(records, procs)
+    groups = report.group_bandwidths(plan, records, procs)
     overlap = None if window is None else {
         "start_ns": window[0] - t0, "end_ns": window[1] - t0, "tests": window[2],
         "together": window[1] > window[0]}
@@ -110,10 +120,11 @@ def document(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], i
         "schema": SCHEMA_NAME, "schema_version": SCHEMA_VERSION, "version": __version__,
         "command": plan.command, "date": date, "config": plan.config,
         "plan": {"settings": asdict(plan.settings),
-                 "groups": [group_entry(g, procs) for g in plan.groups]},
+                 "groups": [group_entry(g, records, procs) for g in plan.groups]},
         "system": asdict(info), "time_zero_ns": t0, "histograms": HISTOGRAMS,
         "tests": [process_entry(r, p, t0) for r, p in zip(records, procs)],
-        "overlap": overlap, "bandwidth": {"kinds": kinds, "total": sum(kinds.values())},
+        "overlap": overlap, "event_loop": report.loop_busy(records, procs),
+        "bandwidth": {"groups": groups, "total": sum(groups.values())},
         "failures": failures})
 
 
@@ -126,23 +137,41 @@ def schema() -> dict[str, Any]:
     return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
 
 
-def scalar_paths(node: dict[str, Any], prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
-    """Paths to the scalar properties of a schema object, nested objects flattened, arrays
-    left out (histograms, samples: the JSON holds them)."""
+@dataclass(frozen=True)
+class Column:
+    """A CSV column: a scalar's path in a test entry, and its unit as the text report gives it
+    (the schema's x-unit, or x-csv-unit where the report shows another: latency in us)."""
+    path: tuple[str, ...]
+    unit: str = ""
+    scale: float = 1.0            # JSON value x scale = the column's value
+
+    @property
+    def name(self) -> str:
+        return ".".join(self.path) + (f" ({self.unit})" if self.unit else "")
+
+
+CSV_SCALES = {("ns", "us"): 1e-3, ("ns", "ms"): 1e-6}
+
+
+def scalar_columns(node: dict[str, Any], prefix: tuple[str, ...] = ()) -> list[Column]:
+    """The scalar properties of a schema object, nested objects flattened, arrays left out
+    (histograms, samples: the JSON holds them)."""
     defs = schema()["$defs"]
-    paths = []
+    columns = []
     for name, sub in node["properties"].items():
         sub = defs[sub["$ref"].rsplit("/", 1)[1]] if "$ref" in sub else sub
         types = sub.get("type", ())
         if "properties" in sub:
-            paths += scalar_paths(sub, (*prefix, name))
+            columns += scalar_columns(sub, (*prefix, name))
         elif "array" not in types:
-            paths.append((*prefix, name))
-    return paths
+            unit = sub.get("x-unit", "")
+            shown = sub.get("x-csv-unit", unit)
+            columns.append(Column((*prefix, name), shown, CSV_SCALES.get((unit, shown), 1.0)))
+    return columns
 
 
-def csv_columns() -> list[tuple[str, ...]]:
-    return scalar_paths(schema()["$defs"]["test"])
+def csv_columns() -> list[Column]:
+    return scalar_columns(schema()["$defs"]["test"])
 
 
 def lookup(entry: dict[str, Any], path: tuple[str, ...]) -> Any:
@@ -151,14 +180,26 @@ def lookup(entry: dict[str, Any], path: tuple[str, ...]) -> Any:
     return entry
 
 
+def csv_value(value: Any, column: Column) -> Any:
+    """A value as its column shows it: scaled to the column's unit, text on one line."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return " | ".join(value.splitlines())
+    if column.scale != 1.0 and not isinstance(value, bool):
+        return round(value * column.scale, 3)
+    return value
+
+
 def csv_text(doc: dict[str, Any]) -> str:
-    """One row per test process: the test's scalar figures, named by their JSON path."""
+    """One row per test process: the test's scalar figures, named by their JSON path and
+    unit (the same units as the text report)."""
     columns = csv_columns()
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(".".join(p) for p in columns)
+    writer.writerow(c.name for c in columns)
     for test in doc["tests"]:
-        writer.writerow("" if v is None else v for v in (lookup(test, p) for p in columns))
+        writer.writerow(csv_value(lookup(test, c.path), c) for c in columns)
     return out.getvalue()
 
 

@@ -5,13 +5,19 @@ the barrier), measures in `run(meter)` (its n x i transfers between meter.begin(
 meter.end(), then meter.publish(), then unmeasured transfers while meter.keep_going()), checks
 its data in `check()` and releases what it holds in `close()`. A failing test writes its error
 into its row and stops the run, exactly as a failing worker does.
+
+The loop tests share one thread: -affinityNumber pins that thread (when every loop group that
+asks agrees), and -sleepEnd holds a finished test's files open before it is closed.
 """
 from __future__ import annotations
 
 import asyncio
+import os
 from typing import Awaitable, Callable, Protocol
 
-from .meter import Meter
+from .cmdline import UsageError
+from .kinds import KINDS, LOOP
+from .meter import Meter, harness_cost, thread_usage
 from .plan import Plan, Proc
 from .results import DONE, RUNNING, Results
 from .testing.api import make_test
@@ -29,12 +35,39 @@ class LoopTest(Protocol):
     async def close(self) -> None: ...
 
 
+STOP_POLL = 0.1                    # s: a -sleepEnd wait looks at the stop flag this often
+
+
+def loop_cpu(plan: Plan) -> int | None:
+    """The CPU the event loop's thread is pinned to: what the loop groups' -affinityNumber (or
+    -affinityNumberDiff of a single process) ask for; UsageError when they disagree."""
+    asked = {}
+    for g in plan.groups:
+        if KINDS[g.action].runs_in != LOOP:
+            continue
+        local = g.local
+        if local.affinityNumberDiff is not None and local.p > 1:
+            raise UsageError(f"-affinityNumberDiff before -{g.action}: its {local.p} processes "
+                             f"are coroutines on one event loop thread; pin it with "
+                             f"-affinityNumber")
+        cpu = local.affinityNumber if local.affinityNumber is not None else \
+            local.affinityNumberDiff
+        if cpu is not None:
+            asked[g.index] = cpu
+    if len(set(asked.values())) > 1:
+        (g1, c1), (g2, c2) = [(g, c) for g, c in asked.items()][:2]
+        raise UsageError(f"the loop tests share one thread: group {g1} pins it to CPU {c1}, "
+                         f"group {g2} to CPU {c2}")
+    return next(iter(asked.values()), None)
+
+
 class LoopSide:
     def __init__(self, plan: Plan, procs: list[Proc], results: Results, linesize: int,
                  on_failure: Callable[[], None]):
         self.plan, self.results, self.on_failure = plan, results, on_failure
         self.procs, self.linesize = procs, linesize
         self.tests: list[tuple[Proc, LoopTest]] = []
+        self.cpu, self.cpus = loop_cpu(plan), os.sched_getaffinity(0)
 
     def row(self, proc: Proc):
         return self.results.row(proc.row)
@@ -55,9 +88,13 @@ class LoopSide:
 
     async def setup(self) -> None:
         """Build and set up every loop test, in order, until one fails (which stops the run)."""
+        if self.cpu is not None and self.procs:
+            os.sched_setaffinity(0, {self.cpu})      # this thread; threads made later inherit it
+        cost = harness_cost() if self.procs else 0
         for proc in self.procs:
             row = self.row(proc)
             mark_spawned(row)
+            row["harness_ns"] = cost
             if not await self.guarded(proc, self.build, proc):
                 return
             test = self.tests[-1][1]            # built: close() releases it from here on
@@ -71,12 +108,23 @@ class LoopSide:
     async def run_one(self, proc: Proc, test: LoopTest) -> None:
         row = self.row(proc)
         row["state"] = RUNNING
-        meter = Meter(self.results, proc.row, proc.group.local.sample, self.plan.slow)
+        meter = Meter(self.results, proc.row, proc.group.local.sample, self.plan.slow,
+                      thread_usage())       # the loop's CPU over the test's interval
         if await self.guarded(proc, lambda: test.run(meter)) and \
                 await self.guarded(proc, test.check):
             row["state"] = DONE
+            await self.sleep_end(proc.group.local.sleepEnd)
+
+    async def sleep_end(self, seconds: float) -> None:
+        """-sleepEnd: the test stays open that long after it is done, or until the run stops."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + seconds
+        while (left := end - loop.time()) > 0 and not self.results.header["stop"]:
+            await asyncio.sleep(min(STOP_POLL, left))
 
     async def close(self) -> None:
         for proc, test in self.tests:
             await self.guarded(proc, test.close)
             mark_closed(self.row(proc))
+        if self.cpu is not None and self.procs:
+            os.sched_setaffinity(0, self.cpus)

@@ -3,11 +3,18 @@
 A test calls `begin()` at its first measured transfer, `record(latency, end)` once per completed
 transfer (a list store into the latency Summary's batch and one shared-memory counter: no
 allocation), `end()` after its last measured one, then runs unmeasured transfers while
-`keep_going()` says so (-slow). `publish()` writes the figures into the row.
+`keep_going()` says so (-slow). `publish()` writes the figures into the row. A test that mixes
+reads and writes calls `split()` first and `record_rw` instead of `record` (-rmw: `record_rmw`):
+its reads and writes are then also counted and timed apart. The CPU used over the measured
+interval (begin .. end) is the worker process's own (getrusage), or for loop tests the event
+loop thread's (thread_usage: begin and end may run on a lane's thread).
 """
 from __future__ import annotations
 
+import resource
+import threading
 import time
+from typing import Callable
 
 import numpy as np
 
@@ -24,9 +31,11 @@ def word(a: np.ndarray) -> memoryview:
 
 class Meter:
     __slots__ = ("row", "live", "stop", "states", "waiting", "every", "next_sample",
-                 "nsamples", "stamps", "lat", "count", "start", "finish")
+                 "nsamples", "stamps", "lat", "count", "start", "finish", "parts", "who",
+                 "cpu0", "cpu")
 
-    def __init__(self, results: Results, row: int, sample: int | None, slow: bool):
+    def __init__(self, results: Results, row: int, sample: int | None, slow: bool,
+                 usage: Callable[[], np.ndarray] | None = None):
         self.row = results.row(row)
         self.live = word(self.row["transfers"])       # memoryviews: cheaper than numpy indexing
         self.stop = word(results.header["stop"].reshape(1))
@@ -41,11 +50,18 @@ class Meter:
         self.stamps = [0] * (2 * MAX_SAMPLES) if self.every else []
         self.lat = Summary()                          # latency of each measured transfer
         self.count = self.start = self.finish = 0
+        self.parts: tuple[Summary, Summary] | None = None   # reads, writes (split)
+        self.who = usage or process_usage
+        self.cpu0, self.cpu = np.zeros(5, np.int64), np.zeros(4, np.int64)
+
+    def split(self) -> None:
+        """Reads and writes are also counted and timed apart (record_rw)."""
+        self.parts = (Summary(), Summary())
 
     def begin(self) -> int:
-        """The measured interval starts: also the row's "released" phase mark."""
+        """The measured interval starts (now: its first transfer follows)."""
+        self.cpu0 = self.who()
         self.start = t = now()
-        self.row["phase"][0, 2] = t
         return t
 
     def record(self, latency: int, t_end: int) -> int:
@@ -61,12 +77,24 @@ class Meter:
             self.next_sample += self.every
         return k
 
+    def record_rw(self, latency: int, t_end: int, write: bool) -> int:
+        """record() of a read or a write of a test that mixes them (after split())."""
+        self.parts[write].add(latency)
+        return self.record(latency, t_end)
+
+    def record_rmw(self, latency: int, t_end: int, read: int, write: int) -> int:
+        """record() of a read-modify-write whose read and write took `read` and `write` ns."""
+        self.parts[0].add(read)
+        self.parts[1].add(write)
+        return self.record(latency, t_end)
+
     @property
     def stopped(self) -> bool:
         return bool(self.stop[0])
 
     def end(self, t_end: int) -> None:
         self.finish = t_end
+        self.cpu = cpu_interval(self.cpu0, self.who())
 
     def keep_going(self) -> bool:
         """-slow: true while some other test is still measuring (and nobody stopped the run).
@@ -88,7 +116,63 @@ class Meter:
         r["samples"][0, :n] = np.reshape(self.stamps[:2 * n], (n, 2))
         r["ops"] = k * ops_per_transfer
         r["phase"][0, 3] = self.finish
+        r["cpu_user"], r["cpu_sys"], r["csw_vol"], r["csw_invol"] = self.cpu.tolist()
+        if self.parts:
+            r["split"] = 1
+            for i, part in enumerate(self.parts):
+                part.settle()
+                r["rw_count"][0, i], r["rw_min"][0, i], r["rw_max"][0, i], r["rw_sum"][0, i] = \
+                    part.count, part.lo, part.hi, part.total
+                r["rw_hist"][0, i] = part.hist
         r["state"] = MEASURED
 
     def publish_extra(self, extra: int) -> None:
         self.row["extra_transfers"] = extra
+
+
+def process_usage() -> np.ndarray:
+    """This process's user and system CPU, its CPU in all (ns), voluntary and involuntary
+    context switches (the counters cpu_interval takes)."""
+    u = resource.getrusage(resource.RUSAGE_SELF)
+    user, system = round(u.ru_utime * 1e9), round(u.ru_stime * 1e9)
+    return np.array([user, system, user + system, u.ru_nvcsw, u.ru_nivcsw], np.int64)
+
+
+def thread_usage() -> Callable[[], np.ndarray]:
+    """process_usage's counters for the calling thread, readable from any thread: user and
+    system in the kernel's ticks, its CPU clock (ns), its context switches (from /proc)."""
+    clock = time.pthread_getcpuclockid(threading.get_ident())
+    task = f"/proc/self/task/{threading.get_native_id()}"
+
+    def usage() -> np.ndarray:
+        cpu = time.clock_gettime_ns(clock)
+        with open(f"{task}/stat", "rb") as fh:
+            user, system = map(int, fh.read().rsplit(b")", 1)[1].split()[11:13])
+        with open(f"{task}/status", "rb") as fh:
+            switches = [int(ln.split()[1]) for ln in fh if b"ctxt_switches" in ln]
+        return np.array([user, system, cpu, *switches], np.int64)
+    return usage
+
+
+def cpu_interval(before: np.ndarray, after: np.ndarray) -> np.ndarray:
+    """User and system CPU (ns), voluntary and involuntary context switches between two
+    readings: the CPU in all split as the user and system counters split."""
+    user, system, cpu, vol, invol = (after - before).tolist()
+    user_ns = cpu * user // (user + system) if user + system else cpu
+    return np.array([user_ns, cpu - user_ns, vol, invol], np.int64)
+
+
+HARNESS_ROUNDS = 1000
+
+
+def harness_cost() -> int:
+    """ns the harness spends on one transfer besides the transfer itself: two clock reads and
+    a latency store, timed over HARNESS_ROUNDS on a scratch Summary (once, at set-up)."""
+    lat, live = Summary(), word(np.zeros(1, np.int64))
+    t_first = now()
+    for k in range(HARNESS_ROUNDS):
+        t0 = now()
+        t = now()
+        lat.add(t - t0)
+        live[0] = k
+    return (now() - t_first) // HARNESS_ROUNDS

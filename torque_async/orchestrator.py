@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass
 from multiprocessing import resource_tracker
 from threading import BrokenBarrierError
+from typing import Callable
 
 import psutil
 import uvloop
@@ -105,7 +106,11 @@ def spec_for(plan: Plan, proc: Proc, segment: str, linesize: int) -> WorkerSpec:
                             linesize, plan.slow)
 
 
-def run(plan: Plan, linesize: int) -> Outcome:
+def run(plan: Plan, linesize: int,
+        meet: Callable[[Callable[[], bool]], str] | None = None) -> Outcome:
+    """The run; `meet` (several hosts, see cluster.py) is called once every test here is set up
+    and before their release, with a function that tells whether this run was stopped; it
+    returns '' or why the run cannot start."""
     procs = plan.procs()
     with signals_held():           # the resource tracker, started here, never sees them
         resource_tracker.ensure_running()
@@ -113,7 +118,7 @@ def run(plan: Plan, linesize: int) -> Outcome:
     try:
         if plan.settings.sp and KINDS[procs[0].group.action].runs_in == WORKER:
             return in_process(plan, procs[0], results, linesize)
-        return uvloop.run(Supervisor(plan, procs, results, linesize).run())
+        return uvloop.run(Supervisor(plan, procs, results, linesize, meet).run())
     finally:
         results.header["stop"] = 1
         results.unlink()
@@ -193,8 +198,9 @@ def longest_pause(procs) -> float:
 
 
 class Supervisor:
-    def __init__(self, plan: Plan, procs, results: Results, linesize: int):
+    def __init__(self, plan: Plan, procs, results: Results, linesize: int, meet=None):
         self.plan, self.procs, self.results, self.linesize = plan, procs, results, linesize
+        self.meet = meet
         self.ctx = mp.get_context("spawn")
         self.workers = [p for p in procs if KINDS[p.group.action].runs_in == WORKER]
         self.loop_side = LoopSide(plan, [p for p in procs if KINDS[p.group.action].runs_in == LOOP],
@@ -348,10 +354,19 @@ class Supervisor:
             self.loop.remove_reader(fd)
 
     def pass_barrier(self) -> None:
-        """The loop's place at the barrier: all set up, then (after calibration) the start."""
+        """The loop's place at the barrier: all set up, then (after calibration) the start,
+        stamped as every loop test's "released" mark (the workers stamp their own)."""
         try:
             self.barrier.wait(SETUP_TIMEOUT)
+            problem = self.meet(self.failed.is_set) if self.meet else ""
+            if problem:
+                self.problems = (problem,)
+                self.loop.call_soon_threadsafe(self.abort)
+                return
             self.barrier.wait(SETUP_TIMEOUT)
+            released = time.monotonic_ns()
+            for proc in self.loop_side.procs:
+                self.results.rows["phase"][proc.row, 2] = released
         except BrokenBarrierError:
             if not self.failed.is_set():     # nobody aborted: the wait timed out
                 self.problems = (f"the tests did not all set up within {SETUP_TIMEOUT:.0f} s",)

@@ -77,8 +77,9 @@ def draw_scan(ax, doc: dict[str, Any]) -> None:
 def draw_histograms(ax, doc: dict[str, Any]) -> None:
     """Share of transfers per latency bucket (us, log scale), one line per histogram."""
     for label, buckets in histograms(doc):
-        total = sum(n for _, n in buckets)
-        ax.plot([max(top, 1) / 1000 for top, _ in buckets], [100 * n / total for _, n in buckets],
+        total = sum(n for *_, n in buckets)
+        ax.plot([max(top, 1) / 1000 for _, top, _ in buckets],
+                [100 * n / total for *_, n in buckets],
                 drawstyle="steps-mid", marker=".", label=label)
     ax.set_xscale("log")
     ax.set_xlabel("latency or lateness (us, upper bound of the bucket)")

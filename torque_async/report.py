@@ -1,8 +1,9 @@
 """The report: pure functions from (plan, records, system info) to lines of text.
 
-Times in the table are milliseconds since the start barrier's release (the earliest measured
-start). BW(MB/s) counts transfer bytes; the BW: line counts system bytes (bcopy twice, STREAM
-as STREAM counts), summed over the processes of each kind.
+Times in the table are milliseconds since the start barrier's release (time zero: the earliest
+"released" stamp of the parties leaving the barrier). BW(MB/s) counts transfer bytes; the BW:
+line counts system bytes (bcopy twice, STREAM as STREAM counts), summed over the processes of
+each group.
 """
 from __future__ import annotations
 
@@ -10,16 +11,19 @@ import signal
 from dataclasses import dataclass
 
 from . import __version__
-from .kinds import KINDS
+from .kinds import KINDS, LOOP
 from .plan import Group, Plan, Proc
 from .results import MAX_SAMPLES, PHASES, STATE_NAMES, Record
-from .stats import bucket_top
+from .stats import PERCENTILES, Stats, bucket_range, merge
 from .sysinfo import SysInfo, header_lines
 from .units import MB, NS_PER_MS, human, kb_text, mb_per_s, per_s
 
 TABLE_HEADER = "proc,Start,Finish,Diff,Xfers,BW(MB/s),TS(KB),IO/sec,Test,File,PID"
-LATENCY_HEADER = "proc,min,avg,p50,p99,p99.9,max,Test"
-LATENCY_QUANTILES = (("p50", 0.5), ("p99", 0.99), ("p999", 0.999))
+LATENCY_HEADER = "proc,min,avg,p50,p90,p99,p99.9,p99.99,max,Test"
+CPU_HEADER = "proc,user(ms),sys(ms),CPU%,vcsw,ivcsw,Of,Test"
+SHORTEST_NS = 100_000_000          # a measured interval shorter than this is not resolved
+HARNESS_SHARE = 0.1                # nor one whose harness costs more than this of a transfer
+LOOP_LIMITED = 0.9                 # the loop busier than this: torque-async limited its tests
 SAMPLES_HEADER = "proc,Sample,Start,End,Xfers,BW(MB/s),Test"
 SA_HEADER = "proc,Sample,BW(MB/s),Test"
 STEPS = ("set-up", "barrier wait", "test", "wind-down")    # between consecutive PHASES
@@ -46,32 +50,50 @@ class Row:
 
 
 def time_zero(records: tuple[Record, ...]) -> int:
-    starts = [r.start for r in records if r.start]
-    return min(starts) if starts else 0
+    """The start barrier's release: the earliest "released" stamp (each party stamps its way
+    out; the loop's thread stamps the loop tests). Records without one (made by hand) fall back
+    to the earliest start."""
+    marks = [r.phase[2] for r in records if r.phase[2]] or [r.start for r in records if r.start]
+    return min(marks) if marks else 0
 
 
 def table_row(rec: Record, proc: Proc, t0: int) -> Row:
     start, finish = (rec.start - t0) // NS_PER_MS, (rec.finish - t0) // NS_PER_MS
-    return Row(rec.row, start, finish, rec.elapsed // NS_PER_MS, rec.transfers,
+    return Row(rec.row, start, finish, finish - start, rec.transfers,    # Diff as printed
                mb_per_s(rec.bytes, rec.elapsed), kb_text(rec.transfer_bytes),
-               int(per_s(rec.transfers, rec.elapsed)), KINDS[proc.group.action].label,
+               int(per_s(rec.transfers, rec.elapsed)), test_label(proc.group),
                rec.file or "NA", rec.pid)
 
 
-def kind_bandwidths(records, procs) -> dict[str, float]:
-    """System bandwidth (MB/s) of each test kind run, in the order the kinds first appear."""
-    out: dict[str, float] = {}
+def test_label(group: Group) -> str:
+    """The Test column: the kind's label, with the video test's number (Video7)."""
+    label = KINDS[group.action].label
+    return f"{label}{group.args[0]}" if group.action == "V" else label
+
+
+def group_labels(plan: Plan) -> list[str]:
+    """One label per group, in plan order: the kind's, with the group's number when another
+    group has the same kind (Load#0, Load#2), so the same plan always gives the same columns."""
+    labels = [test_label(g) for g in plan.groups]
+    return [f"{label}#{g.index}" if labels.count(label) > 1 else label
+            for label, g in zip(labels, plan.groups)]
+
+
+def group_bandwidths(plan: Plan, records, procs) -> dict[str, float]:
+    """System bandwidth (MB/s) of each group, in plan order, under group_labels."""
+    sums = [0.0] * len(plan.groups)
     for rec, proc in zip(records, procs):
-        label = KINDS[proc.group.action].label
-        out[label] = out.get(label, 0.0) + mb_per_s(rec.sys_bytes, rec.elapsed)
-    return out
+        sums[proc.group.index] += mb_per_s(rec.sys_bytes, rec.elapsed)
+    return dict(zip(group_labels(plan), sums))
 
 
-def bw_lines(records, procs) -> list[str]:
-    kinds = kind_bandwidths(records, procs)
-    total = sum(kinds.values())
-    return [", ".join(["BW", *kinds, "Total"]),
-            ", ".join(["BW:", *(f"{v:.0f}" for v in kinds.values()), f"{total:.0f}"]),
+def bw_lines(plan: Plan, records, procs) -> list[str]:
+    """The BW: line: a column per group in plan order, Total last (stable: paste many runs of
+    one plan into a spreadsheet and the columns line up)."""
+    groups = group_bandwidths(plan, records, procs)
+    total = sum(groups.values())
+    return [", ".join(["BW", *groups, "Total"]),
+            ", ".join(["BW:", *(f"{v:.0f}" for v in groups.values()), f"{total:.0f}"]),
             "", f"{total:.0f}: Total Bandwidth Consumed (MBytes/sec)"]
 
 
@@ -84,26 +106,108 @@ def overlap_window(records) -> tuple[int, int, int] | None:
     return max(r.start for r in measured), min(r.finish for r in measured), len(measured)
 
 
-def overlap_line(records, t0: int) -> str:
-    """The interval in which every test was measuring at once."""
+def overlap_line(plan: Plan, records, t0: int) -> str:
+    """The interval in which every test was measuring at once; when there was none, advice
+    that fits the plan that ran."""
     window = overlap_window(records)
     if window is None:
         return ""
     lo, hi, count = window
     if hi <= lo:
-        return ("Warning: the measured intervals did not all overlap; "
-                "drop -fast to keep every test running until the slowest finishes")
+        advice = ("drop -fast to keep every test running until the slowest finishes"
+                  if plan.settings.slow is False else
+                  "a test finished before another began measuring (a stream's startTime, or a "
+                  "test that stopped early): lengthen the short test or start the late one sooner")
+        return f"Warning: the measured intervals did not all overlap; {advice}"
     return (f"All {count} tests ran together from {(lo - t0) // NS_PER_MS} ms to "
             f"{(hi - t0) // NS_PER_MS} ms ({(hi - lo) // NS_PER_MS} ms)")
 
 
-def latency_summary(rec: Record) -> dict[str, int] | None:
-    """Latency per transfer (ns): min, avg, p50, p99, p999, max; None without transfers."""
-    lat = rec.lat
+def stats_summary(lat: Stats) -> dict[str, int] | None:
+    """ns figures: min, avg, p50, p90, p99, p999, p9999, max; None without values."""
     if not lat.count:
         return None
-    return {"min": lat.lo, "avg": lat.avg,
-            **{name: lat.percentile(q) for name, q in LATENCY_QUANTILES}, "max": lat.hi}
+    return {"min": lat.lo, "avg": lat.avg, **lat.percentiles(), "max": lat.hi}
+
+
+def latency_summary(rec: Record) -> dict[str, int] | None:
+    """Latency per transfer (ns), None without transfers."""
+    return stats_summary(rec.lat)
+
+
+def rates(transfers: int, size: int, elapsed: int) -> dict:
+    return {"transfers": transfers, "bytes": size, "iops": per_s(transfers, elapsed),
+            "mb_per_s": mb_per_s(size, elapsed)}
+
+
+def part_figures(part: Stats, transfer_bytes: int, elapsed: int) -> dict:
+    """The reads or the writes of a test: count, bytes, rates, latency."""
+    return {**rates(part.count, part.count * transfer_bytes, elapsed),
+            "latency": stats_summary(part)}
+
+
+RW = ("reads", "writes")
+
+
+def rw_figures(rec: Record) -> dict | None:
+    """A test that mixes reads and writes: each apart; None for the others."""
+    if not rec.rw:
+        return None
+    return {name: part_figures(part, rec.transfer_bytes, rec.elapsed)
+            for name, part in zip(RW, rec.rw)}
+
+
+def add_rates(parts: list[dict], merged: Stats) -> dict:
+    """Figures of several processes: counts and rates summed (each over its own measured
+    interval, as the BW line sums them), latency from the merged histogram."""
+    return {"transfers": sum(p["transfers"] for p in parts),
+            "bytes": sum(p["bytes"] for p in parts),
+            "iops": sum(p["iops"] for p in parts), "mb_per_s": sum(p["mb_per_s"] for p in parts),
+            "latency": stats_summary(merged)}
+
+
+def group_figures(records) -> dict | None:
+    """A group's summary: total IO/s and MB/s, latency percentiles of the merged histograms
+    (never an average of percentiles), and reads and writes apart when its test splits them;
+    None when nothing was measured."""
+    measured = [r for r in records if r.transfers]
+    if not measured:
+        return None
+    out = {"processes": len(records),
+           "all": add_rates([rates(r.transfers, r.bytes, r.elapsed) for r in measured],
+                            merge(r.lat for r in measured))}
+    split = [r for r in measured if r.rw]
+    for i, name in enumerate(RW if split else ()):
+        out[name] = add_rates([part_figures(r.rw[i], r.transfer_bytes, r.elapsed) for r in split],
+                              merge(r.rw[i] for r in split))
+    return out
+
+
+def figures_text(figures: dict) -> str:
+    lat = figures["latency"]
+    text = f"{figures['iops']:.0f} IO/s, {figures['mb_per_s']:.1f} MB/s"
+    if lat:
+        text += "; latency (us) " + ", ".join(
+            [*(f"p{100 * q:g} {lat[name] / 1000:.1f}" for name, q in PERCENTILES),
+             f"max {lat['max'] / 1000:.1f}"])
+    return text
+
+
+def summary_lines(plan: Plan, records, procs) -> list[str]:
+    """Each group of more than one process: its summary; each that mixes reads and writes: its
+    reads and its writes."""
+    lines = []
+    for group in plan.groups:
+        mine = [r for r, p in zip(records, procs) if p.group is group]
+        figures = group_figures(mine)
+        if figures is None:
+            continue
+        name = f"group {group.index} (-{group.action}, {len(mine)} " \
+               f"process{'es' if len(mine) > 1 else ''})"
+        if len(mine) > 1:
+            lines.append(f"{name}: {figures_text(figures['all'])}")
+        lines += [f"{name} {part}: {figures_text(figures[part])}" for part in RW if part in figures]
+    return lines
 
 
 def latency_lines(records, procs) -> list[str]:
@@ -114,6 +218,75 @@ def latency_lines(records, procs) -> list[str]:
             lines.append(", ".join([str(rec.row), *(f"{v / 1000:.1f}" for v in summary.values()),
                                     KINDS[proc.group.action].label]))
     return lines if len(lines) > 2 else []
+
+
+def cpu_figures(rec: Record, proc: Proc) -> dict | None:
+    """CPU used over the measured interval: a spawned test's own process, a loop test's event
+    loop thread (shared by every loop test); busy = that CPU time / the interval."""
+    if not rec.elapsed:
+        return None
+    return {"of": "loop" if KINDS[proc.group.action].runs_in == LOOP else "process",
+            "user": rec.cpu_user, "sys": rec.cpu_sys,
+            "busy_pct": 100 * (rec.cpu_user + rec.cpu_sys) / rec.elapsed,
+            "vcsw": rec.csw_vol, "ivcsw": rec.csw_invol}
+
+
+def cpu_lines(records, procs) -> list[str]:
+    lines = ["CPU over the measured interval (a loop test: the event loop's thread)", CPU_HEADER]
+    for rec, proc in zip(records, procs):
+        cpu = cpu_figures(rec, proc)
+        if cpu:
+            lines.append(", ".join(map(str, (
+                rec.row, f"{cpu['user'] / NS_PER_MS:.1f}", f"{cpu['sys'] / NS_PER_MS:.1f}",
+                f"{cpu['busy_pct']:.0f}", cpu["vcsw"], cpu["ivcsw"], cpu["of"],
+                test_label(proc.group)))))
+    return lines if len(lines) > 2 else []
+
+
+def loop_busy(records, procs) -> dict | None:
+    """How busy the event loop was over the longest loop test's interval; busier than
+    LOOP_LIMITED, the loop tests were limited by torque-async, not by the system."""
+    loop = [(r, p) for r, p in zip(records, procs)
+            if r.elapsed and KINDS[p.group.action].runs_in == LOOP]
+    if not loop:
+        return None
+    rec, proc = max(loop, key=lambda rp: rp[0].elapsed)
+    busy = cpu_figures(rec, proc)["busy_pct"]
+    return {"proc": rec.row, "interval_ns": rec.elapsed, "busy_pct": busy,
+            "limited": busy > 100 * LOOP_LIMITED}
+
+
+def loop_line(records, procs) -> str:
+    busy = loop_busy(records, procs)
+    if busy is None:
+        return ""
+    line = (f"Event loop: busy {busy['busy_pct']:.0f}% of proc {busy['proc']}'s measured "
+            f"{busy['interval_ns'] / NS_PER_MS:.0f} ms (its thread's CPU time)")
+    if busy["limited"]:
+        line += ": the loop tests were limited by torque-async, not by the system"
+    return line
+
+
+def resolution_flags(rec: Record) -> dict[str, str]:
+    """Why a test's figures cannot be trusted as exact: "short", a measured interval under
+    SHORTEST_NS (STREAM's rule: enough clock ticks), "harness", the harness's own cost per
+    transfer over HARNESS_SHARE of a transfer's time; each with its note."""
+    if not rec.transfers:
+        return {}
+    flags, per = {}, rec.elapsed / rec.transfers
+    if rec.elapsed < SHORTEST_NS:
+        flags["short"] = f"measured for {rec.elapsed / NS_PER_MS:.1f} ms " \
+                         f"(< {SHORTEST_NS // NS_PER_MS} ms)"
+    if rec.harness_ns > HARNESS_SHARE * per:
+        flags["harness"] = (f"the harness's own cost, {rec.harness_ns / 1000:.2f} us per "
+                            f"transfer, is {100 * rec.harness_ns / max(per, 1):.0f}% of a "
+                            f"transfer's {per / 1000:.2f} us")
+    return flags
+
+
+def resolution_lines(records) -> list[str]:
+    return [f"proc {rec.row}: {note}: its figures are not resolved"
+            for rec in records for note in resolution_flags(rec).values()]
 
 
 def spin_rates(rec: Record) -> dict[str, float] | None:
@@ -257,6 +430,10 @@ def group_lines(plan: Plan, group: Group, records, procs) -> list[str]:
     extra = sum(r.extra_transfers for r, _ in mine)
     if extra:
         lines.append(f"Unmeasured transfers while waiting for the slowest test (-slow) = {extra}")
+    pids = {r.pid for r, _ in mine if r.pid}
+    if kind.runs_in == LOOP and pids:
+        lines.append(f"PID {min(pids)} is torque-async itself: its {len(mine)} process"
+                     f"{'es run' if len(mine) > 1 else ' runs'} as coroutines on one event loop")
     return lines + [group.text]
 
 
@@ -290,18 +467,19 @@ def detail_lines(records, procs, level: int) -> list[str]:
                      f"transfers (+{rec.extra_transfers} unmeasured), {rec.bytes} bytes, "
                      f"{rec.sys_bytes} system bytes, {len(rec.samples)} samples; {steps}")
         if level >= 2 and rec.lat_count:
-            buckets = ", ".join(f"{bucket_top(i) / 1000:g} {n}"
-                                for i, n in enumerate(rec.hist) if n)
+            buckets = ", ".join(f"{bucket_range(i)[1] / 1000:g} {n}" for i, n in rec.hist)
             lines.append(f"proc {rec.row} latency histogram (us at most: transfers): {buckets}")
     return lines
 
 
 def render(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], info: SysInfo,
            date: str, failures: tuple[str, ...] = (), interrupted: int = 0,
-           unfinished: tuple[str, ...] = ()) -> list[str]:
-    """The whole text report; -nh drops the header, -bo keeps only the bandwidth lines."""
+           cluster=None, unfinished: tuple[str, ...] = ()) -> list[str]:
+    """The whole text report; -nh drops the header, -bo keeps only the bandwidth lines; a
+    report_cluster.ClusterRun adds Host and Rank columns and the cluster's block; `unfinished`
+    lists the tests an interruption cut short."""
     t0 = time_zero(records)
-    bw = bw_lines(records, procs)
+    bw = bw_lines(plan, records, procs)
     if plan.settings.bo:
         return bw
     lines: list[str] = []
@@ -311,17 +489,19 @@ def render(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], inf
                   "torque-async (time in ms)", f"We waited for {len(procs)} processes"]
         for group in plan.groups:
             lines += group_lines(plan, group, records, procs) + [""]
-    lines.append(TABLE_HEADER)
-    lines += [table_row(r, p, t0).text() for r, p in zip(records, procs) if r.transfers]
-    lines += [""]
-    for extra in (overlap_line(records, t0), *spin_lines(records),
+    lines.append(TABLE_HEADER + (cluster.columns if cluster else ""))
+    lines += [table_row(r, p, t0).text() + (cluster.where(r.row) if cluster else "")
+              for r, p in zip(records, procs) if r.transfers]
+    lines += [*resolution_lines(records), "", *summary_lines(plan, records, procs)]
+    for extra in (overlap_line(plan, records, t0), loop_line(records, procs), *spin_lines(records),
                   *cyclic_lines(records, procs), *checkpoint_lines(records, procs, t0)):
         lines.append(extra)
+    lines += ["", *(cluster.lines(t0) if cluster else ())]
     lines += ["", *stream_lines(records, procs), "", *sample_lines(records, procs, t0)]
     if plan.settings.vl:
         lines += ["", *detail_lines(records, procs, plan.settings.vl)]
     if not plan.settings.nh:
-        lines += [""] + latency_lines(records, procs)
+        lines += ["", *latency_lines(records, procs), "", *cpu_lines(records, procs)]
     lines += ["", *bw]
     if interrupted:
         lines += ["", f"INTERRUPTED by {signal.Signals(interrupted).name}: the figures cover the "

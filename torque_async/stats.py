@@ -1,31 +1,57 @@
 """Statistics of ns values (latency, lateness, wake-ups): the Summary a test fills while it
 measures, and the Stats read back from a results row; both share one log histogram.
+
+The histogram is fio's (FIO_IO_U_PLAT_BITS = 6): values below 2**7 ns have a bucket each;
+above, every power of two is cut into 64 buckets of equal width, so a bucket is at most 1/64
+(1.6%) of its lower bound wide. Values of 2**TOP_BITS ns (18 minutes) and more share the last
+bucket (their percentiles are clamped to the maximum, which is exact). Negative values (a
+-cyclic wake-up before its deadline) are counted by their magnitude.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Iterable
 
 import numpy as np
 
-SUB_BITS = 2                       # latency histogram: 4 buckets per power of two of ns
-HIST_BUCKETS = 64 << SUB_BITS
-
+SUB_BITS = 6                       # 2**SUB_BITS buckets per power of two of ns
+SUB = 1 << SUB_BITS
+TOP_BITS = 40                      # bucketed exactly up to 2**40 ns
+HIST_BUCKETS = (TOP_BITS - SUB_BITS + 1) * SUB
+EXACT = 2 * SUB                    # values below this have a bucket of their own
 
 POWERS = 1 << np.arange(63, dtype=np.int64)        # 1, 2, 4, ... 2**62
 
 
 def buckets(ns: np.ndarray) -> np.ndarray:
-    """Histogram bucket of each latency: its power of two (the bit length of |ns|), then the
-    next SUB_BITS bits below the top one."""
-    ns = np.asarray(ns, dtype=np.int64)
-    b = np.searchsorted(POWERS, np.abs(ns), side="right")
-    below = (ns >> np.maximum(b - 1 - SUB_BITS, 0)) & ((1 << SUB_BITS) - 1)
-    return np.where(b <= SUB_BITS, b << SUB_BITS, (b << SUB_BITS) | below)
+    """Histogram bucket of each value: exact below EXACT, else its power of two (bit length b)
+    and the SUB_BITS bits below its top one."""
+    ns = np.abs(np.asarray(ns, dtype=np.int64))
+    b = np.searchsorted(POWERS, ns, side="right")                 # bit length
+    shift = np.maximum(b - 1 - SUB_BITS, 0)
+    index = np.where(ns < EXACT, ns, ((b - SUB_BITS) << SUB_BITS) | ((ns >> shift) & (SUB - 1)))
+    return np.minimum(index, HIST_BUCKETS - 1)
 
 
 def bucket(ns: int) -> int:
-    """The bucket of one latency (used by tests, to build histograms)."""
+    """The bucket of one value (used by tests, to build histograms)."""
     return int(buckets(ns))
+
+
+def bucket_range(i: int) -> tuple[int, int]:
+    """The smallest and the largest value (ns) that fall in bucket i."""
+    if i < EXACT:
+        return i, i
+    shift = (i >> SUB_BITS) - 1                  # the bits below the top SUB_BITS + 1
+    lo = (SUB + (i & (SUB - 1))) << shift
+    return lo, lo + (1 << shift) - 1
+
+
+def sparse(hist) -> tuple[tuple[int, int], ...]:
+    """A dense histogram as (bucket, count) pairs of its non-empty buckets, in order."""
+    hist = np.asarray(hist)
+    full = np.flatnonzero(hist)
+    return tuple(zip(full.tolist(), hist[full].tolist()))
 
 
 BATCH = 1024                       # values a Summary holds before folding them in
@@ -63,34 +89,53 @@ class Summary:
             self.held = 0
         return self
 
+    def stats(self) -> "Stats":
+        self.settle()
+        return Stats(self.count, self.lo, self.hi, self.total, sparse(self.hist))
 
-def bucket_top(i: int) -> int:
-    """The largest latency (ns) that falls in bucket i."""
-    b, sub = i >> SUB_BITS, i & ((1 << SUB_BITS) - 1)
-    if b <= SUB_BITS:
-        return (1 << b) - 1
-    width = 1 << (b - 1 - SUB_BITS)
-    return (1 << (b - 1)) + (sub + 1) * width - 1
+
+PERCENTILES = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p999", 0.999), ("p9999", 0.9999))
 
 
 @dataclass(frozen=True)
 class Stats:
-    """A Summary as read back from a row: count, min, max, sum and log histogram of ns values."""
+    """count, min, max, sum and sparse log histogram ((bucket, count) pairs) of ns values, as
+    read back from a row or merged from several."""
     count: int
     lo: int
     hi: int
     total: int
-    hist: tuple[int, ...]
+    hist: tuple[tuple[int, int], ...]
 
     @property
     def avg(self) -> int:
         return self.total // self.count if self.count else 0
 
     def percentile(self, q: float) -> int:
-        """The value under which a share q of the values fell, from the histogram."""
+        """The value under which a share q of the values fell: in the bucket holding the value
+        of rank ceil(q x count), interpolated linearly over the part of the bucket between the
+        minimum and the maximum (so within one bucket's width of the true value)."""
         want, seen = q * self.count, 0
-        for i, n in enumerate(self.hist):
+        for i, n in self.hist:
+            if seen + n >= want:
+                lo, hi = bucket_range(i)
+                lo, hi = max(lo, self.lo), min(hi, self.hi)
+                return min(max(lo + int((hi - lo) * max(want - seen, 0) / n), self.lo), self.hi)
             seen += n
-            if n and seen >= want:
-                return min(max(bucket_top(i), self.lo), self.hi)
         return self.hi
+
+    def percentiles(self) -> dict[str, int]:
+        return {name: self.percentile(q) for name, q in PERCENTILES}
+
+
+def merge(parts: Iterable[Stats]) -> Stats:
+    """The Stats of all the values of several: histograms summed, the extremes of extremes."""
+    full = [s for s in parts if s.count]
+    if not full:
+        return Stats(0, 0, 0, 0, ())
+    hist: dict[int, int] = {}
+    for s in full:
+        for i, n in s.hist:
+            hist[i] = hist.get(i, 0) + n
+    return Stats(sum(s.count for s in full), min(s.lo for s in full), max(s.hi for s in full),
+                 sum(s.total for s in full), tuple(sorted(hist.items())))

@@ -36,6 +36,14 @@ class SysInfo:
     physical_cpus: int
     logical_cpus: int
     kernel: str
+    # Linux's answers to torque's hw.cputype / hw.cpusubtype / hw.busfrequency ("unknown" or 0
+    # where this machine does not say)
+    cpu_family: str = "unknown"
+    cpu_model_number: str = "unknown"
+    cpu_stepping: str = "unknown"
+    microcode: str = "unknown"
+    memory_mts: int = 0           # configured memory speed (SMBIOS type 17), MT/s
+    numa_nodes: int = 0
 
 
 def _read(path: str, default: str = "") -> str:
@@ -102,6 +110,28 @@ def cache_sizes() -> dict[str, int]:
     return sizes
 
 
+DMI_MEMORY = "/sys/firmware/dmi/entries/17-*/raw"     # SMBIOS memory devices (root only)
+
+
+def memory_mts() -> int:
+    """The fastest configured speed (MT/s) of the memory devices SMBIOS lists; 0 when unreadable.
+    A type 17 record holds the speed at 0x15 and, from SMBIOS 2.7, the configured one at 0x20."""
+    speeds = []
+    for entry in glob.glob(DMI_MEMORY):
+        try:
+            raw = Path(entry).read_bytes()
+        except OSError:
+            continue
+        at = 0x20 if raw[1] > 0x21 else 0x15
+        if raw[1] > at + 1:
+            speeds.append(int.from_bytes(raw[at:at + 2], "little"))
+    return max(speeds, default=0)
+
+
+def numa_nodes() -> int:
+    return len(glob.glob("/sys/devices/system/node/node[0-9]*"))
+
+
 def collect() -> SysInfo:
     """Read the machine's description (fast: a handful of small file reads)."""
     cpuinfo = _cpuinfo()
@@ -125,6 +155,12 @@ def collect() -> SysInfo:
         physical_cpus=psutil.cpu_count(logical=False) or logical,
         logical_cpus=logical,
         kernel=uname.release,
+        cpu_family=cpuinfo.get("cpu family", "unknown"),
+        cpu_model_number=cpuinfo.get("model", "unknown"),
+        cpu_stepping=cpuinfo.get("stepping", "unknown"),
+        microcode=cpuinfo.get("microcode", "unknown"),
+        memory_mts=memory_mts(),
+        numa_nodes=numa_nodes(),
     )
 
 
@@ -145,6 +181,12 @@ def header_lines(info: SysInfo) -> list[str]:
         f"{info.mem_mb} hw.memsize (MByte)",
         f"{info.physical_cpus} hw.physicalcpu",
         f"{info.logical_cpus} hw.logicalcpu",
+        f"{info.cpu_family} hw.cpufamily",
+        f"{info.cpu_model_number} hw.cpumodel",
+        f"{info.cpu_stepping} hw.cpustepping",
+        f"{info.microcode} hw.microcode",
+        f"{info.memory_mts or 'unknown'} hw.memoryspeed (MT/s)",
+        f"{info.numa_nodes or 'unknown'} hw.numanodes",
     ]
 
 

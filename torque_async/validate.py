@@ -7,6 +7,7 @@ import psutil
 
 from .cmdline import UsageError
 from .kinds import KINDS, resolve
+from .loop import loop_cpu
 from .plan import Plan
 from .units import MB
 
@@ -21,6 +22,7 @@ def check(plan: Plan) -> None:
     if child is not None and child >= total:
         raise UsageError(f"-child {child}: the plan has {total} test processes (0..{total - 1})")
     procs = plan.procs()
+    loop_cpu(plan)
     for g in plan.groups:
         check_cpus(g)
         if check_group := KINDS[g.action].check:

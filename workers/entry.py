@@ -2,8 +2,9 @@
 
 The barrier is passed twice: once when every party is set up (spinWait then measures its idle
 loop rate, one process at a time, while everything else waits), and once to start: its release
-is time zero for everyone. The measuring loop reads the clock around each transfer; the Meter
-keeps the statistics and writes the row when the measured part ends.
+is time zero for everyone: each party stamps its way out ("released"; the earliest stamp is the
+release, see report.time_zero). The measuring loop reads the clock around each transfer; the
+Meter keeps the statistics and writes the row when the measured part ends.
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from threading import BrokenBarrierError
 import numpy as np
 
 from torque_async.plan import Proc
-from torque_async.meter import Meter, word
+from torque_async.meter import Meter, harness_cost, word
 from torque_async.results import ABORTED, DONE, RUNNING, STOP_SIGNALS, Results
 from torque_async.testing.api import WorkerSpec, make_test
 from torque_async.testing.rows import mark_closed, mark_failed, mark_ready, mark_spawned
@@ -46,12 +47,14 @@ def main(spec: WorkerSpec, barrier, calibration_lock, in_process: bool = False) 
     try:
         pin(spec.proc)
         test = make_test(spec.proc, spec.seed, spec.linesize)
+        row["harness_ns"] = harness_cost()
         mark_ready(row, test)
         barrier.wait()
         if getattr(test, "calibrate", False):
             with calibration_lock:
                 row["ref_rate"] = idle_rate(test)
         barrier.wait()
+        row["phase"][0, 2] = time.monotonic_ns()
         row["state"] = RUNNING
         local = spec.proc.group.local
         meter = Meter(results, spec.proc.row, local.sample, spec.slow)
@@ -74,7 +77,7 @@ def main(spec: WorkerSpec, barrier, calibration_lock, in_process: bool = False) 
         mark_closed(row)
         del row
         sleep_end = spec.proc.group.local.sleepEnd
-        if sleep_end and not in_process:     # until the time, or the run's stop
+        if sleep_end:                        # until the time, or the run's stop
             stop = word(results.header["stop"].reshape(1))
             wait_until(time.monotonic_ns() + round(sleep_end * 1e9), stop)
             del stop

@@ -1,6 +1,6 @@
 """Memory tests: -bcopy, -bzero, -load, -store, -ls.
 
-Every buffer holds `local.n` chunks of `local.size` bytes (the working set); transfer k works
+Every buffer holds `local.n` chunks of `local.size` bytes (the working set), from -offset bytes on; transfer k works
 on chunk k mod n, so a working set larger than the caches makes every transfer go to memory.
 Set-up (not timed) allocates each buffer once as an anonymous mmap (page-aligned, advised
 MADV_HUGEPAGE, the same as tools/cref/memkernels.c), wires it with mlock under -wire, and
@@ -49,6 +49,7 @@ class MemoryTest:
     def __init__(self, ctx: TestContext):
         local = ctx.local
         self.n, self.size = local.n, local.size // self.unit * self.unit
+        self.offset = local.offset          # the working set starts this far into each buffer
         self.transfer_bytes = self.size
         self.system_bytes = self.traffic * self.size
         self.transfers = 0
@@ -58,14 +59,16 @@ class MemoryTest:
         self._views: list = []  # per chunk: what transfer() hands to numpy
 
     def buffer(self, *, invert: bool = False) -> np.ndarray:
-        """A new n x size byte buffer filled with the test's pattern (uint8 view)."""
-        buf = self._buffers.new(self.n * self.size)
+        """A new buffer of -offset + n x size bytes filled with the test's pattern (uint8)."""
+        buf = self._buffers.new(self.offset + self.n * self.size)
         words = buf[:buf.size // 8 * 8].view(np.uint64)
         patterns.fill(words, self._ctx.local, self._ctx.rng, self._ctx.row, invert=invert)
         return buf
 
     def chunks(self, buf: np.ndarray) -> list[np.ndarray]:
-        return [buf[j * self.size:(j + 1) * self.size] for j in range(self.n)]
+        """The n chunks of the working set, from -offset on."""
+        at = self.offset
+        return [buf[at + j * self.size:at + (j + 1) * self.size] for j in range(self.n)]
 
     def passes(self) -> list[int]:
         """How many transfers have worked on each chunk."""
@@ -146,7 +149,8 @@ class StridedTest(MemoryTest):
         self.system_bytes = self.traffic * min(self.size, self.words * ctx.linesize)
         self.value = np.uint64(~local.bp1 & patterns.MASK64)
         self.buf = self.buffer()
-        self._views = [np.ndarray((self.words,), np.uint64, self.buf, j * self.size, (self.stride,))
+        self._views = [np.ndarray((self.words,), np.uint64, self.buf,
+                                  self.offset + j * self.size, (self.stride,))
                        for j in range(self.n)]
         # what the pattern puts in the words each chunk loads, taken before any transfer
         self._pattern_sums = [int(np.add.reduce(w)) for w in self._views] if self.loads else []

@@ -14,13 +14,12 @@ differs from its initial value:
     Add    c = a + b      c: 0.5 -> 3.0
     Triad  a = b + s * c  a: 1.0 -> 3.5
 
-Triad needs s * c somewhere: it runs over the chunk in blocks of half the L2 cache, computing
-s * c into a scratch block made at set-up (it stays in L2), then b + scratch into a.  Memory
-sees what C's single loop makes it see (read b, read c, write a) and nothing is allocated.
-(Computing s * c into a's own block allocates nothing either, but measured ~25% slower here.)
-Copy goes through numpy's SIMD loop as a | 0 on uint64 views, a bit-exact copy: np.copyto
-would call glibc memmove, ~10% slower than a vector loop on 4 MiB copies on the machine this
-was tuned on (the C reference shows the same gap between its bcopy and its Copy).
+Triad needs s * c somewhere: it runs over the chunk in blocks, computing s * c into a scratch
+block made at set-up (it stays in cache), then b + scratch into a.  Memory sees what C's single
+loop makes it see (read b, read c, write a) and nothing is allocated.  The best block size
+depends on the machine's caches, so set-up times the candidates and keeps the fastest.
+Copy is a bit-exact copy on uint64 views, by numpy's SIMD loop (a | 0) or by glibc's memmove
+(np.copyto), whichever set-up measures faster on this machine.
 
 check() validates every element of every array as STREAM's checkSTREAMresults does: relative
 error against the expected value within 1e-13 (NaN fails).
@@ -28,10 +27,12 @@ error against the expected value within 1e-13 (NaN fails).
 from __future__ import annotations
 
 import functools
+import time
 
 import numpy as np
 
 from torque_async import sysinfo
+from torque_async.units import human
 from torque_async.testing.api import TestContext, TestError
 from workers.memory import MemoryTest
 
@@ -40,6 +41,18 @@ ZERO = np.uint64(0)
 EPSILON = 1e-13                 # checkSTREAMresults' epsilon for double
 INITIAL = {"a": 1.0, "b": 2.0, "c": 0.5}
 CHECK_BLOCK = 1 << 20           # elements compared per step in check()
+CALIBRATION_PASSES = 3          # passes timed per kernel variant at set-up (best kept)
+
+
+def best_ns(run) -> int:
+    """The fastest of CALIBRATION_PASSES calls of run() (set-up: choosing a kernel variant)."""
+    best = None
+    for _ in range(CALIBRATION_PASSES):
+        t = time.perf_counter_ns()
+        run()
+        t = time.perf_counter_ns() - t
+        best = t if best is None else min(best, t)
+    return best
 
 
 def l2_bytes() -> int:
@@ -61,8 +74,9 @@ class StreamKernel(MemoryTest):
         super().__init__(ctx)
         self.m = m = self.size // 8                         # doubles per chunk
         self.info = f"{self.n} x {self.size} bytes per array"
-        for name in self.buffers:
-            array = self._buffers.new(self.n * self.size, np.float64)
+        for name in self.buffers:                           # -offset bytes, then the arrays
+            array = self._buffers.new(self.offset + self.n * self.size)[self.offset:]
+            array = array.view(np.float64)                  # (unaligned for an odd -offset)
             array.fill(INITIAL[name])                       # touches every page
             setattr(self, name, array)
         self._views = [self.kernel_views(*(x[j * m:(j + 1) * m] for x in (self.a, self.b, self.c)))
@@ -99,18 +113,32 @@ class StreamKernel(MemoryTest):
                     f"(relative error {abs(array[i] - value) / abs(value):.3g} > {EPSILON})")
 
 
+# Copy's ways of copying doubles bit for bit; which is faster depends on the machine (a vector
+# loop or glibc's memmove), so set-up times both on the first chunk and keeps the faster.
+COPIES = {"vector a|0": lambda a, c: np.bitwise_or(a, ZERO, out=c),
+          "memmove": lambda a, c: np.copyto(c, a)}
+
+
 class Scopy(StreamKernel):
-    """c = a, bit for bit: a | 0 on the arrays' uint64 views (see the module's note)."""
+    """c = a, bit for bit, on the arrays' uint64 views, by the faster of COPIES here."""
 
     action, output = "Scopy", "c"
+
+    def __init__(self, ctx: TestContext):
+        super().__init__(ctx)
+        a, c = self._views[0]
+        timed = {name: best_ns(lambda: copy(a, c)) for name, copy in COPIES.items()}
+        self.way = min(timed, key=timed.get)
+        self.copy = COPIES[self.way]
+        self.c[:self.m] = INITIAL["c"]            # chunk 0 as if never run: check() expects it
+        self.info += f"; Copy by {self.way}, the faster here of {' and '.join(timed)}"
 
     def kernel_views(self, a, b, c):
         return a.view(np.uint64), c.view(np.uint64)
 
     def transfer(self, k: int) -> None:
         self.transfers += 1
-        a, c = self._views[k % self.n]
-        np.bitwise_or(a, ZERO, out=c)
+        self.copy(*self._views[k % self.n])
 
     def expected(self):
         return INITIAL["a"]
@@ -141,22 +169,54 @@ class Sadd(StreamKernel):
 
 
 class Striad(StreamKernel):
+    """a = b + s * c in blocks: s * c into a scratch block that stays in cache, then b + scratch
+    into a. The block size is the machine's: set-up times one pass over the first chunk for each
+    candidate (BLOCK_CANDIDATES, untimed) and keeps the fastest; the group block says which."""
+
     action, output, traffic = "Striad", "a", 3
+
+    def __init__(self, ctx: TestContext):
+        self.step = 1 << 62                        # one block a chunk, until calibrated
+        super().__init__(ctx)
+        timed = {step: self.pass_ns(step) for step in self.candidates()}
+        self.step = min(timed, key=timed.get)
+        self.a[:self.m] = INITIAL["a"]            # chunk 0 as if never run: check() expects it
+        self._views = [self.kernel_views(*(x[j * self.m:(j + 1) * self.m]
+                                           for x in (self.a, self.b, self.c)))
+                       for j in range(self.n)]
+        self.info += (f"; Triad in blocks of {human(self.step * 8)} bytes, the fastest here of "
+                      + " ".join(human(step * 8) for step in timed))
+
+    def candidates(self) -> list[int]:
+        """Block sizes (doubles) worth timing: fractions of L1d and L2, and the whole chunk."""
+        l1, l2 = sysinfo.cache_sizes().get("1Data", 32) << 10, l2_bytes()
+        fits = {l1 // 16, l2 // 32, l2 // 16, l2 // 8, l2 // 4}
+        return sorted({max(1, min(self.m, b)) for b in fits} | {self.m})
+
+    def pass_ns(self, step: int) -> int:
+        """The best pass over chunk 0 in blocks of `step` doubles."""
+        self.step = step
+        views = self.kernel_views(self.a[:self.m], self.b[:self.m], self.c[:self.m])
+        return best_ns(lambda: self.blocks(views))
 
     @functools.cached_property
     def scratch(self) -> np.ndarray:
-        """s * c for one block: half the L2 cache, or the whole chunk if that is smaller."""
-        return np.empty(min(self.m, max(1, l2_bytes() // 16)), np.float64)
+        """Room for s * c of the largest block any candidate uses (the whole chunk at most)."""
+        return np.empty(self.m, np.float64)
 
     def kernel_views(self, a, b, c):
-        step = self.scratch.size
+        step = self.step
         return [(a[i:i + step], b[i:i + step], c[i:i + step], self.scratch[:min(step, a.size - i)])
                 for i in range(0, a.size, step)]
 
     def transfer(self, k: int) -> None:
         self.transfers += 1
+        self.blocks(self._views[k % self.n])
+
+    @staticmethod
+    def blocks(views) -> None:
         multiply, add = np.multiply, np.add
-        for a, b, c, scratch in self._views[k % self.n]:
+        for a, b, c, scratch in views:
             multiply(c, SCALAR, scratch)
             add(b, scratch, a)
 

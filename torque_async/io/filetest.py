@@ -4,7 +4,9 @@ One class serves every file action; the action's Spec (actions.py) says where it
 and what they do. A test keeps `depth` transfers outstanding (-aio N, else 1) as that many lanes:
 each lane takes the next transfer number k, looks up (file, offset, write) in the layout, issues
 it through the engine and records issue-to-completion latency in the Meter, so k's place never
-depends on timing. Per transfer k:
+depends on timing. A test that mixes reads and writes (-rand/-aio/-files with -percR, -rw)
+also counts and times them apart (Meter.split); so does -rmw, each transfer's read (issue to
+completion) and write (issue to completion, after the modify). Per transfer k:
 
     read          read the place into the lane's buffer; then -extraRead* reads the bytes after
                   it (r), -touch/-touch4K read one word / one word per 4 KiB of the data
@@ -15,7 +17,7 @@ depends on timing. Per transfer k:
 Set-up (not timed) resolves and opens the files, writes scratch files, allocates one buffer
 area for all lanes and registers it with the engine. check() (not timed) reads the files back:
 each lane's last buffer must match the file where nothing wrote after it, and a scratch file
-must hold exactly the pattern, the stamps of the places written and -rmw's increments.
+must hold, at every place written, its stamp (or -rmw's increments).
 """
 from __future__ import annotations
 
@@ -48,6 +50,7 @@ class FileTest:
         self.transfer_bytes = self.size
         self.system_bytes = self.size * (2 if self.spec.rmw else 1) + self.extra_bytes
         self.writes = actions.writes(self.spec, self.local)
+        self.mixed = self.writes and actions.reads(self.spec, self.local) and not self.spec.rmw
         self.engine_name, self.engine_note = choose(ctx.settings.engine,
                                                     self.depth == 1 and ctx.loop_tests == 1)
         self.info = ""
@@ -147,6 +150,9 @@ class FileTest:
         self.last = [-1] * self.depth
         self.at = Cursor(self.layout)
         self.published = False
+        self.rmw_at = [(0, 0)] * self.depth        # -rmw: each lane's read done, write issued
+        if self.mixed or self.spec.rmw:
+            meter.split()
         self.t_end = meter.begin()
         await self.engine.drive([self.lane(j) for j in range(self.depth)])
         if not self.published:                       # stopped early: publish what was measured
@@ -166,7 +172,9 @@ class FileTest:
         back, so once one lane stops at transfer k every lane stops at a later one: the
         transfers made are exactly 0 .. k-1 for the smallest such k (self.next)."""
         meter, total, stop = self.meter, self.total, self.meter.stop
-        record = self.engine.serial(meter.record)    # the threads engine: under a lock
+        mixed, rmw_at = self.mixed, self.rmw_at if self.spec.rmw else None
+        record = self.engine.serial(meter.record_rw if mixed else meter.record_rmw if rmw_at
+                                    else meter.record)      # the threads engine: under a lock
         keep_going = self.engine.serial(meter.keep_going)
         submit, fds, slot, throttle = self.engine.submit, self.fds, self.slot, self.local.T * 1000
         rbuf, wbuf = self.ids[slot["read"] + j], self.ids[slot["write"] + j]
@@ -194,7 +202,9 @@ class FileTest:
                            self.move(j, f, offset, write))
                 if k >= total:
                     extra += 1
-                elif record(t - t0, t) == total:
+                elif (record(t - t0, t, write) if mixed else
+                      record(t - t0, t, rmw_at[j][0] - t0, t - rmw_at[j][1]) if rmw_at else
+                      record(t - t0, t)) == total:
                     self.finish(t)
                 last[j] = k
                 if touch is not None and not write:
@@ -228,9 +238,9 @@ class FileTest:
         """A transfer of more than one I/O: -rmw, -extraRead*, or dropping it from the cache."""
         fd, submit, slot = self.fds[f], self.engine.submit, self.slot
         if self.spec.rmw:
-            await submit(False, fd, self.ids[slot["read"] + j], offset)
+            t_read = await submit(False, fd, self.ids[slot["read"] + j], offset)
             data.modify(self.arrays[slot["read"] + j])
-            write = True
+            write, self.rmw_at[j] = True, (t_read, now())
         t = await submit(write, fd, self.ids[slot["write" if write else "read"] + j], offset)
         if self.extra_bytes and not write:
             t = await submit(False, fd, self.ids[slot["extra"] + j], offset + self.size)
@@ -272,25 +282,31 @@ class FileTest:
         return self.plain[f]
 
     def check_scratch(self, history: "History") -> None:
-        """A scratch file holds the pattern, except the places written or modified."""
+        """Every place of the scratch file the test wrote (or -rmw modified) holds what it
+        wrote there: its stamp (so a write that went elsewhere is missed at its own place) or
+        the pattern changed as often as it was. Proportional to what the test touched, not to
+        the file's size; runs of adjacent places are read CHUNK bytes at a time."""
         places = np.array(sorted(history.count), dtype=np.int64)
         counts = [history.count[p] for p in places.tolist()]
-        size, length = self.size, os.fstat(self.fds[0]).st_size
-        fd = self.fds_plain(0)
-        for start in range(0, length, CHUNK):
-            end = min(start + CHUNK, length)
+        size, fd = self.size, self.fds_plain(0)
+        first = 0
+        while first < places.size:
+            last = first                          # places[first..last]: one run, one read
+            while last + 1 < places.size and places[last + 1] < places[last] + size + CHUNK \
+                    and places[last + 1] + size - places[first] <= CHUNK:
+                last += 1
+            start, end = int(places[first]), int(places[last]) + size
             expect = data.pattern(start, end - start).copy()
-            lo, hi = np.searchsorted(places, [start - size + 1, end])
-            for p, v in zip(places[lo:hi].tolist(), counts[lo:hi]):
+            for p, v in zip(places[first:last + 1].tolist(), counts[first:last + 1]):
                 block = data.modify(data.pattern(p, size).copy(), v) if self.spec.rmw \
                     else data.written(0, p, size)
-                a, b = max(p, start), min(p + size, end)
-                expect[a - start:b - start] = block[a - p:b - p]
+                expect[p - start:p - start + size] = block
             got = np.frombuffer(os.pread(fd, end - start, start), np.uint8)
             bad = np.flatnonzero(got != expect)
             if bad.size:
                 raise TestError(f"data check: {self.paths[0]} differs from what the test wrote "
                                 f"at {bad.size} bytes from byte {start + int(bad[0])} on")
+            first = last + 1
 
     async def close(self) -> None:
         if self.engine is not None:

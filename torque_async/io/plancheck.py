@@ -28,10 +28,6 @@ def check_test(settings, proc) -> None:
     if limit is not None and limit < local.size:
         raise UsageError(f"{name}: the maximum file size ({limit} bytes) is smaller than the "
                          f"transfer size ({local.size} bytes)")
-    if local.extraRead and not spec.extra:
-        raise UsageError(f"{name}: -extraRead* applies to the -r test only")
-    if local.vector and spec.order in ("scan", "tree"):
-        raise UsageError(f"{name}: -vector* does not apply: it places its transfers itself")
     if settings.engine == "sync" and actions.depth(group) > 1:
         raise UsageError(f"{name} {group.args[0]}: -engine sync runs one transfer at a time; "
                          f"use -engine uring or threads")

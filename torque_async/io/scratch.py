@@ -26,14 +26,16 @@ _users = 0
 
 
 PREFIX = "torque-async-scratch."
+TAG = ""                           # under mpiexec: ".HOST.rRANK" (a directory shared by hosts)
 
 
 def directory() -> str:
-    return os.path.abspath(f"{PREFIX}{os.getpid()}")
+    return os.path.abspath(f"{PREFIX}{os.getpid()}{TAG}")
 
 
 def leftovers(where: str = ".") -> list[str]:
-    """Scratch directories in `where` whose run is gone (a run killed with SIGKILL)."""
+    """Scratch directories in `where` whose run is gone (a run killed with SIGKILL); a rank's
+    (tagged by host and rank) is its clean-up guard's to remove."""
     found = []
     for name in sorted(os.listdir(where)):
         pid = name[len(PREFIX):]

@@ -4,9 +4,8 @@ Set-up (untimed) allocates the frames and the tracks (memory, or a file: the -f 
 process, chosen as the file tests choose it (io.actions.list_index), or a scratch file) and fills the tracks that are read before they are
 written with source frames (not a user's file: that is read as it is). `run` waits startTime,
 then runs the pipeline on the precise timer for runTime worth of frames. The measured interval
-runs from the start to the later of the last measured completion and the end of the last frame's
-period (so a prefetching stream that holds its rate reports its target, not more; one that runs
-late reports less). The row reports the combined bytes of the sub-streams, and each
+runs from the start to the last measured transfer's completion (never a scheduled time that has
+not come yet). The row reports the combined bytes of the sub-streams, and each
 sub-stream's transfers and lateness in the stream fields.
 """
 from __future__ import annotations
@@ -90,7 +89,7 @@ class StreamTest:
         try:
             await pipe.run(g.frames)
             chunk = max(1, math.ceil(EXTRA_CHUNK / g.period))
-            meter.end(max(pipe.finish, pipe.pacer.release(g.frames)))   # at least runTime
+            meter.end(pipe.finish)
             self.publish(meter)
             while meter.keep_going():
                 await pipe.run(pipe.done() + chunk)

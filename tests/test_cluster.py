@@ -1,0 +1,280 @@
+"""Several ranks under mpiexec (the mpi extra's MPICH): one report from rank 0, clocks put on
+rank 0's, every rank ended and cleaned up when one fails; nothing of it without a launcher."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sysconfig
+import time
+from pathlib import Path
+
+import jsonschema
+import psutil
+import pytest
+
+from torque_async import cluster, export, report, report_cluster
+from torque_async.cluster import Cluster, Pong, offset_of, shift
+from torque_async.kinds import KINDS
+from torque_async.report_cluster import ClusterRun, Rank
+from torque_async.results import RUNNING, owner_of, segment_name
+
+from conftest import CMD, ENV, REPO, assert_one_clean_line, table, wait_for_rows
+
+MPIEXEC = str(Path(sysconfig.get_path("scripts")) / "mpiexec")   # the mpich wheel's
+HOST = socket.gethostname()
+LONG = ["-n", "16", "-i", "1000000", "-KB", "256", "-bzero", "-spinWait"]
+CLUSTER_HEADER = report.TABLE_HEADER + ",Host,Rank"
+
+
+def mpiexec(n: int, *args: str, **popen) -> subprocess.Popen:
+    return subprocess.Popen([MPIEXEC, "-n", str(n), *CMD, *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=ENV, **popen)
+
+
+def finished(proc: subprocess.Popen, timeout: float = 120) -> tuple[int, str, str]:
+    out, err = proc.communicate(timeout=timeout)
+    return proc.returncode, out, err
+
+
+def gone(paths: list[Path], timeout: float = 15) -> bool:
+    """Whether every path disappears within `timeout` (a rank's guard removes them after the
+    rank is killed)."""
+    deadline = time.monotonic() + timeout
+    while any(p.exists() for p in paths):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+# -- clock offsets, as pure functions with a fake exchange ---------------------------------
+
+class FakeComm:
+    """Rank 0 of `size` ranks: each recv of a pong answers the remote's clock reading."""
+
+    def __init__(self, size: int, remote: list[int]):
+        self.size, self.remote = size, iter(remote)
+
+    def Get_rank(self):
+        return 0
+
+    def Get_size(self):
+        return self.size
+
+    def allgather(self, value):
+        return [value] * self.size
+
+    def send(self, obj, dest, tag):
+        pass
+
+    def recv(self, source, tag):
+        return next(self.remote)
+
+
+OFFSET = 7_000_000_000            # the remote's CLOCK_MONOTONIC is 7 s ahead of rank 0's
+
+
+def fake_exchange(delays: list[tuple[int, int]]) -> tuple[list[int], list[int]]:
+    """Rank 0's clock readings (sent, back per round) and the remote's answers, for the given
+    (there, back) delays in ns."""
+    local, remote, now = [], [], 1_000_000
+    for there, back in delays:
+        local += [now, now + there + back]
+        remote.append(now + there + OFFSET)
+        now += there + back + 1000
+    return local, remote
+
+
+def test_the_offset_comes_from_the_shortest_round_trip_and_is_exact_to_half_of_it():
+    delays = [(50_000, 3_000_000), (400, 400), (9_000, 10), (10, 10)] + [(5000, 5000)] * 12
+    local, remote = fake_exchange(delays)
+    rank0 = Cluster(FakeComm(2, remote), clock=iter(local).__next__)
+    assert rank0.offsets() == [(0, 0), (OFFSET, 10)]
+    lopsided = [Pong(0, 5 + OFFSET, 20)]         # 5 ns there, 15 back: off by 5, within 10
+    offset, uncertainty = offset_of(lopsided)
+    assert uncertainty == 10 and offset != OFFSET and abs(offset - OFFSET) <= uncertainty
+
+
+def record(start: int, finish: int, **fields):
+    from torque_async.results import Record
+    base = dict(row=0, state=4, pid=1, transfers=100, bytes=100 << 20, sys_bytes=100 << 20,
+                extra_transfers=0, lat_min=0, lat_max=0, lat_sum=0, lat_count=0, hist=(),
+                samples=(), phase=(0,) * 5, ops=0, ref_rate=0.0, transfer_bytes=1 << 20,
+                file="", info="", error="")
+    return Record(start=start, finish=finish, **{**base, **fields})
+
+
+def test_shift_puts_every_time_on_rank_0_s_clock_and_keeps_unset_times_unset():
+    rec = record(OFFSET + 10, OFFSET + 50, samples=((OFFSET + 30, 5),),
+                 phase=(OFFSET + 1, OFFSET + 9, OFFSET + 10, 0, 0))
+    moved = shift(rec, OFFSET)
+    assert (moved.start, moved.finish, moved.samples) == (10, 50, ((30, 5),))
+    assert moved.phase == (1, 9, 10, 0, 0)
+
+
+def test_a_rank_that_never_sets_up_is_named_after_the_timeout():
+    class Never(FakeComm):
+        def __init__(self):
+            super().__init__(3, [])
+            self.arrivals = [2, 0]
+
+        def isend(self, obj, dest, tag):
+            return type("Done", (), {"wait": lambda self: None})()
+
+        def Ibarrier(self):
+            return type("Never", (), {"Test": lambda self: False})()
+
+        def improbe(self, tag):
+            arrivals = self.arrivals
+            return arrivals and type("Msg", (), {"recv": lambda self: arrivals.pop()})() or None
+
+    ticks = iter(range(0, 10 ** 12, 10 ** 9))           # one second per look at the clock
+    rank0 = Cluster(Never(), clock=ticks.__next__)
+    assert rank0.meet(lambda: False, timeout=3) == f"rank 1 on {HOST} did not set up within 3 s"
+    assert Cluster(Never(), clock=ticks.__next__).meet(lambda: True, timeout=3) == ""
+
+
+# -- the cluster report, from gathered records ---------------------------------------------
+
+def two_ranks():
+    from torque_async.cmdline import parse
+    plan = parse(["-p", "2", "-n", "8", "-KB", "64", "-bzero"])
+    ranks = (Rank(0, "a", 10, 0, 1000, (record(100, 1_100_000_000),
+                                        record(200, 1_000_000_200, row=1))),
+             Rank(1, "b", 11, 5, 3000, (record(3_000_000, 2_003_000_000),
+                                        record(3_000_000, 1_003_000_000, row=1))))
+    return plan, ClusterRun(ranks, plan)
+
+
+def test_the_cluster_report_names_hosts_and_ranks_and_totals_the_ranks(capsys):
+    plan, run = two_ranks()
+    from torque_async import sysinfo
+    lines = report.render(plan, run.records, run.procs, sysinfo.collect(), "now", cluster=run)
+    rows = table("\n".join(lines), CLUSTER_HEADER)
+    assert [(r[0], r[-2], r[-1]) for r in rows] == [("0", "a", "0"), ("1", "a", "0"),
+                                                     ("2", "b", "1"), ("3", "b", "1")]
+    per_test = [100 / (r.elapsed / 1e9) for r in run.records]      # 100 MB each
+    host_a = next(ln for ln in lines if ln.startswith("Host a: rank 0, 2 tests"))
+    assert host_a.endswith(f"Total {sum(per_test[:2]):.0f} MB/s")
+    assert f"Cluster total: {sum(per_test):.0f} MB/s (every test on every host)" in lines
+    assert "Start skew between ranks (first to last release): 2999.9 us" in lines
+    assert any(ln.startswith("Clock offsets to rank 0 measured to within 3.0 us") for ln in lines)
+
+
+def test_the_cluster_json_has_hosts_and_ranks_and_validates():
+    plan, run = two_ranks()
+    from torque_async import sysinfo
+    doc = export.document(plan, run.records, run.procs, sysinfo.collect(), "now")
+    doc = json.loads(export.json_text(report_cluster.document(run, doc)))
+    jsonschema.validate(doc, export.schema())
+    assert [(t["host"], t["rank"]) for t in doc["tests"]] == [("a", 0), ("a", 0), ("b", 1),
+                                                              ("b", 1)]
+    assert doc["cluster"]["start_skew_ns"] == 3_000_000 - 100
+    assert [r["offset_ns"] for r in doc["cluster"]["ranks"]] == [0, 5]
+    csv_head = export.csv_text(doc).splitlines()[:2]
+    assert "host" in csv_head[0].split(",") and ",a,0," in csv_head[1]
+
+
+# -- without a launcher, and bad input under one -------------------------------------------
+
+def test_without_a_launcher_mpi4py_is_never_imported(tmp_path):
+    env = {k: v for k, v in ENV.items() if k not in cluster.LAUNCHER_RANK}
+    code = ("import sys; from torque_async import cli; "
+            "code = cli.execute(['-smkey', '0x7930', '-nh', '-n', '4', '-KB', '64', '-bzero']); "
+            "print('mpi4py' in sys.modules, code)")
+    out = subprocess.run([*CMD[:1], "-c", code], capture_output=True, text=True, env=env,
+                         timeout=120).stdout
+    assert out.splitlines()[-1] == "False 0"
+
+
+def under_launcher(*args: str, env_extra: dict[str, str] | None = None, cwd=None):
+    env = {**ENV, "PMI_RANK": "0", "PMI_SIZE": "2", **(env_extra or {})}
+    done = subprocess.run([*CMD, *args], capture_output=True, text=True, env=env, timeout=60,
+                          cwd=cwd)
+    return done.returncode, done.stdout, done.stderr
+
+
+@pytest.mark.parametrize("args", [("-child", "0", "-p", "2"), ("-sp",), ("-g",)])
+def test_child_sp_and_g_are_refused_under_a_launcher(args):
+    code, out, err = under_launcher("-smkey", "0x7931", *args, "-n", "4", "-KB", "64", "-bzero")
+    assert_one_clean_line(code, out, err, "cannot run under an MPI launcher")
+
+
+def test_a_launcher_without_mpi4py_is_one_line(tmp_path):
+    shadow = tmp_path / "shadow" / "mpi4py"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('no mpi4py here')\n")
+    code, out, err = under_launcher("-smkey", "0x7932", "-n", "4", "-KB", "64", "-bzero",
+                                    env_extra={"PYTHONPATH": f"{shadow.parent}:{REPO}"})
+    assert_one_clean_line(code, out, err, "mpi4py is not installed")
+
+
+# -- real ranks under mpiexec --------------------------------------------------------------
+
+def test_two_ranks_give_one_report_with_every_rank_s_rows(tmp_path):
+    code, out, err = finished(mpiexec(2, "-smkey", "0x7940", "-nh", "-json", "run.json",
+                                      "-p", "2", "-n", "16", "-KB", "64", "-bzero"))
+    assert code == 0, err
+    rows = table(out, CLUSTER_HEADER)
+    assert [(r[0], r[-2], r[-1]) for r in rows] == [(str(i), HOST, str(i // 2))
+                                                     for i in range(4)]
+    assert len({r[4] for r in rows}) == 1 and int(rows[0][4]) > 0     # the same plan each
+    assert len({r[10] for r in rows}) == 4                            # four processes
+    assert out.count(CLUSTER_HEADER) == 1 and "Cluster: 2 ranks on 1 host" in out
+    doc = export.load(str(tmp_path / "run.json"))
+    jsonschema.validate(doc, export.schema())
+    assert [t["rank"] for t in doc["tests"]] == [0, 0, 1, 1]
+    assert doc["bandwidth"]["total"] == pytest.approx(sum(t["sys_bw"] for t in doc["tests"]))
+    assert f"Cluster total: {doc['bandwidth']['total']:.0f} MB/s" in out
+
+
+def test_three_ranks_each_use_their_own_scratch_files_and_leave_none(tmp_path):
+    key = 0x7950
+    code, out, err = finished(mpiexec(3, "-smkey", hex(key), "-nh", "-n", "16", "-KB", "4",
+                                      "-mfileMB", "1", "-r"))
+    assert code == 0, err
+    rows = table(out, CLUSTER_HEADER)
+    assert [r[-1] for r in rows] == ["0", "1", "2"]
+    dirs = [Path(r[9]).parent.name for r in rows]
+    assert [d.split(".")[-2:] for d in dirs] == [[HOST, f"r{k}"] for k in range(3)]
+    assert not list(tmp_path.glob("torque-async-scratch.*"))
+    assert not any(Path("/dev/shm", segment_name(key + k)).exists() for k in range(3))
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
+def test_a_killed_or_interrupted_rank_ends_every_rank_and_nothing_is_left(tmp_path, sig):
+    key = 0x7960 + sig * 2
+    run = mpiexec(2, "-smkey", hex(key), "-nh", "-n", "64", "-KB", "4", "-mfileMB", "1",
+                  "-i", "1000000", "-r", *LONG)
+    for k in range(2):
+        wait_for_rows(key + k, 3, RUNNING)
+    owners = [psutil.Process(owner_of(segment_name(key + k))) for k in range(2)]
+    scratch = list(tmp_path.glob("torque-async-scratch.*"))
+    assert len(scratch) == 2
+    everyone = owners + [c for o in owners for c in o.children(recursive=True)]
+    began = time.monotonic()
+    owners[1].send_signal(sig)
+    code, out, err = finished(run, timeout=60)
+    assert time.monotonic() - began < 30
+    assert code == (130 if sig == signal.SIGINT else 9), err
+    if sig == signal.SIGINT:
+        assert f"torque-async: rank 1 on {HOST}: interrupted by SIGINT" in err
+    _, alive = psutil.wait_procs(everyone, timeout=15)
+    assert not alive, "a rank or a test process outlived the run"
+    assert gone([Path("/dev/shm", segment_name(key + k)) for k in range(2)])
+    assert gone(scratch)
+
+
+def test_compare_matches_a_cluster_run_s_tests_rank_by_rank():
+    plan, run = two_ranks()
+    from torque_async import compare, sysinfo
+    doc = export.document(plan, run.records, run.procs, sysinfo.collect(), "now")
+    doc = json.loads(export.json_text(report_cluster.document(run, doc)))
+    found = compare.compare(doc, doc)
+    assert not found.only_a and not found.only_b
+    names = {c.test for c in found.changes}
+    assert {n for n in names if "rank 1 on b" in n} and {n for n in names if "rank 0 on a" in n}
+    assert all(c.pct == 0 for c in found.changes)

@@ -1,0 +1,222 @@
+"""One plan on many hosts under an MPI launcher (mpiexec): detection, the MPI barrier, clock
+offsets, the gather to rank 0.
+
+Without a launcher's environment nothing here runs and mpi4py is never imported. Under one,
+every rank runs the plan with its own results segment (-smkey + rank) and its own scratch
+directory and -files tree (named by host and rank); all ranks set up, meet at an MPI barrier
+(polled, so a rank that never comes ends the run after the set-up timeout), then pass their
+own local barrier. After the run rank 0 measures each rank's CLOCK_MONOTONIC offset with a few
+ping-pongs and gathers every rank's records; only rank 0 reports. A rank that fails or is
+interrupted cleans up and then calls MPI_Abort, which ends every rank; a guard process of
+each rank (in its own session, so MPI's kill of the rank's process group spares it) removes
+what a killed rank leaves: its workers, its segment, its scratch directory.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, replace
+from typing import Callable
+
+from .cmdline import UsageError
+from .io import scratch
+from .options import LOCAL_DEFAULTS
+from .orchestrator import SETUP_TIMEOUT, Outcome
+from .plan import Plan
+from .report_cluster import ClusterRun, Rank
+from .results import Record, segment_name
+
+LAUNCHER_RANK = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")   # MPICH hydra, Open MPI, PMIx
+PING_ROUNDS = 16                  # ping-pongs per rank; the one with the shortest round trip counts
+POLL = 0.0005                     # seconds between looks at the MPI barrier
+TAG_PING, TAG_PONG, TAG_ARRIVED = 11, 12, 13
+
+
+def launcher_rank() -> int | None:
+    """This process's rank from an MPI launcher's environment, None without a launcher."""
+    for name in LAUNCHER_RANK:
+        if os.environ.get(name, "").isdigit():
+            return int(os.environ[name])
+    return None
+
+
+def refuse(plan: Plan) -> None:
+    """Plans that make no sense on several ranks (bad input, exit 2 on every rank)."""
+    s = plan.settings
+    for flag, why in ((s.child is not None, "-child runs one process of a plan"),
+                      (s.sp, "-sp runs one test in this process"),
+                      (s.g, "-g waits for a key that only rank 0 would get")):
+        if flag:
+            raise UsageError(f"{why}: it cannot run under an MPI launcher (mpiexec)")
+    if any(g.local.cfiles and g.local.dir != LOCAL_DEFAULTS["dir"] for g in plan.groups):
+        raise UsageError("-cfiles with a -dir of your own under mpiexec: every rank would write "
+                         "the same tree; make it once without mpiexec, then run without -cfiles")
+
+
+@dataclass(frozen=True)
+class Pong:
+    """One ping-pong: rank 0's clock when it sent, the remote clock when it answered, rank 0's
+    clock when the answer came back (ns)."""
+    sent: int
+    remote: int
+    back: int
+
+
+def offset_of(pongs: list[Pong]) -> tuple[int, int]:
+    """(remote clock - rank 0's clock, uncertainty), both ns, from the ping-pong with the
+    shortest round trip: the remote read its clock within that trip, so the offset is exact
+    to half of it."""
+    best = min(pongs, key=lambda p: p.back - p.sent)
+    return best.remote - (best.sent + best.back) // 2, (best.back - best.sent + 1) // 2
+
+
+def shift(rec: Record, offset: int) -> Record:
+    """A record's CLOCK_MONOTONIC times put on rank 0's clock (0 stays 'not reached')."""
+    def on0(t: int) -> int:
+        return t - offset if t else 0
+    return replace(rec, start=on0(rec.start), finish=on0(rec.finish),
+                   samples=tuple((on0(t), k) for t, k in rec.samples),
+                   phase=tuple(on0(t) for t in rec.phase))
+
+
+class Cluster:
+    """This rank's place in the MPI job (mpi4py's COMM_WORLD)."""
+
+    def __init__(self, comm, clock: Callable[[], int] = time.monotonic_ns):
+        self.comm, self.clock = comm, clock
+        self.rank, self.size = comm.Get_rank(), comm.Get_size()
+        self.host = socket.gethostname()
+        self.hosts = comm.allgather(self.host)
+        self.guard: subprocess.Popen | None = None
+
+    def name(self, rank: int) -> str:
+        return f"rank {rank} on {self.hosts[rank]}"
+
+    def plan_for(self, plan: Plan) -> Plan:
+        """This rank's plan: its own segment key and -files tree (the default -dir gets the host
+        and rank); scratch files go into a directory named by host and rank. Starts the rank's
+        clean-up guard."""
+        tag = f".{self.host}.r{self.rank}"
+        scratch.TAG = tag
+        groups = tuple(replace(g, local=replace(g.local, dir=g.local.dir + tag))
+                       if g.local.dir == LOCAL_DEFAULTS["dir"] else g for g in plan.groups)
+        settings = replace(plan.settings, smkey=plan.settings.smkey + self.rank)
+        self.guard = subprocess.Popen(                   # see cleanup_guard.py
+            [sys.executable, "-m", "torque_async.cleanup_guard", str(os.getpid()),
+             segment_name(settings.smkey), scratch.directory()],
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True)
+        return replace(plan, settings=settings, groups=groups)
+
+    def meet(self, stopped: Callable[[], bool], timeout: float = SETUP_TIMEOUT) -> str:
+        """Every rank set up: the MPI barrier, polled. '' once all are there (or when this rank
+        was stopped meanwhile), else the problem: rank 0 names the ranks that never came (the
+        others wait 5 s longer, so that rank 0 is the one to say it)."""
+        arrival = self.comm.isend(self.rank, 0, TAG_ARRIVED)
+        barrier = self.comm.Ibarrier()
+        arrived: set[int] = set()
+        deadline = self.clock() + int((timeout + (5 if self.rank else 0)) * 1e9)
+        while not barrier.Test():
+            self.take_arrivals(arrived)
+            if stopped():
+                return ""
+            if self.clock() > deadline:
+                late = [self.name(r) for r in range(self.size) if r not in arrived]
+                return (f"{', '.join(late)} did not set up within {timeout:.0f} s" if not self.rank
+                        else f"the other ranks did not all set up within {timeout + 5:.0f} s")
+            time.sleep(POLL)
+        self.take_arrivals(arrived)
+        arrival.wait()
+        return ""
+
+    def take_arrivals(self, arrived: set[int]) -> None:
+        """Rank 0: note the ranks that said they are set up."""
+        while not self.rank and (message := self.comm.improbe(tag=TAG_ARRIVED)) is not None:
+            arrived.add(message.recv())
+
+    def offsets(self) -> list[tuple[int, int]]:
+        """Rank 0: every rank's (clock offset, uncertainty) in ns; the others answer pings."""
+        if self.rank:
+            while not self.comm.iprobe(source=0, tag=TAG_PING):   # rank 0 is pinging another:
+                time.sleep(POLL)                                  # leave it the CPU
+            for _ in range(PING_ROUNDS):
+                self.comm.recv(source=0, tag=TAG_PING)
+                self.comm.send(self.clock(), 0, TAG_PONG)
+            return []
+        out = [(0, 0)]
+        for r in range(1, self.size):
+            pongs = []
+            for _ in range(PING_ROUNDS):
+                sent = self.clock()
+                self.comm.send(None, r, TAG_PING)
+                remote = self.comm.recv(source=r, tag=TAG_PONG)
+                pongs.append(Pong(sent, remote, self.clock()))
+            out.append(offset_of(pongs))
+        return out
+
+    def settle(self) -> None:
+        """A barrier that sleeps while it waits: MPI's blocking calls spin a core, which would
+        take it from the ranks of this host that are still measuring."""
+        barrier = self.comm.Ibarrier()
+        while not barrier.Test():
+            time.sleep(POLL)
+
+    def collect(self, outcome: Outcome, plan: Plan) -> ClusterRun | int:
+        """After the run: on rank 0, every rank's records on its clock; on another rank, its
+        exit status (it reports nothing). A rank whose run failed or was interrupted says why
+        and returns its exit status (finish() then ends every rank)."""
+        if outcome.failures or outcome.interrupted:
+            why = [f"interrupted by {signal.Signals(outcome.interrupted).name}"] \
+                if outcome.interrupted else list(outcome.failures)
+            for line in why + ["ending every rank"]:
+                print(f"torque-async: {self.name(self.rank)}: {line}", file=sys.stderr)
+            return 128 + outcome.interrupted if outcome.interrupted else 1
+        self.settle()
+        measured = self.offsets()
+        sent = self.comm.gather((self.host, os.getpid(), outcome.records), root=0)
+        if self.rank:
+            return 0
+        return ClusterRun(tuple(Rank(r, host, pid, off, unc, tuple(shift(x, off) for x in recs))
+                                for r, ((host, pid, recs), (off, unc))
+                                in enumerate(zip(sent, measured))), plan)
+
+    def finish(self, code: int) -> int:
+        """The run's exit status: a rank that did not succeed ends every rank (MPI_Abort, after
+        its own clean-up); the guard is told this rank is done."""
+        if code:
+            scratch.remove()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            self.comm.Abort(code)
+        self.settle()             # no rank leaves while another may still fail
+        if self.guard:
+            self.guard.communicate(b"done")
+        return code
+
+
+_job: Cluster | None = None           # this process's MPI job, once start() found one
+
+
+def start(plan: Plan) -> Cluster | None:
+    """The MPI job this process is a rank of, checked against the plan; None without a
+    launcher (mpi4py stays unimported)."""
+    global _job
+    if launcher_rank() is None:
+        return None
+    refuse(plan)
+    try:
+        from mpi4py import MPI
+    except ImportError:
+        raise UsageError("an MPI launcher started this process but mpi4py is not installed: "
+                         "pip install 'torque-async[mpi]'") from None
+    _job = Cluster(MPI.COMM_WORLD)
+    return _job
+
+
+def finish(code: int) -> int:
+    """The exit status; under MPI, see Cluster.finish."""
+    return _job.finish(code) if _job else code

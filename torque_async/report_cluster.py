@@ -1,0 +1,127 @@
+"""The report of a run on several ranks (mpiexec; see cluster.py): pure functions of what rank 0
+gathered. The records of every rank, already on rank 0's clock, are numbered on from one rank
+to the next (rank 0's tests first); the table gains Host and Rank columns; each host gets a
+block of its own totals; the start skew and the clock-offset uncertainty are stated.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from . import report
+from .plan import Plan, Proc
+from .results import Record
+from .units import NS_PER_MS
+
+
+@dataclass(frozen=True)
+class Rank:
+    """What one rank ran and where, its records already on rank 0's clock."""
+    rank: int
+    host: str
+    pid: int
+    offset: int                   # ns: its CLOCK_MONOTONIC minus rank 0's
+    uncertainty: int              # ns: how far the offset may be off
+    records: tuple[Record, ...]
+
+    @property
+    def release(self) -> int:
+        """Its time zero (its tests' release) on rank 0's clock; 0 if none measured."""
+        return report.time_zero(self.records)
+
+
+@dataclass(frozen=True)
+class ClusterRun:
+    """What report.render needs of a cluster run: `columns`, `where(row)` and `lines(t0)`."""
+    ranks: tuple[Rank, ...]
+    plan: Plan                         # rank 0's (every rank runs the same plan)
+    columns = ",Host,Rank"             # the table's extra columns
+
+    @property
+    def plan_procs(self) -> tuple[Proc, ...]:
+        """One rank's processes."""
+        return self.plan.procs()
+
+    @property
+    def records(self) -> tuple[Record, ...]:
+        k = len(self.plan_procs)
+        return tuple(replace(rec, row=r.rank * k + rec.row) for r in self.ranks for rec in r.records)
+
+    @property
+    def procs(self) -> tuple[Proc, ...]:
+        k = len(self.plan_procs)
+        return tuple(replace(p, row=r.rank * k + p.row) for r in self.ranks for p in self.plan_procs)
+
+    def rank_of(self, row: int) -> Rank:
+        return self.ranks[row // len(self.plan_procs)]
+
+    def where(self, row: int) -> str:
+        """The table's Host and Rank columns of a row."""
+        r = self.rank_of(row)
+        return f", {r.host}, {r.rank}"
+
+    def hosts(self) -> dict[str, list[Rank]]:
+        out: dict[str, list[Rank]] = {}
+        for r in self.ranks:
+            out.setdefault(r.host, []).append(r)
+        return out
+
+    @property
+    def skew(self) -> int:
+        """ns between the first and the last rank's release, on rank 0's clock."""
+        releases = [r.release for r in self.ranks if r.release]
+        return max(releases) - min(releases) if releases else 0
+
+    @property
+    def uncertainty(self) -> int:
+        return max(r.uncertainty for r in self.ranks)
+
+    def lines(self, t0: int) -> list[str]:
+        return cluster_lines(self, t0)
+
+
+def host_lines(run: ClusterRun, t0: int) -> list[str]:
+    """One block per host: its ranks, its bandwidth per kind and total, its overlap window."""
+    lines = []
+    procs = run.procs
+    for host, ranks in run.hosts().items():
+        recs = [rec for r in ranks for rec in r.records]
+        mine = [procs[i] for r in ranks for i in range(r.rank * len(run.plan_procs),
+                                                      (r.rank + 1) * len(run.plan_procs))]
+        kinds = report.group_bandwidths(run.plan, recs, mine)
+        lines.append(f"Host {host}: rank{'s' * (len(ranks) > 1)} "
+                     f"{', '.join(str(r.rank) for r in ranks)}, {len(recs)} tests, BW "
+                     + ", ".join(f"{k} {v:.0f}" for k, v in kinds.items())
+                     + f", Total {sum(kinds.values()):.0f} MB/s")
+        window = report.overlap_window(recs)
+        if window and window[1] > window[0]:
+            lines.append(f"Host {host}: its {window[2]} tests ran together from "
+                         f"{(window[0] - t0) // NS_PER_MS} ms to {(window[1] - t0) // NS_PER_MS} ms")
+    return lines
+
+
+def cluster_lines(run: ClusterRun, t0: int) -> list[str]:
+    """The cluster's block: ranks and hosts, the start skew, the clock offsets, every host."""
+    kinds = report.group_bandwidths(run.plan, run.records, run.procs)
+    skew, unc = run.skew, run.uncertainty
+    resolved = "" if skew > unc else ": within the clock-offset uncertainty, not resolved"
+    hosts = len(run.hosts())
+    return [f"Cluster: {len(run.ranks)} ranks on {hosts} host{'s' * (hosts > 1)}; "
+            f"times on rank 0's clock",
+            f"Start skew between ranks (first to last release): {skew / 1000:.1f} us{resolved}",
+            f"Clock offsets to rank 0 measured to within {unc / 1000:.1f} us (largest offset "
+            f"{max(abs(r.offset) for r in run.ranks) / 1000:.1f} us)",
+            *host_lines(run, t0),
+            f"Cluster total: {sum(kinds.values()):.0f} MB/s (every test on every host)"]
+
+
+def document(run: ClusterRun, doc: dict[str, Any]) -> dict[str, Any]:
+    """The -json document of the cluster run: each test's host and rank, and the ranks."""
+    tests = [{**t, "host": run.rank_of(t["proc"]).host, "rank": run.rank_of(t["proc"]).rank}
+             for t in doc["tests"]]
+    t0 = doc["time_zero_ns"]
+    return {**doc, "tests": tests, "cluster": {
+        "start_skew_ns": run.skew, "offset_uncertainty_ns": run.uncertainty,
+        "ranks": [{"rank": r.rank, "host": r.host, "pid": r.pid, "offset_ns": r.offset,
+                   "uncertainty_ns": r.uncertainty,
+                   "release_ns": r.release - t0 if r.release else None} for r in run.ranks]}}

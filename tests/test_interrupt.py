@@ -18,7 +18,7 @@ import pytest
 from torque_async import orchestrator
 from torque_async.results import DONE, READY, RUNNING, free_segment, segment_name
 
-from conftest import run_cli, start, table, wait_for_rows
+from conftest import assert_one_clean_line, run_cli, start, table, wait_for_rows
 
 LONG = ["-n", "16", "-i", "1000000", "-KB", "256", "-bzero", "-spinWait"]
 CODES = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
@@ -260,3 +260,15 @@ def test_free_shared_memory_removes_the_semaphores_a_killed_run_named(tmp_path):
         "removed the semaphore /dev/shm/sem.mp-torque-test of that run"]
     assert not Path("/dev/shm/sem.mp-torque-test").exists()
     del sem
+
+
+def test_a_segment_name_that_cannot_be_read_is_one_line():
+    key = 0x7518
+    taken = Path("/dev/shm", segment_name(key))
+    taken.mkdir()                          # not a segment at all
+    try:
+        r = run_cli("-smkey", hex(key), "-n", "4", "-KB", "4", "-load")
+    finally:
+        taken.rmdir()
+    assert_one_clean_line(r.returncode, r.stdout, r.stderr,
+                          f"shared memory {taken} exists and cannot be read: Invalid argument")

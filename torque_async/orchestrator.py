@@ -91,7 +91,11 @@ def open_segment(plan: Plan, rows: int) -> Results:
     try:
         return Results.create(name, rows)
     except SegmentExists:
-        owner = owner_of(name)
+        try:
+            owner = owner_of(name)
+        except OSError as e:                     # another user's segment
+            raise UsageError(f"shared memory /dev/shm/{name} exists and cannot be read: "
+                             f"{e.strerror}: choose another -smkey") from None
         if owner is None:                        # gone meanwhile: that run just ended
             return open_segment(plan, rows)
         if owner and live_owner(owner):
@@ -99,6 +103,8 @@ def open_segment(plan: Plan, rows: int) -> Results:
                              f"torque-async pid {owner}: wait for it or choose another -smkey")
         raise UsageError(f"a killed run (pid {owner}) left shared memory /dev/shm/{name}: "
                          f"remove it with -freeSharedMemory") from None
+    except OSError as e:
+        raise UsageError(f"cannot make shared memory /dev/shm/{name}: {e.strerror}") from None
 
 
 def spec_for(plan: Plan, proc: Proc, segment: str, linesize: int) -> WorkerSpec:

@@ -165,9 +165,11 @@ def ended(procs, results: Results, exitcodes: dict[int, int | None], killed: set
         code, was_killed = exitcodes.get(proc.row, 0), proc.row in killed
         if rec.error:
             failed.append(f"{describe(proc)} failed: {rec.error}")
-        elif rec.state in (NEW, READY, ABORTED) and interrupted:
-            cut.append(f"{describe(proc)} not started: the run was interrupted")
-        elif rec.state in (DONE, ABORTED) and was_killed:
+        elif rec.state in (NEW, READY, ABORTED) and (interrupted or was_killed):
+            (cut if interrupted else failed).append(
+                f"{describe(proc)} not started: the run was "
+                f"{'interrupted' if interrupted else 'stopped'}")
+        elif rec.state == DONE and was_killed:
             continue                     # its part was over: killed while it exited
         elif was_killed:
             (cut if interrupted else failed).append(
@@ -385,12 +387,14 @@ class Supervisor:
 
     def stop(self) -> None:
         """Stop every worker: the stop flag first, then SIGKILL to those still running
-        STOP_GRACE after it."""
+        STOP_GRACE after it; one that never started testing has nothing to lose: at once."""
         self.results.header["stop"] = 1
         self.barrier.abort()
         deadline = time.monotonic() + STOP_GRACE
+        states = self.results.rows["state"]
         for row, child in self.children.items():
-            child.join(max(0.0, deadline - time.monotonic()))
+            if states[row] not in (NEW, READY, ABORTED):
+                child.join(max(0.0, deadline - time.monotonic()))
             if child.exitcode is None:
                 child.kill()
                 child.join()

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import pickle
+from pathlib import Path
 from dataclasses import FrozenInstanceError
 
 import pytest
@@ -12,7 +13,9 @@ from torque_async.options import (ACTION, GLOBAL, GLOBAL_DEFAULTS, LOCAL, LOCAL_
                                   ArgError, Locals)
 from torque_async.units import KB, MB
 
-CANDIDATES = ("8", "1", "r", "file.dat", "auto", "0", "sync")
+from conftest import REPO
+
+CANDIDATES = ("8", "1", "r", "file.dat", "auto", "0", "sync", "8x8", "nv12")
 
 
 def sample_args(opt, default) -> list[str]:
@@ -41,13 +44,12 @@ ACTION_TOKENS = {name: [f"-{name}", *{"files": ["3"], "V": ["1"], "cyclic": ["10
                  for name, o in OPTIONS.items() if o.scope == ACTION}
 
 
-@pytest.mark.parametrize("name", sorted(OPTIONS))
-def test_every_option_is_accepted_and_lands_in_its_field(name):
+@pytest.mark.parametrize("name", sorted(n for n, o in OPTIONS.items() if o.scope != LOCAL))
+def test_every_global_and_action_is_accepted_and_lands_in_its_field(name):
+    """(The local options: test_every_local_option_before_every_action_...)"""
     opt = OPTIONS[name]
-    default = {GLOBAL: GLOBAL_DEFAULTS, LOCAL: LOCAL_DEFAULTS}.get(opt.scope, {}).get(opt.field)
+    default = GLOBAL_DEFAULTS.get(opt.field)
     tokens = [f"-{name}", *sample_args(opt, default)]
-    if opt.scope == LOCAL:
-        tokens += ACTION_TOKENS[next(a for a, fields in APPLIES.items() if opt.field in fields)]
     if name in ("c", "aliasFile"):          # options that read a file: give them an empty one
         open(tokens[1], "w").close()
     plan = cmdline.parse(tokens)
@@ -56,8 +58,6 @@ def test_every_option_is_accepted_and_lands_in_its_field(name):
     if opt.scope == GLOBAL:
         got = getattr(plan.settings, opt.field)
         assert got == ((expected,) if opt.field == "files" else expected)
-    elif opt.scope == LOCAL:
-        assert getattr(plan.groups[0].local, opt.field) == expected
     else:
         assert plan.groups[0].action == name
         assert plan.groups[0].args == tuple(a.parse(t) for a, t in zip(opt.args, tokens[1:]))
@@ -109,11 +109,6 @@ def test_bp_sets_both_patterns_and_mfile_units_exclude_each_other():
     assert (g.local.mfile, g.local.mfileXfer) == (None, 5)
 
 
-def test_sa_sets_the_sample_interval_and_the_bandwidth_only_flag():
-    g = cmdline.parse(["-sa", "15", "-load"]).groups[0]
-    assert (g.local.sample, g.local.sa) == (15, True)
-
-
 def test_plan_is_picklable_and_frozen():
     plan = cmdline.parse(["-p", "2", "-n", "3", "-Striad", "-spinWait"])
     again = pickle.loads(pickle.dumps(plan))
@@ -152,6 +147,18 @@ def test_aliases_expand(tmp_path):
     plan = cmdline.parse(["-aliasFile", aliases, "-two"])
     assert [(g.action, g.local.n) for g in plan.groups] == [("load", 4), ("load", 4)]
     assert dict(plan.aliases)["hd"] == "-n 4 -MB 8 -load"
+
+
+def test_without_a_config_the_packaged_default_workload_applies(tmp_path):
+    plan = cmdline.parse([], cwd=str(tmp_path))
+    assert plan.config == cmdline.PACKAGED_CONFIG and plan.from_config
+    top = cmdline.parse(["-c", str(REPO / "Torque.config")])
+    assert [g.text for g in plan.groups] == [g.text for g in top.groups] != []
+    assert not cmdline.parse(["-load"], cwd=str(tmp_path)).from_config
+
+
+def test_the_packaged_config_is_the_top_level_one():
+    assert Path(cmdline.PACKAGED_CONFIG).read_bytes() == (REPO / "Torque.config").read_bytes()
 
 
 LOCALS = sorted(n for n, o in OPTIONS.items() if o.scope == LOCAL)

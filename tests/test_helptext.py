@@ -3,30 +3,85 @@ from __future__ import annotations
 
 import re
 
+from click.testing import CliRunner
+
 from tools import readme_options
-from torque_async.helptext import help_lines
+from torque_async.cli import main
+from torque_async.helptext import INDENT, WIDTH, help_lines
 from torque_async.options import ACTION, GLOBAL, LOCAL, OPTIONS
 
 from conftest import execute
 
 
-def test_each_help_level_lists_exactly_its_scope_with_the_tables_help():
-    for level, scope in (("global", GLOBAL), ("local", LOCAL), ("actions", ACTION)):
+def entries(lines: list[str]) -> dict[str, str]:
+    """Each option's help text as one string (its continuation lines joined), by name."""
+    found, name = {}, None
+    for ln in lines:
+        if m := re.match(r"  -(\S+)", ln):
+            name = m.group(1)
+            found[name] = ln[len(m.group(0)):]
+        elif name and ln.startswith(" " * INDENT):
+            found[name] += " " + ln.strip()
+        else:
+            name = None
+    return {n: " ".join(t.split()) for n, t in found.items()}
+
+
+def test_each_help_level_lists_exactly_its_scopes_with_the_tables_help():
+    for level, scopes in (("global", {GLOBAL}), ("local", {LOCAL}), ("actions", {ACTION}),
+                          ("short", {GLOBAL, ACTION}), ("all", {GLOBAL, LOCAL, ACTION})):
         lines = help_lines(level)
-        listed = {m.group(1): ln for ln in lines if (m := re.match(r"  -(\S+)", ln))}
-        assert set(listed) == {n for n, o in OPTIONS.items() if o.scope == scope}, level
-        assert all(OPTIONS[n].help in ln for n, ln in listed.items())
+        listed = entries(lines)
+        assert set(listed) == {n for n, o in OPTIONS.items() if o.scope in scopes}, level
+        assert all(OPTIONS[n].help in text for n, text in listed.items())
+        assert all(len(ln) <= WIDTH for ln in lines)
+        headings = [ln for ln in lines if re.fullmatch(r" \S.*:", ln)]
+        assert len(headings) == len(set(headings)) or level in ("all", "short"), level
 
 
-def test_help_shows_defaults_and_units():
-    lines = help_lines("all")
-    assert "(default 10)" in next(ln for ln in lines if ln.startswith("  -i "))
-    assert "0xdeca" in next(ln for ln in lines if ln.startswith("  -smkey"))
-    assert any(ln.startswith("Units: KB, MB, GB are 2^10, 2^20, 2^30 bytes") for ln in lines)
+def test_each_default_prints_once_in_its_options_unit():
+    listed = entries(help_lines("all"))
+    defaults = {n: re.findall(r"\(default ([^)]*)\)", t) for n, t in listed.items()}
+    assert defaults["B"] == ["1048576"] and defaults["KB"] == ["1024"]
+    assert defaults["MB"] == ["1"] and defaults["GB"] == ["1 MB"]
+    assert defaults["smkey"] == ["0xdeca"] and defaults["dir"] == ["filestest"]
+    assert defaults["i"] == ["10"] and defaults["n"] == ["64"] and defaults["engine"] == ["auto"]
+    assert defaults["bp2"] == ["0xaaaaaaaaaaaaaaaa"] and defaults["T"] == []
+    assert all(len(d) <= 1 for d in defaults.values())
+
+
+def test_stream_arguments_say_their_units():
+    (line,) = [ln for ln in help_lines("actions") if ln.startswith("  -streams ")]
+    assert line == "  -streams label lookahead(frames) size(KB) bw(MiB/s) start(s) run(s) mfile(MB)"
+
+
+def test_click_help_prints_the_option_help_too():
+    for argv in (["--help"], ["run", "--help"], ["-load", "--help"]):
+        r = CliRunner().invoke(main, argv, prog_name="torque-async")
+        assert r.exit_code == 0 and "\n".join(help_lines("all")) in r.output, argv
+    assert "Commands:" in CliRunner().invoke(main, ["--help"]).output
+
+
+def complete(line: str) -> list[str]:
+    words = line.split()
+    env = {"_TORQUE_ASYNC_COMPLETE": "bash_complete", "COMP_WORDS": line,
+           "COMP_CWORD": str(len(words) - (0 if line.endswith(" ") else 1))}
+    r = CliRunner().invoke(main, [], prog_name="torque-async", env=env)
+    return [item.split(",", 1)[1] for item in r.output.split()]
+
+
+def test_shell_completion_names_commands_long_options_and_the_tables_options():
+    assert complete("torque-async -Str") == ["-Striad"]
+    assert complete("torque-async -p 2 -lo") == ["-load"]
+    assert complete("torque-async run -sm") == ["-smkey"]
+    assert complete("torque-async plot --o") == ["--output"]
+    everything = complete("torque-async ")
+    assert {"run", "plot", "compare", "-bcopy", "-smkey", "-p"} <= set(everything)
+    assert len(complete("torque-async -load ")) == len(OPTIONS)
 
 
 def test_help_flags_print_their_level_and_exit_0(capsys):
-    for flag, marker, absent in (("-h", "Global parameters", "Local parameters"),
+    for flag, marker, absent in (("-h", "Actions", "Local parameters"),
                                  ("-hl", "Local parameters", "Global parameters"),
                                  ("-ha", "Actions", "Local parameters"),
                                  ("-help", "Examples:", "torque-async, version: "),

@@ -7,8 +7,10 @@ import sys
 
 import pytest
 from click.testing import CliRunner
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from torque_async import cli, cmdline, export, plot, report
+from torque_async.results import SubStream
 
 from conftest import run_cli
 from test_report import INFO, MS, hist_of, record
@@ -32,14 +34,116 @@ def sampled_doc(argv: str, per_sample: int = 4):
     return export.document(plan, recs, plan.procs(), INFO, "today")
 
 
-def test_a_sampled_run_draws_bandwidth_over_time_and_latency_histograms(tmp_path):
+def lines_of(ax) -> dict[str, object]:
+    """An axes' legend entries: label -> artist."""
+    handles, labels = ax.get_legend_handles_labels()
+    return dict(zip(labels, handles))
+
+
+def test_each_sampled_test_gets_its_own_panel_on_one_time_axis(tmp_path):
+    doc = sampled_doc("-sample 3 -bzero -sample 3 -load")
+    doc["tests"][1]["samples"] = doc["tests"][0]["samples"]         # both sampled
+    doc["tests"][1]["record"]["transfer_bytes"] = 1024              # a 64 x slower test
+    fig, drawn = plot.figure(doc)
+    bzero, load, latency = fig.axes
+    assert [t for t, _ in drawn] == [
+        "proc 0 Bzero: bandwidth over time (intervals of at least 1 ms)",
+        "proc 1 Load: bandwidth over time (intervals of at least 1 ms)",
+        "Latency per transfer (percentiles)"]
+    assert bzero.get_ylim()[1] > 200 and load.get_ylim()[1] < 10    # each on its own scale
+    assert load.get_shared_x_axes().joined(bzero, load)
+    assert "all tests running" in lines_of(bzero)
+    FigureCanvasAgg(fig).draw()
+    for ax in fig.axes:                                             # legends beside the data
+        assert ax.get_legend().get_window_extent().x0 > ax.get_window_extent().x1
+
+
+def intervals(doc, test: int, points) -> None:
+    """Give test `test` samples at the given (end ns, transfers so far) points, 64 KB each."""
+    ends = [(0, 0), *points]
+    doc["tests"][test]["samples"]["intervals"] = [
+        {"start": t0, "end": t1, "transfers": k1 - k0, "bw": 0.0}
+        for (t0, k0), (t1, k1) in zip(ends, points)]
+    doc["tests"][test]["record"]["transfer_bytes"] = 65536
+
+
+def test_intervals_shorter_than_the_minimum_are_merged_so_no_spike_is_drawn():
+    doc = sampled_doc("-sample 0 -bzero -load")
+    # 400 transfers over 400 ms, one of them measured over 1 us (alone: 62,500 MB/s)
+    points, t = [], 0
+    for k in range(1, 401):
+        t += 1_000 if k == 200 else 1_001_000 if k == 201 else 1_000_000
+        points.append((t, k))
+    intervals(doc, 0, points)
+    fig, drawn = plot.figure(doc)
+    stairs = fig.axes[0].patches[0]
+    values, edges, _ = stairs.get_data()
+    shortest = max(plot.MIN_INTERVAL_NS, t // plot.MAX_POINTS) / 1e9
+    assert all(b - a >= shortest - 1e-12 for a, b in zip(edges[:-1], edges[1:]))
+    assert values.max() < 2 * 62.5       # 64 KB per ms is 62.5 MB/s; alone, the 1 us one 62,500
+    assert abs(sum(v * (b - a) for v, a, b in zip(values, edges[:-1], edges[1:]))
+               - 400 * 65536 / 2**20) < 1e-6             # every transfer is still counted
+    assert "intervals of at least 2 ms" in drawn[0][0]
+
+
+def test_latency_is_drawn_as_percentile_curves_on_log_axes():
+    doc = sampled_doc("-bzero -load")
+    fig, drawn = plot.figure(doc)
+    ax = fig.axes[-1]
+    assert ax.get_xscale() == ax.get_yscale() == "log"
+    curve = lines_of(ax)["proc 0 Bzero: latency per transfer"]
+    xs, ys = curve.get_data()
+    # 1000, 2000, 2000 ns: a third at most 1.007 us (its bucket), all at most 2.015 us
+    assert list(xs) == pytest.approx([1, 1.5, 3])
+    assert list(ys) == pytest.approx([1.007, 1.007, 2.015], rel=0.001)
+    assert [t.get_text() for t in ax.get_xticklabels()][:2] == ["0%", "50%"]
+    assert len({tuple(line.get_color()) for line in ax.get_lines()}) == len(ax.get_lines())
+
+
+def test_lateness_zero_is_in_the_legend_not_drawn_and_cyclic_has_its_curve():
+    plan = cmdline.parse("-memStreams rw 2 64 62.5 0 1 1 -cyclic 1000".split())
+    subs = tuple(SubStream(transfers=4, late=1, late_run=1, lo=0, hi=5000, total=5000,
+                           hist=hist_of(0, 0, 0, 5000)) if i == 0 else
+                 SubStream(transfers=4, late=0, late_run=0, lo=0, hi=0, total=0,
+                           hist=hist_of(0, 0, 0, 0)) for i in range(2))
+    recs = (record(0, 1, 8 * MS, 4, 65536, hist=hist_of(3000), lat_count=1, subs=subs),
+            record(1, 1, 8 * MS, 0, 0, hist=hist_of(20_000, 40_000), lat_count=2))
+    doc = export.document(plan, recs, plan.procs(), INFO, "today")
+    fig, drawn = plot.figure(doc)
+    titles = [t for t, _ in drawn]
+    assert titles == ["Latency per transfer (percentiles)",
+                      "Lateness: streams' sub-streams and -cyclic wake-ups (percentiles)"]
+    names = report.sub_stream_names(["rw", 2])
+    late = lines_of(fig.axes[1])
+    assert list(late) == [f"proc 0 MemStreams: sub-stream {names[0]} (75% at 0)",
+                          f"proc 0 MemStreams: sub-stream {names[1]} (100% at 0)",
+                          "proc 1 Cyclic: wake-up lateness"]
+    xs, ys = late[f"proc 0 MemStreams: sub-stream {names[0]} (75% at 0)"].get_data()
+    assert min(ys) > 1 and list(xs) == [4, 4]              # starts at 75%, nothing at 0
+    assert len(late[f"proc 0 MemStreams: sub-stream {names[1]} (100% at 0)"].get_xdata()) == 0
+    assert "Cyclic" not in " ".join(lines_of(fig.axes[0]))   # wake-ups are not transfers
+
+
+def test_a_stream_s_target_is_a_line_and_a_long_title_wraps():
+    argv = " ".join(["-sample 0 -memStreams rrw 2 64 25 0 1 1"] + ["-n 4 -bzero"] * 12)
+    doc = sampled_doc(argv)
+    intervals(doc, 0, [(k * 2_000_000, k) for k in range(1, 50)])
+    doc["tests"][0]["streams"] = {"verdict": "MISSED",       # as export puts it for a stream
+                                  **{f"sub{i}": {"target_bw": 25.0} for i in range(3)}}
+    fig, drawn = plot.figure(doc)
+    target = lines_of(fig.axes[0])["target 75.0 MB/s (MISSED)"]
+    assert list(target.get_ydata()) == [75, 75]            # three sub-streams of 25 MB/s
+    title = fig.get_suptitle()
+    assert "\n" in title and all(len(ln) <= plot.TITLE_CHARS for ln in title.splitlines())
+
+
+def test_a_sampled_run_draws_a_png_of_its_panels(tmp_path):
     out = tmp_path / "run.png"
     drawn = plot.render(sampled_doc("-sample 3 -bzero -load"), str(out))
-    assert drawn == [("Bandwidth over time (per sample interval)",
-                      ["proc 0 Bzero", "all tests running"]),
-                     ("Latency histograms", ["proc 0 Bzero: latency per transfer",
-                                             "proc 1 Load: latency per transfer"])]
-    assert png_size(out) == (plot.WIDTH_IN * plot.DPI, 2 * plot.PANEL_IN * plot.DPI)
+    assert [t for t, _ in drawn] == ["proc 0 Bzero: bandwidth over time (intervals of at least "
+                                     "1 ms)", "Latency per transfer (percentiles)"]
+    height = plot.TITLE_IN + plot.BW_PANEL_IN + plot.PERCENTILE_PANEL_IN
+    assert png_size(out) == (plot.WIDTH_IN * plot.DPI, round(height * plot.DPI))
     assert out.stat().st_size > 20_000                  # drawn, not a blank canvas
 
 
@@ -48,24 +152,34 @@ def test_a_scan_sampled_at_every_transfer_maps_bandwidth_across_the_disk(tmp_pat
     drawn = plot.render(sampled_doc("-n 8 -i 1 -sample 0 -scan /dev/sdz -load", per_sample=1),
                         str(out))
     titles = [title for title, _ in drawn]
-    assert titles == ["Bandwidth over time (per sample interval)",
-                      "Bandwidth across the disk (-scan, -sample 0)", "Latency histograms"]
+    assert titles == ["proc 0 Scan: bandwidth over time (intervals of at least 1 ms)",
+                      "Bandwidth across the disk (-scan, -sample 0; intervals of at least 1 ms)",
+                      "Latency per transfer (percentiles)"]
     assert drawn[1][1] == ["proc 0 Scan"]
-    assert png_size(out) == (plot.WIDTH_IN * plot.DPI, 3 * plot.PANEL_IN * plot.DPI)
 
 
 def test_a_real_stream_s_lateness_is_drawn_for_each_sub_stream(tmp_path):
-    r = run_cli("-smkey", "0x7702", "-json", "run.json", "-memStreams", "rw", "2", "64", "62.5",
-                "0", "0.05", "1")
+    r = run_cli("-smkey", "0x7702", "-json", "run.json", "-sample", "9", "-memStreams", "rw", "2",
+                "64", "62.5", "0", "0.05", "1")
     assert r.returncode == 0, r.stderr
     doc = export.load(str(tmp_path / "run.json"))
     (test,) = doc["tests"]
     subs = test["record"]["subs"]
     assert len(subs) == 2 and all(sum(n for *_, n in s["hist"]) == s["transfers"] > 0 for s in subs)
     drawn = dict(plot.render(doc, str(tmp_path / "run.png")))
-    lateness = [f"proc 0 MemStreams: lateness of sub-stream {n}"
-                for n in report.sub_stream_names(["rw", 2])]
-    assert drawn["Latency histograms"] == ["proc 0 MemStreams: latency per transfer", *lateness]
+    names = report.sub_stream_names(["rw", 2])
+    late = drawn["Lateness: streams' sub-streams and -cyclic wake-ups (percentiles)"]
+    assert [ln.split(" (")[0] for ln in late] == [f"proc 0 MemStreams: sub-stream {n}"
+                                                  for n in names]
+    assert drawn["Latency per transfer (percentiles)"] == [
+        "proc 0 MemStreams: latency per transfer"]
+    verdict = test["streams"]["verdict"]
+    (bandwidth,) = [k for k in drawn if k.startswith("proc 0 MemStreams: bandwidth over time")]
+    assert drawn[bandwidth] == ["MB/s", f"target 125.0 MB/s ({verdict})"]   # 2 x 62.5
+    assert drawn["Streams: frame lateness over time"] == ["proc 0 MemStreams"]
+    trace = test["record"]["late_trace"]        # 2 x 50 transfers: one point each, in order
+    assert len(trace) == 100 and [t for t, _ in trace] == sorted(t for t, _ in trace)
+    assert max(ns for _, ns in trace) == max(s["hi"] for s in subs)
 
 
 def test_nothing_to_plot_is_said_plainly(tmp_path):
@@ -99,6 +213,6 @@ def test_plot_a_real_run_next_to_its_results(tmp_path):
     assert r.returncode == 0, r.stderr
     p = run_cli("plot", "run.json")
     assert p.returncode == 0, p.stderr
-    assert p.stdout.strip() == ("run.png: Bandwidth over time (per sample interval); "
-                                "Latency histograms")
-    assert png_size(tmp_path / "run.png") == (1000, 720)
+    assert p.stdout.strip().startswith("run.png: proc 0 Bzero: bandwidth over time")
+    assert p.stdout.strip().endswith("; Latency per transfer (percentiles)")
+    assert png_size(tmp_path / "run.png")[0] == plot.WIDTH_IN * plot.DPI

@@ -48,6 +48,22 @@ def test_the_line_gives_each_group_s_share_of_its_measured_transfers():
         "torque-async 0.2 s: setting up"
 
 
+def test_streams_count_their_frames_and_cyclic_its_own_wake_ups():
+    procs = cmdline.parse("-memStreams rw 2 64 6.25 0 1 1 -n 10 -i 2 -cyclic 1000".split()).procs()
+    # rw: two sub-streams of 100 frames (6.25 MiB/s of 64 KB for 1 s); -cyclic: 10 x 2 wake-ups
+    assert progress.line(procs, [50, 30], [RUNNING] * 2, 2 * 10**9) == \
+        "torque-async 2.0 s: 0:MemStreams 25% 1:Cyclic 100%"
+
+
+def test_the_time_left_is_the_slowest_group_s_at_its_rate_so_far():
+    assert progress.time_left([0.5, 0.25, 1.0], 2 * 10**9) == 6.0       # 25% in 2 s: 6 s more
+    assert progress.time_left([0.5, 0.0], 2 * 10**9) is None           # no rate yet
+    assert progress.time_left([0.5], 0) is None
+    procs = PLAN.procs()
+    assert progress.line(procs, [25, 25, 5], [RUNNING] * 3, 3 * 10**9, 10**9) == \
+        "torque-async 3.0 s, about 3 s left: 0:Bzero 25% 1:Load 50%"
+
+
 def test_show_refreshes_at_most_4_times_a_second_and_erases_its_line():
     stream, waits, ticks = Terminal(True), [], iter(range(0, 10**10, 500_000_000))
     results = FakeResults([10, 20, 10], [RUNNING] * 3)
@@ -70,7 +86,8 @@ def test_show_refreshes_at_most_4_times_a_second_and_erases_its_line():
     assert task.cancelled() and waits == [progress.INTERVAL] * 3 and progress.INTERVAL >= 0.25
     E = progress.ERASE
     assert stream.getvalue() == (f"{E}torque-async 0.5 s: 0:Bzero 15% 1:Load 100%"
-                                 f"{E}torque-async 1.0 s: 0:Bzero 15% 1:Load 100%{E}")
+                                 f"{E}torque-async 1.0 s, about 3 s left: 0:Bzero 15% 1:Load 100%"
+                                 f"{E}")           # 15% in the 0.5 s since it was seen running
 
 
 def test_start_gives_no_task_when_stderr_is_not_a_terminal():

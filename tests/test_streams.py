@@ -15,7 +15,7 @@ from torque_async import cmdline
 from torque_async.meter import Meter
 from torque_async.results import Results, segment_name
 from torque_async.streams.frames import SOURCE, WRITTEN, Frames, header_of, stamp
-from torque_async.streams.pipeline import Lateness, Pipeline
+from torque_async.streams.pipeline import Lateness, Pipeline, Timeline
 from torque_async.streams.schedule import LABELS, READ, WRITE, Geometry, Pacer, stages
 from torque_async.streams.stream import MemStreamTest, StreamTest
 from torque_async.streams import tracks as tracks_module
@@ -111,6 +111,7 @@ def virtual_pipeline(label: str, lookahead: int, size_kb: int, bw: float, run_s:
     pipe = Pipeline(st, Pacer(clock.t, g.period), tracks, frames, clock, clock.sleep_until,
                     lambda: False, trace)
     pipe.measured, pipe.record = g.frames, lambda latency, end: None
+    pipe.timeline = Timeline(g.frames * len(st), 1024)
     return g, pipe, clock, trace
 
 
@@ -142,7 +143,7 @@ def test_pacing_keeps_exact_deadlines_over_100000_transfers_and_late_ones_do_not
 
 def test_latency_and_lateness_end_at_the_completion_time_the_transfer_reports():
     # each transfer takes 3 ms of a 1 ms period and reports that it completed 2.5 ms in, as a
-    # thread-pool transfer timed in its thread does before the loop resumes the sub-stream
+    # transfer timed at its completion (the engine's) does before the loop resumes the sub-stream
     g, pipe, clock, trace = virtual_pipeline("w", 0, 64, 62.5, 0.01, lambda k: 3_000_000)
     inner = pipe.tracks.move
 
@@ -236,6 +237,9 @@ def test_wr_reads_back_exactly_what_was_written():
                 seen.append(frame.copy())
             return t
 
+        async def forget(self):
+            await self.tracks.forget()
+
         def close(self):
             self.tracks.close()
     test = build(f"-memStreams {LABEL_ARGS.format(label='wr')}")
@@ -259,6 +263,9 @@ class SlowWrites:
                 await asyncio.sleep(self.delay)
             self.writes += 1
         return await self.tracks.move(kind, track, slot, frame)
+
+    async def forget(self):
+        await self.tracks.forget()
 
     def close(self):
         self.tracks.close()
@@ -367,9 +374,13 @@ def test_a_stream_takes_the_file_of_its_own_test_number_as_the_file_tests_do(tmp
     stream = "-streams w 2 64 62.5 0 0.05 1".split()
     for s, want in (((), b), (("-s", "0"), a)):     # test 1: file 1 of the list, unless -s
         test = build(" ".join([*s, *stream]), "-f", a, "-f", b, "-r", row=1)
-        tracks = test.open_tracks()
-        tracks.close()
-        assert tracks.path == want, s
+
+        async def path():
+            tracks = test.open_tracks()
+            await tracks.forget()
+            tracks.close()
+            return tracks.path
+        assert asyncio.run(path()) == want, s
     from torque_async import validate
     with pytest.raises(cmdline.UsageError, match="process 0 needs file number 1"):
         validate.check(cmdline.parse(["-f", a, "-n", "4", "-KB", "4", "-r", *stream]))

@@ -24,9 +24,13 @@ def test_stream_lines_give_each_sub_stream_its_target_bandwidth_and_lateness():
                  samples=((1000 * MS, 100), (2000 * MS, 300)))
     lines = report.stream_lines((rec,), plan.procs())
     assert lines == [               # p99: the 198th of 200 is 5000 ns, bucket top 5119
-        "Streams: lateness = completion - deadline (us, 0 when on time)", report.STREAM_HEADER,
-        "0, 0 read t0, 100.0, 100.0, 200, 0, 0, 0.0, 0.0, 0.0, 0.0, MemStreams rw",
-        "0, 1 write t0, 100.0, 100.0, 200, 3, 2, 0.0, 2.1, 5.1, 400.0, MemStreams rw"]
+        "Streams: lateness = completion - deadline (us, 0 when on time); a frame is late "
+        "beyond -lateUs; HELD: no frame late or dropped", report.STREAM_HEADER,
+        "0, 0 read t0, 100.0, 100.0, 100.0, 100.0, 200, 0, 0, 0, 0.0, 0.0, 0.0, HELD, "
+        "MemStreams rw",
+        "0, 1 write t0, 100.0, 100.0, 100.0, 100.0, 200, 3, 0, 2, 0.0, 5.1, 400.0, MISSED, "
+        "MemStreams rw", "",
+        "streams: 0 held, 1 missed (sub-streams: 1 held, 1 missed)"]
     text = "\n".join(report.render(plan, (rec,), plan.procs(), INFO, "today"))
     # -sample: the stream's intervals are in the one samples table, per interval
     assert "0, 0, 0.000, 1000.000, 100, 100.0, MemStreams" in text

@@ -26,8 +26,10 @@ def test_a_memory_stream_holds_its_target_over_a_few_seconds():
     subs = stream_rows(r.stdout)
     assert [s[1] for s in subs] == ["0 read t0", "1 read t1", "2 write t2"]
     for s in subs:
-        assert s[2] == "25.0" and abs(float(s[3]) - 25) <= 0.05 * 25 and s[4] == "600"
-        assert int(s[5]) <= 600 and s[-1] == "MemStreams rrw"
+        assert s[2] == "25.0" and abs(float(s[4]) - 25) <= 0.05 * 25 and s[6] == "600"
+        assert s[3] == "200.0" and abs(float(s[5]) - 200) <= 0.05 * 200     # frames per second
+        assert int(s[7]) <= 600 and s[-1] == "MemStreams rrw"
+        assert s[13] == ("HELD" if s[7] == "0" else "MISSED")
     bw = next(line for line in r.stdout.splitlines() if line.startswith("BW:"))
     assert abs(int(bw.split(",")[1]) - 2 * float(row[5])) <= 2   # a memory copy reads + writes
 
@@ -37,8 +39,10 @@ def test_an_impossible_target_is_reported_late_not_skipped():
                 "0.005", "8")
     assert r.returncode == 0, r.stderr
     (s,) = stream_rows(r.stdout)
-    assert s[4] == "512" and s[5] == "512" and s[6] == "512"      # every transfer late, in a row
-    assert float(s[3]) < 102400 and 0 < float(s[7]) <= float(s[9]) <= float(s[10])
+    assert s[6] == "512" and s[7] == "512" and s[9] == "512"      # every transfer late, in a row
+    assert s[8] == "0" and s[13] == "MISSED"                      # none skipped
+    assert float(s[4]) < 102400 and 0 < float(s[10]) <= float(s[11]) <= float(s[12])
+    assert "streams: 0 held, 1 missed" in r.stdout
 
 
 def test_a_camera_stream_on_a_named_file_writes_it_and_keeps_it(tmp_path):
@@ -49,7 +53,7 @@ def test_a_camera_stream_on_a_named_file_writes_it_and_keeps_it(tmp_path):
     (row,) = table(r.stdout)
     assert row[9] == str(path) and int(row[4]) == 2 * 400
     assert abs(float(row[5]) - 25) <= 0.05 * 25
-    assert [s[4] for s in stream_rows(r.stdout)] == ["400", "400"]
+    assert [s[6] for s in stream_rows(r.stdout)] == ["400", "400"]
     data = np.fromfile(path, np.uint8).reshape(-1, 64 * KB)       # 16 slots, frames 384..399
     assert sorted(header_of(f) for f in data) == [(WRITTEN, k) for k in range(384, 400)]
     intervals = table(r.stdout, SAMPLES_HEADER)

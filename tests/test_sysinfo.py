@@ -1,9 +1,8 @@
-import os
-import time
 from pathlib import Path
 
 import pytest
 
+from torque_async import sysinfo
 from torque_async.sysinfo import SysInfo, collect, detail_lines, header_lines
 
 SAMPLE = SysInfo(
@@ -29,40 +28,59 @@ def info() -> SysInfo:
     return collect()
 
 
-def test_collect_cpu_counts(info):
-    assert info.logical_cpus > 0
-    assert info.logical_cpus == os.cpu_count()
-    assert 0 < info.physical_cpus <= info.logical_cpus
+def fake_cpu_tree(root: Path, caches: dict[int, tuple[str, str, str]], line: str = "64") -> str:
+    """A sysfs cpu directory: cpu0/cache/index<i>/{level,type,size,coherency_line_size}."""
+    for i, (level, kind, size) in caches.items():
+        d = root / "cpu0" / "cache" / f"index{i}"
+        d.mkdir(parents=True)
+        for name, text in (("level", level), ("type", kind), ("size", size),
+                           ("coherency_line_size", line)):
+            (d / name).write_text(text + "\n")
+    return str(root)
 
 
-def test_collect_memory_matches_sysconf(info):
-    expected = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2**20
-    assert abs(info.mem_mb - expected) <= max(16, expected // 100)
+def test_cache_sizes_read_each_cache_once_in_kib(tmp_path, monkeypatch):
+    root = fake_cpu_tree(tmp_path, {0: ("1", "Data", "48K"), 1: ("1", "Instruction", "32K"),
+                                    2: ("2", "Unified", "2M"), 3: ("3", "Unified", "1G"),
+                                    4: ("2", "Unified", "4M"), 5: ("4", "Unified", "junk")})
+    monkeypatch.setattr(sysinfo, "_CPU", root)
+    assert sysinfo.cache_sizes() == {"1Data": 48, "1Instruction": 32, "2Unified": 2048,
+                                     "3Unified": 1 << 20}          # index4: the first one wins
+    assert sysinfo.cache_line() == 64
 
 
-def test_collect_cache_and_identity(info):
-    assert info.cache_line > 0 and info.cache_line & (info.cache_line - 1) == 0
-    assert info.hostname == os.uname().nodename
-    assert info.machine == os.uname().machine
-    assert info.kernel == os.uname().release
-    assert info.ethernet == "NA" or len(info.ethernet.split(":")) == 6
+def test_cache_line_falls_back_when_sysfs_says_nothing(tmp_path, monkeypatch):
+    monkeypatch.setattr(sysinfo, "_CPU", fake_cpu_tree(tmp_path, {0: ("1", "Data", "32K")}, "0"))
+    monkeypatch.setattr(sysinfo.os, "sysconf", lambda name: 128)
+    assert sysinfo.cache_line() == 128
+    monkeypatch.setattr(sysinfo.os, "sysconf", lambda name: 0)
+    assert sysinfo.cache_line() == 64
 
 
-def test_collect_caches_match_sysfs(info):
-    indexes = sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index[0-9]*"))
-    if not indexes:
-        pytest.skip("sysfs does not describe CPU 0's caches here")
-    size = {(i / "level").read_text().strip() + (i / "type").read_text().strip():
-            (i / "size").read_text().strip() for i in indexes}
-    assert f"{info.l1d_kb}K" == size["1Data"]
-    assert f"{info.l2_kb}K" == size["2Unified"]
-    assert info.cache_line == int((indexes[0] / "coherency_line_size").read_text())
+def test_cpuinfo_keeps_cpu_0s_fields_and_the_model_comes_from_it(monkeypatch):
+    text = ("processor\t: 0\nmodel name\t: First CPU\ncpu MHz\t\t: 2400.5\n\n"
+            "processor\t: 1\nmodel name\t: Second CPU\ncpu MHz\t\t: 800\n")
+    monkeypatch.setattr(sysinfo, "_read", lambda path, default="": text
+                        if path == "/proc/cpuinfo" else default)
+    fields = sysinfo._cpuinfo()
+    assert fields["model name"] == "First CPU" and fields["processor"] == "0"
+    assert collect().cpu_model == "First CPU"
+    monkeypatch.setattr(sysinfo.psutil, "cpu_freq", lambda: None)
+    assert sysinfo._cpu_mhz(fields) == 2400                 # no cpufreq: /proc/cpuinfo's MHz
 
 
-def test_collect_is_fast():
-    start = time.perf_counter()
-    collect()
-    assert time.perf_counter() - start < 1.0     # a handful of file reads; generous under load
+def test_ethernet_is_the_first_nonzero_address_by_interface_name(tmp_path, monkeypatch):
+    for name, mac in (("lo", "00:00:00:00:00:00"), ("eth1", "aa:bb:cc:dd:ee:02"),
+                      ("eth0", "aa:bb:cc:dd:ee:01")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "address").write_text(mac + "\n")
+    real_glob = sysinfo.glob.glob
+    monkeypatch.setattr(sysinfo.glob, "glob", lambda pattern: real_glob(
+        pattern.replace("/sys/class/net", str(tmp_path))))
+    assert sysinfo._ethernet() == "aa:bb:cc:dd:ee:01"
+    (tmp_path / "eth0" / "address").write_text("00:00:00:00:00:00\n")
+    (tmp_path / "eth1" / "address").write_text("00:00:00:00:00:00\n")
+    assert sysinfo._ethernet() == "NA"
 
 
 def test_header_lines_exact():

@@ -18,13 +18,21 @@ transfers under one timer, the same stride and byte accounting, data checked aft
 Targets (ratio of medians): 0.95 for bcopy, bzero and STREAM, 0.9 for load, store and ls.
 
 The Python side by default builds the test class in a fresh interpreter and times it with the
-worker's own timed loop (tools/timed_loop.py: workers.entry.measure, its clock reads and
+worker's own timed loop (tools/timed_loop.py: workers.timed.measure, its clock reads and
 latency records included).  --same-process loads the
 C reference as a shared library instead and alternates both sides in one process, each on its
 own buffers made by the same test class: quicker alternation, so less exposed to a noisy
 neighbour than separate processes (data checked for the Python side).  --cli runs
 `torque-async -nh -p 1 -n N -i I -MB S -KERNEL` (-B when S is not whole MiB) and reads
 BW(MB/s), the sixth column of its table.
+
+What this benchmark chose in the kernels (measured on the machine they were tuned on):
+- load/ls sum their words with np.dot(words, ones) (a stride-0 `ones`): the sum stays in a
+  general register as C's `s += p[i]` does; np.add.reduce's strided loop adds in a vector
+  register (vmovq + vpaddq) and was ~5% slower on memory-bound strided loads, the same loop
+  in C as much.
+- Triad computes s * c into a scratch block (its size now chosen at set-up): into a's own
+  block was ~25% slower.
 """
 from __future__ import annotations
 

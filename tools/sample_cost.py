@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """What time-stamping every transfer (-sample 0, -vl 3) costs a memory test, measured in one
-process (no spawn noise): the real timed loop (workers.entry.measure) over a real -bzero test,
+process (no spawn noise): the real timed loop (workers.timed.measure) over a real -bzero test,
 sampled and not, interleaved and repeated; prints the median bandwidth of each, their spread
 and the median ratio of pairs.
 

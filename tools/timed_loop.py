@@ -1,5 +1,5 @@
 """The worker's own timed loop for the tools that time a test class in their process: each run
-goes through workers.entry.measure and a Meter on a scratch results segment, so a tool measures
+goes through workers.timed.measure and a Meter on a scratch results segment, so a tool measures
 what a torque-async run measures (two clock reads and a record per transfer included)."""
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from torque_async.meter import Meter                      # noqa: E402
 from torque_async.results import Results                  # noqa: E402
-from workers.entry import measure                         # noqa: E402
+from workers.timed import measure                          # noqa: E402
 
 
 @contextlib.contextmanager

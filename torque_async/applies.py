@@ -11,7 +11,8 @@ options.py writes: -B/-KB/-MB/-GB all set `size`), decided against the man page:
     -T              tests that time transfers one by one: not streams (paced by their bandwidth)
                     nor -cyclic (paced by its interval)
     sizes           memory, STREAM, spinWait and file tests (a stream's frame size is its sizeKB
-                    argument, a video transfer is IH x IW x 4)
+                    argument or -frame/-pixfmt, a video transfer is IH x IW x 4)
+    frame units     -fps -frame -pixfmt -lateUs -dropLate: streams
     -offset*        "a file or buffer": file, memory and STREAM tests
     patterns        -bp -bp1 -bp2 -bt -btr -bpkey: memory tests (STREAM's arrays hold the
                     values its validation needs)
@@ -35,6 +36,7 @@ FILE = EVERY | COUNTED | {"size", "T", "wire", "fbc", "m", "mfile", "mfileXfer"}
 READS = {"touch", "touch4K"}
 PLACED = {"offset"}                        # on a lattice from -offset (not a -files tree)
 LISTED = {"s", "vector"} | PLACED          # a file from the -f list, transfers spaced by -vector
+STREAMS = EVERY | {"wire", "fps", "frame", "pixfmt", "lateUs", "dropLate"}
 
 APPLIES: dict[str, frozenset[str]] = {
     "bcopy": MEMORY, "bzero": MEMORY, "load": STRIDED, "store": STRIDED, "ls": STRIDED,
@@ -52,8 +54,8 @@ APPLIES: dict[str, frozenset[str]] = {
     "scanfile": FILE | READS | PLACED,
     "aio": FILE | LISTED | READS | {"percR"},
     "files": FILE | READS | {"percR", "cfiles", "dir"},
-    "streams": EVERY | {"wire", "fbc", "m", "s"},
-    "memStreams": EVERY | {"wire"},
+    "streams": STREAMS | {"fbc", "m", "s"},
+    "memStreams": STREAMS,
 }
 
 LOCAL_FIELDS = {o.field for o in OPTIONS.values() if o.scope == LOCAL}

@@ -12,37 +12,69 @@ from dataclasses import replace
 from pathlib import Path
 
 import click
+from click.shell_completion import CompletionItem
 
 from . import __version__, cmdline, export, helptext, orchestrator, report, sysinfo, validate
 from . import cluster, report_cluster
 from . import compare as comparing, plot as plotting
 from .io import scratch
+from .options import OPTIONS
 from .results import SegmentInUse, free_segment, segment_name
 
 SYSCTL_FILE = "sysctl.current"
+MISSED_EXIT = 3                    # -failLate: a stream missed its rate, nothing else failed
 
 
 class DefaultRun(click.Group):
-    """`torque-async ARGS` means `torque-async run ARGS`."""
+    """`torque-async ARGS` means `torque-async run ARGS`; --help adds torque's options."""
 
     def parse_args(self, ctx, args):
-        if not args or (args[0] not in self.commands and not args[0].startswith("--")):
+        completing = ctx.resilient_parsing and not args     # complete the subcommands too
+        if not completing and (not args or (args[0] not in self.commands
+                                            and not args[0].startswith("--"))):
             args = ["run", *args]
         return super().parse_args(ctx, args)
+
+    def format_help(self, ctx, formatter):
+        super().format_help(ctx, formatter)
+        formatter.write("\n" + "\n".join(helptext.help_lines("all")) + "\n")
+
+    def shell_complete(self, ctx, incomplete):
+        return super().shell_complete(ctx, incomplete) + complete_options(incomplete)
+
+
+class TorqueGrammar(click.Command):
+    """`run`: torque's tokens, forwarded untouched; completes the option table's names."""
+
+    def shell_complete(self, ctx, incomplete):
+        return complete_options(incomplete)
+
+
+def complete_options(incomplete: str) -> list[CompletionItem]:
+    """The option table's names (global, local, action) that start with `incomplete`."""
+    if incomplete and not incomplete.startswith("-"):
+        return []
+    return [CompletionItem(f"-{name}", help=opt.help) for name, opt in OPTIONS.items()
+            if f"-{name}".startswith(incomplete)]
 
 
 @click.group(cls=DefaultRun)
 @click.version_option(__version__, "--version", prog_name="torque-async")
 def main() -> None:
     """A system exerciser: starts bandwidth-hungry tests together and reports what each
-    achieved while all of them ran. `torque-async -help` lists torque's options."""
+    achieved while all of them ran. Without a command, the arguments are torque's options
+    (listed below; also `torque-async -help`)."""
 
 
-@main.command(context_settings=dict(ignore_unknown_options=True, allow_extra_args=True,
-                                    help_option_names=[]))
-@click.argument("tokens", nargs=-1, type=click.UNPROCESSED)
+@main.command(cls=TorqueGrammar, context_settings=dict(
+    ignore_unknown_options=True, allow_extra_args=True, help_option_names=[]))
+@click.argument("tokens", nargs=-1, type=click.UNPROCESSED,
+                shell_complete=lambda ctx, param, incomplete: complete_options(incomplete))
 def run(tokens: tuple[str, ...]) -> None:
-    """Run tests: torque's grammar, e.g. `-p 2 -n 8 -MB 4 -load`."""
+    """Run tests (the default command), in torque's grammar: -p 2 -n 8 -MB 4 -load"""
+    if "--help" in tokens:                  # click's convention, besides torque's -help
+        say(helptext.help_lines("all"))
+        sys.exit(0)
     sys.exit(cluster.finish(execute(list(tokens))))
 
 
@@ -51,7 +83,7 @@ def run(tokens: tuple[str, ...]) -> None:
 @click.option("-o", "--output", metavar="FILE.png",
               help="where the picture goes (default: RESULTS with .png)")
 def plot_command(results: str, output: str | None) -> None:
-    """Draw a -json results file: bandwidth over time, latency histograms."""
+    """Draw a -json results file: bandwidth over time, latency and lateness percentiles."""
     path = output or str(Path(results).with_suffix(".png"))
     try:
         drawn = plotting.render(export.load(results), path)
@@ -105,7 +137,8 @@ def say(lines: list[str], err: bool = False) -> None:
 
 def execute(argv: list[str]) -> int:
     """Parse, run and report; returns the exit status (0 ok, 1 a test failed, 2 bad input,
-    128 + the signal when SIGINT, SIGTERM or SIGHUP stopped it)."""
+    3 a stream missed its rate under -failLate, 128 + the signal when SIGINT, SIGTERM or
+    SIGHUP stopped it)."""
     for sig in orchestrator.STOP_SIGNALS:
         signal.signal(sig, orchestrator.raise_interrupted)
     try:
@@ -119,26 +152,20 @@ def execute(argv: list[str]) -> int:
 
 
 def run_plan(argv: list[str]) -> int:
+    """The run's steps: parse; answer a question (help, -quit) or free leftovers; check;
+    run; report and export."""
     try:
         plan = cmdline.parse(argv)
-        s = plan.settings
-        informative = [(s.version, [f"torque-async, version: {__version__}"]),
-                       (s.help, helptext.help_lines(s.help or "all")),
-                       (s.example, helptext.EXAMPLES.splitlines()),
-                       (s.printAlias, helptext.alias_lines(plan))]
-        if any(flag for flag, _ in informative):
-            say([ln for flag, lines in informative if flag for ln in lines])
+        answer = answers(plan)
+        if answer is not None:
+            say(answer)
             return 0
+        s = plan.settings
         if s.freeSharedMemory:
-            say(free_shared_memory(s.smkey))
-            for left in scratch.leftovers():
-                shutil.rmtree(left, ignore_errors=True)
-                say([f"removed the scratch directory {left} of a run that is gone"])
+            free_leftovers(s.smkey)
             if not plan.groups or plan.from_config:
                 return 0
-        for left in scratch.leftovers():
-            print(f"torque-async: note: a killed run left the scratch directory {left}: "
-                  f"-freeSharedMemory removes it", file=sys.stderr)
+        note_leftovers()
         if s.quit:
             say(helptext.plan_lines(plan))
             return 0
@@ -153,6 +180,38 @@ def run_plan(argv: list[str]) -> int:
     except cmdline.UsageError as e:
         error(str(e))
         return 2
+    return finish(plan, outcome, info, job)
+
+
+def answers(plan) -> list[str] | None:
+    """-version, -help, -example, -printAlias: what they print (None: none was asked)."""
+    s = plan.settings
+    informative = [(s.version, lambda: [f"torque-async, version: {__version__}"]),
+                   (s.help, lambda: helptext.help_lines(s.help or "all")),
+                   (s.example, helptext.EXAMPLES.splitlines),
+                   (s.printAlias, lambda: helptext.alias_lines(plan))]
+    asked = [lines() for flag, lines in informative if flag]
+    return [ln for lines in asked for ln in lines] if asked else None
+
+
+def free_leftovers(smkey: int) -> None:
+    """-freeSharedMemory: remove the key's segment and semaphores (refused while its run is
+    alive) and the scratch directories of dead runs, saying what it removed."""
+    say(free_shared_memory(smkey))
+    for left in scratch.leftovers():
+        shutil.rmtree(left, ignore_errors=True)
+        say([f"removed the scratch directory {left} of a run that is gone"])
+
+
+def note_leftovers() -> None:
+    for left in scratch.leftovers():
+        print(f"torque-async: note: a killed run left the scratch directory {left}: "
+              f"-freeSharedMemory removes it", file=sys.stderr)
+
+
+def finish(plan, outcome, info, job) -> int:
+    """Render the report, write -json/-csv, name every failure; the exit status."""
+    s = plan.settings
     records, procs, run = outcome.records, plan.procs(), None
     if job:                                  # several ranks: rank 0 reports them all
         run = job.collect(outcome, plan)
@@ -178,7 +237,9 @@ def run_plan(argv: list[str]) -> int:
                                               *filter(None, unwritten))], err=True)
     if outcome.interrupted:
         return 128 + outcome.interrupted
-    return 1 if outcome.failures or any(unwritten) else 0
+    if outcome.failures or any(unwritten):
+        return 1
+    return MISSED_EXIT if s.failLate and not all(report.stream_verdicts(outcome.records)) else 0
 
 
 def free_shared_memory(smkey: int) -> list[str]:

@@ -8,6 +8,7 @@ names none.
 from __future__ import annotations
 
 import difflib
+import importlib.resources
 import os
 import shlex
 import time
@@ -19,6 +20,8 @@ from .options import ACTION, GLOBAL, OPTIONS, SAME, ArgError, Globals, Locals
 from .plan import Group, Plan
 
 DEFAULT_CONFIG = "Torque.config"
+PACKAGED_CONFIG = str(importlib.resources.files("torque_async") / DEFAULT_CONFIG)  # the default
+                                   # workload where the working directory has no Torque.config
 COMMAND_LINE = "command line"
 
 
@@ -125,7 +128,7 @@ def scan(tokens: list[Token], aliases: Iterable[str] = ()) -> Scan:
             raise UsageError(f"{tok.where()}unknown option {tok.text}{suggest(tok.text[1:], aliases)}")
         words = tokens[pos + 1:pos + 1 + len(opt.args)]
         if len(words) < len(opt.args):
-            names = " ".join(a.name for a in opt.args)
+            names = " ".join(a.shown for a in opt.args)
             raise UsageError(f"{tok.where()}{tok.text} needs {len(opt.args)} argument"
                              f"{'s' if len(opt.args) > 1 else ''}: {names}")
         values = []
@@ -133,7 +136,7 @@ def scan(tokens: list[Token], aliases: Iterable[str] = ()) -> Scan:
             try:
                 values.append(arg.parse(word.text))
             except ArgError as e:
-                raise UsageError(f"{word.where()}{tok.text} {arg.name}: {e}") from None
+                raise UsageError(f"{word.where()}{tok.text} {arg.shown}: {e}") from None
         pos += 1 + len(opt.args)
         value = opt.value(values)
         if opt.scope == GLOBAL:
@@ -169,8 +172,8 @@ def parse(argv: list[str], cwd: str = ".") -> Plan:
     line = [Token(a, COMMAND_LINE) for a in argv]
     named = value_after(line, "c")
     path = named.text if named else os.path.join(cwd, DEFAULT_CONFIG)
-    config = path if named or os.path.isfile(path) else None
-    conf = config_tokens(config) if config else []
+    config = path if named or os.path.isfile(path) else PACKAGED_CONFIG
+    conf = config_tokens(config)
 
     alias_tok = value_after(line, "aliasFile") or value_after(conf, "aliasFile")
     aliases = read_aliases(alias_tok.text) if alias_tok else {}

@@ -19,7 +19,7 @@ from typing import Any, Callable
 from . import __version__, report
 from .kinds import KINDS
 from .plan import Group, Plan, Proc
-from .results import PHASES, STATE_NAMES, Record
+from .results import MAX_SUBS, PHASES, STATE_NAMES, Record
 from .stats import Stats, bucket_range
 from .sysinfo import SysInfo
 from .units import mb_per_s
@@ -67,6 +67,16 @@ def samples(rec: Record, proc: Proc, t0: int) -> dict[str, Any]:
             "intervals": [asdict(s) for s in report.sample_intervals(rec, t0)]}
 
 
+def streams(rec: Record, proc: Proc, t0: int) -> dict[str, Any] | None:
+    """A stream's verdict and its sub-streams as sub0..sub2 (fixed names: CSV columns)."""
+    subs = report.sub_stream_figures(rec, proc)
+    if not subs:
+        return None
+    return {"verdict": report.HELD if all(s.verdict == report.HELD for s in subs)
+            else report.MISSED,
+            **{f"sub{i}": asdict(subs[i]) if i < len(subs) else None for i in range(MAX_SUBS)}}
+
+
 # The derived figures of one test process: name -> f(record, proc, time zero).
 FIGURES: dict[str, Callable[[Record, Proc, int], Any]] = {
     "table": lambda rec, proc, t0: asdict(report.table_row(rec, proc, t0)),
@@ -77,6 +87,7 @@ FIGURES: dict[str, Callable[[Record, Proc, int], Any]] = {
     "cpu": lambda rec, proc, t0: report.cpu_figures(rec, proc),
     "flags": lambda rec, proc, t0: list(report.resolution_flags(rec)),
     "samples": samples,
+    "streams": streams,
 }
 
 

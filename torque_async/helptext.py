@@ -1,6 +1,7 @@
 """Help levels, examples and the -quit plan listing, all generated from the option table."""
 from __future__ import annotations
 
+import textwrap
 from dataclasses import fields
 
 from .options import ACTION, GLOBAL, LOCAL, LOCAL_DEFAULTS, OPTIONS, Locals, default_text
@@ -11,6 +12,9 @@ USAGE = ("usage: torque-async [run] [global options] [[local options] action] "
 SECTIONS = {"global": (GLOBAL, "Global parameters (affect all actions; anywhere on the line)"),
             "local": (LOCAL, "Local parameters (only affect the action that follows them)"),
             "actions": (ACTION, "Actions (each starts one group of tests)")}
+LEVELS = {"all": ("global", "local", "actions"), "short": ("global", "actions"),
+          "global": ("global",), "local": ("local",), "actions": ("actions",)}
+WIDTH, INDENT = 100, 28            # help lines wrap at WIDTH; the help text starts at INDENT
 
 EXAMPLES = """\
 Examples:
@@ -35,37 +39,41 @@ Examples:
   torque-async -json run.json -n 2048 -KB 64 -sample 255 -bzero; torque-async plot run.json
       samples, JSON and a picture of bandwidth over time
 Units: KB, MB, GB are 2^10, 2^20, 2^30 bytes; BW(MB/s) is MiB per second; times in ms.
-Torque.config in the working directory (or -c FILE) adds its tokens after the command line's:
-its global options and -f files always apply, its actions only when the command line has none.
+Torque.config in the working directory (or -c FILE; without either, the copy shipped in the
+package) adds its tokens after the command line's: its global options and -f files always apply,
+its actions only when the command line has none.
 """
 
 
-def option_line(name: str) -> str:
+def option_line(name: str) -> list[str]:
+    """An option's help: its name and arguments, then its help and default, wrapped."""
     opt = OPTIONS[name]
-    args = " ".join(a.name for a in opt.args)
-    default = default_text(opt.field) if opt.args else ""
-    tail = f" (default {default})" if default else ""
-    return f"  -{name}{' ' + args if args else ''}".ljust(28) + f"{opt.help}{tail}"
+    head = f"  -{name}" + "".join(f" {a.shown}" for a in opt.args)
+    default = default_text(opt)
+    words = f"{opt.help}{f' (default {default})' if default else ''}"
+    body = textwrap.wrap(words, WIDTH - INDENT, break_on_hyphens=False)
+    if len(head) < INDENT:
+        return [head.ljust(INDENT) + body[0], *(" " * INDENT + ln for ln in body[1:])]
+    return [head, *(" " * INDENT + ln for ln in body)]
 
 
 def section(key: str) -> list[str]:
+    """A scope's options under their group headings, each heading once (in table order)."""
     scope, title = SECTIONS[key]
-    lines, last_group = [title], None
+    groups: dict[str, list[str]] = {}
     for name, opt in OPTIONS.items():
-        if opt.scope != scope:
-            continue
-        if opt.group != last_group:
-            lines.append(f" {opt.group}:")
-            last_group = opt.group
-        lines.append(option_line(name))
+        if opt.scope == scope:
+            groups.setdefault(opt.group, []).append(name)
+    lines = [title]
+    for group, names in groups.items():
+        lines += [f" {group}:", *(ln for name in names for ln in option_line(name))]
     return lines
 
 
 def help_lines(level: str) -> list[str]:
-    """-h/-hg: globals; -hl: locals; -ha: actions; -help: everything and the examples."""
-    keys = list(SECTIONS) if level == "all" else [level]
+    """-help: everything and the examples; -h: globals and actions; -hg, -hl, -ha: one scope."""
     lines = [USAGE, ""]
-    for key in keys:
+    for key in LEVELS[level]:
         lines += section(key) + [""]
     if level == "all":
         lines += EXAMPLES.splitlines()

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, make_dataclass
 from typing import Any, Callable
 
+from .streams.formats import FORMATS, parse_frame, parse_rate
 from .units import GB, KB, MB
 
 GLOBAL, LOCAL, ACTION = "global", "local", "action"
@@ -23,6 +24,13 @@ class ArgError(ValueError):
 class Arg:
     name: str
     parse: Callable[[str], Any]
+    unit: str = ""                 # what the number counts, shown in help: "KB", "frames"
+    scale: int = 1                 # bytes per unit of a size (the field holds bytes)
+
+    @property
+    def shown(self) -> str:
+        """The argument as help and errors name it: 'bw(MiB/s)'."""
+        return f"{self.name}({self.unit})" if self.unit and self.unit != self.name else self.name
 
 
 def integer(lo: int | None = None, hi: int | None = None, mult: int = 1) -> Callable[[str], int]:
@@ -70,6 +78,16 @@ def one_of(*values: int) -> Callable[[str], int]:
     return parse
 
 
+def checked(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """A parser that raises ValueError, its message made the argument's error."""
+    def wrapped(text: str) -> Any:
+        try:
+            return parse(text)
+        except ValueError as e:
+            raise ArgError(str(e)) from None
+    return wrapped
+
+
 def text(value: str) -> str:
     if not value:
         raise ArgError("an empty name")
@@ -108,21 +126,23 @@ class Option:
 def _sizes(stem: str, dest: str, help: str, units=(("B", 1), ("KB", KB), ("MB", MB), ("GB", GB)),
            lo: int = 1) -> list[Option]:
     return [Option(f"{stem}{u}", LOCAL, f"{help} in {'bytes' if u == 'B' else u + 'ytes'}",
-                   (Arg(u, integer(lo, 2**40, mult)),), dest, group="Sizes")
+                   (Arg(u, integer(lo, 2**40, mult), u, mult),), dest, group="Sizes")
             for u, mult in units]
 
 
 STREAM_ARGS = (Arg("label", choice("r", "w", "rw", "wr", "rwr", "rrw")),
-               Arg("lookahead", integer(0, 1 << 20)), Arg("sizeKB", integer(1, 1 << 22)),
-               Arg("bwMBs", number(0.001)), Arg("startTime", number(0.0)),
-               Arg("runTime", number(0.001)), Arg("mfileMB", integer(1, 1 << 30)))
+               Arg("lookahead", integer(0, 1 << 20), "frames"),
+               Arg("size", integer(0, 1 << 22), "KB"), Arg("bw", number(0.0), "MiB/s"),
+               Arg("start", number(0.0), "s"), Arg("run", number(0.001), "s"),
+               Arg("mfile", integer(1, 1 << 30), "MB"))
 
 # Globals ---------------------------------------------------------------------------------------
 _G = [
     Option("aliasFile", GLOBAL, "file of alias definitions (NAME = tokens ...; '-NAME' expands)",
            (Arg("file", text),), group="Configuration"),
     Option("bo", GLOBAL, "print only the bandwidth results", group="Output"),
-    Option("c", GLOBAL, "configuration file (default Torque.config in the working directory)",
+    Option("c", GLOBAL, "configuration file (default Torque.config in the working directory, else "
+           "the default workload shipped in the package)",
            (Arg("file", text),), dest="config", group="Configuration"),
     Option("child", GLOBAL, "run only test process n of the plan (as torque's fork-exec child)",
            (Arg("n", Count),), group="Execution"),
@@ -133,6 +153,8 @@ _G = [
            "(blocking, one transfer at a time)",
            (Arg("name", choice("auto", "uring", "threads", "sync")),), group="Files"),
     Option("example", GLOBAL, "print worked examples", group="Help"),
+    Option("failLate", GLOBAL, "exit with status 3 when a stream missed its rate (a frame "
+           "late beyond -lateUs, or dropped) and nothing else failed", group="Streams"),
     Option("f", GLOBAL, "add a test file to the file list (at most 128)", (Arg("file", text),),
            dest="files", group="Files"),
     Option("fast", GLOBAL, "each test stops at its own completion (opposite of -slow)",
@@ -141,7 +163,8 @@ _G = [
            "left (refused while that run is alive)", group="Execution"),
     Option("g", GLOBAL, "print every test's PID and wait for Enter before testing starts",
            group="Execution"),
-    Option("h", GLOBAL, "short help (global parameters)", dest="help", const="global", group="Help"),
+    Option("h", GLOBAL, "short help: global parameters and actions", dest="help", const="short",
+           group="Help"),
     Option("ha", GLOBAL, "help on actions", dest="help", const="actions", group="Help"),
     Option("help", GLOBAL, "all help and the examples", const="all", group="Help"),
     Option("hg", GLOBAL, "help on global parameters", dest="help", const="global", group="Help"),
@@ -160,8 +183,8 @@ _G = [
            (Arg("n", integer(0, 2**63 - 1)),), group="Execution"),
     Option("slow", GLOBAL, "keep every test running until the slowest completes "
            "(default with more than one test)", const=True, group="Execution"),
-    Option("smkey", GLOBAL, "shared memory key: the results segment is /torque-async-KEY "
-           "(default 0xDECA)", (Arg("key", integer(0, 2**32 - 1)),), group="Execution"),
+    Option("smkey", GLOBAL, "shared memory key: the results segment is /torque-async-KEY",
+           (Arg("key", integer(0, 2**32 - 1)),), group="Execution"),
     Option("sp", GLOBAL, "single process: the main process runs the one test itself",
            group="Execution"),
     Option("v", GLOBAL, "verbose (perturbs results)", dest="vl", const=1, group="Output"),
@@ -197,7 +220,7 @@ _L = [
     Option("cfiles", LOCAL, "create the -files tree before the test (not timed)", group="Files"),
     Option("checkpoint", LOCAL, "time the phases of each test process (set-up, barrier, test)",
            group="Output"),
-    Option("dir", LOCAL, "directory of the -files test (default filestest)",
+    Option("dir", LOCAL, "directory of the -files test",
            (Arg("path", text),), group="Files"),
     Option("display", LOCAL, "display (EGL device index) used by the video test",
            (Arg("display", text),), group="Video"),
@@ -205,18 +228,29 @@ _L = [
            "anyway)", group="Processes"),
     *_sizes("extraRead", "extraRead", "extra read and seek back after each read",
             units=(("B", 1), ("KB", KB), ("MB", MB)), lo=0),
+    Option("dropLate", LOCAL, "streams: skip a frame already a whole period past its deadline "
+           "and count it dropped, as a live display does (default: move every frame, as "
+           "capture does)", group="Streams"),
     Option("fbc", LOCAL, "turn the file buffer cache on (default off: O_DIRECT)", group="Files"),
+    Option("fps", LOCAL, "streams: frames per second (59.94, 29.97, 23.976 are the NTSC "
+           "60000/1001, 30000/1001, 24000/1001); bwMBs is then 0", (Arg("F", checked(parse_rate)),),
+           group="Streams"),
+    Option("frame", LOCAL, "streams: frame size WxH in pixels of -pixfmt; sizeKB is then 0",
+           (Arg("WxH", checked(parse_frame)),), group="Streams"),
     Option("i", LOCAL, "iterations; the bandwidth is averaged over all of them",
            (Arg("n", integer(1, 2**31)),), group="Transfers"),
     Option("IH", LOCAL, "video image height in pixels", (Arg("pixels", integer(1, 16384)),),
            group="Video"),
     Option("IW", LOCAL, "video image width in pixels", (Arg("pixels", integer(1, 16384)),),
            group="Video"),
+    Option("lateUs", LOCAL, "streams: a frame is late when it completes more than usec after "
+           "its deadline", (Arg("usec", integer(0, 10**9)),), group="Streams"),
     Option("linesize", LOCAL, "cache line size: the default stride of -load/-store",
            (Arg("bytes", integer(8, 1 << 16)),), group="Memory patterns"),
     Option("m", LOCAL, "misalign the file test buffers by one byte", group="Files"),
     *[Option(f"mfile{u}", LOCAL, f"maximum file size in {what}; transfers past it wrap",
-             (Arg("n", integer(1, 2**40, mult)),), dest="mfile", also=(("mfileXfer", None),),
+             (Arg("n", integer(1, 2**40, mult), scale=mult),), dest="mfile",
+             also=(("mfileXfer", None),),
              group="Files")
       for u, mult, what in (("4K", 4 * KB, "4 KB blocks"), ("KB", KB, "KBytes"),
                             ("MB", MB, "MBytes"), ("GB", GB, "GBytes"))],
@@ -233,6 +267,8 @@ _L = [
            (Arg("n", integer(1, 1024)),), group="Processes"),
     Option("percR", LOCAL, "percentage of reads for -rand, -aio, -files",
            (Arg("p", integer(0, 100)),), group="Files"),
+    Option("pixfmt", LOCAL, "streams: pixel format of -frame: " + ", ".join(FORMATS),
+           (Arg("name", choice(*FORMATS)),), group="Streams"),
     Option("s", LOCAL, "index in the -f list of this test's first file (default: the test's "
            "number; process k uses s+k)", (Arg("n", Count),), group="Files"),
     Option("sa", LOCAL, "as -sample, showing only the bandwidth columns", (Arg("k", Count),),
@@ -281,15 +317,17 @@ _A = [
            group="CPU"),
     Option("Sscale", ACTION, "STREAM Scale: b = scalar * c", group="STREAM"),
     Option("store", ACTION, "one integer store per cache line (or -stride)", group="Memory"),
-    Option("streams", ACTION, "rate-paced HDTV streams: label lookahead sizeKB bwMBs startTime "
-           "runTime mfileMB", STREAM_ARGS, group="Streams"),
+    Option("streams", ACTION, "rate-paced HDTV streams on files: label (r w rw wr rwr rrw: "
+           "sub-streams), frames read ahead, frame size, MiB/s per sub-stream, start and run "
+           "time, file size", STREAM_ARGS, group="Streams"),
     Option("Striad", ACTION, "STREAM Triad: a = b + scalar * c", group="STREAM"),
     Option("V", ACTION, "video test n (1..12)", (Arg("n", integer(1, 12)),), group="Video"),
     Option("w", ACTION, "sequential file write", group="File"),
 ]
 
 OPTIONS: dict[str, Option] = {o.name: o for o in (*_G, *_L, *_A)}
-assert len(OPTIONS) == len(_G) + len(_L) + len(_A), "duplicate option name"
+if len(OPTIONS) != len(_G) + len(_L) + len(_A):        # a real raise: python -O keeps it
+    raise TypeError("the option table names an option twice")
 
 # Defaults of the fields the options write. A field's default is documented in -help.
 GLOBAL_DEFAULTS: dict[str, Any] = dict(
@@ -297,19 +335,21 @@ GLOBAL_DEFAULTS: dict[str, Any] = dict(
     freeSharedMemory=False, g=False, help=None, nh=False, printAlias=False, quit=False,
     seed=None, smkey=0xDECA, sp=False, vl=0, version=False,
     csv=None, json=None, noProgress=False, engine="auto", writeDevices=False,
-    allowForeign=False)
+    allowForeign=False, failLate=False)
 LOCAL_DEFAULTS: dict[str, Any] = dict(
     affinityNumber=None, affinityNumberDiff=None, affinityParent=None, size=MB,
     bp1=0x5555555555555555, bp2=0xAAAAAAAAAAAAAAAA, bpkey=1, bt=100, btr=False, cfiles=False,
-    checkpoint=False, dir="filestest", display=None, execChild=False, extraRead=0, fbc=False,
-    i=10, IH=480, IW=720, linesize=None, m=False, mfile=None, mfileXfer=None, n=64,
-    noResetParentAffinity=False, noVideoInitLoops=False, offset=0, p=1, percR=100, s=None,
+    checkpoint=False, dir="filestest", display=None, dropLate=False, execChild=False,
+    extraRead=0, fbc=False, fps=None, frame=None, i=10, IH=480, IW=720, lateUs=0, linesize=None, m=False, mfile=None, mfileXfer=None, n=64,
+    noResetParentAffinity=False, noVideoInitLoops=False, offset=0, p=1, percR=100,
+    pixfmt=None, s=None,
     sa=False, sample=None, sleepEnd=0, stride=None, T=0, touch=False, touch4K=False, vector=0,
     wire=False)
 
 for _o in OPTIONS.values():
     _defaults = {GLOBAL: GLOBAL_DEFAULTS, LOCAL: LOCAL_DEFAULTS}.get(_o.scope)
-    assert _defaults is None or _o.field in _defaults, f"-{_o.name} writes an unknown field"
+    if _defaults is not None and _o.field not in _defaults:
+        raise TypeError(f"-{_o.name} writes an unknown field {_o.field}")
 
 
 
@@ -325,9 +365,15 @@ Globals = _record("Globals", GLOBAL_DEFAULTS)
 Locals = _record("Locals", LOCAL_DEFAULTS)
 
 
-def default_text(field_name: str) -> str:
-    """The default of a field as -help shows it."""
-    value = {**GLOBAL_DEFAULTS, **LOCAL_DEFAULTS}.get(field_name)
-    if isinstance(value, bool) or value in (None, (), 0):
+def default_text(opt: Option) -> str:
+    """The default of an option's field as help shows it, in the option's unit ('' for none)."""
+    value = {**GLOBAL_DEFAULTS, **LOCAL_DEFAULTS}.get(opt.field)
+    if not opt.args or isinstance(value, bool) or value in (None, (), 0):
         return ""
-    return hex(value) if field_name in ("bp1", "bp2", "smkey") else str(value)
+    if opt.field in ("bp1", "bp2", "smkey"):
+        return hex(value)
+    scale = opt.args[0].scale
+    if not isinstance(value, int) or value % scale == 0:
+        return str(value if scale == 1 else value // scale)
+    return next(f"{value // mult} {unit}" for unit, mult in (("GB", GB), ("MB", MB), ("KB", KB),
+                                                             ("bytes", 1)) if value % mult == 0)

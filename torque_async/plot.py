@@ -1,20 +1,32 @@
 """torque-async plot: pictures of a -json results file (matplotlib, the optional `plot` extra).
 
-One panel for each picture the run has data for, from the table PANELS: bandwidth over time of
-every sampled test on one time axis (the window in which all tests ran shaded), bandwidth
-across the disk for -scan/-scanfile sampled at every transfer, and every latency histogram the
-results carry (each test's latency per transfer, each stream's lateness per sub-stream). A new
-kind of picture is one more Panel.
+Bandwidth over time gets one panel per sampled test (its own y axis, all on one time axis,
+the window in which all tests ran shaded, a stream's target as a dashed line), from samples
+merged into intervals of at least MIN_INTERVAL_NS or 1/MAX_POINTS of the run, so sampling
+every transfer does not draw one transfer's rate as a spike. A scan sampled at every transfer
+is drawn across the disk. Latencies and lateness are percentile curves on log axes (x: 90%,
+99%, 99.9%, ... as in fio-plot and HdrHistogram), one panel for latency per transfer and one
+for lateness (stream sub-streams, -cyclic wake-ups); lateness 0 (on time) is said in the
+legend, not drawn, as a log axis has no 0. Each stream's frame lateness over time (its greatest
+lateness per run of frames) gets a panel of its own.
 """
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from .report import sub_stream_names
 
-WIDTH_IN, PANEL_IN, DPI = 10.0, 3.6, 100
+WIDTH_IN, DPI = 11.0, 100
+BW_PANEL_IN, PERCENTILE_PANEL_IN, TITLE_IN = 1.9, 3.4, 0.5
 SCAN_ACTIONS = ("scan", "scanfile")
+STREAM_ACTIONS = ("streams", "memStreams")
+MIN_INTERVAL_NS = 1_000_000        # merged sample intervals last at least 1 ms ...
+MAX_POINTS = 200                   # ... and at least 1/200 of the sampled span
+TITLE_CHARS = 110
+PERCENTILE_TICKS = ((1, "0%"), (2, "50%"), (10, "90%"), (100, "99%"), (1000, "99.9%"),
+                    (10**4, "99.99%"), (10**5, "99.999%"), (10**6, "99.9999%"))
 
 
 class PlotError(Exception):
@@ -26,98 +38,252 @@ def name(test: dict[str, Any]) -> str:
 
 
 def sampled(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    return [t for t in doc["tests"] if t["samples"]["intervals"]]
+    """The tests with samples that move bytes (-cyclic and spinWait have no bandwidth)."""
+    return [t for t in doc["tests"]
+            if t["samples"]["intervals"] and t["record"]["transfer_bytes"]]
 
 
 def scanned(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return [t for t in sampled(doc) if t["action"] in SCAN_ACTIONS and t["samples"]["every"] == 1]
 
 
-def histograms(doc: dict[str, Any]) -> list[tuple[str, list[list[int]]]]:
-    """(label, sparse histogram) of every non-empty histogram in the results."""
-    found = []
-    for test in doc["tests"]:
-        rec = test["record"]
-        found.append((f"{name(test)}: latency per transfer", rec["hist"]))
-        if rec["subs"]:
-            subs = sub_stream_names(doc["plan"]["groups"][test["group"]]["args"])
-            found += [(f"{name(test)}: lateness of sub-stream {sub}", s["hist"])
-                      for sub, s in zip(subs, rec["subs"])]
-    return [(label, hist) for label, hist in found if hist]
+@dataclass(frozen=True)
+class Span:
+    start: int                     # ns since time zero
+    end: int
+    transfers: int
+    first: int                     # transfers before this span (the place of a scan)
+
+    def bw(self, transfer_bytes: int) -> float:
+        return self.transfers * transfer_bytes / 2**20 / ((self.end - self.start) / 1e9)
 
 
-def draw_bandwidth(ax, doc: dict[str, Any]) -> None:
-    """Each sampled test's bandwidth over each interval, as steps on a time axis (s)."""
-    for test in sampled(doc):
-        spans = test["samples"]["intervals"]
-        edges = [spans[0]["start"] / 1e9, *(s["end"] / 1e9 for s in spans)]
-        ax.stairs([s["bw"] for s in spans], edges, label=name(test), linewidth=1.2)
+def merged(test: dict[str, Any], shortest: int) -> list[Span]:
+    """The test's sample intervals joined until each lasts at least `shortest` ns; a shorter
+    rest at the end joins the last span (alone only when it is all there is)."""
+    out, start, count, first = [], None, 0, 0
+    for s in test["samples"]["intervals"]:
+        if start is None:
+            start = s["start"]
+        count += s["transfers"]
+        if s["end"] - start >= shortest:
+            out.append(Span(start, s["end"], count, first))
+            first, start, count = first + count, None, 0
+    if start is not None:
+        last = out.pop() if out else Span(start, start, 0, first)
+        out.append(Span(last.start, s["end"], last.transfers + count, last.first))
+    return [span for span in out if span.end > span.start]
+
+
+def shortest_interval(tests: list[dict[str, Any]]) -> int:
+    """MIN_INTERVAL_NS, or 1/MAX_POINTS of the span the samples cover when that is longer."""
+    spans = [t["samples"]["intervals"] for t in tests]
+    whole = max(s[-1]["end"] for s in spans) - min(s[0]["start"] for s in spans)
+    return max(MIN_INTERVAL_NS, whole // MAX_POINTS)
+
+
+def stream_target(test: dict[str, Any]) -> float | None:
+    """MiB/s a stream test is paced at: its sub-streams' targets summed."""
+    if not test.get("streams"):
+        return None
+    return sum(sub["target_bw"] for key, sub in test["streams"].items() if key != "verdict" and sub)
+
+
+def draw_bandwidth(ax, doc: dict[str, Any], test: dict[str, Any], shortest: int,
+                   colour) -> None:
+    """One test's bandwidth over merged intervals, as steps on the time axis (s)."""
+    tb = test["record"]["transfer_bytes"]
+    spans = merged(test, shortest)
+    edges = [spans[0].start / 1e9, *(s.end / 1e9 for s in spans)]
+    ax.stairs([s.bw(tb) for s in spans], edges, label="MB/s", color=colour, linewidth=1.2)
+    target = stream_target(test)
+    if target is not None:
+        ax.axhline(target, color="tab:red", linestyle="--", linewidth=1,
+                   label=f"target {target:.1f} MB/s ({test['streams']['verdict']})")
     window = doc["overlap"]
     if window and window["together"]:
         ax.axvspan(window["start_ns"] / 1e9, window["end_ns"] / 1e9, color="tab:green",
                    alpha=0.12, label="all tests running")
-    ax.set_xlabel("seconds since the start")
+    ax.set_ylim(bottom=0)
     ax.set_ylabel("MB/s")
 
 
-def draw_scan(ax, doc: dict[str, Any]) -> None:
-    """Bandwidth of each transfer against its place on the disk (transfer k of n at k/n)."""
-    for test in scanned(doc):
+def traced_streams(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    return [t for t in doc["tests"] if t["record"].get("late_trace")]
+
+
+def draw_lateness(ax, doc: dict[str, Any], tests: list[dict[str, Any]], colours) -> None:
+    """Each stream's greatest lateness per run of frames (ms) at the run's last completion."""
+    t0 = doc["time_zero_ns"]
+    for test, colour in zip(tests, colours):
+        trace = test["record"]["late_trace"]
+        ax.step([(t - t0) / 1e9 for t, _ in trace], [ns / 1e6 for _, ns in trace], where="pre",
+                label=name(test), color=colour, linewidth=1.2)
+    ax.set_xlabel("seconds since the start")
+    ax.set_ylabel("frame lateness, ms (greatest per point)")
+
+
+def draw_scan(ax, doc: dict[str, Any], tests: list[dict[str, Any]], shortest: int) -> None:
+    """Bandwidth of merged transfers against their place on the disk (transfer k of n at k/n)."""
+    for test in tests:
         n = doc["plan"]["groups"][test["group"]]["locals"]["n"]
-        place, xs = 0, []
-        for span in test["samples"]["intervals"]:
-            xs.append(100 * (place % n) / n)
-            place += span["transfers"]
-        ax.plot(xs, [s["bw"] for s in test["samples"]["intervals"]], ".", markersize=2,
+        spans = merged(test, shortest)
+        ax.plot([100 * (s.first % n) / n for s in spans],
+                [s.bw(test["record"]["transfer_bytes"]) for s in spans], ".", markersize=3,
                 label=name(test))
+    ax.set_ylim(bottom=0)
     ax.set_xlabel("place on the disk (% of the scan)")
     ax.set_ylabel("MB/s")
 
 
-def draw_histograms(ax, doc: dict[str, Any]) -> None:
-    """Share of transfers per latency bucket (us, log scale), one line per histogram."""
-    for label, buckets in histograms(doc):
-        total = sum(n for *_, n in buckets)
-        ax.plot([max(top, 1) / 1000 for _, top, _ in buckets],
-                [100 * n / total for *_, n in buckets],
-                drawstyle="steps-mid", marker=".", label=label)
+Histogram = tuple[int, str, list[list[int]]]   # proc, label, sparse [lowest, highest ns, count]
+
+
+def histograms(doc: dict[str, Any], lateness: bool) -> list[Histogram]:
+    """Each non-empty latency histogram, or with `lateness` each lateness histogram (stream
+    sub-streams, -cyclic wake-ups)."""
+    found = []
+    for test in doc["tests"]:
+        rec, proc = test["record"], test["proc"]
+        if test["action"] == "cyclic":
+            if lateness:
+                found.append((proc, f"{name(test)}: wake-up lateness", rec["hist"]))
+            continue
+        if not lateness:
+            found.append((proc, f"{name(test)}: latency per transfer", rec["hist"]))
+        elif rec["subs"]:
+            subs = sub_stream_names(doc["plan"]["groups"][test["group"]]["args"])
+            found += [(proc, f"{name(test)}: sub-stream {sub}", s["hist"])
+                      for sub, s in zip(subs, rec["subs"])]
+    return [h for h in found if h[2]]
+
+
+def nines(share: float, total: int) -> float:
+    """The x of a percentile: 1 / (1 - p), the top one 1 / total from 100%."""
+    return 1 / max(1 - share, 1 / total)
+
+
+def percentile_curve(hist: list[list[int]]) -> tuple[list[float], list[float], float]:
+    """(x, y in us, share at 0) of a histogram, to be drawn as steps ending at each point: the
+    values between percentiles x[i-1] and x[i] are at most y[i] (a bucket's highest value).
+    Values of 0 (on time) are left out and counted in the share at 0."""
+    total = sum(n for *_, n in hist)
+    zeros = sum(n for _, top, n in hist if top <= 0)
+    xs, ys, seen = [], [], zeros
+    for _, top, n in hist:
+        if top <= 0:
+            continue
+        if not xs:
+            xs.append(nines(seen / total, total))       # where the first bucket begins
+            ys.append(top / 1000)
+        seen += n
+        xs.append(nines(seen / total, total))
+        ys.append(top / 1000)
+    return xs, ys, zeros / total
+
+
+def draw_percentiles(ax, found: list[Histogram], colours: list) -> None:
+    """Percentile curves, log-log: the tail to the right, where a histogram can't show it. A
+    histogram of zeros only has no curve, only its legend entry."""
+    right = 10.0
+    for (_, label, hist), colour in zip(found, colours):
+        xs, ys, on_time = percentile_curve(hist)
+        shown = f"{label} ({100 * on_time:.0f}% at 0)" if on_time else label
+        ax.plot(xs, ys, drawstyle="steps-pre", marker=".", markersize=3, color=colour,
+                label=shown)
+        right = max([right, *xs])
     ax.set_xscale("log")
-    ax.set_xlabel("latency or lateness (us, upper bound of the bucket)")
-    ax.set_ylabel("% of transfers")
+    ax.set_yscale("log")
+    ticks = [(x, label) for x, label in PERCENTILE_TICKS if x <= right]
+    ax.set_xticks([x for x, _ in ticks], [label for _, label in ticks])
+    ax.set_xlim(1, right * 1.3)
+    ax.set_xlabel("percentile")
+    ax.set_ylabel("us (bucket upper bound)")
+
+
+def palette(n: int) -> list:
+    """n distinct colours (tab10, tab20 beyond 10; repeating only beyond 20)."""
+    from matplotlib import colormaps
+    cmap = colormaps["tab10" if n <= 10 else "tab20"]
+    return [cmap(i % cmap.N) for i in range(n)]
 
 
 @dataclass(frozen=True)
 class Panel:
     title: str
-    wanted: Callable[[dict[str, Any]], list]
-    draw: Callable[[Any, dict[str, Any]], None]
+    height: float
+    draw: Any                      # f(ax) drawing the panel
+    timeline: bool = False         # a bandwidth-over-time panel: they share the time axis
 
 
-PANELS = (Panel("Bandwidth over time (per sample interval)", sampled, draw_bandwidth),
-          Panel("Bandwidth across the disk (-scan, -sample 0)", scanned, draw_scan),
-          Panel("Latency histograms", histograms, draw_histograms))
+def panels(doc: dict[str, Any]) -> list[Panel]:
+    """Every panel the results have data for, top to bottom."""
+    out = []
+    tests, by_proc = sampled(doc), palette(len(doc["tests"]))   # a test's colour: its proc's
+    if tests:
+        shortest = shortest_interval(tests)
+        every = f"intervals of at least {shortest / 1e6:.2g} ms"
+        cut = ", sampling stopped at its limit"
+        out += [Panel(f"{name(t)}: bandwidth over time ({every}"
+                      f"{cut if t['samples']['limit_reached'] else ''})", BW_PANEL_IN,
+                      lambda ax, t=t: draw_bandwidth(ax, doc, t, shortest, by_proc[t["proc"]]),
+                      timeline=True)
+                for t in tests]
+        scans = scanned(doc)
+        if scans:
+            out.append(Panel(f"Bandwidth across the disk (-scan, -sample 0; {every})",
+                             PERCENTILE_PANEL_IN, lambda ax: draw_scan(ax, doc, scans, shortest)))
+    traced = traced_streams(doc)
+    if traced:
+        out.append(Panel("Streams: frame lateness over time", BW_PANEL_IN,
+                         lambda ax: draw_lateness(ax, doc, traced,
+                                                  [by_proc[t["proc"]] for t in traced]),
+                         timeline=True))
+    latency = histograms(doc, lateness=False)
+    if latency:
+        colours = [by_proc[proc] for proc, _, _ in latency]
+        out.append(Panel("Latency per transfer (percentiles)", PERCENTILE_PANEL_IN,
+                         lambda ax: draw_percentiles(ax, latency, colours)))
+    lateness = histograms(doc, lateness=True)
+    if lateness:
+        out.append(Panel("Lateness: streams' sub-streams and -cyclic wake-ups (percentiles)",
+                         PERCENTILE_PANEL_IN,
+                         lambda ax: draw_percentiles(ax, lateness, palette(len(lateness)))))
+    return out
 
 
-def render(doc: dict[str, Any], path: str) -> list[tuple[str, list[str]]]:
-    """Draw every panel the results have data for into a PNG at path; (title, line labels) of
-    each panel drawn."""
+def figure(doc: dict[str, Any]):
+    """The matplotlib Figure of the results and (title, legend labels) of each panel."""
     try:
         from matplotlib.figure import Figure
     except ImportError:
         raise PlotError("plotting needs matplotlib: pip install 'torque-async[plot]'") from None
-    panels = [p for p in PANELS if p.wanted(doc)]
-    if not panels:
+    chosen = panels(doc)
+    if not chosen:
         raise PlotError("nothing to plot: the results hold no samples and no latencies")
-    fig = Figure(figsize=(WIDTH_IN, PANEL_IN * len(panels)), dpi=DPI, layout="constrained")
-    fig.suptitle(f"torque-async {doc['command']}", fontsize=9)
+    heights = [p.height for p in chosen]
+    fig = Figure(figsize=(WIDTH_IN, TITLE_IN + sum(heights)), dpi=DPI, layout="constrained")
+    fig.suptitle("\n".join(textwrap.wrap(f"torque-async {doc['command']}", TITLE_CHARS)),
+                 fontsize=9)
+    axes = fig.subplots(len(chosen), 1, squeeze=False, height_ratios=heights)[:, 0]
+    bandwidth = [ax for ax, p in zip(axes, chosen) if p.timeline]
+    for ax in bandwidth[1:]:
+        ax.sharex(bandwidth[0])
+    if bandwidth:
+        bandwidth[-1].set_xlabel("seconds since the start")
     drawn = []
-    for ax, panel in zip(fig.subplots(len(panels), 1, squeeze=False)[:, 0], panels):
-        panel.draw(ax, doc)
-        ax.set_title(panel.title, fontsize=10)
-        ax.set_ylim(bottom=0)
-        ax.grid(True, alpha=0.3)
+    for ax, panel in zip(axes, chosen):
+        panel.draw(ax)
+        ax.set_title(panel.title, fontsize=9, loc="left")
+        ax.grid(True, which="major", alpha=0.3)
         labels = ax.get_legend_handles_labels()[1]
-        ax.legend(fontsize=7, ncol=max(1, len(labels) // 8))
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0)
         drawn.append((panel.title, labels))
+    return fig, drawn
+
+
+def render(doc: dict[str, Any], path: str) -> list[tuple[str, list[str]]]:
+    """Draw the results into a PNG at path; (title, legend labels) of each panel drawn."""
+    fig, drawn = figure(doc)
     fig.savefig(path, format="png")
     return drawn

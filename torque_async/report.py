@@ -357,7 +357,9 @@ def sample_lines(records, procs, t0: int) -> list[str]:
                     for rec, _ in sampled if sampling_cut(rec)]
 
 
-STREAM_HEADER = "proc,sub,Target(MB/s),BW(MB/s),Xfers,Late,LongestLate,min,avg,p99,max,Test"
+STREAM_HEADER = ("proc,sub,Target(MB/s),Target(fps),BW(MB/s),BW(fps),Frames,Late,Dropped,"
+                 "LongestLate,p50(us),p99(us),max(us),Verdict,Test")
+HELD, MISSED = "HELD", "MISSED"
 
 
 def sub_stream_names(args) -> list[str]:
@@ -366,25 +368,70 @@ def sub_stream_names(args) -> list[str]:
     return [s.name for s in stages(args[0], args[1], 1)]
 
 
+@dataclass(frozen=True)
+class SubStreamFigures:
+    """One sub-stream as the report and the exports give it. BW is the frames moved over the
+    stream's measured time (first release to last completion); a frame is late when it
+    completed more than -lateUs after its deadline; HELD: none late, none dropped."""
+    sub: str
+    target_bw: float              # MB/s
+    target_fps: float
+    bw: float                     # MB/s
+    fps: float
+    frames: int                   # frames due: moved + dropped
+    late: int
+    dropped: int
+    longest_late_run: int         # consecutive frames late or dropped
+    lateness_p50: int             # ns
+    lateness_p99: int
+    lateness_max: int
+    verdict: str
+
+
+def sub_stream_figures(rec: Record, proc: Proc) -> list[SubStreamFigures]:
+    """A stream's sub-streams (none for other tests)."""
+    if not rec.subs:
+        return []
+    from .streams.schedule import Geometry
+    g = Geometry.of(proc.group.args, proc.group.local)
+    out = []
+    for name, sub in zip(sub_stream_names(proc.group.args), rec.subs):
+        late = sub.lateness
+        out.append(SubStreamFigures(
+            name, round(g.bw, 3), round(g.fps, 3),
+            round(mb_per_s(sub.transfers * rec.transfer_bytes, rec.elapsed), 3),
+            round(per_s(sub.transfers, rec.elapsed), 3), sub.frames, sub.late, sub.dropped,
+            sub.late_run, late.percentile(0.5), late.percentile(0.99), late.hi,
+            HELD if sub.held else MISSED))
+    return out
+
+
+def stream_verdicts(records) -> list[bool]:
+    """Per stream process: whether every sub-stream held."""
+    return [all(sub.held for sub in rec.subs) for rec in records if rec.subs]
+
+
 def stream_lines(records, procs) -> list[str]:
-    """Per sub-stream: target and achieved bandwidth, late transfers and lateness (us).
-    (With -sample, the stream's intervals are in the one samples table.)"""
+    """Per sub-stream: target and achieved rate, frames late and dropped, lateness (us), the
+    verdict; then one line counting the streams that held. (With -sample, the stream's
+    intervals are in the one samples table.)"""
     lines = []
     for rec, proc in zip(records, procs):
-        if not rec.subs:
-            continue
-        label, _, _, bw = proc.group.args[:4]
-        for name, sub in zip(sub_stream_names(proc.group.args), rec.subs):
-            late = sub.lateness
-            us = [late.lo, late.avg, late.percentile(0.99), late.hi]
-            lines.append(", ".join([str(rec.row), name, f"{bw:.1f}",
-                                    f"{mb_per_s(sub.transfers * rec.transfer_bytes, rec.elapsed):.1f}",
-                                    str(sub.transfers), str(sub.late), str(sub.late_run),
-                                    *(f"{v / 1000:.1f}" for v in us),
-                                    f"{KINDS[proc.group.action].label} {label}"]))
+        for f in sub_stream_figures(rec, proc):
+            label = f"{KINDS[proc.group.action].label} {proc.group.args[0]}"
+            lines.append(", ".join([str(rec.row), f.sub, *(f"{v:.1f}" for v in (
+                f.target_bw, f.target_fps, f.bw, f.fps)), *map(str, (
+                    f.frames, f.late, f.dropped, f.longest_late_run)), *(f"{v / 1000:.1f}" for v in (
+                        f.lateness_p50, f.lateness_p99, f.lateness_max)),
+                f.verdict, label]))
     if not lines:
         return []
-    return ["Streams: lateness = completion - deadline (us, 0 when on time)", STREAM_HEADER, *lines]
+    held = stream_verdicts(records)
+    subs = [sub.held for rec in records for sub in rec.subs]
+    return ["Streams: lateness = completion - deadline (us, 0 when on time); a frame is late "
+            "beyond -lateUs; HELD: no frame late or dropped", STREAM_HEADER, *lines, "",
+            f"streams: {sum(held)} held, {len(held) - sum(held)} missed "
+            f"(sub-streams: {sum(subs)} held, {len(subs) - sum(subs)} missed)"]
 
 
 def cyclic_lines(records, procs) -> list[str]:
@@ -419,8 +466,8 @@ def group_lines(plan: Plan, group: Group, records, procs) -> list[str]:
              "config": f"configuration file = {plan.config or 'none'}",
              "n": f"number of transactions = {local.n}",
              "largest": largest and f"Largest File Size = {largest / MB:g} MBytes",
-             "working": kind.buffers and
-             f"Working Set = {kind.buffers} x {local.n * size / MB:g} MBytes/process",
+             "working": kind.working_sets and
+             f"Working Set = {kind.working_sets} x {local.n * size / MB:g} MBytes/process",
              "bytes": f"Bytes Transferred = {local.n * local.i * size / MB:g} MBytes/process",
              "procs": f"Number of processes = {len(mine)}",
              "iterations": f"Number of iterations = {local.i}"}

@@ -59,6 +59,9 @@ ROW = np.dtype([
     ("late_min", "i8", (MAX_SUBS,)), ("late_max", "i8", (MAX_SUBS,)),   # lateness (ns, 0 when
     ("late_sum", "i8", (MAX_SUBS,)),             # on time): min, max, sum and histogram
     ("late_hist", "i8", (MAX_SUBS, HIST_BUCKETS)),
+    ("dropped", "i8", (MAX_SUBS,)),              # and the frames it skipped (-dropLate);
+    ("nlate_trace", "i8"),                       # the stream's lateness over time: (completion
+    ("late_trace", "i8", (MAX_SAMPLES, 2)),      # ns, greatest lateness ns) per run of frames
     ("split", "i8"),                             # 1: reads and writes also apart (file tests
     ("rw_count", "i8", (2,)), ("rw_min", "i8", (2,)),   # that mix them), each [read, write]
     ("rw_max", "i8", (2,)), ("rw_sum", "i8", (2,)), ("rw_hist", "i8", (2, HIST_BUCKETS)),
@@ -203,7 +206,8 @@ def free_segment(name: str) -> tuple[int, tuple[str, ...]] | None:
 
 @dataclass(frozen=True)
 class SubStream:
-    """One sub-stream's figures: measured transfers and their lateness (ns)."""
+    """One sub-stream's figures: measured transfers (frames moved) and their lateness (ns),
+    those late beyond -lateUs, frames dropped (-dropLate), the longest run late or dropped."""
     transfers: int
     late: int
     late_run: int
@@ -211,6 +215,17 @@ class SubStream:
     hi: int
     total: int
     hist: tuple[tuple[int, int], ...]
+    dropped: int = 0
+
+    @property
+    def frames(self) -> int:
+        """Frames due: moved and dropped."""
+        return self.transfers + self.dropped
+
+    @property
+    def held(self) -> bool:
+        """No frame late beyond the tolerance, none dropped."""
+        return not (self.late or self.dropped)
 
     @property
     def lateness(self) -> Stats:
@@ -245,6 +260,7 @@ class Record:
     last_lat: int = 0
     file_bytes: int = 0
     subs: tuple[SubStream, ...] = ()
+    late_trace: tuple[tuple[int, int], ...] = ()
     rw: tuple[Stats, ...] = ()                   # (reads, writes) of a test that mixes them
     cpu_user: int = 0
     cpu_sys: int = 0
@@ -270,8 +286,10 @@ class Record:
                    subs=tuple(SubStream(int(r["sub_xfers"][i]), int(r["late"][i]),
                                         int(r["late_run"][i]), int(r["late_min"][i]),
                                         int(r["late_max"][i]), int(r["late_sum"][i]),
-                                        sparse(r["late_hist"][i]))
+                                        sparse(r["late_hist"][i]), int(r["dropped"][i]))
                               for i in range(int(r["nsubs"]))),
+                   late_trace=tuple((int(t), int(ns)) for t, ns in
+                                    r["late_trace"][:int(r["nlate_trace"])]),
                    rw=tuple(Stats(int(r["rw_count"][i]), int(r["rw_min"][i]),
                                   int(r["rw_max"][i]), int(r["rw_sum"][i]),
                                   sparse(r["rw_hist"][i])) for i in range(2 * int(r["split"]))),

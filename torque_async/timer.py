@@ -48,6 +48,7 @@ def _failed(call: str) -> OSError:
 
 class PreciseTimer:
     """Sleeps until absolute monotonic times on one loop, through one timerfd."""
+    _shared: "PreciseTimer | None" = None
 
     def __init__(self, loop: asyncio.AbstractEventLoop | None = None):
         self.loop = loop or asyncio.get_running_loop()
@@ -59,7 +60,19 @@ class PreciseTimer:
         self.sleepers: list[tuple[int, int, asyncio.Future]] = []   # (deadline, order, future)
         self.order = itertools.count()
         self.armed = 0                     # deadline the timerfd is set to (0: none)
+        self.users = 1
         self.loop.add_reader(self.fd, self._fire)
+
+    @classmethod
+    def shared(cls) -> "PreciseTimer":
+        """The running loop's one timer, made on first use: every stream on the loop sleeps on
+        the same timerfd. Each user closes it once; the last close closes it."""
+        timer = cls._shared
+        if timer is None or timer.fd < 0 or timer.loop is not asyncio.get_running_loop():
+            cls._shared = cls()
+        else:
+            timer.users += 1
+        return cls._shared
 
     def sleep_until(self, deadline: int) -> asyncio.Future:
         """A future resolved with the wake-up time once monotonic_ns() >= deadline."""
@@ -96,6 +109,9 @@ class PreciseTimer:
             self._arm(sleepers[0][0])
 
     def close(self) -> None:
+        self.users -= 1
+        if self.users > 0:
+            return
         if self.fd >= 0:
             self.loop.remove_reader(self.fd)
             os.close(self.fd)

@@ -30,7 +30,7 @@ def check(plan: Plan) -> None:
     if plan.settings.sp and len(procs) != 1:
         raise UsageError(f"-sp runs a single test process in the main process; the plan has "
                          f"{len(procs)}")
-    need = sum(KINDS[p.group.action].buffers * p.group.local.n * p.group.local.size
+    need = sum(KINDS[p.group.action].working_sets * p.group.local.n * p.group.local.size
                for p in procs)
     have = psutil.virtual_memory().available
     if need > have * 0.9:

@@ -1,10 +1,10 @@
-"""A spawned test process: attach the results, pin, set up, meet the barrier, measure, record.
+"""A spawned test process's main: attach the results, pin, set up, meet the barrier, measure,
+record. What the driver does for a test follows its kind's declared needs (torque_async.kinds).
 
-The barrier is passed twice: once when every party is set up (spinWait then measures its idle
-loop rate, one process at a time, while everything else waits), and once to start: its release
-is time zero for everyone: each party stamps its way out ("released"; the earliest stamp is the
-release, see report.time_zero). The measuring loop reads the clock around each transfer; the
-Meter keeps the statistics and writes the row when the measured part ends.
+The barrier is passed twice: once when every party is set up (a calibrating test then
+measures its idle loop rate, one process at a time, while everything else waits), and once to
+start: its release is time zero for everyone: each party stamps its way out ("released"; the
+earliest stamp is the release, see report.time_zero). The timed loops are in workers/timed.py.
 """
 from __future__ import annotations
 
@@ -15,16 +15,15 @@ import sys
 import time
 from threading import BrokenBarrierError
 
-import numpy as np
-
-from torque_async.plan import Proc
+from torque_async.kinds import CALIBRATION, KINDS, OWN_LOOP
 from torque_async.meter import Meter, harness_cost, word
+from torque_async.plan import Proc
 from torque_async.results import ABORTED, DONE, RUNNING, STOP_SIGNALS, Results
 from torque_async.testing.api import WorkerSpec, make_test
 from torque_async.testing.rows import mark_closed, mark_failed, mark_ready, mark_spawned
 from torque_async.timer import wait_until
+from workers.timed import idle_rate, measure
 
-CALIBRATION_NS = 250_000_000       # how long spinWait measures its idle loop rate
 PR_SET_PDEATHSIG = 1
 
 
@@ -44,13 +43,14 @@ def main(spec: WorkerSpec, barrier, calibration_lock, in_process: bool = False) 
     row = results.row(spec.proc.row)
     mark_spawned(row)
     test = None
+    needs = KINDS[spec.proc.group.action].needs
     try:
         pin(spec.proc)
         test = make_test(spec.proc, spec.seed, spec.linesize)
         row["harness_ns"] = harness_cost()
         mark_ready(row, test)
         barrier.wait()
-        if getattr(test, "calibrate", False):
+        if CALIBRATION in needs:
             with calibration_lock:
                 row["ref_rate"] = idle_rate(test)
         barrier.wait()
@@ -58,10 +58,10 @@ def main(spec: WorkerSpec, barrier, calibration_lock, in_process: bool = False) 
         row["state"] = RUNNING
         local = spec.proc.group.local
         meter = Meter(results, spec.proc.row, local.sample, spec.slow)
-        if hasattr(test, "measure"):     # a test that times itself (-cyclic: lateness)
+        if OWN_LOOP in needs:            # a test that times itself (-cyclic: lateness)
             test.measure(meter, local)
         else:
-            measure(test, meter, local)
+            measure(test, meter, local, test.ops_per_transfer if CALIBRATION in needs else 0)
         test.check()
         row["state"] = DONE
         return 0
@@ -90,39 +90,6 @@ def pin(proc: Proc) -> None:
         os.sched_setaffinity(0, {local.affinityNumber})
     elif local.affinityNumberDiff is not None:
         os.sched_setaffinity(0, {local.affinityNumberDiff + proc.index})
-
-
-def idle_rate(test) -> float:
-    """Loops per second of a calibrating test running alone (the lops reference)."""
-    now = time.monotonic_ns
-    k, t0 = 0, now()
-    while now() - t0 < CALIBRATION_NS:
-        test.transfer(k)
-        k += 1
-    return k * test.ops_per_transfer / ((now() - t0) / 1e9)
-
-
-def measure(test, meter: Meter, local) -> None:
-    """The timed loop: n x i transfers, then (-slow) unmeasured ones until every test is done."""
-    total, throttle = local.n * local.i, local.T * 1000
-    transfer, record, stop, now = test.transfer, meter.record, meter.stop, time.monotonic_ns
-    t = meter.begin()                 # the measured interval: begin .. the last transfer's end
-    k = 0
-    while k < total and not stop[0]:
-        t0 = now()                    # a transfer's latency is its own call, nothing around it
-        transfer(k)
-        t = now()
-        record(t - t0, t)
-        k += 1
-        if throttle:
-            t = wait_until(t + throttle, stop)
-    meter.end(t)
-    meter.publish(test.transfer_bytes, test.system_bytes, getattr(test, "ops_per_transfer", 0))
-    extra = 0
-    while meter.keep_going():
-        transfer(k + extra)
-        extra += 1
-    meter.publish_extra(extra)
 
 
 if __name__ == "__main__":       # pragma: no cover - workers are started by the orchestrator

@@ -20,11 +20,9 @@ size only the lines holding a word do, so load, store and ls count words x line 
 bytes per pass instead of size.  The value stored is the complement of pattern 1, so every bit
 toggles against a -bt 0 background.
 
-The loads are summed as np.dot(words, ones) with `ones` a stride-0 view of a single 1:
-numpy's integer dot loop keeps the sum in a general register, as a C compiler does with
-`s += p[i]`, and wraps at 64 bits like np.add.reduce.  np.add.reduce's strided loop adds in a
-vector register (vmovq + vpaddq) and measured ~5% slower on memory-bound strided loads, the
-same loop in C as much (tools/bench_memory.py compares with the C reference).
+The loads are summed as np.dot(words, ones) with `ones` a stride-0 view of a single 1
+(numpy's integer dot loop keeps the sum in a general register and wraps at 64 bits; why not
+np.add.reduce: tools/bench_memory.py).
 """
 from __future__ import annotations
 
@@ -43,7 +41,7 @@ class MemoryTest:
 
     action = ""
     traffic = 1                 # system bytes per transfer byte
-    buffers = ("buf",)          # the attributes that hold the test's buffers
+    arrays = ("buf",)           # the attributes that hold the test's arrays
     unit = 1                    # the chunk size is rounded down to whole units of this many bytes
 
     def __init__(self, ctx: TestContext):
@@ -84,7 +82,7 @@ class MemoryTest:
 
     def close(self) -> None:
         self._views = []
-        for name in self.buffers:
+        for name in self.arrays:
             setattr(self, name, None)
         self._buffers.close()
 
@@ -92,7 +90,7 @@ class MemoryTest:
 class BcopyTest(MemoryTest):
     """dst chunk = src chunk; the destination starts as the pattern's complement."""
 
-    action, traffic, buffers = "bcopy", 2, ("src", "dst")
+    action, traffic, arrays = "bcopy", 2, ("src", "dst")
 
     def __init__(self, ctx: TestContext):
         super().__init__(ctx)

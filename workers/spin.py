@@ -3,7 +3,7 @@
 One transfer generates transfer-size / 8 random doubles from the process's own generator, in
 fills of one small preallocated block that stays in cache (so the test moves no memory); one
 loop is one random number. The driver measures the loop rate alone before the start
-(`calibrate`) and under load, so the report can say how much of an idle CPU the test kept.
+(its kind declares calibration) and under load, so the report can say how much of an idle CPU the test kept.
 """
 from __future__ import annotations
 
@@ -18,7 +18,6 @@ BLOCK = 16384                      # random numbers per fill (128 KiB: stays in 
 class SpinTest:
     transfer_bytes = 0
     system_bytes = 0
-    calibrate = True
 
     def __init__(self, ctx: TestContext):
         self.rng = ctx.rng

@@ -65,7 +65,7 @@ class StreamKernel(MemoryTest):
 
     output = ""                 # the array the kernel writes
     traffic = 2                 # arrays moved per transfer (STREAM's byte count)
-    buffers = ("a", "b", "c")
+    arrays = ("a", "b", "c")
     unit = 8                    # doubles
 
     def __init__(self, ctx: TestContext):
@@ -74,7 +74,7 @@ class StreamKernel(MemoryTest):
         super().__init__(ctx)
         self.m = m = self.size // 8                         # doubles per chunk
         self.info = f"{self.n} x {self.size} bytes per array"
-        for name in self.buffers:                           # -offset bytes, then the arrays
+        for name in self.arrays:                            # -offset bytes, then the arrays
             array = self._buffers.new(self.offset + self.n * self.size)[self.offset:]
             array = array.view(np.float64)                  # (unaligned for an odd -offset)
             array.fill(INITIAL[name])                       # touches every page
@@ -92,7 +92,7 @@ class StreamKernel(MemoryTest):
 
     def check(self) -> None:
         touched = self.touched() * self.m
-        for name in self.buffers:
+        for name in self.arrays:
             array = getattr(self, name)
             if name == self.output:
                 spans = ((0, touched, self.expected()), (touched, array.size, INITIAL[name]))

@@ -1,6 +1,6 @@
 """The file tests on the event loop: -r -w -rand -rmw -rw -scan -scanfile -aio -files.
 
-    tests.py      FileTest: set-up, the lanes that issue and time transfers, the data check
+    filetest.py   FileTest: set-up, the lanes that issue and time transfers, the data check
     actions.py    what each action does (Spec), its files, sizes and layout
     layout.py     transfer k -> (file, offset, write), a pure function of plan, seed, file sizes
     engine.py     the engine interface; the threads and sync backends

@@ -4,21 +4,27 @@
     t = await engine.submit(write, fd, id, offset)  one transfer; t = its completion (monotonic ns)
     await engine.pause(until)                     -T: wait until that monotonic ns
     await engine.drive(lanes)                     run the test's lanes (coroutines) to their end
+    t = await engine.transfer(write, fd, id, offset)  one transfer from any coroutine (streams)
     record = engine.serial(meter.record)          what lanes share, made safe to call from each
     await engine.forget(ids); engine.close()      after the test
 
 A transfer moves exactly the registered buffer's length, or submit raises OSError; `buffered`
 says the buffers serve buffered (page cache) I/O rather than O_DIRECT. A test runs as `lanes`:
 coroutines that each keep one transfer outstanding, awaiting only the engine's submit and
-pause (which only lanes run by drive() may await), so the same lane code runs on every backend:
+pause (which only lanes run by drive() may await), so the same lane code runs on every backend.
+The paced streams are not lanes (they await their gates and the precise timer): they move each
+frame with `transfer`, which any coroutine may await:
 
     uring    io_uring through liburing: one ring for every test on the loop, completions through
-             an eventfd the loop watches; the engine steps the lanes itself (uring.py)
+             an eventfd the loop watches; the engine steps the lanes itself (uring.py);
+             transfer() is a future on the same ring, resolved by the same completion reader
     threads  one plain thread per lane, each running its lane's blocking loop and timing its own
-             transfers (os.preadv/pwritev); serial() puts a lock around what lanes share. The
-             fallback where io_uring is unavailable.
+             transfers (os.preadv/pwritev); serial() puts a lock around what lanes share;
+             transfer() runs in a thread of the engine's own, one per transfer in flight (a
+             stream keeps one per sub-stream). The fallback where io_uring is unavailable.
     sync     the lanes run on the loop, each transfer a blocking call; the loop gets a turn every
              millisecond. Lowest overhead at one outstanding transfer; it cannot keep more.
+             transfer() blocks the loop too.
 """
 from __future__ import annotations
 
@@ -26,6 +32,7 @@ import asyncio
 import os
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Awaitable, Callable, Coroutine, Protocol
 
 from ..timer import wait_until
@@ -34,6 +41,7 @@ NAMES = {"uring": "io_uring", "threads": "threads", "sync": "sync"}
 YIELD_NS = 1_000_000               # blocking transfers give the loop a turn at least this often
 NEAR_NS = 2_000_000                # sync -T waits on the loop until this near (its timers are
                                    # coarse: ~1 ms), then blocks to the end
+IN_FLIGHT = 64                     # threads engine: transfer() calls in flight without queueing
 now = time.monotonic_ns
 
 
@@ -43,6 +51,7 @@ class Engine(Protocol):
     def register(self, views: list[memoryview], buffered: bool = False) -> list[int]: ...
     def submit(self, write: bool, fd: int, buf: int, offset: int) -> Awaitable[int]: ...
     def pause(self, until: int) -> Awaitable[None]: ...
+    def transfer(self, write: bool, fd: int, buf: int, offset: int) -> Awaitable[int]: ...
     def serial(self, fn: Callable) -> Callable: ...
     async def drive(self, lanes: list[Coroutine]) -> None: ...
     async def forget(self, ids: list[int]) -> None: ...
@@ -87,12 +96,20 @@ class SyncEngine:
         self.views += [([view], len(view)) for view in views]
         return list(range(len(self.views) - len(views), len(self.views)))
 
-    async def submit(self, write: bool, fd: int, buf: int, offset: int) -> int:
+    def blocking(self, write: bool, fd: int, buf: int, offset: int) -> int:
+        """One transfer on the calling thread; its completion time."""
         iov, length = self.views[buf]
         done = (os.pwritev if write else os.preadv)(fd, iov, offset)
         t = now()
         if done != length:
             raise short(write, offset, done, length)
+        return t
+
+    async def transfer(self, write: bool, fd: int, buf: int, offset: int) -> int:
+        return self.blocking(write, fd, buf, offset)
+
+    async def submit(self, write: bool, fd: int, buf: int, offset: int) -> int:
+        t = self.blocking(write, fd, buf, offset)
         if self.yields and t - self.turn > YIELD_NS:
             self.turn = t
             await asyncio.sleep(0)
@@ -125,6 +142,13 @@ class ThreadEngine(SyncEngine):
         super().__init__()
         self.threads: list[threading.Thread] = []
         self.lock = threading.Lock()
+        # transfer()'s threads: the pool reuses an idle one or starts one more, so a transfer
+        # queues only past IN_FLIGHT at once (a stream keeps at most one per sub-stream)
+        self.pool = ThreadPoolExecutor(IN_FLIGHT, "torque-async transfer")
+
+    async def transfer(self, write: bool, fd: int, buf: int, offset: int) -> int:
+        return await asyncio.get_running_loop().run_in_executor(self.pool, self.blocking, write,
+                                                                fd, buf, offset)
 
     async def pause(self, until: int) -> None:
         wait_until(until)              # the lane's own thread: blocking holds up nothing else
@@ -173,3 +197,4 @@ class ThreadEngine(SyncEngine):
         for t in self.threads:         # lanes stop at the stop flag: this is short
             t.join()
         self.threads.clear()
+        self.pool.shutdown()

@@ -12,7 +12,9 @@ submit. A transfer is submitted
                        submitted together once all of them have prepared theirs (cached reads
                        complete inside io_uring_enter: one system call for the batch)
 
-These are what measured best here (tools/bench_io.py). A test's buffers are forgotten only when
+(tools/bench_io.py compares the choices). `transfer` is the same transfer for an ordinary
+coroutine (a paced stream): its entry holds a future instead of a lane, and the same reader
+resolves it with the batch's completion time. A test's buffers are forgotten only when
 none of its transfers is in flight, so the kernel never writes into memory given back.
 """
 from __future__ import annotations
@@ -108,29 +110,43 @@ class UringEngine:
 
     @types.coroutine
     def submit(self, write: bool, fd: int, buf: int, offset: int):
+        self.prepare(self.lane(), write, fd, buf, offset)
+        return (yield)                 # to the engine, which sends the completion's time
+
+    def transfer(self, write: bool, fd: int, buf: int, offset: int) -> asyncio.Future:
+        """A future of the transfer's completion time, for a coroutine that is not a lane."""
+        future = self.loop.create_future()
+        self.prepare((future, None), write, fd, buf, offset)
+        return future
+
+    def prepare(self, waiter: tuple, write: bool, fd: int, buf: int, offset: int) -> None:
         L = self.L
         iovec, length, buffered, _ = self.iovecs[buf]
         sqe = L.io_uring_get_sqe(self.ring)
         (L.io_uring_prep_writev if write else L.io_uring_prep_readv)(sqe, fd, iovec, offset)
-        self.issue(sqe, length, buf, buffered, (write, offset))
-        return (yield)                 # to the engine, which sends the completion's time
+        self.issue(sqe, waiter, length, buf, buffered, (write, offset))
 
     @types.coroutine
     def pause(self, until: int):
-        L = self.L
+        L, lane = self.L, self.lane()
         ts = L.timespec(0)
         ts.sec, ts.nsec = divmod(until, 1_000_000_000)
         sqe = L.io_uring_get_sqe(self.ring)
         L.io_uring_prep_timeout(sqe, ts, 0, L.IORING_TIMEOUT_ABS)     # CLOCK_MONOTONIC
-        self.issue(sqe, -errno.ETIME, -1, False, ts)
+        self.issue(sqe, lane, -errno.ETIME, -1, False, ts)
         yield
 
-    def issue(self, sqe, want: int, buf: int, buffered: bool, what) -> None:
+    def lane(self) -> tuple:
+        """The (lane, crew) being stepped: only lanes that drive() runs await submit and pause."""
         if self.current is None:
             raise RuntimeError("io_uring transfers are awaited only by lanes that drive() runs")
+        return self.current
+
+    def issue(self, sqe, waiter: tuple, want: int, buf: int, buffered: bool, what) -> None:
+        """Queue sqe for `waiter`: (lane, crew), or (future, None) for transfer()."""
         token = next(self.tokens)
         sqe.user_data = token
-        self.waiting[token] = (*self.current, want, buf, buffered, what)
+        self.waiting[token] = (*waiter, want, buf, buffered, what)
         if self.holding:
             self.held += 1
         else:
@@ -190,14 +206,19 @@ class UringEngine:
         entries = [waiting.pop(token) + (res,) for token, res in done]
         self.holding = sum(e[4] for e in entries) > 1     # answer the batch, then submit it
         for lane, crew, want, _, _, what, res in entries:
+            error = None if res == want else (OSError(-res, os.strerror(-res)) if res < 0
+                                              else short(*what, res, want))
             if lane is None:               # its drive() was cancelled
                 continue
-            if res == want:
-                self.step(lane, crew, t, None)
-            elif res < 0:
-                self.step(lane, crew, None, OSError(-res, os.strerror(-res)))
+            if crew is None:               # transfer()'s future
+                if lane.done():            # its awaiter was cancelled
+                    continue
+                if error is None:
+                    lane.set_result(t)
+                else:
+                    lane.set_exception(error)
             else:
-                self.step(lane, crew, None, short(*what, res, want))
+                self.step(lane, crew, None if error else t, error)
         self.holding = False
         if self.held:
             self.held = 0

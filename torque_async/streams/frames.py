@@ -12,7 +12,8 @@ carries (WRITTEN | track, k). A write makes its frame from its inputs:
 Each read checks the header it got (a read-back must find the frame written for the same k,
 a source read the source frame or what the in-place write of the pass before left), so a
 dependency or slot-reuse gate that failed is caught at the transfer. check() then compares
-whole frames (header and body) of the last frames written against what they must hold.
+whole frames (header and body) of the last frames written against what they must hold. A frame
+dropped (-dropLate) was never written: its slot still holds the last frame written there.
 """
 from __future__ import annotations
 
@@ -48,7 +49,8 @@ class Frames:
         self.slots, self.stages = geometry.slots, stages
         self.patterns = [rng.integers(0, 256, size, np.uint8) for _ in range(geometry.tracks)]
         self.sourced = sourced      # source tracks hold our source frames (not a user's file)
-        self.written = {s.op.track for s in stages if s.op.kind != READ}
+        self.writer = {s.op.track: s.index for s in stages if s.op.kind != READ}
+        self.dropped: list[set[int]] = [set() for _ in stages]     # frames each one skipped
         self.rings: list[list[np.ndarray]] = []     # the frames each sub-stream moves in turn
         for s in stages:
             if s.op.kind != READ and len(s.op.deps) == 1:
@@ -89,9 +91,17 @@ class Frames:
         track, slot = stage.op.track, k % self.slots
         if stage.op.deps:
             return WRITTEN | track, k
-        if track in self.written and k >= self.slots:
-            return WRITTEN | track, k - self.slots
+        if track in self.writer:
+            before = self.last_written(self.writer[track], k - self.slots)
+            if before >= 0:
+                return WRITTEN | track, before
         return (SOURCE | track, slot) if self.sourced else None
+
+    def last_written(self, writer: int, k: int) -> int:
+        """The last frame at most k of its slot that `writer` did not drop (-1: none)."""
+        while k >= 0 and k in self.dropped[writer]:
+            k -= self.slots
+        return k
 
     def received(self, stage: Stage, k: int, frame: np.ndarray) -> None:
         want = self.expected(stage, k)
@@ -109,7 +119,8 @@ class Frames:
         elif len(deps) == 2:
             frame = inputs[0] ^ inputs[1]
         elif self.sourced:
-            passes = k // self.slots + 1             # in-place writes to this slot so far
+            passes = sum(j not in self.dropped[writer.index]       # in-place writes to this
+                         for j in range(k % self.slots, k + 1, self.slots))   # slot so far
             frame = self.source_frame(writer.op.track, k % self.slots)
             if passes % 2:
                 np.invert(frame, out=frame)

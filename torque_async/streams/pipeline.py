@@ -2,7 +2,10 @@
 
 Transfer k of a sub-stream waits for its gates (schedule.py), then for its release time, then
 moves its frame; one transfer of a sub-stream is in flight at a time. Its lateness is its
-completion time (which the tracks' move returns) minus its deadline, 0 when on time. Time comes
+completion time (which the tracks' move returns) minus its deadline, 0 when on time; it is late
+when that exceeds the tolerance (-lateUs). With `drop` (-dropLate) a frame whose deadline
+passed a whole period ago when it could start is skipped, never moved, and counted dropped, as
+a live display does; so is frame k of a sub-stream whose input frame k was dropped. Time comes
 from the injected `clock` and `sleep_until` (and the tracks), so the same engine runs on the
 precise timer or on a virtual clock in tests.
 """
@@ -46,25 +49,54 @@ class Progress:
 
 
 class Lateness(Summary):
-    """Lateness of one sub-stream (0 when on time), plus the late count and the longest run."""
-    __slots__ = ("run", "longest")
+    """Lateness of one sub-stream's moved frames (0 when on time); the frames late beyond the
+    tolerance (ns), those dropped, and the longest run of consecutive frames late or dropped."""
+    __slots__ = ("tolerance", "late", "dropped", "run", "longest")
 
-    def __init__(self):
+    def __init__(self, tolerance: int = 0):
         super().__init__()
-        self.run = self.longest = 0
+        self.tolerance = tolerance
+        self.late = self.dropped = self.run = self.longest = 0
 
     def add(self, ns: int) -> None:
-        if ns > 0:
-            self.run += 1
-            self.longest = max(self.longest, self.run)
+        if ns > self.tolerance:
+            self.late += 1
+            self.missed()
         else:
-            ns = self.run = 0
-        super().add(ns)
+            self.run = 0
+        super().add(max(ns, 0))
 
-    @property
-    def late(self) -> int:
-        """Transfers that were late: all but those in bucket 0, which holds 0 only."""
-        return self.settle().count - int(self.hist[0])
+    def drop(self) -> None:
+        self.dropped += 1
+        self.missed()
+
+    def missed(self) -> None:
+        self.run += 1
+        self.longest = max(self.longest, self.run)
+
+
+class Timeline:
+    """A stream's lateness over time in at most `points` points: each the completion time of the
+    last of a run of `every` measured transfers (completion order) and the greatest lateness
+    among them."""
+    __slots__ = ("every", "left", "worst", "last", "points")
+
+    def __init__(self, transfers: int, points: int):
+        self.every = self.left = max(1, -(-transfers // points))
+        self.worst = self.last = 0
+        self.points: list[tuple[int, int]] = []
+
+    def add(self, t: int, ns: int) -> None:
+        self.worst, self.last = max(self.worst, ns), t
+        self.left -= 1
+        if not self.left:
+            self.flush()
+
+    def flush(self) -> None:
+        """The run so far as a point (publish: the last, shorter run)."""
+        if self.left < self.every:
+            self.points.append((self.last, self.worst))
+            self.left, self.worst = self.every, 0
 
 
 Record = Callable[[int, int], None]           # (latency, end time) of one measured transfer
@@ -73,12 +105,15 @@ Record = Callable[[int, int], None]           # (latency, end time) of one measu
 class Pipeline:
     def __init__(self, stages: tuple[Stage, ...], pacer: Pacer, tracks, frames: Frames,
                  clock: Callable[[], int], sleep_until: Callable[[int], Awaitable],
-                 stopped: Callable[[], bool], trace: list | None = None):
+                 stopped: Callable[[], bool], trace: list | None = None,
+                 tolerance: int = 0, drop: bool = False):
         self.stages, self.pacer, self.tracks, self.frames = stages, pacer, tracks, frames
         self.clock, self.sleep_until, self.stopped = clock, sleep_until, stopped
+        self.drop = drop
         self.progress = [Progress() for _ in stages]
-        self.lateness = [Lateness() for _ in stages]
+        self.lateness = [Lateness(tolerance) for _ in stages]
         self.measured = 0                     # transfers k < measured are measured
+        self.timeline: Timeline | None = None  # set with measured
         self.record: Record | None = None
         self.finish = 0                       # completion time of the last measured transfer
         self.trace = trace                    # tests: (sub-stream, k, start, end) per transfer
@@ -108,13 +143,22 @@ class Pipeline:
             release = pacer.release(k + early)
             if clock() < release:
                 await self.sleep_until(release)
+            if self.skips(stage, k):
+                self.frames.dropped[i].add(k)
+                if k < self.measured:
+                    lateness.drop()
+                progress[i].advance()
+                k += 1
+                continue
             frame = self.frames.prepare(stage, k)
             t0 = clock()
             t1 = await move(kind, track, k % slots, frame)
             if kind == READ:
                 self.frames.received(stage, k, frame)
             if k < self.measured:
-                lateness.add(t1 - pacer.release(k + late))
+                ns = max(0, t1 - pacer.release(k + late))
+                lateness.add(ns)
+                self.timeline.add(t1, ns)
                 self.record(t1 - t0, t1)
                 if t1 > self.finish:
                     self.finish = t1
@@ -122,6 +166,14 @@ class Pipeline:
                 self.trace.append((i, k, t0, t1))
             progress[i].advance()
             k += 1
+
+    def skips(self, stage: Stage, k: int) -> bool:
+        """-dropLate: frame k is a whole period past its deadline, or an input of it was dropped."""
+        if not self.drop:
+            return False
+        dropped = self.frames.dropped
+        return (any(k in dropped[d] for d in stage.op.deps)
+                or self.clock() >= self.pacer.release(k + stage.stage + 2))
 
     def done(self) -> int:
         """Frames every sub-stream has completed."""

@@ -32,6 +32,7 @@ from fractions import Fraction
 
 from ..results import MAX_SUBS
 from ..units import KB, MB, NS_PER_S
+from .formats import frame_bytes, rate
 
 READ, WRITE = "r", "w"
 
@@ -51,7 +52,8 @@ LABELS: dict[str, tuple[Op, ...]] = {
     "rwr": (Op(READ, 0), Op(WRITE, 0, (0,)), Op(READ, 0, (1,))),
     "rrw": (Op(READ, 0), Op(READ, 1), Op(WRITE, 2, (0, 1))),
 }
-assert max(len(ops) for ops in LABELS.values()) <= MAX_SUBS, "the results row holds fewer"
+if max(len(ops) for ops in LABELS.values()) > MAX_SUBS:        # python -O keeps a raise
+    raise TypeError(f"a stream label has more sub-streams than a results row holds ({MAX_SUBS})")
 
 
 @dataclass(frozen=True)
@@ -89,7 +91,8 @@ def stages(label: str, lookahead: int, slots: int) -> tuple[Stage, ...]:
 @dataclass(frozen=True)
 class Geometry:
     """A stream's numbers, from its action arguments (label lookahead sizeKB bwMBs startTime
-    runTime mfileMB): transfer size, the exact period, measured frames, slots per track."""
+    runTime mfileMB) and its frame units (-frame, -pixfmt, -fps; see sizing): transfer size,
+    the exact period, measured frames, slots per track."""
     label: str
     lookahead: int                # frames a source read may run ahead (at most all of them)
     size: int                     # bytes per transfer
@@ -100,14 +103,22 @@ class Geometry:
     mfile_slots: int              # frames in mfile MB
 
     @classmethod
-    def of(cls, args) -> "Geometry":
-        label, lookahead, size_kb, bw, start, run, mfile = args
-        size = size_kb * KB
-        period = Fraction(size * NS_PER_S) / (decimal(bw) * MB)
+    def of(cls, args, local=None) -> "Geometry":
+        label, lookahead, _, _, start, run, mfile = args
+        size, period = sizing(args, local)
         frames = max(1, math.ceil(decimal(run) * NS_PER_S / period))
         mfile_slots = mfile * MB // size
         return cls(label, min(lookahead, frames), size, period, round(start * NS_PER_S), frames,
                    max(1, min(frames, mfile_slots)), mfile_slots)
+
+    @property
+    def fps(self) -> float:
+        return float(NS_PER_S / self.period)
+
+    @property
+    def bw(self) -> float:
+        """The target in MiB/s."""
+        return self.size / MB * self.fps
 
     @property
     def tracks(self) -> int:
@@ -119,6 +130,35 @@ class Geometry:
 
     def stages(self) -> tuple[Stage, ...]:
         return stages(self.label, self.lookahead, self.slots)
+
+
+def sizing(args, local=None) -> tuple[int, Fraction]:
+    """Bytes and ns per frame: from -frame/-pixfmt and -fps where given (sizeKB and bwMBs then
+    0), else from sizeKB and bwMBs. ValueError, naming the option, when they do not fit."""
+    size_kb, bw = args[2:4]
+    frame, pixfmt, fps = (getattr(local, n, None) for n in ("frame", "pixfmt", "fps"))
+    if frame or pixfmt:
+        if not (frame and pixfmt):
+            raise ValueError("-frame WxH and -pixfmt go together: give both")
+        units = f"-frame {frame[0]}x{frame[1]} -pixfmt {pixfmt}"
+        if size_kb:
+            raise ValueError(f"sizeKB {size_kb} and {units} both set the frame size: "
+                             f"give sizeKB 0")
+        try:
+            size = frame_bytes(pixfmt, *frame)
+        except ValueError as e:
+            raise ValueError(f"-frame {frame[0]}x{frame[1]}: {e}") from None
+    elif not size_kb:
+        raise ValueError("sizeKB 0 needs -frame WxH and -pixfmt")
+    else:
+        size = size_kb * KB
+    if fps:
+        if bw:
+            raise ValueError(f"bwMBs {bw:g} and -fps {fps} both set the rate: give bwMBs 0")
+        return size, NS_PER_S / rate(fps)
+    if not bw:
+        raise ValueError("bwMBs 0 needs -fps")
+    return size, Fraction(size * NS_PER_S) / (decimal(bw) * MB)
 
 
 def decimal(x: float) -> Fraction:

@@ -4,9 +4,10 @@ Set-up (untimed) allocates the frames and the tracks (memory, or a file: the -f 
 process, chosen as the file tests choose it (io.actions.list_index), or a scratch file) and fills the tracks that are read before they are
 written with source frames (not a user's file: that is read as it is). `run` waits startTime,
 then runs the pipeline on the precise timer for runTime worth of frames. The measured interval
-runs from the start to the last measured transfer's completion (never a scheduled time that has
-not come yet). The row reports the combined bytes of the sub-streams, and each
-sub-stream's transfers and lateness in the stream fields.
+runs from the first frame's release to the last measured completion (never a scheduled time
+that has not come yet): a stream that runs late reports less than its target, and one whose
+reads prefetch ends a little early. The row reports the combined bytes of the sub-streams, and
+each sub-stream's transfers, lateness and dropped frames in the stream fields.
 """
 from __future__ import annotations
 
@@ -22,10 +23,11 @@ from torque_async.testing.buffers import Buffers
 from ..cmdline import UsageError
 from ..io.actions import list_index
 from ..meter import Meter, now
+from ..results import MAX_SAMPLES
 from ..timer import PreciseTimer
 from ..units import KB, MB
 from .frames import CHECK_FRAMES, WRITTEN, Frames, header_of
-from .pipeline import Pipeline, Stopped
+from .pipeline import Pipeline, Stopped, Timeline
 from .schedule import READ, WRITE, Geometry, Pacer
 from .tracks import FileTracks, MemoryTracks
 
@@ -38,7 +40,7 @@ class StreamTest:
 
     def __init__(self, ctx: TestContext):
         self.ctx = ctx
-        self.geometry = g = Geometry.of(ctx.group.args)
+        self.geometry = g = Geometry.of(ctx.group.args, ctx.local)
         self.stages = g.stages()
         self.transfer_bytes = g.size
         self.system_bytes = g.size * (2 if self.memory else 1)    # a memory copy reads + writes
@@ -53,7 +55,8 @@ class StreamTest:
             return MemoryTracks(self.buffers, g.tracks, g.slots, g.size)
         ctx, files = self.ctx, self.ctx.settings.files
         path = files[list_index(ctx.group, ctx.proc, ctx.row)] if files else None
-        return FileTracks(path, g.tracks, g.slots, g.size, ctx.local, ctx.row)
+        return FileTracks(path, g.tracks, g.slots, g.size, ctx.local, ctx.row,
+                          ctx.settings.engine)
 
     async def setup(self) -> None:
         g = self.geometry
@@ -67,10 +70,13 @@ class StreamTest:
                     frame[:] = self.frames.source_frame(track, slot)
                     await self.tracks.move(WRITE, track, slot, frame)
             await self.tracks.flush()
-        self.timer = PreciseTimer()
-        info = (f"{g.label}: {len(self.stages)} x {g.frames} transfers of {g.size // KB} KB "
-                f"every {float(g.period) / 1e6:.3f} ms, {g.slots} per track, "
-                f"in {self.tracks.where}")[:160]
+        self.timer = PreciseTimer.shared()
+        local = self.ctx.local
+        frame = (f"{local.frame[0]}x{local.frame[1]} {local.pixfmt} frames of {g.size} bytes"
+                 if local.frame else f"frames of {g.size // KB} KB")
+        where = f"{g.slots} frames per track in {self.tracks.where}"[:100]
+        info = (f"{g.label}: {len(self.stages)} x {g.frames} {frame} at {g.fps:.3f} fps "
+                f"({g.bw:.1f} MB/s, every {float(g.period) / 1e6:.3f} ms)\n{where}")
         self.info = f"{info}\n{self.tracks.note}" if self.tracks.note else info
 
     async def run(self, meter: Meter) -> None:
@@ -82,14 +88,16 @@ class StreamTest:
         while (t := now()) < at and not stopped():
             await self.timer.sleep_until(min(at, t + START_SLICE))
         start = meter.begin()
+        local = self.ctx.local
         pipe = self.pipeline = Pipeline(self.stages, Pacer(start, g.period), self.tracks,
                                         self.frames, now, self.timer.sleep_until, stopped,
-                                        self.trace)
+                                        self.trace, local.lateUs * 1000, local.dropLate)
         pipe.measured, pipe.record = g.frames, meter.record
+        pipe.timeline = Timeline(g.frames * len(self.stages), MAX_SAMPLES)
         try:
             await pipe.run(g.frames)
             chunk = max(1, math.ceil(EXTRA_CHUNK / g.period))
-            meter.end(pipe.finish)
+            meter.end(pipe.finish or start)
             self.publish(meter)
             while meter.keep_going():
                 await pipe.run(pipe.done() + chunk)
@@ -107,9 +115,14 @@ class StreamTest:
             s.settle()
             row["sub_xfers"][0, i], row["late"][0, i], row["late_run"][0, i] = \
                 s.count, s.late, s.longest
+            row["dropped"][0, i] = s.dropped
             row["late_min"][0, i], row["late_max"][0, i], row["late_sum"][0, i] = \
                 s.lo, s.hi, s.total
             row["late_hist"][0, i] = s.hist
+        timeline = self.pipeline.timeline
+        timeline.flush()
+        row["nlate_trace"] = n = len(timeline.points)
+        row["late_trace"][0, :n] = np.reshape(timeline.points, (n, 2))
 
     async def check(self) -> None:
         """Compare the last frames each write left in its track with what they must hold."""
@@ -120,6 +133,8 @@ class StreamTest:
             tracks = [writer.op.track, *(self.stages[d].op.track for d in deps)]
             written = pipe.progress[writer.index].done
             for k in range(max(0, written - min(g.slots, CHECK_FRAMES)), written):
+                if k in frames.dropped[writer.index]:      # its slot holds an earlier frame
+                    continue
                 slot = k % g.slots
                 for track, buf in zip(tracks, loaded):
                     await self.tracks.move(READ, track, slot, buf)
@@ -132,6 +147,8 @@ class StreamTest:
                                     + (" (same header, other data)" if number == k else ""))
 
     async def close(self) -> None:
+        if self.tracks is not None:
+            await self.tracks.forget()
         for part in (self.timer, self.tracks, self.buffers):
             if part is not None:
                 part.close()
@@ -143,11 +160,15 @@ class MemStreamTest(StreamTest):
 
 def check_group(plan, group) -> None:
     """Usage errors of a -streams/-memStreams group that no single argument shows."""
-    g = Geometry.of(group.args)
-    name = f"-{group.action} {g.label}"
+    name = f"-{group.action} {group.args[0]}"
+    try:
+        g = Geometry.of(group.args, group.local)
+    except ValueError as e:
+        raise UsageError(f"{name}: {e}") from None
     if g.mfile_slots < 1:
-        raise UsageError(f"{name}: mfile {group.args[6]} MB holds no transfer of "
-                         f"{g.size // KB} KB")
+        frame = (f"-frame {group.local.frame[0]}x{group.local.frame[1]} frame of {g.size} bytes"
+                 if group.local.frame else f"transfer of {g.size // KB} KB")
+        raise UsageError(f"{name}: mfile {group.args[6]} MB holds no {frame}")
     need = g.tracks * g.track_bytes
     if group.action == "memStreams":
         need += (2 * g.lookahead + 6) * g.size             # frame buffers, at most
@@ -170,3 +191,9 @@ def check_group(plan, group) -> None:
         if reads_first and have < need:
             raise UsageError(f"{name}: {path} holds {have // MB} MB; the stream reads "
                              f"{need // MB} MB of it (only scratch files are filled for it)")
+
+
+def measured_transfers(group) -> int:
+    """Transfers one process of a stream group measures: every sub-stream's frames."""
+    g = Geometry.of(group.args)
+    return g.frames * len(g.stages())

@@ -1,17 +1,14 @@
-"""Where a stream's frames live and how one transfer moves: memory, or a file through `submit`.
+"""Where a stream's frames live and how one transfer moves: memory, or a file through the I/O engine.
 
 Both stores hold `tracks` regions of `slots` frames; `move(kind, track, slot, frame)` reads slot
 into frame or writes frame into slot, returns the transfer's completion time (meter.now), and is
 the only way the streams touch their data.
 
-THE SEAM. File transfers go through `submit`, the one function the file streams call to move one
-transfer: a positioned read or write (os.preadv/os.pwritev) in the loop's thread pool, timed in
-that thread right after the transfer (as the I/O engines time theirs), so the completion time
-leaves out the hand-back to the loop. The engines of torque_async.io do not plug in here as they
-are: their submit takes registered buffer ids, and the io_uring engine runs its lanes itself,
-which may await only its submit and pause (io/uring.py). Running the streams on an engine would
-take registering the frame buffers, making each sub-stream an engine lane, and turning the
-pipeline's gates and the precise timer's sleeps into engine waits.
+File transfers go through the file tests' I/O engine (torque_async.io.engine, -engine; auto
+picks io_uring where available, else threads): `engine.transfer`, the engine's call for an
+ordinary coroutine, on the loop's one ring (a future resolved by the completion reader with the
+completion time) or, on the threads engine, in a thread of its own per transfer in flight. The
+frame buffers are registered with the engine on their first transfer.
 """
 from __future__ import annotations
 
@@ -25,27 +22,10 @@ from torque_async.testing.api import TestError
 from torque_async.testing.buffers import Buffers
 
 from ..io import scratch
+from ..io.engine import NAMES, choose, open_engine
 from ..io.files import block_size, choose_mode, open_file
 from ..meter import now
 from .schedule import READ
-
-
-def transfer(kind: str, fd: int, buffer: np.ndarray, offset: int, drop: bool) -> tuple[int, int]:
-    """One positioned read or write: (bytes moved, completion time). With `drop` the range then
-    leaves the page cache (not timed)."""
-    moved = (os.preadv if kind == READ else os.pwritev)(fd, [buffer], offset)
-    t = now()
-    if drop:
-        os.posix_fadvise(fd, offset, buffer.nbytes, os.POSIX_FADV_DONTNEED)
-    return moved, t
-
-
-async def submit(kind: str, fd: int, buffer: np.ndarray, offset: int,
-                 drop: bool = False) -> tuple[int, int]:
-    """Move one transfer between `buffer` and the file at `offset` in the loop's thread pool;
-    returns the bytes moved and the completion time."""
-    return await asyncio.get_running_loop().run_in_executor(None, transfer, kind, fd, buffer,
-                                                            offset, drop)
 
 
 class MemoryTracks:
@@ -54,6 +34,9 @@ class MemoryTracks:
     def __init__(self, buffers: Buffers, tracks: int, slots: int, size: int):
         self.data = buffers.new(tracks * slots * size).reshape(tracks, slots, size)
         self.where, self.note = "memory", ""
+
+    async def forget(self) -> None:
+        pass
 
     async def move(self, kind: str, track: int, slot: int, frame: np.ndarray) -> int:
         if kind == READ:
@@ -74,10 +57,12 @@ class FileTracks:
     in the run's scratch directory (torque_async.io.scratch), pre-sized and removed at close.
     It is opened as the file tests open theirs (io/files.py): without -fbc O_DIRECT where the
     file system and the transfer size allow it, else buffered with each transfer's range
-    dropped from the page cache; `note` says which."""
+    dropped from the page cache; `note` says which, and the engine that moves the frames."""
 
-    def __init__(self, path: str | None, tracks: int, slots: int, size: int, local, row: int):
+    def __init__(self, path: str | None, tracks: int, slots: int, size: int, local, row: int,
+                 engine: str = "auto"):
         self.size, self.slots = size, slots
+        self.engine, self.ids = None, {}     # (address, length) of a frame -> engine buffer id
         self.scratch = path is None           # a file of the run's scratch directory
         if path is None:
             path = scratch.path(f"stream{row}.dat")
@@ -95,25 +80,44 @@ class FileTracks:
         except BaseException:
             self.close()
             raise
-        self.direct, self.drop, self.note = mode.direct, mode.drop, mode.note
+        name, why = choose(engine, False)
+        self.engine = open_engine(name)
+        self.direct, self.drop = mode.direct, mode.drop
+        self.note = f"I/O engine = {NAMES[name]}{f' ({why})' if why else ''}\n{mode.note}"
         self.where = f"{'scratch ' if self.scratch else ''}{path}"
 
     def offset(self, track: int, slot: int) -> int:
         return (track * self.slots + slot) * self.size
 
+    def buffer(self, frame: np.ndarray) -> int:
+        """The engine's id of a frame buffer, registered on its first transfer."""
+        where = frame.ctypes.data, frame.nbytes
+        if where not in self.ids:
+            self.ids[where] = self.engine.register([memoryview(frame)], not self.direct)[0]
+        return self.ids[where]
+
     async def move(self, kind: str, track: int, slot: int, frame: np.ndarray) -> int:
-        moved, t = await submit(kind, self.fd, frame, self.offset(track, slot), self.drop)
-        if moved != frame.nbytes:
-            what = "read" if kind == READ else "wrote"
-            raise TestError(f"stream file {self.path}: {what} {moved} of {frame.nbytes} bytes "
-                            f"at offset {self.offset(track, slot)}")
+        offset = self.offset(track, slot)
+        try:
+            t = await self.engine.transfer(kind != READ, self.fd, self.buffer(frame), offset)
+        except OSError as e:
+            raise TestError(f"stream file {self.path}: {e.strerror or e}") from None
+        if self.drop:                     # not timed: the transfer completed at t
+            os.posix_fadvise(self.fd, offset, frame.nbytes, os.POSIX_FADV_DONTNEED)
         return t
 
     async def flush(self) -> None:
         """What set-up wrote reaches the device and leaves the page cache (as
         scratch.write_pattern leaves its files)."""
-        await asyncio.get_running_loop().run_in_executor(None, os.fdatasync, self.fd)
+        await asyncio.to_thread(os.fdatasync, self.fd)
         os.posix_fadvise(self.fd, 0, 0, os.POSIX_FADV_DONTNEED)
+
+    async def forget(self) -> None:
+        """Once no transfer of its buffers is in flight, the engine lets them go."""
+        if self.engine is not None:
+            await self.engine.forget(list(self.ids.values()))
+            self.engine.close()
+            self.engine = None
 
     def close(self) -> None:
         if self.fd >= 0:

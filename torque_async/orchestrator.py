@@ -199,7 +199,7 @@ def longest_pause(procs) -> float:
         if group.action == "cyclic":
             return group.args[0] / 1e6
         if KINDS[group.action].family == "streams":
-            g = Geometry.of(group.args)
+            g = Geometry.of(group.args, group.local)
             return (g.start_delay + float(g.period)) / 1e9
         return 0.0
     return max([p.group.local.T / 1e6 + pause(p.group) for p in procs] + [0.0])

@@ -239,7 +239,7 @@ def test_three_ranks_each_use_their_own_scratch_files_and_leave_none(tmp_path):
     rows = table(out, CLUSTER_HEADER)
     assert [r[-1] for r in rows] == ["0", "1", "2"]
     dirs = [Path(r[9]).parent.name for r in rows]
-    assert [d.split(".")[-2:] for d in dirs] == [[HOST, f"r{k}"] for k in range(3)]
+    assert [d.split(".")[-3:-1] for d in dirs] == [[HOST, f"r{k}"] for k in range(3)]  # .RANDOM
     assert not list(tmp_path.glob("torque-async-scratch.*"))
     assert not any(Path("/dev/shm", segment_name(key + k)).exists() for k in range(3))
 

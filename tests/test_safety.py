@@ -14,16 +14,16 @@ from conftest import run_cli, start, wait_for_rows
 
 
 def test_disk_full_during_a_write_names_the_test_and_the_file():
-    r = run_cli("-smkey", "0x7401", "-f", "/dev/full", "-n", "4", "-KB", "4", "-w")
+    r = run_cli("-smkey", "0x7401", "-writeDevices", "-f", "/dev/full", "-n", "4", "-KB", "4", "-w")
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert ("test 0 (-w, group 0, process 0) failed: write of 4096 bytes at byte 0 of "
             "/dev/full: No space left on device") in r.stderr
 
 
-def test_an_unwritable_working_directory_is_a_clear_failure():
+def test_an_unwritable_working_directory_is_refused_before_the_run():
     r = run_cli("-smkey", "0x7402", "-n", "4", "-KB", "4", "-r", cwd="/proc")
-    assert r.returncode == 1 and "Traceback" not in r.stderr
-    assert "cannot make the scratch directory /proc/torque-async-scratch." in r.stderr
+    assert r.returncode == 2 and r.stderr.count("\n") == 1
+    assert "(scratch files) on the file system of /proc, which has 0 MB free" in r.stderr
 
 
 def test_a_worker_failing_in_set_up_ends_the_run_at_once():

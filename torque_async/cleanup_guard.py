@@ -8,6 +8,7 @@ rank made it) and its scratch directory.
 """
 from __future__ import annotations
 
+import glob
 import os
 import shutil
 import signal
@@ -23,7 +24,8 @@ def clean(pid: int, segment: str, scratch_dir: str) -> None:
         pass
     if owner_of(segment) == pid:
         free_segment(segment)
-    shutil.rmtree(scratch_dir, ignore_errors=True)
+    for made in glob.glob(f"{glob.escape(scratch_dir)}.*"):    # scratch.directory() + mkdtemp's
+        shutil.rmtree(made, ignore_errors=True)                # random suffix (a link: refused)
 
 
 def main(argv: list[str]) -> None:

@@ -3,6 +3,7 @@ else is torque's own order-dependent grammar, forwarded untouched to the scanner
 from __future__ import annotations
 
 import io
+import math
 import os
 import shutil
 import signal
@@ -14,14 +15,13 @@ from pathlib import Path
 import click
 from click.shell_completion import CompletionItem
 
-from . import __version__, cmdline, export, helptext, orchestrator, report, sysinfo, validate
-from . import cluster, report_cluster
+from . import __version__, cmdline, export, helptext, orchestrator, outputs, report, sysinfo
+from . import cluster, report_cluster, validate
 from . import compare as comparing, plot as plotting
 from .io import scratch
 from .options import OPTIONS
 from .results import SegmentInUse, free_segment, segment_name
 
-SYSCTL_FILE = "sysctl.current"
 MISSED_EXIT = 3                    # -failLate: a stream missed its rate, nothing else failed
 
 
@@ -34,6 +34,19 @@ class DefaultRun(click.Group):
                                             and not args[0].startswith("--"))):
             args = ["run", *args]
         return super().parse_args(ctx, args)
+
+    def main(self, *args, **kwargs):
+        """click's usage errors as one line (exit 2), not its usage block."""
+        try:
+            code = super().main(*args, standalone_mode=False, **kwargs)
+        except click.UsageError as e:
+            where = f"{e.ctx.info_name}: " if e.ctx and e.ctx.parent else ""
+            fail(f"{where}{e.format_message()} (--help for help)", 2)
+        except click.ClickException as e:
+            fail(e.format_message(), e.exit_code)
+        except click.Abort:
+            fail("aborted", 1)
+        sys.exit(code if isinstance(code, int) else 0)
 
     def format_help(self, ctx, formatter):
         super().format_help(ctx, formatter)
@@ -85,6 +98,10 @@ def run(tokens: tuple[str, ...]) -> None:
 def plot_command(results: str, output: str | None) -> None:
     """Draw a -json results file: bandwidth over time, latency and lateness percentiles."""
     path = output or str(Path(results).with_suffix(".png"))
+    if os.path.isdir(path):
+        fail(f"plot: {path} is a directory: name the picture's file (-o FILE.png)", 2)
+    if outputs.same(path, results):
+        fail(f"plot: {path} is the results file itself: name another (-o FILE.png)", 2)
     try:
         drawn = plotting.render(export.load(results), path)
     except export.ResultsFileError as e:
@@ -105,8 +122,8 @@ def compare_command(base: str, runs: tuple[str, ...], threshold: float,
                     fail_on_regression: bool) -> None:
     """What changed from run BASE to each RUN (-json files; -repeat on both sides tells a
     change from noise), test by test and in total."""
-    if threshold != threshold:
-        fail("--threshold: nan is not a number of percent", 2)
+    if not math.isfinite(threshold):
+        fail(f"--threshold: {threshold} is not a number of percent", 2)
     try:
         docs = [export.load(path) for path in (base, *runs)]
     except export.ResultsFileError as e:
@@ -131,8 +148,10 @@ def fail(message: str, code: int) -> None:
 
 
 def say(lines: list[str], err: bool = False) -> None:
+    """Print lines; bytes of a file name that are not UTF-8 show as U+FFFD, as in the rows."""
     if lines:
-        print("\n".join(lines), file=sys.stderr if err else sys.stdout, flush=True)
+        text = "\n".join(lines).encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        print(text, file=sys.stderr if err else sys.stdout, flush=True)
 
 
 def execute(argv: list[str]) -> int:
@@ -146,6 +165,10 @@ def execute(argv: list[str]) -> int:
     except orchestrator.Interrupted as e:
         print(f"torque-async: interrupted by {e}", file=sys.stderr)
         return 128 + e.signum
+    except OSError as e:     # the run's own machinery (shared memory, processes): one line
+        error(f"running the plan: {e.filename}: {e.strerror}" if e.filename is not None
+              else f"running the plan: {e.strerror or e}")
+        return 1
     finally:
         for sig in orchestrator.STOP_SIGNALS:
             signal.signal(sig, signal.SIG_DFL if sig != signal.SIGINT else signal.default_int_handler)
@@ -166,16 +189,16 @@ def run_plan(argv: list[str]) -> int:
             if not plan.groups or plan.from_config:
                 return 0
         note_leftovers()
+        validate.check(plan)                     # -quit too: the same checks, then stop
         if s.quit:
             say(helptext.plan_lines(plan))
             return 0
-        validate.check(plan)
         job = cluster.start(plan)
         plan = job.plan_for(plan) if job else plan
         if s.vl >= 3:
             plan = trace_every_transfer(plan)
         info = sysinfo.collect()
-        write_sysctl(info, [os.getcwd(), *s.files])
+        outputs.write_sysctl(sysinfo.detail_lines(info, [os.getcwd(), *s.files]))
         outcome = orchestrator.run(plan, info.cache_line, job and job.meet)
     except cmdline.UsageError as e:
         error(str(e))
@@ -231,7 +254,7 @@ def finish(plan, outcome, info, job) -> int:
         machine = {path: make(doc) for path, make in ((s.json, export.json_text),
                                                       (s.csv, export.csv_text)) if path}
     say(lines, err="-" in machine)
-    unwritten = [write_output(path, text) for path, text in machine.items()]
+    unwritten = [outputs.write_result(path, text) for path, text in machine.items()]
     shown = not s.bo and ("-" in machine or same_file(sys.stdout, sys.stderr))
     say([f"torque-async: {line}" for line in (*(() if shown else outcome.failures),
                                               *filter(None, unwritten))], err=True)
@@ -268,32 +291,9 @@ def same_file(a, b) -> bool:
     return (fa.st_dev, fa.st_ino, fa.st_rdev) == (fb.st_dev, fb.st_ino, fb.st_rdev)
 
 
-def write_output(path: str, text: str) -> str:
-    """Write a -json/-csv output ('-': stdout); the problem, or '' when written."""
-    if path == "-":
-        sys.stdout.write(text)
-        sys.stdout.flush()
-        return ""
-    try:
-        with open(path, "w", encoding="utf-8") as fh:
-            fh.write(text)
-    except OSError as e:
-        return f"cannot write {path}: {e.strerror}"
-    return ""
-
-
 def trace_every_transfer(plan):
     """-vl 3: time-stamp every transfer (the first 1024 of each process, into the preallocated
     samples) where no -sample was given; the samples table then lists each transfer."""
     groups = tuple(g if g.local.sample is not None else replace(g, local=replace(g.local, sample=0))
                    for g in plan.groups)
     return replace(plan, groups=groups)
-
-
-def write_sysctl(info: sysinfo.SysInfo, paths: list[str]) -> None:
-    """The longer configuration dump torque leaves behind in sysctl.current."""
-    try:
-        with open(SYSCTL_FILE, "w", encoding="utf-8") as fh:
-            fh.write("\n".join(sysinfo.detail_lines(info, paths)) + "\n")
-    except OSError as e:
-        print(f"torque-async: note: cannot write {SYSCTL_FILE}: {e.strerror}", file=sys.stderr)

@@ -16,10 +16,13 @@ from dataclasses import dataclass, replace
 from typing import Iterable
 
 from .applies import applies, refusal
+from .inputs import CONFIG_LIMIT, read_bounded
 from .options import ACTION, GLOBAL, OPTIONS, SAME, ArgError, Globals, Locals
 from .plan import Group, Plan
 
 DEFAULT_CONFIG = "Torque.config"
+MAX_ALIAS_DEPTH = 64              # aliases within aliases
+MAX_TOKENS = 100_000              # tokens after expanding every alias
 PACKAGED_CONFIG = str(importlib.resources.files("torque_async") / DEFAULT_CONFIG)  # the default
                                    # workload where the working directory has no Torque.config
 COMMAND_LINE = "command line"
@@ -41,10 +44,11 @@ class Token:
 def read_lines(path: str, what: str) -> list[tuple[int, list[str]]]:
     """(line number, shell-split words) of a text file, '#' comments and blank lines dropped."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            raw = fh.read().splitlines()
-    except (OSError, UnicodeDecodeError) as e:
-        raise UsageError(f"cannot read {what} {path}: {getattr(e, 'strerror', None) or e}")
+        raw = read_bounded(path, CONFIG_LIMIT, what).decode("utf-8").splitlines()
+    except UnicodeDecodeError as e:
+        raise UsageError(f"cannot read {what} {path}: {e}") from None
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     lines = []
     for number, line in enumerate(raw, 1):
         try:
@@ -75,17 +79,25 @@ def read_aliases(path: str) -> dict[str, tuple[Token, ...]]:
     return aliases
 
 
-def expand(tokens: Iterable[Token], aliases: dict[str, tuple[Token, ...]],
-           chain: tuple[str, ...] = ()) -> list[Token]:
-    out = []
-    for tok in tokens:
+def expand(tokens: Iterable[Token], aliases: dict[str, tuple[Token, ...]]) -> list[Token]:
+    """Tokens with every '-NAME' alias replaced by its tokens, NAME's own aliases expanded in
+    turn: at most MAX_ALIAS_DEPTH aliases deep and MAX_TOKENS tokens in all."""
+    out: list[Token] = []
+    todo = [(tok, ()) for tok in reversed(list(tokens))]     # (token, the aliases it came from)
+    while todo:
+        tok, chain = todo.pop()
         name = tok.text[1:]
-        if tok.text.startswith("-") and name in aliases and name not in OPTIONS:
-            if name in chain:
-                raise UsageError(f"{tok.where()}alias loop: {' -> '.join((*chain, name))}")
-            out += expand(aliases[name], aliases, (*chain, name))
-        else:
+        if not (tok.text.startswith("-") and name in aliases and name not in OPTIONS):
             out.append(tok)
+            if len(out) > MAX_TOKENS:
+                raise UsageError(f"{tok.where()}aliases expand to more than {MAX_TOKENS} tokens")
+            continue
+        if name in chain:
+            raise UsageError(f"{tok.where()}alias loop: {' -> '.join((*chain, name))}")
+        if len(chain) >= MAX_ALIAS_DEPTH:
+            raise UsageError(f"{tok.where()}aliases nested more than {MAX_ALIAS_DEPTH} deep: "
+                             f"{' -> '.join((*chain[:3], '...', *chain[-2:], name))}")
+        todo += [(t, (*chain, name)) for t in reversed(aliases[name])]
     return out
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import __version__, report
+from .inputs import RESULTS_LIMIT, read_bounded
 from .kinds import KINDS
 from .plan import Group, Plan, Proc
 from .results import MAX_SUBS, PHASES, STATE_NAMES, Record
@@ -214,18 +215,54 @@ def csv_text(doc: dict[str, Any]) -> str:
     return out.getvalue()
 
 
+JSON_TYPES = {"object": dict, "array": list, "string": str, "boolean": bool, "null": type(None),
+              "integer": int, "number": (int, float)}
+
+
+def misfit(value: Any, rule: dict[str, Any], root: dict[str, Any], where: str) -> str:
+    """Where `value` does not have the shape the schema's `rule` gives ('' when it does): the
+    types, required properties and items, the parts of JSON Schema the results schema uses to
+    say what compare and plot read."""
+    while "$ref" in rule:
+        rule = root["$defs"][rule["$ref"].rsplit("/", 1)[1]]
+    kinds = rule.get("type")
+    if kinds is not None:
+        kinds = [kinds] if isinstance(kinds, str) else kinds
+        allowed = tuple(JSON_TYPES[k] for k in kinds)
+        if not isinstance(value, allowed) or (isinstance(value, bool) and "boolean" not in kinds):
+            return f"{where or 'the document'} is not {' or '.join(kinds)}"
+    if isinstance(value, dict):
+        missing = [k for k in rule.get("required", ()) if k not in value]
+        if missing:
+            return f"{where or 'the document'} has no {missing[0]!r}"
+        for k, sub in rule.get("properties", {}).items():
+            if k in value and (why := misfit(value[k], sub, root, f"{where}.{k}".lstrip("."))):
+                return why
+    if isinstance(value, list):
+        rules = [*rule.get("prefixItems", ())]
+        for i, item in enumerate(value):
+            sub = rules[i] if i < len(rules) else rule.get("items")
+            if sub and (why := misfit(item, sub, root, f"{where}[{i}]")):
+                return why
+    return ""
+
+
 def load(path: str) -> dict[str, Any]:
-    """A results file written by -json, checked for its schema name and version."""
+    """A results file written by -json, checked for its schema name, version and shape (read
+    at most inputs.RESULTS_LIMIT bytes, from a regular file only)."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            doc = json.load(fh)
-    except OSError as e:
-        raise ResultsFileError(f"cannot read {path}: {e.strerror}") from None
+        doc = json.loads(read_bounded(path, RESULTS_LIMIT))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ResultsFileError(f"{path} is not JSON: {e}") from None
+    except ValueError as e:                   # read_bounded: one line naming the file
+        raise ResultsFileError(str(e)) from None
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA_NAME:
         raise ResultsFileError(f"{path} is not a torque-async results file (-json)")
     if doc.get("schema_version") != SCHEMA_VERSION:
         raise ResultsFileError(f"{path} has results schema version {doc.get('schema_version')}; "
                                f"this torque-async reads version {SCHEMA_VERSION}")
+    rules = schema()
+    why = misfit(doc, rules, rules, "")
+    if why:
+        raise ResultsFileError(f"{path} is not a torque-async results file: {why}")
     return doc

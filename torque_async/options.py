@@ -6,6 +6,7 @@ are separate entries writing the same field with a different multiplier.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, make_dataclass
 from typing import Any, Callable
 
@@ -52,7 +53,9 @@ def number(lo: float, hi: float | None = None) -> Callable[[str], float]:
             value = float(text)
         except ValueError:
             raise ArgError(f"'{text}' is not a number") from None
-        if value != value or value < lo or (hi is not None and value > hi):
+        if not math.isfinite(value):
+            raise ArgError(f"{text} is not a finite number")
+        if value < lo or (hi is not None and value > hi):
             raise ArgError(f"{text} is out of range ({lo}..{hi if hi is not None else 'inf'})")
         return value
     return parse
@@ -192,8 +195,8 @@ _G = [
     Option("vl", GLOBAL, "verbose level 1..3", (Arg("n", integer(1, 3)),), group="Output"),
     Option("allowForeign", GLOBAL, "let -cfiles/-files use a -dir that holds files torque-async "
            "did not make (it still writes only its own)", group="Files"),
-    Option("writeDevices", GLOBAL, "let write tests write to block devices named with -f "
-           "(destroys their data)", group="Files"),
+    Option("writeDevices", GLOBAL, "let write tests write to devices (block or character) "
+           "named with -f (destroys their data)", group="Files"),
 ]
 
 # Locals ----------------------------------------------------------------------------------------

@@ -12,10 +12,12 @@ lateness per run of frames) gets a panel of its own.
 """
 from __future__ import annotations
 
+import io
 import textwrap
 from dataclasses import dataclass
 from typing import Any
 
+from . import outputs
 from .report import sub_stream_names
 
 WIDTH_IN, DPI = 11.0, 100
@@ -285,5 +287,10 @@ def figure(doc: dict[str, Any]):
 def render(doc: dict[str, Any], path: str) -> list[tuple[str, list[str]]]:
     """Draw the results into a PNG at path; (title, legend labels) of each panel drawn."""
     fig, drawn = figure(doc)
-    fig.savefig(path, format="png")
+    png = io.BytesIO()
+    fig.savefig(png, format="png")
+    try:
+        outputs.write(path, png.getvalue())
+    except OSError as e:
+        raise PlotError(f"cannot write {path}: {e.strerror}") from None
     return drawn

@@ -3,13 +3,11 @@ from __future__ import annotations
 
 import os
 
-import psutil
-
+from . import limits, outputs
 from .cmdline import UsageError
 from .kinds import KINDS, resolve
 from .loop import loop_cpu
 from .plan import Plan
-from .units import MB
 
 
 def check(plan: Plan) -> None:
@@ -30,25 +28,8 @@ def check(plan: Plan) -> None:
     if plan.settings.sp and len(procs) != 1:
         raise UsageError(f"-sp runs a single test process in the main process; the plan has "
                          f"{len(procs)}")
-    need = sum(KINDS[p.group.action].working_sets * p.group.local.n * p.group.local.size
-               for p in procs)
-    have = psutil.virtual_memory().available
-    if need > have * 0.9:
-        raise UsageError(f"the tests need {need // MB} MB of buffers but only {have // MB} MB of "
-                         f"memory is available: lower -n or the transfer size")
-    check_outputs(plan.settings)
-
-
-def check_outputs(s) -> None:
-    """-json and -csv: distinct targets, at most one on stdout, in writable directories;
-    checked before the run rather than after it."""
-    paths = [p for p in (s.json, s.csv) if p]
-    if len(set(paths)) < len(paths):
-        raise UsageError(f"-json and -csv both write to {paths[0]}")
-    for path in paths:
-        folder = os.path.dirname(path) or "."
-        if path != "-" and not (os.path.isdir(folder) and os.access(folder, os.W_OK)):
-            raise UsageError(f"cannot write {path}: {folder} is not a writable directory")
+    limits.check(plan)
+    outputs.check(plan)
 
 
 def check_cpus(group) -> None:

@@ -47,6 +47,15 @@ def extra_bytes(spec: Spec, local) -> int:
     return local.extraRead if spec.extra else 0
 
 
+def roles(spec: Spec, local) -> list[tuple[str, int]]:
+    """The buffers one lane of a test needs, (role, bytes): reads, writes (apart, so a write
+    never carries what a read left) and -extraRead's bytes."""
+    wanted = [("read", local.size, reads(spec, local)),          # -rmw reads into it too
+              ("write", local.size, writes(spec, local) and not spec.rmw),
+              ("extra", extra_bytes(spec, local), bool(extra_bytes(spec, local)))]
+    return [(role, n) for role, n, used in wanted if used]
+
+
 def depth(group) -> int:
     """Transfers a test keeps outstanding: -aio N, else one."""
     return group.args[0] if group.action == "aio" else 1
@@ -81,22 +90,24 @@ def tree_limit(local) -> int:
 
 
 def file_size(path: str) -> int:
-    """Bytes in a file or block device (0 when it does not exist)."""
+    """Bytes in a file or block device (0 when it does not exist, or for a character device);
+    ValueError, one line naming the file, when it cannot be opened or measured. Never blocks:
+    a FIFO or a terminal is opened without waiting and not read."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         return 0
+    except OSError as e:
+        raise ValueError(f"cannot open {path}: {e.strerror}") from None
     try:
-        return os.lseek(fd, 0, os.SEEK_END)
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISREG(mode) or stat.S_ISBLK(mode):
+            return os.lseek(fd, 0, os.SEEK_END)
+        return 0
+    except OSError as e:
+        raise ValueError(f"cannot find the size of {path}: {e.strerror}") from None
     finally:
         os.close(fd)
-
-
-def is_device(path: str) -> bool:
-    try:
-        return stat.S_ISBLK(os.stat(path).st_mode)
-    except OSError:
-        return False
 
 
 def layout(group, row: int, seed: int, size_of_file: int | None, sizes=(), align=512) -> Layout:

@@ -57,17 +57,23 @@ def choose_mode(local, sizes: tuple[int, ...], align: int, path: str) -> Mode:
     return Mode(True, False, f"File buffer cache = off (O_DIRECT{memory})", fs)
 
 
-def open_file(path: str, write: bool, create: bool, mode: Mode) -> tuple[int, Mode]:
-    """Open one test file; a file system that refuses O_DIRECT turns the mode into the fallback."""
-    flags = (os.O_RDWR if write else os.O_RDONLY) | os.O_CLOEXEC | (os.O_CREAT if create else 0)
+def open_file(path: str, write: bool, create: bool, mode: Mode, opener=None) -> tuple[int, Mode]:
+    """Open one test file; a file system that refuses O_DIRECT turns the mode into the fallback.
+    A write-open never follows a symbolic link; `opener(flags)` opens it instead of the path
+    (a scratch file or a tree file, relative to its directory's descriptor)."""
+    flags = (os.O_RDWR | os.O_NOFOLLOW if write else os.O_RDONLY) | os.O_CLOEXEC | \
+        (os.O_CREAT if create else 0)
+    opener = opener or (lambda how: os.open(path, how, 0o644))
     try:
         if mode.direct:
             try:
-                return os.open(path, flags | os.O_DIRECT, 0o644), mode
+                return opener(flags | os.O_DIRECT), mode
             except OSError as e:
                 if e.errno != errno.EINVAL:
                     raise
                 mode = Mode(False, True, f"{FALLBACK} (O_DIRECT refused on {mode.fs})")
-        return os.open(path, flags, 0o644), mode
+        return opener(flags), mode
     except OSError as e:
-        raise TestError(f"cannot open {path}: {e.strerror}") from None
+        why = "it is a symbolic link (writes never follow one)" if e.errno == errno.ELOOP \
+            else e.strerror
+        raise TestError(f"cannot open {path}: {why}") from None

@@ -24,6 +24,7 @@ from __future__ import annotations
 import itertools
 import mmap
 import os
+import stat
 import threading
 
 import numpy as np
@@ -57,7 +58,8 @@ class FileTest:
         self.paths: list[str] = []
         self.fds: list[int] = []
         self.plain: dict[int, int] = {}              # check(): buffered descriptors by file
-        self.scratch: str | None = None
+        self.scratch: str | None = None              # the scratch file's name in its directory
+        self.dirs: tree.Dirs | None = None
         self.engine = None
         self.buffers: Buffers | None = None
         self.ids: list[int] = []
@@ -72,9 +74,9 @@ class FileTest:
             raise TestError(f"-{self.ctx.group.action}: {e}") from None
         mode = choose_mode(local, (self.size, local.offset, self.layout.spacing,
                                    self.extra_bytes), self.align, self.paths[0])
-        for path in self.paths:
+        for i, path in enumerate(self.paths):
             fd, mode = open_file(path, self.writes, self.writes and self.spec.source == "list",
-                                 mode)
+                                 mode, self.opener(i))
             self.fds.append(fd)
         self.drop = mode.drop
         self.allocate(local.wire or self.spec.wire, buffered=not mode.direct)
@@ -92,6 +94,7 @@ class FileTest:
         except ValueError as e:
             raise TestError(f"-files: {e}: add -cfiles to make it") from None
         self.paths, self.shown = [tree.path(local.dir, i) for i in range(count)], local.dir
+        self.dirs = tree.Dirs(local.dir)
         self.align = block_size(self.paths[0])
         self.layout = actions.layout(ctx.group, ctx.row, ctx.settings.seed, None, sizes)
         return max(sizes)
@@ -106,21 +109,32 @@ class FileTest:
                                      align=self.align)
         need = self.layout.span + self.extra_bytes      # a named file holds it: plancheck
         if named is None:
-            self.scratch = scratch.path(f"test{ctx.row}.dat")
-            await scratch.write_pattern(self.scratch, need)
+            named, fd = scratch.create(f"test{ctx.row}.dat")
+            self.scratch = f"test{ctx.row}.dat"
+            try:
+                await scratch.write_pattern(fd, need, path=named)
+            finally:
+                os.close(fd)
             size = need
-        self.paths = [self.scratch or named]
+        self.paths = [named]
         self.shown = self.paths[0]
         return max(size, need if self.writes else 0)
+
+    def opener(self, i: int):
+        """How file i is opened: relative to its directory (a scratch or tree file), or by the
+        path the user named."""
+        if self.scratch:
+            return lambda flags: scratch.reopen(self.scratch, flags)
+        if self.dirs:
+            return lambda flags: self.dirs.open(i, flags)
+        return None
 
     def allocate(self, wire: bool, buffered: bool) -> None:
         """One page-aligned area with a slot per lane for each role it needs: reads, writes
         (apart, so a write never carries what a read left), extra reads; -m adds a byte."""
         d, local = self.depth, self.local
-        roles = [("read", self.size, actions.reads(self.spec, local)),        # -rmw reads
-                 ("write", self.size, self.writes and not self.spec.rmw),
-                 ("extra", self.extra_bytes, bool(self.extra_bytes))]
-        lengths = [n for _, n, used in roles if used for _ in range(d)]
+        roles = actions.roles(self.spec, local)
+        lengths = [n for _, n in roles for _ in range(d)]
         skew = 1 if local.m else 0
         strides = [-(-(n + skew) // mmap.PAGESIZE) * mmap.PAGESIZE for n in lengths]
         self.buffers = Buffers(wire)
@@ -130,7 +144,7 @@ class FileTest:
         self.views = [memoryview(a) for a in self.arrays]
         self.engine = open_engine(self.engine_name)
         self.ids = self.engine.register(self.views, buffered)
-        used = [role for role, _, needed in roles if needed]
+        used = [role for role, _ in roles]
         self.slot = {role: d * used.index(role) for role in used}
         self.slot.setdefault("write", self.slot.get("read"))   # -rmw writes back what it read
         self.slot.setdefault("read", self.slot["write"])        # (-w reads nothing)
@@ -142,7 +156,7 @@ class FileTest:
 
     # the measured run -------------------------------------------------------------------------
     async def run(self, meter) -> None:
-        meter.row["file"], meter.row["file_bytes"] = self.shown.encode(), self.largest
+        meter.row["file"], meter.row["file_bytes"] = os.fsencode(self.shown), self.largest
         self.meter, self.lock = meter, threading.Lock()
         self.total = self.local.n * self.local.i
         self.take = itertools.count().__next__       # transfer numbers: atomic, no lock
@@ -262,6 +276,8 @@ class FileTest:
             if k < 0:
                 continue
             f, offset, write = self.at(k)
+            if stat.S_ISCHR(os.fstat(self.fds[f]).st_mode):
+                continue                              # a character device keeps no data
             write, place = write or self.spec.rmw, (f, offset)
             if history.last[place] != k if write else place in history.written:
                 continue                              # another transfer changed it since
@@ -278,7 +294,7 @@ class FileTest:
     def fds_plain(self, f: int) -> int:
         """A buffered descriptor of file f for checking (O_DIRECT wants aligned reads)."""
         if f not in self.plain:
-            self.plain[f] = os.open(self.paths[f], os.O_RDONLY | os.O_CLOEXEC)
+            self.plain[f] = os.open(f"/proc/self/fd/{self.fds[f]}", os.O_RDONLY | os.O_CLOEXEC)
         return self.plain[f]
 
     def check_scratch(self, history: "History") -> None:
@@ -320,11 +336,12 @@ class FileTest:
         for fd in [*self.fds, *self.plain.values()]:
             os.close(fd)
         self.fds, self.plain = [], {}
+        if self.dirs is not None:
+            self.dirs.close()
+            self.dirs = None
         if self.scratch:
-            if os.path.exists(self.scratch):
-                os.unlink(self.scratch)
+            scratch.release(self.scratch)
             self.scratch = None
-            scratch.release()
 
 
 class History:

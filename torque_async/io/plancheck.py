@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import os
+import stat
 
 from ..cmdline import UsageError
+from ..inputs import kind
 from . import actions, tree
 from .files import block_size
 
@@ -43,6 +45,11 @@ def check_test(settings, proc) -> None:
                          f"-s chooses the first") from None
     if path is not None:
         check_file(settings, proc, name, path)
+        return
+    try:                                  # a scratch file: its layout, as the test computes it
+        actions.layout(group, proc.row, settings.seed, None, align=block_size("."))
+    except ValueError as e:
+        raise UsageError(f"{name}: {e}") from None
 
 
 def check_file(settings, proc, name: str, path: str) -> None:
@@ -50,14 +57,13 @@ def check_file(settings, proc, name: str, path: str) -> None:
     transfers fit in it (the layout the test will use, computed here)."""
     group = proc.group
     spec, local = actions.SPECS[group.action], group.local
-    if os.path.isdir(path):
-        raise UsageError(f"{name}: {path} is a directory, not a file")
+    check_path(settings, name, path, actions.writes(spec, local))
     if not os.path.exists(path) and (actions.reads(spec, local) or spec.source == "arg"):
         raise UsageError(f"{name}: {path} does not exist (the test reads it)")
-    if actions.writes(spec, local) and actions.is_device(path) and not settings.writeDevices:
-        raise UsageError(f"{name} would write to the block device {path}, destroying its data: "
-                         f"add -writeDevices to confirm")
-    size = actions.file_size(path)
+    try:
+        size = actions.file_size(path)
+    except ValueError as e:
+        raise UsageError(f"{name}: {e}") from None
     try:
         layout = actions.layout(group, proc.row, settings.seed, size, align=block_size(path))
     except ValueError as e:
@@ -68,14 +74,40 @@ def check_file(settings, proc, name: str, path: str) -> None:
                          f"{need}: set a smaller -mfile* (transfers wrap) or -n")
 
 
+def check_path(settings, name: str, path: str, writes: bool) -> None:
+    """What a file the user named is: a regular file or a device (writing a device, character
+    or block, needs -writeDevices), never a FIFO or a socket (an open or a read would wait),
+    never a symbolic link when the test writes (writes do not follow links)."""
+    try:
+        st = os.lstat(path)
+        if stat.S_ISLNK(st.st_mode):
+            if writes:
+                raise UsageError(f"{name}: {path} is a symbolic link, and writes never follow one: "
+                                 f"name the file itself ({os.path.realpath(path)})")
+            st = os.stat(path)
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise UsageError(f"{name}: cannot use {path}: {e.strerror}") from None
+    what = kind(st.st_mode)
+    if stat.S_ISDIR(st.st_mode):
+        raise UsageError(f"{name}: {path} is a directory, not a file")
+    if stat.S_ISFIFO(st.st_mode) or stat.S_ISSOCK(st.st_mode):
+        raise UsageError(f"{name}: {path} is {what}: the file tests work on regular files and "
+                         f"devices")
+    if writes and not stat.S_ISREG(st.st_mode) and not settings.writeDevices:
+        raise UsageError(f"{name} would write to the {what[2:]} {path}, destroying its data: "
+                         f"add -writeDevices to confirm")
+
+
 def check_tree(settings, group) -> None:
     local, count = group.local, group.args[0]
     if os.path.exists(local.dir) and not os.path.isdir(local.dir):
         raise UsageError(f"-files: -dir {local.dir} is a file, not a directory")
-    foreign, links = tree.strangers(local.dir)
-    if links:
-        raise UsageError(f"-files: {links[0]} is a symbolic link: a -files tree holds only its "
-                         f"own files, and its writes never follow a link out of it")
+    foreign, unsafe = tree.strangers(local.dir)
+    if unsafe:
+        raise UsageError(f"-files: {unsafe[0]}: a -files tree holds only its own regular files, "
+                         f"and its writes never follow a link out of it")
     if foreign and not settings.allowForeign:
         raise UsageError(f"-files: -dir {local.dir} holds {foreign[0]}, which torque-async did "
                          f"not make: use a directory of its own, or add -allowForeign")

@@ -6,47 +6,131 @@ seed). DIR/torque-files.json records the transfer size, the maximum size and eve
 it is written last, so an interrupted -cfiles leaves a tree that reads as incomplete. A test
 uses the first N files of a tree made for its transfer size and maximum file size. -cfiles
 writes only the tree's own files and its manifest, and only those that are missing or wrong.
+Every file is opened relative to its directory's descriptor without following a link (Dirs),
+and a file with another name elsewhere (st_nlink > 1) is refused: no write leaves the tree.
 """
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import os
+import secrets
+import stat
 
 import numpy as np
 
+from ..inputs import kind, read_bounded
 from .scratch import write_pattern
 
 MANIFEST = "torque-files.json"
+MANIFEST_LIMIT = 64 << 20
 TREE_SEED = 0x746F72717565
 PARALLEL = 16                      # files written at once by -cfiles
+DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def names(i: int) -> tuple[str, str]:
+    return f"{i // 1000:03d}", f"f{i:07d}"
 
 
 def path(root: str, i: int) -> str:
-    return os.path.join(root, f"{i // 1000:03d}", f"f{i:07d}")
+    return os.path.join(root, *names(i))
+
+
+def unsafe(mode: int, links: int) -> str:
+    """Why a tree file may not be opened ('' when it may)."""
+    if not stat.S_ISREG(mode):
+        return f"is {kind(mode)}"
+    return f"has {links - 1} other name{'s' * (links > 2)} (a hard link)" if links > 1 else ""
 
 
 def strangers(root: str) -> tuple[list[str], list[str]]:
-    """What under root a tree did not make (other names), and symbolic links among its own
-    names (a link would lead -cfiles' writes out of the tree)."""
-    foreign, links = [], []
+    """What under root a tree did not make (other names), and its own names that a write must
+    not open: symbolic links (a link would lead -cfiles' writes out of the tree), hard links,
+    anything but directories and regular files; the second list says why."""
+    foreign, bad = [], []
     if not os.path.isdir(root):
-        return foreign, links
+        return foreign, bad
     for top in sorted(os.listdir(root)):
         where = os.path.join(root, top)
-        if top == MANIFEST or (top.isdigit() and len(top) == 3):
-            if os.path.islink(where):
-                links.append(where)
-            elif os.path.isdir(where):
-                for name in sorted(os.listdir(where)):
-                    inner = os.path.join(where, name)
-                    if os.path.islink(inner):
-                        links.append(inner)
-                    elif not (name.startswith("f") and name[1:].isdigit()):
-                        foreign.append(inner)
+        st = os.lstat(where)
+        if top == MANIFEST:
+            why = unsafe(st.st_mode, st.st_nlink)
+            bad += [f"{where} {why}"] if why else []
+        elif top.isdigit() and len(top) == 3:
+            if not stat.S_ISDIR(st.st_mode):
+                bad.append(f"{where} is {kind(st.st_mode)}")
+                continue
+            for name in sorted(os.listdir(where)):
+                inner = os.path.join(where, name)
+                if not (name.startswith("f") and name[1:].isdigit()):
+                    foreign.append(inner)
+                    continue
+                st = os.lstat(inner)
+                why = unsafe(st.st_mode, st.st_nlink)
+                bad += [f"{inner} {why}"] if why else []
         else:
             foreign.append(where)
-    return foreign, links
+    return foreign, bad
+
+
+class Dirs:
+    """A tree's directories, each opened once without following a link; files are opened
+    relative to them (openat), so no path is resolved again after the check."""
+
+    def __init__(self, root: str, make: bool = False):
+        if make:
+            os.makedirs(root, exist_ok=True)
+        self.root_path, self.subs = root, {}
+        self.root = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+
+    def sub(self, top: str, make: bool) -> int:
+        if top not in self.subs:
+            if make:
+                try:
+                    os.mkdir(top, 0o755, dir_fd=self.root)
+                except FileExistsError:
+                    pass
+            try:
+                self.subs[top] = os.open(top, DIRECTORY, dir_fd=self.root)
+            except OSError as e:
+                raise OSError(e.errno, e.strerror, os.path.join(self.root_path, top)) from None
+        return self.subs[top]
+
+    def open(self, i: int, flags: int, make: bool = False) -> int:
+        """File i, opened with `flags` (O_CREAT too with `make`); OSError when it is a link, a
+        hard link or not a regular file."""
+        top, name = names(i)
+        where = path(self.root_path, i)
+        try:
+            fd = os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC | (os.O_CREAT if make else 0),
+                         0o644, dir_fd=self.sub(top, make))
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise OSError(e.errno, "a symbolic link: a -files tree's writes never follow "
+                                       "one", where) from None
+            raise OSError(e.errno, e.strerror, where) from None
+        st = os.fstat(fd)
+        why = unsafe(st.st_mode, st.st_nlink)
+        if why:
+            os.close(fd)
+            raise OSError(errno.EPERM, f"it {why}: a -files tree holds only its own files", where)
+        return fd
+
+    def size(self, i: int) -> int | None:
+        """File i's size, None when it is missing (a link counts as missing)."""
+        top, name = names(i)
+        try:
+            st = os.stat(name, dir_fd=self.sub(top, False), follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+        return st.st_size if stat.S_ISREG(st.st_mode) else None
+
+    def close(self) -> None:
+        for fd in (self.root, *self.subs.values()):
+            os.close(fd)
+        self.subs = {}
 
 
 def planned_sizes(count: int, max_size: int, unit: int) -> list[int]:
@@ -57,11 +141,15 @@ def planned_sizes(count: int, max_size: int, unit: int) -> list[int]:
 def sizes(root: str, count: int, max_size: int, unit: int) -> list[int]:
     """The sizes of the tree's first count files; ValueError: what keeps the tree under root
     from serving -files count."""
+    manifest = os.path.join(root, MANIFEST)
+    if os.path.islink(manifest):
+        raise ValueError(f"{manifest} is a symbolic link")
     try:
-        with open(os.path.join(root, MANIFEST)) as fh:
-            made = json.load(fh)
-    except (OSError, ValueError):
+        made = json.loads(read_bounded(manifest, MANIFEST_LIMIT))
+    except ValueError:
         raise ValueError(f"there is no -files tree in {root}") from None
+    if not isinstance(made, dict):
+        raise ValueError(f"there is no -files tree in {root}")
     if (made.get("unit"), made.get("max_size")) != (unit, max_size):
         raise ValueError(f"the tree in {root} was made for {made.get('unit')}-byte transfers "
                          f"and files up to {made.get('max_size')} bytes, not {unit} and "
@@ -71,31 +159,46 @@ def sizes(root: str, count: int, max_size: int, unit: int) -> list[int]:
         raise ValueError(f"the tree in {root} has {len(sizes)} files, not {count}")
     for i, size in enumerate(sizes):
         try:
-            if os.stat(path(root, i)).st_size != size:
-                raise ValueError(f"{path(root, i)} is not {size} bytes long")
+            st = os.lstat(path(root, i))
         except OSError:
             raise ValueError(f"{path(root, i)} is missing") from None
+        why = unsafe(st.st_mode, st.st_nlink)
+        if why:
+            raise ValueError(f"{path(root, i)} {why}")
+        if st.st_size != size:
+            raise ValueError(f"{path(root, i)} is not {size} bytes long")
     return sizes
 
 
 async def make(root: str, count: int, max_size: int, unit: int) -> None:
     """-cfiles: write whatever the tree lacks for -files count. Not timed."""
     want = planned_sizes(count, max_size, unit)
+    dirs = Dirs(root, make=True)
     for d in range(0, count, 1000):
-        os.makedirs(os.path.dirname(path(root, d)), exist_ok=True)
+        dirs.sub(names(d)[0], make=True)
     gate = asyncio.Semaphore(PARALLEL)
 
     async def one(i: int, size: int) -> None:
+        if dirs.size(i) == size:
+            return
+        async with gate:
+            fd = dirs.open(i, os.O_WRONLY, make=True)
+            try:
+                os.ftruncate(fd, 0)
+                await write_pattern(fd, size, i + 1, path(root, i))
+            finally:
+                os.close(fd)
+    try:
         try:
-            if os.stat(path(root, i)).st_size == size:
-                return
+            os.unlink(MANIFEST, dir_fd=dirs.root)
         except FileNotFoundError:
             pass
-        async with gate:
-            await write_pattern(path(root, i), size, tag=i + 1)
-    manifest = os.path.join(root, MANIFEST)
-    if os.path.exists(manifest):
-        os.unlink(manifest)
-    await asyncio.gather(*(one(i, s) for i, s in enumerate(want)))
-    with open(manifest, "w") as fh:
-        json.dump({"unit": unit, "max_size": max_size, "sizes": want}, fh)
+        await asyncio.gather(*(one(i, s) for i, s in enumerate(want)))
+        temp = f".{MANIFEST}.{secrets.token_hex(8)}"           # new, then renamed over it
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o644, dir_fd=dirs.root)
+        with os.fdopen(fd, "w") as fh:
+            json.dump({"unit": unit, "max_size": max_size, "sizes": want}, fh)
+        os.replace(temp, MANIFEST, src_dir_fd=dirs.root, dst_dir_fd=dirs.root)
+    finally:
+        dirs.close()

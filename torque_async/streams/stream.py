@@ -22,6 +22,7 @@ from torque_async.testing.buffers import Buffers
 
 from ..cmdline import UsageError
 from ..io.actions import list_index
+from ..io.plancheck import check_path
 from ..meter import Meter, now
 from ..results import MAX_SAMPLES
 from ..timer import PreciseTimer
@@ -82,7 +83,7 @@ class StreamTest:
     async def run(self, meter: Meter) -> None:
         g = self.geometry
         if not self.memory:
-            meter.row["file"] = self.tracks.path.encode()[:256]
+            meter.row["file"] = os.fsencode(self.tracks.path)[:256]
         stopped = lambda: meter.stopped                             # noqa: E731
         at = now() + g.start_delay
         while (t := now()) < at and not stopped():
@@ -187,6 +188,7 @@ def check_group(plan, group) -> None:
             raise UsageError(f"{name}: process {proc.index} needs file number {index} of the -f "
                              f"list, which has {len(files)}")
         path = files[index]
+        check_path(plan.settings, name, path, any(s.op.kind != READ for s in g.stages()))
         have = os.path.getsize(path) if os.path.exists(path) else 0
         if reads_first and have < need:
             raise UsageError(f"{name}: {path} holds {have // MB} MB; the stream reads "

@@ -13,7 +13,6 @@ frame buffers are registered with the engine on their first transfer.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 
 import numpy as np
@@ -63,13 +62,17 @@ class FileTracks:
                  engine: str = "auto"):
         self.size, self.slots = size, slots
         self.engine, self.ids = None, {}     # (address, length) of a frame -> engine buffer id
-        self.scratch = path is None           # a file of the run's scratch directory
+        self.scratch = ""                     # its name in the run's scratch directory
+        opener = None
         if path is None:
-            path = scratch.path(f"stream{row}.dat")
+            path, fd = scratch.create(f"stream{row}.dat")
+            os.close(fd)
+            self.scratch = os.path.basename(path)
+            opener = lambda flags: scratch.reopen(self.scratch, flags)     # noqa: E731
         self.path, self.fd = path, -1
         try:
             mode = choose_mode(local, (size,), block_size(path), path)
-            self.fd, mode = open_file(path, True, True, mode)
+            self.fd, mode = open_file(path, True, True, mode, opener)
             need = tracks * slots * size
             if os.fstat(self.fd).st_size < need:
                 try:
@@ -101,7 +104,7 @@ class FileTracks:
         try:
             t = await self.engine.transfer(kind != READ, self.fd, self.buffer(frame), offset)
         except OSError as e:
-            raise TestError(f"stream file {self.path}: {e.strerror or e}") from None
+            raise OSError(e.errno, e.strerror, self.path) from None  # the row adds the phase
         if self.drop:                     # not timed: the transfer completed at t
             os.posix_fadvise(self.fd, offset, frame.nbytes, os.POSIX_FADV_DONTNEED)
         return t
@@ -109,7 +112,10 @@ class FileTracks:
     async def flush(self) -> None:
         """What set-up wrote reaches the device and leaves the page cache (as
         scratch.write_pattern leaves its files)."""
-        await asyncio.to_thread(os.fdatasync, self.fd)
+        try:
+            await asyncio.to_thread(os.fdatasync, self.fd)
+        except OSError as e:
+            raise OSError(e.errno, e.strerror, self.path) from None
         os.posix_fadvise(self.fd, 0, 0, os.POSIX_FADV_DONTNEED)
 
     async def forget(self) -> None:
@@ -124,7 +130,5 @@ class FileTracks:
             os.close(self.fd)
             self.fd = -1
         if self.scratch:
-            with contextlib.suppress(FileNotFoundError):      # its open may have failed
-                os.unlink(self.path)
-            scratch.release()
-            self.scratch = False
+            scratch.release(self.scratch)
+            self.scratch = ""

@@ -13,8 +13,17 @@ from ..results import FAILED, READY
 from .api import TestError
 
 
-def describe(e: Exception) -> str:
-    return str(e) if isinstance(e, TestError) else f"{type(e).__name__}: {e}"
+PHASE = ("set-up", "the start", "the run", "the run", "closing")   # by the row's state
+
+
+def describe(e: Exception, state: int = 0) -> str:
+    """A failure in one line; an OSError names the phase, its file and the errno's words."""
+    if isinstance(e, TestError):
+        return str(e)
+    if isinstance(e, OSError) and e.strerror:
+        where = f"{e.filename}: " if e.filename is not None else ""
+        return f"{PHASE[min(state, len(PHASE) - 1)]}: {where}{e.strerror}"
+    return f"{type(e).__name__}: {e}"
 
 
 def mark_spawned(row: np.ndarray) -> None:
@@ -24,13 +33,13 @@ def mark_spawned(row: np.ndarray) -> None:
 
 def mark_ready(row: np.ndarray, test) -> None:
     row["transfer_bytes"] = test.transfer_bytes
-    row["info"] = test.info.encode()
+    row["info"] = os.fsencode(test.info)       # a file name as on disk
     row["phase"][0, 1] = time.monotonic_ns()
     row["state"] = READY
 
 
 def mark_failed(row: np.ndarray, e: Exception) -> None:
-    row["error"] = describe(e).encode()
+    row["error"] = os.fsencode(describe(e, int(row["state"][0])))
     row["state"] = FAILED
 
 

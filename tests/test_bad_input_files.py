@@ -1,0 +1,118 @@
+"""Bad input that reaches a file or the parser: every read has a bound, every OSError one line
+(exit 2), for the run and for the compare and plot subcommands."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from torque_async import cli, cmdline
+
+from conftest import assert_one_clean_line, execute
+from test_compare import PLAN, document, write
+
+READ = ["-n", "2", "-KB", "4", "-r"]
+
+
+def invoke(capsys, *args: str) -> tuple[int, str, str]:
+    """The click group as the command runs it (compare, plot and their usage errors)."""
+    with pytest.raises(SystemExit) as done:
+        cli.main(list(args))
+    out, err = capsys.readouterr()
+    return done.value.code, out, err
+
+
+def results(path) -> str:
+    return write(document(PLAN, {"load": 1000, "bcopy": 500, "spinWait": 100}), path)
+
+
+def test_alias_expansion_is_bounded_in_depth_and_length(capsys):
+    doubling = [f"a{i} = -a{i + 1} -a{i + 1}" for i in range(40)] + ["a40 = -n 2"]
+    Path("double.alias").write_text("\n".join(doubling) + "\n")
+    assert_one_clean_line(*execute(capsys, "-aliasFile", "double.alias", "-a0", "-load"),
+                          "aliases expand to more than 100000 tokens")
+    chain = [f"b{i} = -b{i + 1}" for i in range(3000)] + ["b3000 = -n 2"]
+    Path("chain.alias").write_text("\n".join(chain) + "\n")
+    assert_one_clean_line(*execute(capsys, "-aliasFile", "chain.alias", "-b0", "-load"),
+                          "chain.alias:64: aliases nested more than 64 deep: b0 -> b1 -> b2")
+    Path("ok.alias").write_text("\n".join(chain[-64:]) + "\n")          # 64 deep is fine
+    code, _, err = execute(capsys, "-aliasFile", "ok.alias", "-b2937", "-quit", "-load")
+    assert code == 0, err
+
+
+def test_config_and_alias_files_are_read_up_to_16_mb(capsys):
+    with open("big.cfg", "wb") as fh:
+        fh.truncate((16 << 20) + 1)
+    assert_one_clean_line(*execute(capsys, "-c", "big.cfg"),
+                          "cannot read configuration file big.cfg: longer than 16 MB")
+
+
+FILE_ERRORS = [
+    ("loop.dat", "-r: cannot use loop.dat: Too many levels of symbolic links"),
+    ("x" * 5000, "File name too long"),
+    ("/proc/self/status", "-r: cannot find the size of /proc/self/status: Invalid argument"),
+    ("sub/file.dat", "-r: cannot use sub/file.dat: Not a directory"),
+]
+
+
+@pytest.mark.parametrize("path,message", FILE_ERRORS, ids=[m[:30] for _, m in FILE_ERRORS])
+def test_every_error_finding_a_files_size_is_one_line(capsys, path, message):
+    os.symlink("loop.dat", "loop.dat")
+    Path("sub").write_text("a file, not a directory")
+    assert_one_clean_line(*execute(capsys, "-f", path, *READ), message)
+
+
+def test_a_file_name_that_is_not_utf_8_is_shown_not_a_traceback(capsys, key):
+    name = os.fsdecode(b"\xff\xfe.dat")
+    Path(name).write_bytes(b"z" * 65536)
+    code, out, err = execute(capsys, "-smkey", key, "-f", name, "-csv", "run.csv", *READ)
+    assert code == 0 and "Traceback" not in err, err
+    assert "\N{REPLACEMENT CHARACTER}\N{REPLACEMENT CHARACTER}.dat" in out
+    assert_one_clean_line(*execute(capsys, "-f", os.fsdecode(b"\xffmissing"), *READ),
+                          "does not exist")
+
+
+@pytest.mark.parametrize("change", ["tests", "a test", "a table", "bandwidth"])
+def test_compare_and_plot_refuse_valid_json_of_the_wrong_shape(capsys, tmp_path, change):
+    good = results(tmp_path / "a.json")
+    doc = json.loads(Path(good).read_text())
+    if change == "tests":
+        doc["tests"] = 5
+    elif change == "a test":
+        doc["tests"][1] = "fast"
+    elif change == "a table":
+        del doc["tests"][0]["table"]
+    else:
+        doc["bandwidth"] = {"total": "lots"}
+    Path("bad.json").write_text(json.dumps(doc))
+    for argv in (["compare", good, "bad.json"], ["plot", "bad.json"]):
+        assert_one_clean_line(*invoke(capsys, *argv),
+                              "bad.json is not a torque-async results file: ")
+    assert not Path("bad.png").exists()
+
+
+SUBCOMMAND_ERRORS = [
+    (["compare"], "compare: Missing argument 'BASE'. (--help for help)"),
+    (["compare", "a.json"], "compare: Missing argument 'RUNS...'."),
+    (["compare", "a.json", "a.json", "--threshold", "nan"], "--threshold: nan is not a number of percent"),
+    (["compare", "a.json", "a.json", "--threshold", "inf"], "--threshold: inf is not a number of percent"),
+    (["compare", "a.json", "a.json", "--threshold", "-1"], "Invalid value for '--threshold'"),
+    (["plot", "--bogus"], "plot: No such option '--bogus'"),
+    (["plot", "a.json", "-o", "."], "plot: . is a directory: name the picture's file"),
+    (["plot", "a.json", "-o", "a.json"], "plot: a.json is the results file itself"),
+    (["compare", "a.json", "/dev/zero"], "cannot read /dev/zero: it is a character device"),
+]
+
+
+@pytest.mark.parametrize("argv,message", SUBCOMMAND_ERRORS, ids=[m for _, m in SUBCOMMAND_ERRORS])
+def test_subcommand_usage_errors_are_one_line(capsys, tmp_path, argv, message):
+    results(tmp_path / "a.json")
+    assert_one_clean_line(*invoke(capsys, *argv), message)
+
+
+def test_the_parser_gives_up_on_an_alias_bomb_without_recursing():
+    aliases = {f"a{i}": (cmdline.Token(f"-a{i + 1}", "x"),) * 2 for i in range(200)}
+    with pytest.raises(cmdline.UsageError, match="nested more than 64 deep"):
+        cmdline.expand([cmdline.Token("-a0", cmdline.COMMAND_LINE)], aliases)

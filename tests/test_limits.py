@@ -1,0 +1,79 @@
+"""Limits are checked with the plan (and by -quit): memory, free space and open files give exit 2
+and one line before anything is written."""
+from __future__ import annotations
+
+import os
+import resource
+from collections import namedtuple
+
+import pytest
+
+from torque_async import cmdline, limits
+from torque_async.units import GB
+
+from conftest import assert_one_clean_line, execute
+
+Memory = namedtuple("Memory", "available")
+Space = namedtuple("Space", "f_bavail f_frsize")
+
+
+@pytest.mark.parametrize("quit", [[], ["-quit"]])
+def test_file_buffers_count_as_memory(capsys, key, quit):
+    assert_one_clean_line(*execute(capsys, "-smkey", key, *quit, "-MB", "64", "-aio", "1024"),
+                          "the tests need 65540 MB of memory")
+    assert os.listdir() == []                                # nothing written
+
+
+def test_video_images_and_worker_processes_count_as_memory(capsys, key, monkeypatch):
+    plan = cmdline.parse(["-IH", "16384", "-IW", "16384", "-p", "2", "-V", "1"])
+    image = 16384 * 16384 * 4
+    assert [limits.memory_of(plan, p) for p in plan.procs()] == \
+        [limits.VIDEO_IMAGES * image + limits.VIDEO_WORKER_BYTES] * 2
+    spin = cmdline.parse(["-spinWait"])
+    assert limits.memory_of(spin, spin.procs()[0]) == limits.WORKER_BYTES
+    monkeypatch.setattr(limits.psutil, "virtual_memory", lambda: Memory(16 * GB))
+    assert_one_clean_line(*execute(capsys, "-smkey", key, "-IH", "16384", "-IW", "16384",
+                                   "-p", "2", "-V", "1"),
+                          "(buffers, images and 2 worker processes) but only 16384 MB")
+
+
+@pytest.mark.parametrize("argv,what", [
+    (["-n", "64", "-KB", "64", "-w"], "4 MB (scratch files)"),
+    (["-dir", "t", "-cfiles", "-mfileMB", "1", "-KB", "64", "-files", "10"], "(-cfiles)"),
+    (["-streams", "w", "1", "64", "8", "0", "1", "4"], "(scratch files)"),
+])
+def test_free_space_is_checked_before_anything_is_written(capsys, key, monkeypatch, argv, what):
+    monkeypatch.setattr(limits.os, "statvfs", lambda path: Space(256, 4096))     # 1 MB free
+    code, out, err = execute(capsys, "-smkey", key, *argv)
+    assert_one_clean_line(code, out, err, "the run writes ")
+    assert what in err and "which has 1 MB free" in err
+    assert os.listdir() == []
+
+
+def test_free_space_message_names_what_and_where(capsys, key, monkeypatch):
+    monkeypatch.setattr(limits.os, "statvfs", lambda path: Space(256, 4096))
+    assert_one_clean_line(*execute(capsys, "-smkey", key, "-n", "64", "-KB", "64", "-w"),
+                          f"the run writes 4 MB (scratch files) on the file system of "
+                          f"{os.getcwd()}, which has 1 MB free")
+
+
+def test_open_files_are_counted_and_the_soft_limit_raised(capsys, key, monkeypatch):
+    raised = []
+    monkeypatch.setattr(resource, "setrlimit", lambda what, pair: raised.append(pair))
+    argv = ["-smkey", key, "-quit", "-dir", "t", "-cfiles", "-mfileKB", "8", "-KB", "4",
+            "-files", "2000"]
+    monkeypatch.setattr(resource, "getrlimit", lambda what: (1024, 1024))
+    assert_one_clean_line(*execute(capsys, *argv), "the run holds about 2071 files open at once "
+                          "(-files opens every file of its tree) but the limit is 1024")
+    monkeypatch.setattr(resource, "getrlimit", lambda what: (1024, 4096))
+    code, _, err = execute(capsys, *argv)
+    assert code == 0 and raised == [(4096, 4096)], err
+    assert os.listdir() == []
+
+
+def test_a_scratch_layout_that_cannot_fit_is_refused_with_the_plan(capsys, key):
+    assert_one_clean_line(*execute(capsys, "-smkey", key, "-offsetKB", "8", "-mfileKB", "8",
+                                   "-KB", "4", "-rand"),
+                          "-rand: no 4096-byte transfer fits between byte 8192 and the file's "
+                          "end at byte 8192")
+    assert os.listdir() == []

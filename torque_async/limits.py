@@ -1,0 +1,155 @@
+"""What a plan needs of this machine, checked with the plan (exit 2, one line) so nothing is
+written or started that cannot finish: memory, free disk space and open files.
+
+Memory counts every buffer a test allocates (memory and STREAM arrays, a file test's lane
+buffers, a stream's frames and -memStreams' tracks, a video test's images) and each spawned
+worker process. Free space counts the scratch files, the stream scratch tracks and what -cfiles
+still has to write, per file system. Open files count every file a test holds open (-files opens
+its whole tree) plus each worker's pipes; a soft limit below that is raised to the hard limit.
+"""
+from __future__ import annotations
+
+import mmap
+import os
+import resource
+from collections import defaultdict
+
+import psutil
+
+from .cmdline import UsageError
+from .io import actions, tree
+from .io.files import block_size
+from .kinds import KINDS, WORKER
+from .streams.schedule import Geometry
+from .units import MB
+
+# Resident memory of one spawned worker beyond its buffers, measured here with psutil (RSS) on
+# a run holding it idle (-sleepEnd 5): 39 MB for -spinWait (Python, numpy), 99 MB for -V 1 with
+# 64x64 images (Mesa llvmpipe's context on top).
+WORKER_BYTES = 40 * MB
+VIDEO_WORKER_BYTES = 100 * MB
+# A -V test's images (IH x IW x 4 bytes each) alive at once, at most: two client buffers, three
+# textures and two pack buffers (host memory under llvmpipe) and the check's read-back.
+VIDEO_IMAGES = 8
+FILES_BASE = 64                   # the interpreter, its libraries, stdio, the results segment
+FILES_PER_WORKER = 6              # a spawned worker's pipes and sentinel in the main process
+
+
+def check(plan) -> None:
+    """Raise UsageError when the plan needs more memory, disk space or open files than here."""
+    check_memory(plan)
+    check_space(plan)
+    check_open_files(plan)
+
+
+def memory_of(plan, proc) -> int:
+    """Bytes of memory test process `proc` allocates, with its process's own cost."""
+    group, local = proc.group, proc.group.local
+    kind = KINDS[group.action]
+    need = kind.working_sets * local.n * local.size
+    if group.action == "V":
+        need += VIDEO_IMAGES * local.IH * local.IW * 4
+    if kind.family == "file":
+        lane = sum(-(-(n + 1) // mmap.PAGESIZE) * mmap.PAGESIZE
+                   for _, n in actions.roles(actions.SPECS[group.action], local))
+        need += actions.depth(group) * lane
+    if kind.family == "streams":
+        g = Geometry.of(group.args, local)
+        need += (2 * g.lookahead + 6) * g.size
+        need += g.tracks * g.track_bytes if group.action == "memStreams" else 0
+    if kind.runs_in == WORKER and not plan.settings.sp:
+        need += VIDEO_WORKER_BYTES if group.action == "V" else WORKER_BYTES
+    return need
+
+
+def check_memory(plan) -> None:
+    procs = plan.procs()
+    need = sum(memory_of(plan, p) for p in procs)
+    workers = sum(KINDS[p.group.action].runs_in == WORKER for p in procs)
+    have = psutil.virtual_memory().available
+    if need > have * 0.9:
+        raise UsageError(f"the tests need {need // MB} MB of memory (buffers, images and "
+                         f"{workers} worker processes) but only {have // MB} MB of memory is "
+                         f"available: lower -n, the transfer size, -aio or the process count")
+
+
+def disk_needs(plan) -> dict[str, list[int]]:
+    """Bytes the run will write, by the directory they go to: [scratch files, -cfiles]."""
+    s, need = plan.settings, defaultdict(lambda: [0, 0])
+    trees = set()
+    for proc in plan.procs():
+        group, local = proc.group, proc.group.local
+        if group.action == "streams" and not s.files:
+            g = Geometry.of(group.args, local)
+            need["."][0] += g.tracks * g.track_bytes
+        if KINDS[group.action].family != "file":
+            continue
+        spec = actions.SPECS[group.action]
+        if spec.source == "tree" and local.cfiles and local.dir not in trees:
+            trees.add(local.dir)
+            need[local.dir][1] += missing_tree_bytes(local.dir, group.args[0], local)
+        elif spec.source == "list" and not s.files:
+            layout = actions.layout(group, proc.row, s.seed, None, align=block_size("."))
+            need["."][0] += layout.span + actions.extra_bytes(spec, local)
+    return need
+
+
+def missing_tree_bytes(root: str, count: int, local) -> int:
+    """What -cfiles writes: the planned files that are missing or of another size."""
+    limit = actions.tree_limit(local)
+    sizes = tree.planned_sizes(count, limit, local.size)
+    total = 0
+    for i, size in enumerate(sizes):
+        try:
+            have = os.lstat(tree.path(root, i)).st_size
+        except OSError:
+            have = -1
+        total += size if have != size else 0
+    return total
+
+
+def check_space(plan) -> None:
+    by_fs: dict[int, list] = {}
+    for where, (scratch, cfiles) in disk_needs(plan).items():
+        existing = where
+        while not os.path.exists(existing):
+            existing = os.path.dirname(os.path.abspath(existing))
+        fs = os.statvfs(existing)
+        entry = by_fs.setdefault(os.stat(existing).st_dev, [0, 0, fs.f_bavail * fs.f_frsize,
+                                                          os.path.abspath(existing)])
+        entry[0] += scratch
+        entry[1] += cfiles
+    for scratch, cfiles, free, where in by_fs.values():
+        if scratch + cfiles > free:
+            what = " and ".join(w for w, n in (("scratch files", scratch), ("-cfiles", cfiles))
+                                if n)
+            raise UsageError(f"the run writes {(scratch + cfiles) // MB} MB ({what}) on the "
+                             f"file system of {where}, which has {free // MB} MB free: lower -n, "
+                             f"the transfer size or -mfile*, or name files with -f")
+
+
+def open_files(plan) -> int:
+    """File descriptors the run holds at once, about."""
+    need = FILES_BASE
+    for proc in plan.procs():
+        group = proc.group
+        if KINDS[group.action].runs_in == WORKER:
+            need += FILES_PER_WORKER
+        elif KINDS[group.action].family == "file":
+            files = group.args[0] if group.action == "files" else 1
+            need += files + files // 1000 + actions.depth(group) + 4   # checks, dirs, engine
+        else:
+            need += 2
+    return need
+
+
+def check_open_files(plan) -> None:
+    need = open_files(plan)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if need <= soft:
+        return
+    if hard != resource.RLIM_INFINITY and need > hard:
+        raise UsageError(f"the run holds about {need} files open at once (-files opens every "
+                         f"file of its tree) but the limit is {hard} (ulimit -n): raise it or "
+                         f"lower -files")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))

@@ -1,0 +1,147 @@
+"""What a run writes besides its report: -json, -csv and sysctl.current.
+
+Checked with the plan, so a bad target is one line and exit 2 before anything runs: never a
+directory or a device, never the same file as an input (a -f file, a -scan/-scanfile FILE, the
+-c configuration, the alias file) or as another output; names are compared as files (the
+resolved path, or the same device and inode), not as strings. Written after the run to a new
+file in the target's directory and renamed into place, so an existing name (a symbolic link
+planted there, a hard link to another file) is replaced, never opened and never followed.
+"""
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+import sys
+import tempfile
+
+from .cmdline import UsageError
+from .inputs import kind
+
+SYSCTL_FILE = "sysctl.current"
+
+
+def targets(settings) -> list[tuple[str, str]]:
+    """(what, path) of every output written to a file."""
+    named = [("-json", settings.json), ("-csv", settings.csv)]
+    return [(what, path) for what, path in named if path and path != "-"] + \
+        [("sysctl.current (torque-async's configuration dump)", SYSCTL_FILE)]
+
+
+def inputs(plan) -> list[tuple[str, str]]:
+    """(what, path) of every file the run reads."""
+    s = plan.settings
+    found = [("-f", path) for path in s.files]
+    found += [(f"-{g.action}", g.args[0]) for g in plan.groups if g.action in ("scan", "scanfile")]
+    found += [("-c", plan.config)] if plan.config else []
+    found += [("-aliasFile", s.aliasFile)] if s.aliasFile else []
+    return found
+
+
+def same(a: str, b: str) -> bool:
+    """Whether two names are one file: the same resolved path, or the same device and inode."""
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+# No output is made in /dev itself (/dev/stdout is a link there; /dev/shm is a file system of
+# its own) nor anywhere under /proc or /sys.
+def in_system(folder: str) -> bool:
+    return folder == "/dev" or any(folder == top or folder.startswith(top + "/")
+                                   for top in ("/proc", "/sys"))
+
+
+def unfit(path: str) -> str:
+    """Why an output may not be made at `path` ('' when it may): its directory is /dev, or in
+    /proc or /sys, or the name is, or its link leads to, anything but a regular file (a device, a FIFO).
+    A link to a regular file, or to nothing, is replaced itself."""
+    try:
+        mode = os.lstat(path).st_mode
+        if stat.S_ISLNK(mode):
+            mode, how = os.stat(path).st_mode, "leads to"
+        else:
+            how = "is"
+    except OSError:
+        mode = stat.S_IFREG
+    if not stat.S_ISREG(mode):
+        return f"{how} {kind(mode)}"
+    folder = os.path.realpath(os.path.dirname(os.path.abspath(path)))
+    return f"is in {folder}" if in_system(folder) else ""
+
+
+def check(plan) -> None:
+    """Raise UsageError for an output that cannot or must not be written."""
+    s = plan.settings
+    if s.json == "-" and s.csv == "-":
+        raise UsageError("-json and -csv both write to -")
+    outs = targets(s)
+    for i, (what, path) in enumerate(outs):
+        folder = os.path.dirname(path) or "."
+        if os.path.isdir(path):
+            raise UsageError(f"{what} {path} is a directory: name a file in it")
+        if why := unfit(path):
+            raise UsageError(f"{what} {path} {why}, not a file (a run writes a new file there; "
+                             f"'-' is standard output)")
+        if not (os.path.isdir(folder) and os.access(folder, os.W_OK | os.X_OK)):
+            raise UsageError(f"cannot write {path}: {folder} is not a writable directory")
+        for other, name in outs[:i]:
+            if same(path, name):
+                raise UsageError(f"{other} and {what} both write to {path}")
+        for other, name in inputs(plan):
+            if same(path, name):
+                raise UsageError(f"{what} {path} is the same file as {other} {name}: writing it "
+                                 f"would destroy that file")
+
+
+def write(path: str, text: str | bytes) -> None:
+    """Write text (or bytes) to a new file beside `path` and rename it into place; OSError
+    names `path`."""
+    folder = os.path.dirname(path) or "."
+    try:
+        fd, temp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", dir=folder)
+    except OSError as e:
+        raise OSError(e.errno, e.strerror, path) from None
+    try:
+        binary = isinstance(text, bytes)
+        with os.fdopen(fd, "wb" if binary else "w", encoding=None if binary else "utf-8",
+                       errors=None if binary else "surrogateescape") as fh:   # names as given
+            mask = os.umask(0o022)
+            os.umask(mask)
+            os.fchmod(fd, 0o666 & ~mask)                # mkstemp makes it 0600
+            fh.write(text)
+        if why := unfit(path):                          # appeared since the plan was checked
+            raise OSError(errno.EEXIST, f"it {why}", path)
+        os.replace(temp, path)
+    except BaseException as e:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        if isinstance(e, OSError):
+            raise OSError(e.errno, e.strerror, path) from None
+        raise
+
+
+def write_result(path: str, text: str) -> str:
+    """Write a -json/-csv output ('-': stdout); the problem, or '' when written."""
+    if path == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return ""
+    try:
+        write(path, text)
+    except OSError as e:
+        return f"cannot write {path}: {e.strerror}"
+    return ""
+
+
+def write_sysctl(lines: list[str]) -> None:
+    """The longer configuration dump torque leaves behind in sysctl.current (a note if it
+    cannot be written: it is not the run's result)."""
+    try:
+        write(SYSCTL_FILE, "\n".join(lines) + "\n")
+    except OSError as e:
+        print(f"torque-async: note: cannot write {SYSCTL_FILE}: {e.strerror}", file=sys.stderr)

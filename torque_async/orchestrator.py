@@ -103,8 +103,6 @@ def open_segment(plan: Plan, rows: int) -> Results:
                              f"torque-async pid {owner}: wait for it or choose another -smkey")
         raise UsageError(f"a killed run (pid {owner}) left shared memory /dev/shm/{name}: "
                          f"remove it with -freeSharedMemory") from None
-    except OSError as e:
-        raise UsageError(f"cannot make shared memory /dev/shm/{name}: {e.strerror}") from None
 
 
 def spec_for(plan: Plan, proc: Proc, segment: str, linesize: int) -> WorkerSpec:

@@ -108,6 +108,21 @@ CMDLINE = [
     (["-extraReadKB", "4", "-w"], "-extraReadKB does not apply to -w; it applies to -r"),
     (["-engine", "sync", "-aio", "8"], "-engine sync runs one transfer at a time"),
     (["-engine", "fast", "-r"], "-engine name: 'fast' is not one of auto, uring, threads, sync"),
+    (["-t", "0", "-load"], "-t seconds: 0 is out of range"),
+    (["-t", "-2", "-load"], "-t seconds: -2 is out of range"),
+    (["-t", "soon", "-load"], "-t seconds: 'soon' is not a number of seconds"),
+    (["-t", "inf", "-load"], "-t seconds: inf is out of range"),
+    (["-tAll", "0", "-load"], "-tAll seconds: 0 is out of range"),
+    (["-ramp", "-1", "-load"], "-ramp seconds: -1 is out of range"),
+    (["-ramp", "nan", "-load"], "-ramp seconds: nan is out of range"),
+    (["-t", "1", "-ramp", "1", "-load"], "-ramp 1 is not shorter than -t 1"),
+    (["-t", "1", "-ramp", "2", "-load"], "-ramp 2 is not shorter than -t 1"),
+    (["-tAll", "1", "-rampAll", "1.5", "-load"], "-ramp 1.5 is not shorter than -t 1"),
+    (["-t", "1", "-streams", "r", "4", "1024", "10", "0", "1", "1"],
+     "-t does not apply to -streams (a stream runs for its runTime argument)"),
+    (["-baseline", "-child", "0", "-load"], "-baseline runs every group alone"),
+    (["-repeat", "0", "-load"], "-repeat n: 0 is out of range"),
+    (["-repeat", "x", "-load"], "-repeat n: 'x' is not an integer"),
 ]
 
 CONFIG = [   # (config file text, the message naming FILE:LINE)

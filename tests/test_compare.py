@@ -34,7 +34,9 @@ def document(argv: str, mb: dict[str, float], info=INFO) -> dict:
 def repeated(argv: str, series: list[dict[str, float]]) -> dict:
     """A -repeat document: one repetition per entry of series."""
     docs = [document(argv, mb) for mb in series]
-    return {**docs[0], "repetitions": [{"tests": d["tests"]} for d in docs]}
+    runs = [{k: d[k] for k in ("time_zero_ns", "tests", "overlap", "event_loop", "bandwidth")}
+            for d in docs]
+    return {**docs[0], "repeats": {"count": len(docs), "runs": runs, "summary": []}}
 
 
 def write(doc: dict, path) -> str:
@@ -169,3 +171,13 @@ def test_nan_threshold_is_refused(tmp_path):
     a = write(document(PLAN, {"load": 1, "bcopy": 1, "spinWait": 1}), tmp_path / "a.json")
     r = run_cli("compare", a, a, "--threshold", "nan")
     assert r.returncode == 2 and "nan" in r.stderr
+
+
+def test_a_real_repeat_run_is_read_repetition_by_repetition(tmp_path):
+    r = run_cli("-smkey", "0x7A611", "-repeat", "3", "-json", "a.json", "-n", "4", "-i", "1",
+                "-KB", "64", "-load", cwd=str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    doc = export.load(str(tmp_path / "a.json"))
+    assert len(compare.repetitions(doc)) == 3
+    same = run_cli("compare", str(tmp_path / "a.json"), str(tmp_path / "a.json"))
+    assert "3 repetitions" in same.stdout and "0 worse, 0 better" in same.stdout

@@ -64,11 +64,12 @@ def test_a_wake_up_that_overruns_skips_the_deadlines_it_missed(monkeypatch, over
         clock[0] = deadline + (over if len(asked) == 2 else 1000)
         return True
     monkeypatch.setattr(cyclic, "now", lambda: clock[0])
-    ctx = SimpleNamespace(group=SimpleNamespace(args=(1000,)), local=SimpleNamespace(n=5, i=1))
+    ctx = SimpleNamespace(group=SimpleNamespace(args=(1000,)),
+                          local=SimpleNamespace(n=5, i=1, t=None, ramp=None))
     test = cyclic.CyclicTest(ctx)
     test.sleep = sleep
     meter = SimpleNamespace(stop=[0], record=lambda late, t: lates.append(late))
-    assert test.wake(meter, 0, lambda k: k < 5) == 8_001_000
+    assert test.wake(meter, 0, lambda k, t: k < 5) == 8_001_000
     assert asked == [1_000_000, 2_000_000, 6_000_000, 7_000_000, 8_000_000]
     assert lates == [1000, over, 1000, 1000, 1000] and test.last == 1000
 

@@ -18,7 +18,7 @@ import pytest
 from torque_async import orchestrator
 from torque_async.results import DONE, READY, RUNNING, free_segment, segment_name
 
-from conftest import assert_one_clean_line, run_cli, start, table, wait_for_rows
+from conftest import assert_one_clean_line, rows_of, run_cli, start, table, wait_for_rows
 
 LONG = ["-n", "16", "-i", "1000000", "-KB", "256", "-bzero", "-spinWait"]
 CODES = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
@@ -114,6 +114,8 @@ def test_sp_interrupted_prints_its_report():
     key = 0x7510
     proc = start("-smkey", hex(key), "-sp", "-n", "16", "-i", "1000000", "-KB", "256", "-bzero")
     wait_for_rows(key, 1, RUNNING)
+    while not rows_of(key)["transfers"].any():        # something measured to report
+        time.sleep(0.02)
     out, _ = interrupt(proc, signal.SIGINT)
     (row,) = table(out)
     assert int(row[4]) > 0 and int(row[10]) == proc.pid

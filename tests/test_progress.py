@@ -55,6 +55,12 @@ def test_streams_count_their_frames_and_cyclic_its_own_wake_ups():
         "torque-async 2.0 s: 0:MemStreams 25% 1:Cyclic 100%"
 
 
+def test_a_timed_group_shows_the_share_of_its_time():
+    procs = cmdline.parse("-t 5 -p 2 -bzero -n 10 -i 1 -load".split()).procs()
+    assert progress.line(procs, [50, 70, 5], [RUNNING] * 3, 2 * 10**9, 10**9) == \
+        "torque-async 2.0 s, about 4 s left: 0:Bzero 20% 1:Load 50%"
+
+
 def test_the_time_left_is_the_slowest_group_s_at_its_rate_so_far():
     assert progress.time_left([0.5, 0.25, 1.0], 2 * 10**9) == 6.0       # 25% in 2 s: 6 s more
     assert progress.time_left([0.5, 0.0], 2 * 10**9) is None           # no rate yet

@@ -10,7 +10,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from torque_async.meter import Meter                      # noqa: E402
+from torque_async.meter import Limit, Meter               # noqa: E402
 from torque_async.results import Results                  # noqa: E402
 from workers.timed import measure                          # noqa: E402
 
@@ -29,6 +29,6 @@ def scratch_results():
 def bandwidth(test, local, res: Results, sample: int | None = None) -> float:
     """MiB/s of transfer bytes over one timed loop of local.n x local.i transfers, sampled
     every sample+1 transfers (None: not)."""
-    measure(test, Meter(res, 0, sample, False), local)
+    measure(test, Meter(res, 0, sample, False, Limit.of(local)), local)
     rec = res.snapshot()[0]
     return rec.bytes / 2**20 / (rec.elapsed / 1e9)

@@ -5,7 +5,7 @@ an error, named with both (exit 2), never a silent no-op. The table is by option
 options.py writes: -B/-KB/-MB/-GB all set `size`), decided against the man page:
 
     every test      -p, -affinityNumber(Diff), -checkpoint, -sample/-sa, -sleepEnd
-    counted tests   -n, -i: all but streams, whose length is their runTime argument
+    counted tests   -n, -i, -t, -ramp: all but streams, whose length is their runTime argument
     spawned tests   -affinityParent, -noResetParentAffinity, -execChild (loop tests launch
                     nothing: they are coroutines of the main process)
     -T              tests that time transfers one by one: not streams (paced by their bandwidth)
@@ -25,7 +25,7 @@ from .options import LOCAL, OPTIONS
 
 EVERY = frozenset({"p", "affinityNumber", "affinityNumberDiff", "checkpoint", "sample",
                    "sleepEnd"})
-COUNTED = frozenset({"n", "i"})
+COUNTED = frozenset({"n", "i", "t", "ramp"})
 SPAWNED = frozenset({"affinityParent", "noResetParentAffinity", "execChild"})
 PATTERNS = frozenset({"bp1", "bp2", "bpkey", "bt", "btr"})
 WORKER = EVERY | COUNTED | SPAWNED
@@ -90,7 +90,7 @@ def applies(option: str, action: str) -> bool:
 WHY = {"T": "a stream is paced by its bandwidth, -cyclic by its interval",
        "size": "a stream's frame size is its sizeKB argument, a video transfer IH x IW x 4, "
                "-cyclic moves nothing",
-       "n": "a stream runs for its runTime argument", "i": "a stream runs for its runTime argument",
+       **dict.fromkeys(("n", "i", "t", "ramp"), "a stream runs for its runTime argument"),
        "bp1": "STREAM's arrays hold the values its validation needs",
        "affinityParent": "loop tests are coroutines of the main process: nothing is launched"}
 

@@ -15,7 +15,8 @@ from pathlib import Path
 import click
 from click.shell_completion import CompletionItem
 
-from . import __version__, cmdline, export, helptext, orchestrator, outputs, report, sysinfo
+from . import __version__, cmdline, export, figures, helptext, orchestrator, outputs, report
+from . import runs, sysinfo
 from . import cluster, report_cluster, validate
 from . import compare as comparing, plot as plotting
 from .io import scratch
@@ -199,11 +200,11 @@ def run_plan(argv: list[str]) -> int:
             plan = trace_every_transfer(plan)
         info = sysinfo.collect()
         outputs.write_sysctl(sysinfo.detail_lines(info, [os.getcwd(), *s.files]))
-        outcome = orchestrator.run(plan, info.cache_line, job and job.meet)
+        done = runs.run(plan, info.cache_line, job and job.meet)
     except cmdline.UsageError as e:
         error(str(e))
         return 2
-    return finish(plan, outcome, info, job)
+    return finish(plan, done, info, job)
 
 
 def answers(plan) -> list[str] | None:
@@ -232,35 +233,44 @@ def note_leftovers() -> None:
               f"-freeSharedMemory removes it", file=sys.stderr)
 
 
-def finish(plan, outcome, info, job) -> int:
+def finish(plan, done: runs.Runs, info, job) -> int:
     """Render the report, write -json/-csv, name every failure; the exit status."""
-    s = plan.settings
-    records, procs, run = outcome.records, plan.procs(), None
-    if job:                                  # several ranks: rank 0 reports them all
-        run = job.collect(outcome, plan)
+    s, outcome = plan.settings, done.first
+    if outcome is None:                  # a -baseline run alone failed: nothing ran together
+        stopped = done.interrupted and [f"interrupted by {signal.Signals(done.interrupted).name} "
+                                        f"while a group ran alone (-baseline)"]
+        say([f"torque-async: {line}" for line in (*done.failures, *(stopped or ()))], err=True)
+        return 128 + done.interrupted if done.interrupted else 1
+    procs = plan.procs()
+    alone, found, blocks = repeated(plan, done, procs)
+    records = runs.with_alone_rates(outcome.records, alone) if alone else outcome.records
+    run = None
+    if job:                                  # several ranks (one run each: cluster.refuse):
+        run = job.collect(outcome, plan)     # rank 0 reports them all
         if isinstance(run, int):
             return run
         records, procs = run.records, run.procs
     date = time.strftime("%a %b %d %H:%M:%S %Z %Y")
     began = time.monotonic_ns()
-    lines = report.render(plan, records, procs, info, date, outcome.failures,
-                          outcome.interrupted, run, outcome.unfinished)
+    lines = report.render(plan, records, procs, info, date, done.failures, outcome.interrupted,
+                          run, blocks, outcome.unfinished)
     if any(g.local.checkpoint for g in plan.groups) and not s.bo:
         lines += ["", f"checkpoint report (ms): {(time.monotonic_ns() - began) / 1e6:.1f}"]
     machine = {}
     if s.json or s.csv:
-        doc = export.document(plan, records, procs, info, date, outcome.failures)
+        doc = export.document(plan, records, procs, info, date, done.failures,
+                              [o.records for o in done.complete], alone, found)
         doc = report_cluster.document(run, doc) if run else doc
         machine = {path: make(doc) for path, make in ((s.json, export.json_text),
                                                       (s.csv, export.csv_text)) if path}
     say(lines, err="-" in machine)
     unwritten = [outputs.write_result(path, text) for path, text in machine.items()]
     shown = not s.bo and ("-" in machine or same_file(sys.stdout, sys.stderr))
-    say([f"torque-async: {line}" for line in (*(() if shown else outcome.failures),
+    say([f"torque-async: {line}" for line in (*(() if shown else done.failures),
                                               *filter(None, unwritten))], err=True)
-    if outcome.interrupted:
-        return 128 + outcome.interrupted
-    if outcome.failures or any(unwritten):
+    if done.interrupted:
+        return 128 + done.interrupted
+    if done.failures or any(unwritten):
         return 1
     return MISSED_EXIT if s.failLate and not all(report.stream_verdicts(outcome.records)) else 0
 
@@ -289,6 +299,22 @@ def same_file(a, b) -> bool:
     except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
         return False
     return (fa.st_dev, fa.st_ino, fa.st_rdev) == (fb.st_dev, fb.st_ino, fb.st_rdev)
+
+
+def repeated(plan, done: runs.Runs, procs) -> tuple[list | None, list | None, list[str]]:
+    """-repeat and -baseline: each test's figures alone, their changes, and the report's
+    blocks (none for a single plain run)."""
+    per_test = done.per_test(procs)
+    alone = done.alone_figures(procs) if plan.settings.baseline else None
+    found = figures.changes(alone, [figures.medians(t) for t in per_test], procs) \
+        if alone else None
+    blocks = [*(report.repeat_lines([figures.spreads(t) for t in per_test], procs,
+                                    len(done.complete)) if len(done.complete) > 1 else []),
+              "", *(report.baseline_lines(found) if found is not None else [])]
+    if done.interrupted and not done.first.interrupted:   # a later repetition was stopped
+        blocks += ["", f"INTERRUPTED by {signal.Signals(done.interrupted).name} after "
+                       f"{len(done.complete)} complete repetitions: the figures are theirs"]
+    return alone, found, blocks
 
 
 def trace_every_transfer(plan):

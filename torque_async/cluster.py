@@ -49,7 +49,9 @@ def refuse(plan: Plan) -> None:
     s = plan.settings
     for flag, why in ((s.child is not None, "-child runs one process of a plan"),
                       (s.sp, "-sp runs one test in this process"),
-                      (s.g, "-g waits for a key that only rank 0 would get")):
+                      (s.g, "-g waits for a key that only rank 0 would get"),
+                      (s.baseline or s.repeat > 1, "-baseline and -repeat run the plan several "
+                                                   "times")):
         if flag:
             raise UsageError(f"{why}: it cannot run under an MPI launcher (mpiexec)")
     if any(g.local.cfiles and g.local.dir != LOCAL_DEFAULTS["dir"] for g in plan.groups):

@@ -179,6 +179,18 @@ def scan(tokens: list[Token], aliases: Iterable[str] = ()) -> Scan:
     return Scan(settings, groups)
 
 
+def timed(groups: tuple[Group, ...], settings) -> tuple[Group, ...]:
+    """-tAll and -rampAll as the -t and -ramp of every group that sets none; a stream's length
+    is its runTime argument, so they leave streams alone."""
+    def own(g: Group) -> Group:
+        if not applies("t", g.action):
+            return g
+        t = g.local.t if g.local.t is not None else settings.tAll
+        ramp = g.local.ramp if g.local.ramp is not None else settings.rampAll
+        return replace(g, local=replace(g.local, t=t, ramp=ramp))
+    return tuple(map(own, groups))
+
+
 def parse(argv: list[str], cwd: str = ".") -> Plan:
     """The Plan of a command line (argv without the program name), config file and aliases."""
     line = [Token(a, COMMAND_LINE) for a in argv]
@@ -201,7 +213,7 @@ def parse(argv: list[str], cwd: str = ".") -> Plan:
         raise UsageError(f"-f: {len(files)} test files, at most 128")
     if settings.seed is None:
         settings = replace(settings, seed=time.time_ns() % (2**63))
-    groups = tuple(cmd.groups or cfg.groups)
+    groups = timed(tuple(cmd.groups or cfg.groups), settings)
     return Plan(settings=settings, groups=groups, command=" ".join(shlex.quote(a) for a in argv),
                 config=config, aliases=tuple((k, " ".join(t.text for t in v))
                                              for k, v in aliases.items()),

@@ -104,7 +104,7 @@ def stream_subs(test: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 
 def repetitions(doc: dict[str, Any]) -> list[list[dict[str, Any]]]:
     """The tests of every repetition of a run (one list for a run without -repeat)."""
-    return [rep["tests"] for rep in doc.get("repetitions") or ()] or [doc["tests"]]
+    return [run["tests"] for run in (doc.get("repeats") or {}).get("runs", ())] or [doc["tests"]]
 
 
 def identity(doc: dict[str, Any], group: int) -> str:

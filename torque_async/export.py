@@ -11,12 +11,13 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from dataclasses import asdict, dataclass, fields
 from functools import cache
 from pathlib import Path
 from typing import Any, Callable
 
-from . import __version__, report
+from . import __version__, figures, report
 from .inputs import RESULTS_LIMIT, read_bounded
 from .kinds import KINDS
 from .plan import Group, Plan, Proc
@@ -89,6 +90,7 @@ FIGURES: dict[str, Callable[[Record, Proc, int], Any]] = {
     "flags": lambda rec, proc, t0: list(report.resolution_flags(rec)),
     "samples": samples,
     "streams": streams,
+    "figures": lambda rec, proc, t0: figures.main_figures(rec, proc),
 }
 
 
@@ -119,24 +121,63 @@ def plain(value: Any) -> Any:
     return value
 
 
-def document(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], info: SysInfo,
-             date: str, failures: tuple[str, ...] = ()) -> dict[str, Any]:
-    """The whole run as one JSON-ready dict (see schema/results.schema.json)."""
+def run_entries(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...]) \
+        -> dict[str, Any]:
+    """One run's figures: time zero, every test, the overlap window, the event loop's busy
+    share, the bandwidth."""
     t0 = report.time_zero(records)
     window = report.overlap_window(records)
     groups = report.group_bandwidths(plan, records, procs)
     overlap = None if window is None else {
         "start_ns": window[0] - t0, "end_ns": window[1] - t0, "tests": window[2],
         "together": window[1] > window[0]}
+    return {"time_zero_ns": t0, "tests": [process_entry(r, p, t0) for r, p in zip(records, procs)],
+            "overlap": overlap, "event_loop": report.loop_busy(records, procs),
+            "bandwidth": {"groups": groups, "total": sum(groups.values())}}
+
+
+def repeats_entry(plan: Plan, repetitions: list[tuple[Record, ...]],
+                  procs: tuple[Proc, ...]) -> dict | None:
+    """-repeat: every repetition's figures, and each test's median, min, max and spread."""
+    if len(repetitions) < 2:
+        return None
+    runs = [run_entries(plan, records, procs) for records in repetitions]
+    summary = [{"proc": p.row, "figure": name, "median": s.median, "min": s.lo, "max": s.hi,
+                "spread_pct": s.spread_pct}
+               for i, p in enumerate(procs)
+               for name, s in figures.spreads([run["tests"][i]["figures"] for run in runs]).items()]
+    return {"count": len(runs), "runs": runs, "summary": summary}
+
+
+def baseline_entry(found: list[figures.Change] | None) -> dict | None:
+    """-baseline: every figure measured alone and together, largest slowdown first."""
+    if found is None:
+        return None
+    return {"changes": [{"proc": c.proc, "test": c.test, "figure": c.figure.name,
+                         "alone": c.alone, "together": c.together, "change_pct": c.change_pct,
+                         "slowdown": None if math.isinf(c.slowdown) else c.slowdown}
+                        for c in found]}
+
+
+def document(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], info: SysInfo,
+             date: str, failures: tuple[str, ...] = (),
+             repetitions: list[tuple[Record, ...]] = (),
+             alone: list[dict[str, float | None]] | None = None,
+             found: list[figures.Change] | None = None) -> dict[str, Any]:
+    """The whole run as one JSON-ready dict (see schema/results.schema.json): `records` are the
+    first (or only) repetition; `repetitions` all of them (-repeat); `alone` each test's main
+    figures alone and `found` the changes (-baseline)."""
+    run = run_entries(plan, records, procs)
+    for test, figs in zip(run["tests"], alone or [None] * len(procs)):
+        test["alone"] = figs
     return plain({
         "schema": SCHEMA_NAME, "schema_version": SCHEMA_VERSION, "version": __version__,
         "command": plan.command, "date": date, "config": plan.config,
         "plan": {"settings": asdict(plan.settings),
                  "groups": [group_entry(g, records, procs) for g in plan.groups]},
-        "system": asdict(info), "time_zero_ns": t0, "histograms": HISTOGRAMS,
-        "tests": [process_entry(r, p, t0) for r, p in zip(records, procs)],
-        "overlap": overlap, "event_loop": report.loop_busy(records, procs),
-        "bandwidth": {"groups": groups, "total": sum(groups.values())},
+        "system": asdict(info), "histograms": HISTOGRAMS, **run,
+        "repeats": repeats_entry(plan, list(repetitions), procs),
+        "baseline": baseline_entry(found),
         "failures": failures})
 
 

@@ -1,10 +1,11 @@
 """The event-loop side: the I/O tests (files, async I/O, streams) as coroutines on the one loop.
 
 A loop test is constructed with a TestContext, prepares everything untimed in `setup()` (before
-the barrier), measures in `run(meter)` (its n x i transfers between meter.begin() and
-meter.end(), then meter.publish(), then unmeasured transfers while meter.keep_going()), checks
-its data in `check()` and releases what it holds in `close()`. A failing test writes its error
-into its row and stops the run, exactly as a failing worker does.
+the barrier), measures in `run(meter)` (-ramp's unmeasured transfers, then those the Meter's
+limit allows between meter.begin() and meter.end(), then meter.publish(), then unmeasured
+transfers while meter.keep_going()), checks its data in `check()` and releases what it holds
+in `close()`. A failing test writes its error into its row and stops the run, exactly as a
+failing worker does.
 
 The loop tests share one thread: -affinityNumber pins that thread (when every loop group that
 asks agrees), and -sleepEnd holds a finished test's files open before it is closed.
@@ -17,7 +18,7 @@ from typing import Awaitable, Callable, Protocol
 
 from .cmdline import UsageError
 from .kinds import KINDS, LOOP
-from .meter import Meter, harness_cost, thread_usage
+from .meter import Limit, Meter, harness_cost, thread_usage
 from .plan import Plan, Proc
 from .results import DONE, RUNNING, Results
 from .testing.api import make_test
@@ -109,6 +110,7 @@ class LoopSide:
         row = self.row(proc)
         row["state"] = RUNNING
         meter = Meter(self.results, proc.row, proc.group.local.sample, self.plan.slow,
+                      Limit.of(proc.group.local),
                       thread_usage())       # the loop's CPU over the test's interval
         if await self.guarded(proc, lambda: test.run(meter)) and \
                 await self.guarded(proc, test.check):

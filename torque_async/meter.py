@@ -1,8 +1,11 @@
 """The measuring side every test shares: one Meter per test process, bound to its results row.
 
-A test calls `begin()` at its first measured transfer, `record(latency, end)` once per completed
-transfer (a list store into the latency Summary's batch and one shared-memory counter: no
-allocation), `end()` after its last measured one, then runs unmeasured transfers while
+A test first runs unmeasured transfers while `ramping(t)` says so (-ramp: `ramp()` starts that
+clock), calls `begin()` at its first measured transfer, asks `more(k, t)` before each measured
+transfer k (0, 1, ...: the limit, n x i transfers or -t's deadline, is decided here and nowhere
+else; `certain` of them are due whatever the time), calls `record(latency, end)` once per
+completed transfer (a list store into the latency Summary's batch and one shared-memory counter:
+no allocation), `end()` after its last measured one, then runs unmeasured transfers while
 `keep_going()` says so (-slow). `publish()` writes the figures into the row. A test that mixes
 reads and writes calls `split()` first and `record_rw` instead of `record` (-rmw: `record_rmw`):
 its reads and writes are then also counted and timed apart. The CPU used over the measured
@@ -14,6 +17,7 @@ from __future__ import annotations
 import resource
 import threading
 import time
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -22,6 +26,25 @@ from .results import MAX_SAMPLES, MEASURED, Results
 from .stats import Summary
 
 now = time.monotonic_ns
+NEVER = 1 << 62                    # a count or a time that is never reached
+
+
+@dataclass(frozen=True)
+class Limit:
+    """When a test's measured part ends: after `count` transfers, or (-t) at `runtime_ns` after
+    its start, whichever comes first; `ramp_ns` of unmeasured transfers go before (-ramp).
+    Under -t the ramp is part of the group's time: it measures for runtime - ramp."""
+    count: int = NEVER
+    runtime_ns: int = 0            # 0: no deadline
+    ramp_ns: int = 0
+
+    @classmethod
+    def of(cls, local) -> "Limit":
+        """A group's limit from its local options (-n x -i, or -t; -ramp)."""
+        ramp = round((local.ramp or 0) * 1e9)
+        if local.t is None:
+            return cls(local.n * local.i, 0, ramp)
+        return cls(NEVER, round(local.t * 1e9) - ramp, ramp)
 
 
 def word(a: np.ndarray) -> memoryview:
@@ -32,10 +55,10 @@ def word(a: np.ndarray) -> memoryview:
 class Meter:
     __slots__ = ("row", "live", "stop", "states", "waiting", "every", "next_sample",
                  "nsamples", "stamps", "lat", "count", "start", "finish", "parts", "who",
-                 "cpu0", "cpu")
+                 "cpu0", "cpu", "limit", "total", "deadline", "ramp_end", "ramped")
 
     def __init__(self, results: Results, row: int, sample: int | None, slow: bool,
-                 usage: Callable[[], np.ndarray] | None = None):
+                 limit: Limit = Limit(), usage: Callable[[], np.ndarray] | None = None):
         self.row = results.row(row)
         self.live = word(self.row["transfers"])       # memoryviews: cheaper than numpy indexing
         self.stop = word(results.header["stop"].reshape(1))
@@ -49,7 +72,8 @@ class Meter:
         # matters at -sample 0 (and -vl 3); publish() copies them into the row.
         self.stamps = [0] * (2 * MAX_SAMPLES) if self.every else []
         self.lat = Summary()                          # latency of each measured transfer
-        self.count = self.start = self.finish = 0
+        self.count = self.start = self.finish = self.ramped = 0
+        self.limit, self.total, self.deadline, self.ramp_end = limit, limit.count, NEVER, 0
         self.parts: tuple[Summary, Summary] | None = None   # reads, writes (split)
         self.who = usage or process_usage
         self.cpu0, self.cpu = np.zeros(5, np.int64), np.zeros(4, np.int64)
@@ -58,11 +82,39 @@ class Meter:
         """Reads and writes are also counted and timed apart (record_rw)."""
         self.parts = (Summary(), Summary())
 
+    def ramp(self) -> int:
+        """-ramp's unmeasured transfers start now; returns the time."""
+        t = now()
+        self.ramp_end = t + self.limit.ramp_ns
+        return t
+
+    def ramping(self, t: int) -> bool:
+        """True while the ramp lasts at time t (and nobody stopped the run)."""
+        return t < self.ramp_end and not self.stop[0]
+
     def begin(self) -> int:
-        """The measured interval starts (now: its first transfer follows)."""
+        """The measured interval starts (now: its first transfer follows); -t's deadline
+        counts from here."""
         self.cpu0 = self.who()
         self.start = t = now()
+        if self.limit.runtime_ns:
+            self.deadline = t + self.limit.runtime_ns
         return t
+
+    @property
+    def certain(self) -> int:
+        """How many measured transfers are due whatever the time: the count when there is no
+        deadline, else none (a lane need not ask more() for those)."""
+        return self.total if self.deadline == NEVER else 0
+
+    def more(self, k: int, t: int) -> bool:
+        """Whether measured transfer k (counted from 0 at begin) is due at time t: k below the
+        count and t before the deadline. The first k refused under -t becomes the count, so
+        every later k is refused too: the measured transfers are exactly 0 .. total-1."""
+        if k < self.total and t < self.deadline:
+            return True
+        self.total = min(self.total, k)
+        return False
 
     def record(self, latency: int, t_end: int) -> int:
         """One measured transfer completed at t_end after `latency` ns; returns how many have."""
@@ -116,6 +168,7 @@ class Meter:
         r["samples"][0, :n] = np.reshape(self.stamps[:2 * n], (n, 2))
         r["ops"] = k * ops_per_transfer
         r["phase"][0, 3] = self.finish
+        r["ramp_transfers"] = self.ramped
         r["cpu_user"], r["cpu_sys"], r["csw_vol"], r["csw_invol"] = self.cpu.tolist()
         if self.parts:
             r["split"] = 1

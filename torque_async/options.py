@@ -61,6 +61,23 @@ def number(lo: float, hi: float | None = None) -> Callable[[str], float]:
     return parse
 
 
+MAX_SECONDS = 10**6
+
+
+def seconds(lo: float, lo_allowed: bool) -> Callable[[str], float]:
+    """A time in seconds above lo (or from lo, when lo_allowed), finite."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise ArgError(f"'{text}' is not a number of seconds") from None
+        if not (value > lo or (lo_allowed and value == lo)) or value > MAX_SECONDS:
+            raise ArgError(f"{text} is out of range ({'from' if lo_allowed else 'above'} {lo:g} "
+                           f"to {MAX_SECONDS} seconds)")
+        return value
+    return parse
+
+
 def choice(*names: str) -> Callable[[str], str]:
     def parse(text: str) -> str:
         if text not in names:
@@ -102,6 +119,7 @@ def pattern(value: str) -> int:
 
 
 Count = integer(0, 2**40)
+TIME, RAMP = seconds(0.0, False), seconds(0.0, True)
 Cpu = integer(0, 4095)
 
 
@@ -143,6 +161,9 @@ STREAM_ARGS = (Arg("label", choice("r", "w", "rw", "wr", "rwr", "rrw")),
 _G = [
     Option("aliasFile", GLOBAL, "file of alias definitions (NAME = tokens ...; '-NAME' expands)",
            (Arg("file", text),), group="Configuration"),
+    Option("baseline", GLOBAL, "run each group alone first (same plan), then all together; "
+           "the report adds alone / together / change per test, largest slowdown first",
+           group="Execution"),
     Option("bo", GLOBAL, "print only the bandwidth results", group="Output"),
     Option("c", GLOBAL, "configuration file (default Torque.config in the working directory, else "
            "the default workload shipped in the package)",
@@ -182,6 +203,11 @@ _G = [
     Option("printAlias", GLOBAL, "print the aliases in effect", group="Help"),
     Option("quit", GLOBAL, "parse the command line and the config file, show the plan, exit",
            group="Execution"),
+    Option("rampAll", GLOBAL, "-ramp for every group that sets none", (Arg("seconds", RAMP),),
+           group="Transfers"),
+    Option("repeat", GLOBAL, "run the whole plan n times; the report gives each test's median, "
+           "min-max and spread, the JSON every repetition", (Arg("n", integer(1, 1000)),),
+           group="Execution"),
     Option("seed", GLOBAL, "seed of every random choice (default: from the clock, printed)",
            (Arg("n", integer(0, 2**63 - 1)),), group="Execution"),
     Option("slow", GLOBAL, "keep every test running until the slowest completes "
@@ -190,6 +216,8 @@ _G = [
            (Arg("key", integer(0, 2**32 - 1)),), group="Execution"),
     Option("sp", GLOBAL, "single process: the main process runs the one test itself",
            group="Execution"),
+    Option("tAll", GLOBAL, "-t for every group that sets none (streams keep their runTime)",
+           (Arg("seconds", TIME),), group="Transfers"),
     Option("v", GLOBAL, "verbose (perturbs results)", dest="vl", const=1, group="Output"),
     Option("version", GLOBAL, "print the version", group="Help"),
     Option("vl", GLOBAL, "verbose level 1..3", (Arg("n", integer(1, 3)),), group="Output"),
@@ -272,6 +300,8 @@ _L = [
            (Arg("p", integer(0, 100)),), group="Files"),
     Option("pixfmt", LOCAL, "streams: pixel format of -frame: " + ", ".join(FORMATS),
            (Arg("name", choice(*FORMATS)),), group="Streams"),
+    Option("ramp", LOCAL, "run unmeasured transfers this long first (fio's ramp_time; "
+           "under -t, part of its time)", (Arg("seconds", RAMP),), group="Transfers"),
     Option("s", LOCAL, "index in the -f list of this test's first file (default: the test's "
            "number; process k uses s+k)", (Arg("n", Count),), group="Files"),
     Option("sa", LOCAL, "as -sample, showing only the bandwidth columns", (Arg("k", Count),),
@@ -282,6 +312,9 @@ _L = [
            (Arg("n", integer(0, 86400)),), group="Processes"),
     Option("stride", LOCAL, "stride of -load/-store in bytes (default: the cache line size)",
            (Arg("bytes", integer(8, 2**30)),), group="Memory patterns"),
+    Option("t", LOCAL, "run for this long (measuring every transfer made) instead of n x i "
+           "transfers (fio's runtime with time_based)", (Arg("seconds", TIME),),
+           group="Transfers"),
     Option("T", LOCAL, "throttle: add this delay in microseconds to every transfer",
            (Arg("usec", integer(0, 10**9)),), group="Transfers"),
     Option("touch", LOCAL, "after each read, touch one word of the buffer", group="Files"),
@@ -338,15 +371,15 @@ GLOBAL_DEFAULTS: dict[str, Any] = dict(
     freeSharedMemory=False, g=False, help=None, nh=False, printAlias=False, quit=False,
     seed=None, smkey=0xDECA, sp=False, vl=0, version=False,
     csv=None, json=None, noProgress=False, engine="auto", writeDevices=False,
-    allowForeign=False, failLate=False)
+    allowForeign=False, failLate=False, baseline=False, repeat=1, tAll=None, rampAll=None)
 LOCAL_DEFAULTS: dict[str, Any] = dict(
     affinityNumber=None, affinityNumberDiff=None, affinityParent=None, size=MB,
     bp1=0x5555555555555555, bp2=0xAAAAAAAAAAAAAAAA, bpkey=1, bt=100, btr=False, cfiles=False,
     checkpoint=False, dir="filestest", display=None, dropLate=False, execChild=False,
-    extraRead=0, fbc=False, fps=None, frame=None, i=10, IH=480, IW=720, lateUs=0, linesize=None, m=False, mfile=None, mfileXfer=None, n=64,
-    noResetParentAffinity=False, noVideoInitLoops=False, offset=0, p=1, percR=100,
-    pixfmt=None, s=None,
-    sa=False, sample=None, sleepEnd=0, stride=None, T=0, touch=False, touch4K=False, vector=0,
+    extraRead=0, fbc=False, fps=None, frame=None, i=10, IH=480, IW=720, lateUs=0, linesize=None,
+    m=False, mfile=None, mfileXfer=None, n=64, noResetParentAffinity=False,
+    noVideoInitLoops=False, offset=0, p=1, percR=100, pixfmt=None, ramp=None, s=None, sa=False,
+    sample=None, sleepEnd=0, stride=None, t=None, T=0, touch=False, touch4K=False, vector=0,
     wire=False)
 
 for _o in OPTIONS.values():

@@ -106,8 +106,8 @@ def open_segment(plan: Plan, rows: int) -> Results:
 
 
 def spec_for(plan: Plan, proc: Proc, segment: str, linesize: int) -> WorkerSpec:
-    return WorkerSpec(segment, proc, plan.settings.seed,
-                            linesize, plan.slow)
+    return WorkerSpec(segment, proc, plan.settings.seed, linesize, plan.slow,
+                      calibrate=not plan.settings.baseline)
 
 
 def run(plan: Plan, linesize: int,

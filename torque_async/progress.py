@@ -33,8 +33,12 @@ def line(procs, transfers, states, elapsed_ns: int, running_ns: int = 0) -> str:
         return f"{head}: setting up"
     done: dict[int, list[int]] = {}
     for p in procs:
-        goal = KINDS[p.group.action].goal(p.group)
         share = done.setdefault(p.group.index, [0, 0])
+        if p.group.local.t is not None:         # -t: the share of its time (no count to share)
+            goal = round(p.group.local.t * 1e9)
+            share[:] = [min(running_ns, goal), goal]
+            continue
+        goal = KINDS[p.group.action].goal(p.group)
         share[0] += min(int(transfers[p.row]), goal)
         share[1] += goal
     left = time_left([k / goal for k, goal in done.values()], running_ns)

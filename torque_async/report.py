@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from . import __version__
 from .kinds import KINDS, LOOP
 from .plan import Group, Plan, Proc
+from .figures import FIGURES, Change, Spread
 from .results import MAX_SAMPLES, PHASES, STATE_NAMES, Record
 from .stats import PERCENTILES, Stats, bucket_range, merge
 from .sysinfo import SysInfo, header_lines
@@ -470,10 +471,17 @@ def group_lines(plan: Plan, group: Group, records, procs) -> list[str]:
              f"Working Set = {kind.working_sets} x {local.n * size / MB:g} MBytes/process",
              "bytes": f"Bytes Transferred = {local.n * local.i * size / MB:g} MBytes/process",
              "procs": f"Number of processes = {len(mine)}",
-             "iterations": f"Number of iterations = {local.i}"}
+             "iterations": f"Number of iterations = {local.i}",
+             "ramp": local.ramp and f"Ramp (unmeasured transfers first) = {local.ramp:g} s"}
+    if local.t is not None:            # -t: a time, not a count, ends the measured part
+        measured = f", measured after the ramp: {local.t - local.ramp:g} s" if local.ramp else ""
+        lines.update(n=f"run time = {local.t:g} s (-t{measured})", bytes="", iterations="")
     keep = PACED.get(kind.family, lines.keys())
     lines = [text for name, text in lines.items() if name in keep and text]
     lines += info_lines([r for r, _ in mine])
+    ramped = sum(r.ramp_transfers for r, _ in mine)
+    if ramped:
+        lines.append(f"Unmeasured ramp transfers (-ramp) = {ramped}")
     extra = sum(r.extra_transfers for r, _ in mine)
     if extra:
         lines.append(f"Unmeasured transfers while waiting for the slowest test (-slow) = {extra}")
@@ -519,12 +527,40 @@ def detail_lines(records, procs, level: int) -> list[str]:
     return lines
 
 
+REPEAT_HEADER = "proc,Test,Figure,Median,Min,Max,Spread(%)"
+BASELINE_HEADER = "proc,Test,Figure,Alone,Together,Change(%)"
+
+
+def repeat_lines(spreads: list[dict[str, Spread]], procs, times: int) -> list[str]:
+    """-repeat: each test's main figures over the repetitions (from figures.spreads)."""
+    lines = [f"{proc.row}, {KINDS[proc.group.action].label}, {FIGURES[name].label}, "
+             f"{s.median:.1f}, {s.lo:.1f}, {s.hi:.1f}, "
+             f"{'NA' if s.spread_pct is None else f'{s.spread_pct:.1f}'}"
+             for got, proc in zip(spreads, procs) for name, s in got.items()]
+    if not lines:
+        return []
+    return [f"Repeated {times} times (the table above is the first): median, min, max, "
+            f"spread = (max - min) / median", REPEAT_HEADER, *lines]
+
+
+def baseline_lines(found: list[Change]) -> list[str]:
+    """-baseline: alone / together / change of each test's main figures (figures.changes),
+    the test that lost most first."""
+    if not found:
+        return []
+    return ["Alone vs together (-baseline: each group ran alone first), largest slowdown first",
+            BASELINE_HEADER,
+            *(f"{c.proc}, {c.test}, {c.figure.label}, {c.alone:.1f}, {c.together:.1f}, "
+              f"{'new' if c.change_pct is None else f'{c.change_pct:+.1f}'}" for c in found)]
+
+
 def render(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], info: SysInfo,
            date: str, failures: tuple[str, ...] = (), interrupted: int = 0,
-           cluster=None, unfinished: tuple[str, ...] = ()) -> list[str]:
+           cluster=None, runs: list[str] = (), unfinished: tuple[str, ...] = ()) -> list[str]:
     """The whole text report; -nh drops the header, -bo keeps only the bandwidth lines; a
-    report_cluster.ClusterRun adds Host and Rank columns and the cluster's block; `unfinished`
-    lists the tests an interruption cut short."""
+    report_cluster.ClusterRun adds Host and Rank columns and the cluster's block; `runs`: the
+    -repeat and -baseline blocks, printed after the table; `unfinished` lists the tests an
+    interruption cut short."""
     t0 = time_zero(records)
     bw = bw_lines(plan, records, procs)
     if plan.settings.bo:
@@ -543,7 +579,7 @@ def render(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], inf
     for extra in (overlap_line(plan, records, t0), loop_line(records, procs), *spin_lines(records),
                   *cyclic_lines(records, procs), *checkpoint_lines(records, procs, t0)):
         lines.append(extra)
-    lines += ["", *(cluster.lines(t0) if cluster else ())]
+    lines += ["", *runs, "", *(cluster.lines(t0) if cluster else ())]
     lines += ["", *stream_lines(records, procs), "", *sample_lines(records, procs, t0)]
     if plan.settings.vl:
         lines += ["", *detail_lines(records, procs, plan.settings.vl)]

@@ -42,6 +42,7 @@ ROW = np.dtype([
     ("transfers", "i8"),                         # measured transfers (live while running)
     ("bytes", "i8"), ("sys_bytes", "i8"),        # transfer bytes and system bytes measured
     ("extra_transfers", "i8"),                   # unmeasured transfers run under -slow
+    ("ramp_transfers", "i8"),                    # unmeasured transfers run first (-ramp)
     ("lat_min", "i8"), ("lat_max", "i8"), ("lat_sum", "i8"), ("lat_count", "i8"),
     ("hist", "i8", (HIST_BUCKETS,)),
     ("nsamples", "i8"), ("samples", "i8", (MAX_SAMPLES, 2)),   # (time ns, transfers done)
@@ -267,6 +268,7 @@ class Record:
     csw_vol: int = 0
     csw_invol: int = 0
     harness_ns: int = 0
+    ramp_transfers: int = 0
 
     @classmethod
     def of(cls, r: np.void, row: int) -> "Record":
@@ -282,7 +284,7 @@ class Record:
                    ref_rate=float(r["ref_rate"]), transfer_bytes=int(r["transfer_bytes"]),
                    file=r["file"].decode(errors="replace"), info=r["info"].decode(errors="replace"),
                    error=r["error"].decode(errors="replace"), last_lat=int(r["last_lat"]),
-                   file_bytes=int(r["file_bytes"]),
+                   file_bytes=int(r["file_bytes"]), ramp_transfers=int(r["ramp_transfers"]),
                    subs=tuple(SubStream(int(r["sub_xfers"][i]), int(r["late"][i]),
                                         int(r["late_run"][i]), int(r["late_min"][i]),
                                         int(r["late_max"][i]), int(r["late_sum"][i]),

@@ -16,6 +16,9 @@ def check(plan: Plan) -> None:
         raise UsageError("no action given: name a test (e.g. -load) or put one in Torque.config;"
                          " -h for help")
     child = plan.settings.child
+    if plan.settings.baseline and child is not None:
+        raise UsageError("-baseline runs every group alone and then together; -child runs one "
+                         "test process: use one or the other")
     total = sum(g.local.p for g in plan.groups)
     if child is not None and child >= total:
         raise UsageError(f"-child {child}: the plan has {total} test processes (0..{total - 1})")
@@ -23,6 +26,7 @@ def check(plan: Plan) -> None:
     loop_cpu(plan)
     for g in plan.groups:
         check_cpus(g)
+        check_time(g)
         if check_group := KINDS[g.action].check:
             resolve(check_group)(plan, g)
     if plan.settings.sp and len(procs) != 1:
@@ -30,6 +34,14 @@ def check(plan: Plan) -> None:
                          f"{len(procs)}")
     limits.check(plan)
     outputs.check(plan)
+
+
+def check_time(group) -> None:
+    """-t and -ramp: a ramp must leave time to measure."""
+    local, name = group.local, f"group {group.index} (-{group.action})"
+    if local.t is not None and (local.ramp or 0) >= local.t:
+        raise UsageError(f"{name}: -ramp {local.ramp:g} is not shorter than -t {local.t:g}: "
+                         f"the ramp is part of -t, nothing would be measured")
 
 
 def check_cpus(group) -> None:

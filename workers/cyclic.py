@@ -4,7 +4,8 @@ A spawned worker sleeps to absolute CLOCK_MONOTONIC deadlines every INTERVAL_US
 (clock_nanosleep TIMER_ABSTIME, SCHED_OTHER, as cyclictest without -p) and records each
 wake-up's lateness in the Meter: fixed-size statistics (min, max, sum, count, log histogram),
 nothing stored per wake-up, the garbage collector off while it measures. The first n x i
-wake-ups are its own measurement; with -slow (the default beside other tests) it then goes on
+wake-ups (or, with -t, those of its time; -ramp's time it only sleeps) are its own
+measurement; with -slow (the default beside other tests) it then goes on
 measuring until every other test has finished measuring, so it covers their whole run.
 A wake-up that overran whole intervals skips them (as cyclictest does): the next deadline is
 the first one still ahead. An interval longer than timer.SLICE_NS is slept in slices that look
@@ -18,6 +19,8 @@ from torque_async.meter import Meter, now
 from torque_async.timer import Sleeper
 from torque_async.testing.api import TestContext, TestError
 
+RAMP_SLICE = 100_000_000            # ns: -ramp's sleep looks at the stop flag this often
+
 
 class CyclicTest:
     transfer_bytes = 0
@@ -25,21 +28,27 @@ class CyclicTest:
 
     def __init__(self, ctx: TestContext):
         self.interval = ctx.group.args[0] * 1000
-        self.wakeups = ctx.local.n * ctx.local.i
+        local = ctx.local
+        self.wakeups = f"for {local.t - (local.ramp or 0):g} s" if local.t else \
+            f"at least {local.n * local.i}"
         self.sleep = Sleeper()
         self.meter: Meter | None = None
         self.last = 0                            # the last wake-up's lateness (Act)
         self.info = (f"cyclic: wake-ups every {ctx.group.args[0]} us at absolute deadlines "
-                     f"(clock_nanosleep, SCHED_OTHER), at least {self.wakeups}")
+                     f"(clock_nanosleep, SCHED_OTHER), {self.wakeups}")
 
     def measure(self, meter: Meter, local) -> None:
         self.meter = meter
         gc.disable()
         try:
-            t = self.wake(meter, meter.begin(), lambda k: k < self.wakeups)
+            t = meter.ramp()
+            while meter.ramping(t):                      # -ramp: asleep, not measuring
+                self.sleep(min(meter.ramp_end, t + RAMP_SLICE))
+                t = now()
+            t = self.wake(meter, meter.begin(), meter.more)
             meter.end(t)
             meter.publish(0, 0)                          # its own part: others may stop now
-            t = self.wake(meter, t, lambda k: meter.keep_going())
+            t = self.wake(meter, t, lambda k, t: meter.keep_going())
         finally:
             gc.enable()
         meter.end(t)
@@ -47,11 +56,12 @@ class CyclicTest:
         meter.row["last_lat"] = self.last
 
     def wake(self, meter: Meter, t: int, more) -> int:
-        """Wake every interval from t while more(wake-ups so far); returns the last wake-up."""
+        """Wake every interval from t while more(wake-ups so far, the last wake-up); returns
+        the last wake-up."""
         sleep, record, stop, interval = self.sleep, meter.record, meter.stop, self.interval
         deadline = t + interval
         k = 0
-        while not stop[0] and more(k):
+        while not stop[0] and more(k, t):
             if not sleep(deadline, stop):        # stopped during a long interval
                 break
             t = now()

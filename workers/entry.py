@@ -16,7 +16,7 @@ import time
 from threading import BrokenBarrierError
 
 from torque_async.kinds import CALIBRATION, KINDS, OWN_LOOP
-from torque_async.meter import Meter, harness_cost, word
+from torque_async.meter import Limit, Meter, harness_cost, word
 from torque_async.plan import Proc
 from torque_async.results import ABORTED, DONE, RUNNING, STOP_SIGNALS, Results
 from torque_async.testing.api import WorkerSpec, make_test
@@ -50,14 +50,14 @@ def main(spec: WorkerSpec, barrier, calibration_lock, in_process: bool = False) 
         row["harness_ns"] = harness_cost()
         mark_ready(row, test)
         barrier.wait()
-        if CALIBRATION in needs:
+        if CALIBRATION in needs and spec.calibrate:
             with calibration_lock:
                 row["ref_rate"] = idle_rate(test)
         barrier.wait()
         row["phase"][0, 2] = time.monotonic_ns()
         row["state"] = RUNNING
         local = spec.proc.group.local
-        meter = Meter(results, spec.proc.row, local.sample, spec.slow)
+        meter = Meter(results, spec.proc.row, local.sample, spec.slow, Limit.of(local))
         if OWN_LOOP in needs:            # a test that times itself (-cyclic: lateness)
             test.measure(meter, local)
         else:

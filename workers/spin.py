@@ -3,7 +3,8 @@
 One transfer generates transfer-size / 8 random doubles from the process's own generator, in
 fills of one small preallocated block that stays in cache (so the test moves no memory); one
 loop is one random number. The driver measures the loop rate alone before the start
-(its kind declares calibration) and under load, so the report can say how much of an idle CPU the test kept.
+(its kind declares calibration; with -baseline the test's run alone gives that figure instead)
+and under load, so the report can say how much of an idle CPU the test kept.
 """
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""The worker's timed loops: `measure` (n x i transfers between the meter's begin and end,
-then unmeasured ones while -slow keeps the test busy) and `idle_rate` (a calibrating test's
+"""The worker's timed loops: `measure` (-ramp's unmeasured transfers, then the measured ones
+the meter's limit allows between its begin and end, then unmeasured ones while -slow keeps the
+test busy) and `idle_rate` (a calibrating test's
 loop rate alone, the reference its loops under load are compared with)."""
 from __future__ import annotations
 
@@ -22,12 +23,20 @@ def idle_rate(test) -> float:
 
 
 def measure(test, meter: Meter, local, ops_per_transfer: int = 0) -> None:
-    """The timed loop: n x i transfers, then (-slow) unmeasured ones until every test is done."""
-    total, throttle = local.n * local.i, local.T * 1000
-    transfer, record, stop, now = test.transfer, meter.record, meter.stop, time.monotonic_ns
+    """The timed loop: -ramp's unmeasured transfers, then the measured ones while the Meter's
+    limit (n x i, or -t) allows, then (-slow) unmeasured ones until every test is done."""
+    throttle = local.T * 1000
+    transfer, record, more, stop = test.transfer, meter.record, meter.more, meter.stop
+    now = time.monotonic_ns
+    k, t = 0, meter.ramp()
+    while meter.ramping(t):
+        transfer(k)
+        k += 1
+        t = now()
+    meter.ramped, base = k, k
     t = meter.begin()                 # the measured interval: begin .. the last transfer's end
-    k = 0
-    while k < total and not stop[0]:
+    sure = base + meter.certain       # measured whatever the time: more() need not be asked
+    while (k < sure or more(k - base, t)) and not stop[0]:
         t0 = now()                    # a transfer's latency is its own call, nothing around it
         transfer(k)
         t = now()

@@ -39,6 +39,7 @@ from .files import block_size, choose_mode, open_file
 from .layout import BLOCK, Cursor, Layout
 
 CHUNK = 8 << 20                    # check(): bytes of a scratch file compared at once
+RAMP, MEASURED, EXTRA, STOP = range(4)    # what a claimed transfer is (FileTest.claim)
 
 
 class FileTest:
@@ -158,19 +159,21 @@ class FileTest:
     async def run(self, meter) -> None:
         meter.row["file"], meter.row["file_bytes"] = os.fsencode(self.shown), self.largest
         self.meter, self.lock = meter, threading.Lock()
-        self.total = self.local.n * self.local.i
-        self.take = itertools.count().__next__       # transfer numbers: atomic, no lock
-        self.next, self.extra = 1 << 62, 0                # next: see lane()
+        self.take = itertools.count().__next__       # transfer numbers, taken in claim()
+        self.next, self.extra, self.base, self.until = 1 << 62, 0, 0, 0  # next: see lane()
+        self.stop = meter.stop
         self.last = [-1] * self.depth
         self.at = Cursor(self.layout)
         self.published = False
         self.rmw_at = [(0, 0)] * self.depth        # -rmw: each lane's read done, write issued
         if self.mixed or self.spec.rmw:
             meter.split()
-        self.t_end = meter.begin()
+        self.record = meter.record_rw if self.mixed else meter.record_rmw if self.spec.rmw \
+            else meter.record
+        self.t_last = meter.ramp()
         await self.engine.drive([self.lane(j) for j in range(self.depth)])
         if not self.published:                       # stopped early: publish what was measured
-            self.finish(self.t_end)
+            self.finish(max(self.t_last, meter.start or meter.begin()))
         meter.publish_extra(self.extra)
         if self.error is not None:
             raise self.error
@@ -180,16 +183,47 @@ class FileTest:
         self.meter.publish(self.transfer_bytes, self.system_bytes)
         self.published = True
 
+    def claim(self) -> tuple[int, int]:
+        """The next transfer number and what it is (RAMP, MEASURED, EXTRA or STOP), decided in
+        the order the numbers are taken (the engine runs claims one at a time), so the measured
+        transfers are consecutive numbers. The numbers below `until` are measured whatever
+        the time (the Meter's count, with no deadline): no clock read, no call."""
+        k = self.take()
+        if k < self.until and self.error is None and not self.stop[0]:
+            return k, MEASURED
+        return k, self.decide(k)
+
+    def decide(self, k: int) -> int:
+        """claim()'s other cases: the ramp, the start, a deadline, past the measured ones."""
+        meter, t = self.meter, now()
+        if self.error is not None or self.stop[0]:
+            return STOP
+        if not meter.start:
+            if meter.ramping(t):
+                return RAMP
+            meter.ramped = self.base = k
+            meter.begin()
+            self.until = k + meter.certain
+        if meter.more(k - self.base, t):
+            return MEASURED
+        if meter.count == meter.total and not self.published:   # the last one is done already
+            self.finish(self.t_last)
+        return EXTRA if meter.keep_going() else STOP
+
+    def recorded(self, latency: int, t: int, *parts) -> None:
+        """A measured transfer completed at t (parts: its write flag or -rmw's read and write
+        times, as self.record takes them); the last of them ends the measured interval."""
+        self.t_last = max(self.t_last, t)
+        if self.record(latency, t, *parts) == self.meter.total:
+            self.finish(t)
+
     async def lane(self, j: int) -> None:
         """One outstanding transfer at a time, until every measured one is done (and, under
         -slow, while another test still measures). The conditions that end a lane never turn
         back, so once one lane stops at transfer k every lane stops at a later one: the
         transfers made are exactly 0 .. k-1 for the smallest such k (self.next)."""
-        meter, total, stop = self.meter, self.total, self.meter.stop
+        claim, done = self.engine.serial(self.claim), self.engine.serial(self.recorded)
         mixed, rmw_at = self.mixed, self.rmw_at if self.spec.rmw else None
-        record = self.engine.serial(meter.record_rw if mixed else meter.record_rmw if rmw_at
-                                    else meter.record)      # the threads engine: under a lock
-        keep_going = self.engine.serial(meter.keep_going)
         submit, fds, slot, throttle = self.engine.submit, self.fds, self.slot, self.local.T * 1000
         rbuf, wbuf = self.ids[slot["read"] + j], self.ids[slot["write"] + j]
         stamp = data.stamper(self.views[slot["write"] + j])
@@ -197,13 +231,13 @@ class FileTest:
         stamps = self.writes and not self.spec.rmw
         touched = self.local.touch or self.local.touch4K
         touch = self.touched[slot["read"] + j] if touched else None
-        take, last = self.take, self.last
-        block, k, t, extra = -1, -1, self.t_end, 0
+        last = self.last
+        block, k, t, extra = -1, -1, self.t_last, 0
         f, offset, write = 0, 0, False
         try:
             while True:
-                k = take()
-                if self.error is not None or stop[0] or (k >= total and not keep_going()):
+                k, what = claim()
+                if what == STOP:
                     break
                 b, i = divmod(k, BLOCK)
                 if b != block:
@@ -214,12 +248,12 @@ class FileTest:
                 t0 = now()
                 t = await (submit(write, fds[f], wbuf if write else rbuf, offset) if plain else
                            self.move(j, f, offset, write))
-                if k >= total:
+                if what == MEASURED:
+                    done(t - t0, t, write) if mixed else \
+                        done(t - t0, t, rmw_at[j][0] - t0, t - rmw_at[j][1]) if rmw_at else \
+                        done(t - t0, t)
+                elif what == EXTRA:
                     extra += 1
-                elif (record(t - t0, t, write) if mixed else
-                      record(t - t0, t, rmw_at[j][0] - t0, t - rmw_at[j][1]) if rmw_at else
-                      record(t - t0, t)) == total:
-                    self.finish(t)
                 last[j] = k
                 if touch is not None and not write:
                     touch.sum()                       # the processor reads the data
@@ -235,7 +269,6 @@ class FileTest:
             with self.lock:
                 self.error = self.error or e
         with self.lock:
-            self.t_end = max(self.t_end, t)
             self.next = min(self.next, k)
             self.extra += extra
 

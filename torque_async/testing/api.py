@@ -2,7 +2,7 @@
 
 A test class is constructed in its worker process (set-up: allocate, initialise, warm up; never
 timed), then `transfer(k)` is called for k = 0, 1, 2, ... between the timer's start and stop
-(and past n x i, unmeasured, while -slow keeps it busy), then `check()` validates the data after
+(unmeasured before it during -ramp, and past n x i or -t while -slow keeps it busy), then `check()` validates the data after
 timing and `close()` frees what it holds. The driver (workers/entry.py) owns the clock, the
 latency statistics, the samples and the results row; a test only moves data.
 """
@@ -50,6 +50,8 @@ class WorkerSpec:
     seed: int
     linesize: int                 # the machine's; make_test prefers the group's -linesize
     slow: bool
+    calibrate: bool = True        # spinWait measures its idle rate before the start (not
+                                  # with -baseline: its run alone is that figure)
 
 
 class WorkerTest(Protocol):

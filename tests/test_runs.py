@@ -1,0 +1,231 @@
+"""-t and -ramp (the Meter's limit), -repeat and -baseline (runs.py, figures.py): exact counts
+from real runs, and the pure parts (the limit's predicate, sorting and formatting) from
+constructed values."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import statistics
+
+import pytest
+
+from torque_async import cmdline, figures, orchestrator, report, runs
+from torque_async.meter import Limit, Meter
+from torque_async.results import Results
+from torque_async.stats import bucket
+from torque_async.units import MB
+
+from conftest import run_cli
+from test_export import VALIDATOR
+from test_report import MS, record
+
+
+@pytest.fixture
+def results():
+    res = Results.create(f"torque-async-test-runs-{os.getpid():x}", 1)
+    yield res
+    res.release()
+    res.shm.unlink()
+
+
+def test_a_count_limit_allows_exactly_n_x_i_transfers(results):
+    meter = Meter(results, 0, None, False, Limit.of(cmdline.parse("-n 3 -i 2 -load".split())
+                                                     .groups[0].local))
+    t = meter.begin()
+    assert [meter.more(k, t + 10**15) for k in range(8)] == [True] * 6 + [False] * 2
+
+
+def test_a_deadline_refuses_from_the_first_transfer_past_it_and_that_fixes_the_count(results):
+    meter = Meter(results, 0, None, False, Limit(runtime_ns=5 * MS))
+    t = meter.begin()
+    assert meter.deadline == t + 5 * MS and meter.more(0, t) and meter.more(6, t + 5 * MS - 1)
+    assert not meter.more(7, t + 5 * MS) and meter.total == 7
+    assert not meter.more(8, t)             # later numbers stay refused: 0 .. 6 were measured
+
+
+def test_the_ramp_is_part_of_t_and_comes_before_the_measured_part():
+    local = cmdline.parse("-t 2 -ramp 0.5 -load".split()).groups[0].local
+    assert Limit.of(local) == Limit(runtime_ns=1_500_000_000, ramp_ns=500_000_000,
+                                    count=Limit().count)
+
+
+def test_global_times_fill_the_groups_that_set_none_but_not_streams():
+    plan = cmdline.parse("-tAll 3 -rampAll 1 -t 5 -load -ramp 0 -bzero "
+                         "-streams r 2 64 10 0 1 16".split())
+    load, bzero, stream = (g.local for g in plan.groups)
+    assert (load.t, load.ramp, bzero.t, bzero.ramp) == (5.0, 1.0, 3.0, 0.0)
+    assert (stream.t, stream.ramp) == (None, None)
+
+
+def measured_exactly(test) -> dict:
+    rec = test["record"]
+    assert test["state"] == "done"
+    assert rec["transfers"] == rec["lat_count"] == test["table"]["xfers"] > 0
+    if test["samples"]["every"]:
+        assert sum(s["transfers"] for s in test["samples"]["intervals"]) == rec["transfers"]
+    return rec
+
+
+def test_t_measures_for_its_time_and_counts_every_transfer_it_measured(tmp_path):
+    r = run_cli("-smkey", "0x7D61", "-json", "t.json",
+                "-t", "1", "-ramp", "0.3", "-MB", "1", "-sample", "63", "-load",
+                "-t", "0.8", "-KB", "4", "-mfileMB", "8", "-aio", "4",
+                "-n", "20", "-i", "1", "-ramp", "0.2", "-KB", "64", "-bzero",
+                "-t", "0.5", "-cyclic", "1000")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads((tmp_path / "t.json").read_text())
+    VALIDATOR.validate(doc)
+    load, aio, bzero, cyclic = doc["tests"]
+    for test, runtime in ((load, 0.7e9), (aio, 0.8e9), (cyclic, 0.5e9)):
+        rec = measured_exactly(test)
+        elapsed = rec["finish"] - rec["start"]
+        assert 0.95 * runtime <= elapsed <= runtime + 3e9, (test["kind"], elapsed)
+    rec = measured_exactly(load)
+    assert rec["ramp_transfers"] > 0 and rec["start"] - rec["phase"]["released"] >= 0.3e9
+    assert "run time = 1 s (-t, measured after the ramp: 0.7 s)" in r.stdout
+    rec = measured_exactly(bzero)                  # a count with a ramp: exactly n x i measured
+    assert rec["transfers"] == 20 and rec["ramp_transfers"] > 0
+    rec = measured_exactly(cyclic)                 # one wake-up per interval at most
+    assert rec["transfers"] <= (rec["finish"] - rec["start"]) // 1_000_000 + 1
+
+
+def test_t_with_threads_lanes_counts_exactly_and_the_data_check_passes(tmp_path):
+    r = run_cli("-smkey", "0x7D62", "-json", "t.json", "-engine", "threads",
+                "-t", "0.6", "-ramp", "0.1", "-KB", "4", "-mfileMB", "8", "-percR", "50",
+                "-aio", "4", "-t", "0.4", "-KB", "4", "-mfileMB", "4", "-rmw")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads((tmp_path / "t.json").read_text())
+    for test, runtime in zip(doc["tests"], (0.5e9, 0.4e9)):
+        rec = measured_exactly(test)
+        assert 0.95 * runtime <= rec["finish"] - rec["start"] <= runtime + 3e9
+
+
+def lat_record(row, us_value, **kw):
+    """A record whose every latency is us_value (so p50 = p99 = max = us_value)."""
+    ns = int(us_value * 1000)
+    return record(row, 0, 1000 * MS, 10, 0, lat_min=ns, lat_max=ns, lat_sum=10 * ns,
+                  lat_count=10, hist=((bucket(ns), 10),), **kw)
+
+
+def test_the_baseline_block_puts_the_largest_slowdown_first():
+    plan = cmdline.parse("-n 8 -load -cyclic 1000 -spinWait -seed 1".split())
+    procs = plan.procs()
+    alone = (record(0, 0, 1000 * MS, 1000, MB), lat_record(1, 10), record(2, 0, 1000 * MS, 10, 0,
+                                                                          ops=200))
+    together = (record(0, 0, 1000 * MS, 900, MB), lat_record(1, 50), record(2, 0, 1000 * MS, 10,
+                                                                             0, ops=100))
+    found = figures.changes([figures.main_figures(r, p) for r, p in zip(alone, procs)],
+                            [figures.main_figures(r, p) for r, p in zip(together, procs)], procs)
+    assert report.baseline_lines(found)[1:] == [
+        report.BASELINE_HEADER,
+        "1, Cyclic, p99(us), 10.0, 50.0, +400.0",          # 5 times worse
+        "1, Cyclic, max(us), 10.0, 50.0, +400.0",
+        "2, SpinWait, loops/s, 200.0, 100.0, -50.0",       # 2 times
+        "0, Load, BW(MB/s), 1000.0, 900.0, -10.0",         # 1.11 times
+        "0, Load, IO/s, 1000.0, 900.0, -10.0"]
+    assert [c.slowdown for c in found[::2]] == [5.0, 2.0, pytest.approx(1000 / 900)]
+
+
+def test_a_figure_from_nothing_alone_is_new_and_ranks_first():
+    plan = cmdline.parse("-n 8 -load -streams r 2 64 10 0 1 16".split())
+    procs = plan.procs()
+    a = [{**dict.fromkeys(figures.FIGURES), "bw": 100.0}, {**dict.fromkeys(figures.FIGURES),
+                                                           "late": 0.0}]
+    t = [{**dict.fromkeys(figures.FIGURES), "bw": 10.0}, {**dict.fromkeys(figures.FIGURES),
+                                                          "late": 3.0}]
+    found = figures.changes(a, t, procs)
+    assert [c.figure.name for c in found] == ["late", "bw"]
+    assert report.baseline_lines(found)[2] == "1, Streams, late frames, 0.0, 3.0, new"
+
+
+def test_baseline_s_alone_figures_match_a_run_alone_and_reach_json_and_csv(tmp_path):
+    bzero = ["-t", "0.4", "-n", "64", "-KB", "256", "-bzero"]     # long enough to be steady
+    r = run_cli("-smkey", "0x7D63", "-baseline", "-json", "b.json", "-csv", "b.csv", *bzero,
+                "-n", "200", "-KB", "256", "-spinWait")
+    assert r.returncode == 0, r.stderr
+    solo = run_cli("-smkey", "0x7D64", "-json", "a.json", *bzero)
+    assert solo.returncode == 0, solo.stderr
+    doc = json.loads((tmp_path / "b.json").read_text())
+    VALIDATOR.validate(doc)
+    alone_bw = doc["tests"][0]["alone"]["bw"]
+    solo_bw = json.loads((tmp_path / "a.json").read_text())["tests"][0]["figures"]["bw"]
+    assert solo_bw / 3 < alone_bw < solo_bw * 3
+    spin = doc["tests"][1]
+    assert spin["spin"]["alone_per_s"] == spin["alone"]["loops_per_s"] > 0   # one mechanism
+    changes = doc["baseline"]["changes"]
+    assert {(c["proc"], c["figure"]) for c in changes} == {(0, "bw"), (0, "iops"), (0, "p50_us"),
+                                                           (0, "p99_us"), (1, "loops_per_s")}
+    ranks = [c["slowdown"] for c in changes if c["figure"] in ("bw", "loops_per_s")]
+    assert ranks == sorted(ranks, reverse=True)
+    lines = r.stdout.splitlines()
+    block = lines[lines.index(report.BASELINE_HEADER) + 1:][:len(changes)]
+    assert [ln.split(", ")[:3] for ln in block] == \
+        [[str(c["proc"]), c["test"], figures.FIGURES[c["figure"]].label] for c in changes]
+    rows = list(csv.DictReader(io.StringIO((tmp_path / "b.csv").read_text())))
+    assert float(rows[0]["alone.bw (MB/s)"]) == alone_bw
+    assert float(rows[0]["figures.bw (MB/s)"]) == doc["tests"][0]["figures"]["bw"]
+
+
+def test_repeat_keeps_every_repetition_and_prints_medians(tmp_path):
+    r = run_cli("-smkey", "0x7D65", "-repeat", "3", "-json", "r.json",
+                "-n", "32", "-KB", "256", "-bzero", "-n", "8", "-KB", "64", "-spinWait")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads((tmp_path / "r.json").read_text())
+    VALIDATOR.validate(doc)
+    reps = doc["repeats"]
+    assert reps["count"] == len(reps["runs"]) == 3
+    first = [{k: v for k, v in t.items() if k != "alone"} for t in doc["tests"]]
+    assert reps["runs"][0]["tests"] == first                 # the top level is repetition 1
+    for entry in reps["summary"]:
+        values = [run["tests"][entry["proc"]]["figures"][entry["figure"]] for run in reps["runs"]]
+        assert entry["median"] == statistics.median(values)
+        assert (entry["min"], entry["max"]) == (min(values), max(values))
+        label = figures.FIGURES[entry["figure"]].label
+        printed = f", {label}, {entry['median']:.1f}, {entry['min']:.1f}, {entry['max']:.1f}, "
+        assert any(ln.startswith(f"{entry['proc']}, ") and printed in ln
+                   for ln in r.stdout.splitlines())
+    assert {e["figure"] for e in reps["summary"]} == {"bw", "iops", "p50_us", "p99_us",
+                                                      "loops_per_s"}
+    assert "Repeated 3 times" in r.stdout
+    once = run_cli("-smkey", "0x7D66", "-json", "-", "-n", "4", "-KB", "64", "-bzero")
+    assert json.loads(once.stdout)["repeats"] is None and "Repeated" not in once.stderr
+
+
+def test_baseline_runs_each_group_alone_first_and_a_failure_ends_the_series(monkeypatch):
+    plan = cmdline.parse("-repeat 3 -baseline -n 8 -load -p 2 -n 4 -bzero".split())
+    ran, fail_at = [], [5]
+
+    def fake_run(p, linesize, meet=None):
+        ran.append(tuple(g.action for g in p.groups))
+        recs = tuple(record(i, 0, 1000 * MS, 100 * len(ran), MB) for i in range(len(p.procs())))
+        return orchestrator.Outcome(recs, ("test 0 failed: planted",) if len(ran) == fail_at[0]
+                                    else ())
+    monkeypatch.setattr(runs.orchestrator, "run", fake_run)
+    done = runs.run(plan, 64)
+    assert ran == [("load",)] * 3 + [("bzero",)] * 2 and len(done.alone) == 2
+    assert done.failures == ("group 1 alone (-baseline), repetition 2 of 3: test 0 failed: "
+                             "planted",) and done.first is None
+    ran.clear()
+    fail_at[0] = 8                                    # the second repetition together fails
+    done = runs.run(plan, 64)
+    assert len(ran) == 8 and len(done.together) == 2 and done.complete == done.together[:1]
+    assert done.failures == ("repetition 2 of 3: test 0 failed: planted",)
+    procs = plan.procs()
+    alone = done.alone_figures(procs)                 # medians of runs 1-3 (load), 4-6 (bzero)
+    assert [a["iops"] for a in alone] == [200.0, 500.0, 500.0]
+    assert [t[0]["iops"] for t in done.per_test(procs)] == [700.0] * 3
+
+
+@pytest.mark.parametrize("mode", ["-fast", "-slow"])
+def test_under_t_a_test_finishes_at_its_time_and_slow_keeps_it_running_unmeasured(tmp_path,
+                                                                                  mode):
+    r = run_cli("-smkey", "0x7D67" if mode == "-fast" else "0x7D68", mode, "-json", "t.json",
+                "-t", "0.3", "-KB", "64", "-load", "-t", "0.9", "-KB", "64", "-bzero")
+    assert r.returncode == 0, r.stderr
+    short, long = (measured_exactly(t) for t in json.loads((tmp_path / "t.json").read_text())
+                   ["tests"])
+    assert 0.3e9 <= short["finish"] - short["start"] < long["finish"] - long["start"]
+    assert long["finish"] - long["start"] >= 0.9e9
+    assert (short["extra_transfers"] > 0) == (mode == "-slow") and long["extra_transfers"] == 0

@@ -1,0 +1,136 @@
+"""A test's main figures, and what -repeat and -baseline make of them (pure functions).
+
+The main figures say how well a test did in one number each: bandwidth and IO/s with latency
+p50 and p99 for the transfer tests, late frames, bandwidth and lateness p99 for a stream, p99
+and max wake-up lateness for -cyclic, loops/s for spinWait. -repeat gives each its median,
+min-max and spread over the repetitions; -baseline its change from the test running alone,
+the tests ordered by the largest slowdown.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from typing import Callable
+
+from .kinds import KINDS
+from .plan import Proc
+from .results import Record
+from .stats import Stats, merge
+from .units import mb_per_s, per_s
+
+
+def lateness(rec: Record) -> Stats:
+    """A stream's sub-streams' lateness as one distribution (their histograms merged)."""
+    return merge(s.lateness for s in rec.subs)
+
+
+def us(stats: Stats, q: float | None) -> float | None:
+    """A percentile (q) or the maximum (None) in us; None without values."""
+    if not stats.count:
+        return None
+    return (stats.hi if q is None else stats.percentile(q)) / 1000
+
+
+@dataclass(frozen=True)
+class Figure:
+    name: str                      # the JSON key
+    label: str                     # as the report prints it
+    higher_is_better: bool
+    value: Callable[[Record], float | None]
+
+
+FIGURES = {f.name: f for f in (
+    Figure("bw", "BW(MB/s)", True, lambda r: mb_per_s(r.bytes, r.elapsed)),
+    Figure("iops", "IO/s", True, lambda r: per_s(r.transfers, r.elapsed)),
+    Figure("p50_us", "p50(us)", False, lambda r: us(r.lat, 0.5)),
+    Figure("p99_us", "p99(us)", False, lambda r: us(r.lat, 0.99)),
+    Figure("max_us", "max(us)", False, lambda r: us(r.lat, None)),
+    Figure("late", "late frames", False, lambda r: sum(s.late for s in r.subs)),
+    Figure("late_p99_us", "lateness p99(us)", False, lambda r: us(lateness(r), 0.99)),
+    Figure("loops_per_s", "loops/s", True, lambda r: per_s(r.ops, r.elapsed)),
+)}
+# The figures of each family (others: the transfer tests'), the one that ranks first.
+BY_FAMILY = {"cpu": ("loops_per_s",), "timer": ("p99_us", "max_us"),
+             "streams": ("late", "bw", "late_p99_us")}
+TRANSFERS = ("bw", "iops", "p50_us", "p99_us")
+
+
+def names(proc: Proc) -> tuple[str, ...]:
+    return BY_FAMILY.get(KINDS[proc.group.action].family, TRANSFERS)
+
+
+def main_figures(rec: Record, proc: Proc) -> dict[str, float | None]:
+    """Every figure's value for this test: None where it does not apply or nothing was
+    measured."""
+    mine = names(proc) if rec.transfers and rec.elapsed > 0 else ()
+    return {name: f.value(rec) if name in mine else None for name, f in FIGURES.items()}
+
+
+@dataclass(frozen=True)
+class Spread:
+    """One figure over the repetitions: median, min, max and (max - min) / median in %."""
+    median: float
+    lo: float
+    hi: float
+
+    @property
+    def spread_pct(self) -> float | None:
+        return 100 * (self.hi - self.lo) / self.median if self.median else None
+
+    @classmethod
+    def of(cls, values: list[float]) -> "Spread":
+        return cls(statistics.median(values), min(values), max(values))
+
+
+def spreads(runs: list[dict[str, float | None]]) -> dict[str, Spread]:
+    """Each figure's Spread over runs (the main figures of one test in each repetition);
+    figures missing from any run are left out."""
+    return {name: Spread.of([r[name] for r in runs]) for name in FIGURES
+            if runs and all(r[name] is not None for r in runs)}
+
+
+def medians(runs: list[dict[str, float | None]]) -> dict[str, float | None]:
+    """The main figures of one test over its repetitions, each its median."""
+    got = spreads(runs)
+    return {name: got[name].median if name in got else None for name in FIGURES}
+
+
+@dataclass(frozen=True)
+class Change:
+    """One figure of one test, alone and together."""
+    proc: int
+    test: str
+    figure: Figure
+    alone: float
+    together: float
+
+    @property
+    def change_pct(self) -> float | None:
+        return 100 * (self.together - self.alone) / self.alone if self.alone else None
+
+    @property
+    def slowdown(self) -> float:
+        """How many times worse together than alone (below 1: better); inf from nothing."""
+        good, bad = (self.alone, self.together) if self.figure.higher_is_better else \
+            (self.together, self.alone)
+        if good == bad:
+            return 1.0
+        return good / bad if bad else math.inf
+
+
+def changes(alone: list[dict[str, float | None]], together: list[dict[str, float | None]],
+            procs: tuple[Proc, ...]) -> list[Change]:
+    """Every figure measured both alone and together, test by test, the tests ordered by the
+    slowdown of their ranking figure (bandwidth; a stream's late frames; -cyclic's p99;
+    spinWait's loops/s), largest first."""
+    per_test = []
+    for a, t, proc in zip(alone, together, procs):
+        label = KINDS[proc.group.action].label
+        mine = [Change(proc.row, label, f, a[name], t[name]) for name, f in FIGURES.items()
+                if a[name] is not None and t[name] is not None]
+        if mine:
+            rank = {c.figure.name: c.slowdown for c in mine}
+            per_test.append((rank.get(names(proc)[0], 1.0), mine))
+    per_test.sort(key=lambda ranked: -ranked[0])
+    return [c for _, cs in per_test for c in cs]

@@ -12,11 +12,26 @@ import numpy as np
 import pytest
 
 from torque_async import cli, cmdline, orchestrator, report, validate
-from torque_async.results import HEADER, ROW, segment_name
+from torque_async.options import GLOBAL_DEFAULTS
+from torque_async.results import HEADER, ROW, Results, SegmentExists, segment_name
 
 REPO = Path(__file__).resolve().parents[1]
 CMD = [sys.executable, "-m", "torque_async"]
 ENV = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(REPO)}   # this checkout's code
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _default_key_in_use():
+    """The suite runs as if another torque-async held the default -smkey (as one may on the
+    machine): a test that runs without a key of its own fails."""
+    try:
+        held = Results.create(segment_name(GLOBAL_DEFAULTS["smkey"]), 1)
+    except SegmentExists:          # another run does hold it
+        held = None
+    yield
+    if held is not None:
+        held.unlink()
+        held.release()
 
 
 @pytest.fixture(autouse=True)

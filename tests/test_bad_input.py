@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
+import subprocess
 
 import pytest
 
-from conftest import assert_one_clean_line, execute
+from conftest import CMD, ENV, assert_one_clean_line, execute
 
 CPU = max(os.sched_getaffinity(0)) + 1      # above every CPU this process may use
 
@@ -159,3 +160,13 @@ def test_bad_config_files_name_file_and_line(capsys, tmp_path, text, message):
 def test_bad_alias_files(capsys, tmp_path, text, argv, message):
     (tmp_path / "bad.alias").write_text(text)
     assert_one_clean_line(*execute(capsys, "-aliasFile", "bad.alias", *argv), message)
+
+
+@pytest.mark.parametrize("stdin, message", [(subprocess.DEVNULL, "a file or device"),
+                                            (None, "which is closed")])
+def test_g_needs_a_stdin_it_can_wait_on(stdin, message, tmp_path):
+    """-g with stdin at /dev/null or closed: one line, not a traceback from the loop's reader."""
+    r = subprocess.run([*CMD, "-g", "-n", "2", "-load"], capture_output=True, text=True, env=ENV,
+                       cwd=tmp_path, timeout=60, **({"stdin": stdin} if stdin is not None
+                                                      else {"preexec_fn": lambda: os.close(0)}))
+    assert_one_clean_line(r.returncode, r.stdout, r.stderr, message)

@@ -59,9 +59,10 @@ def test_a_wake_up_that_overruns_skips_the_deadlines_it_missed(monkeypatch, over
     # deadline not still ahead); the next deadline is 6 ms
     clock, asked, lates = [0], [], []
 
-    def sleep(deadline):
+    def sleep(deadline, stop):
         asked.append(deadline)
         clock[0] = deadline + (over if len(asked) == 2 else 1000)
+        return True
     monkeypatch.setattr(cyclic, "now", lambda: clock[0])
     ctx = SimpleNamespace(group=SimpleNamespace(args=(1000,)),
                           local=SimpleNamespace(n=5, i=1, t=None, ramp=None))

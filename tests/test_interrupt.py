@@ -1,4 +1,9 @@
-"""SIGINT and SIGTERM at each phase: children end, shared memory goes, the report says so."""
+"""SIGINT, SIGTERM and SIGHUP in every phase, a stopped worker, and what a run leaves behind.
+
+Each case signals a real run (conftest.start) once it reached the phase (polled in the results
+or on disk), then checks the exit code, the report and that nothing is left: no segment, no
+named semaphore, no scratch directory, no process.
+"""
 from __future__ import annotations
 
 import os
@@ -10,31 +15,52 @@ from pathlib import Path
 import psutil
 import pytest
 
-from torque_async.results import READY, RUNNING, free_segment, segment_name
+from torque_async import orchestrator
+from torque_async.results import DONE, READY, RUNNING, free_segment, segment_name
 
-from conftest import run_cli, start, table, wait_for_rows
+from conftest import assert_one_clean_line, rows_of, run_cli, start, table, wait_for_rows
 
 LONG = ["-n", "16", "-i", "1000000", "-KB", "256", "-bzero", "-spinWait"]
+CODES = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
+QUICK = 5          # seconds: a signal ends a run within about 1 s; this leaves room for a
+                   # loaded machine, and is far below the waits the cases would otherwise take
 
 
-def assert_clean(key: int, children: list[psutil.Process]) -> None:
+def semaphores() -> set[str]:
+    return {n for n in os.listdir("/dev/shm") if n.startswith("sem.")}
+
+
+def assert_clean(key: int, children: list[psutil.Process], where: Path | None = None,
+                 sems: set[str] | None = None) -> None:
     assert not Path("/dev/shm", segment_name(key)).exists()
     _, alive = psutil.wait_procs(children, timeout=2)
     assert not alive, "a test process outlived the run"
+    if where is not None:
+        assert not [p for p in where.iterdir() if p.name.startswith("torque-async-scratch.")]
+    if sems is not None:
+        assert semaphores() <= sems, "the run left named semaphores"
 
 
-@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
-def test_a_signal_while_testing_stops_everything_and_marks_the_report(sig, code):
+def interrupt(proc: subprocess.Popen, sig: int) -> tuple[str, str]:
+    """Send `sig`; the run must end quickly with 128 + sig, the report marked and no
+    traceback."""
+    began = time.monotonic()
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=60)
+    assert time.monotonic() - began < QUICK, "the signal waited"
+    assert proc.returncode == CODES[sig], err
+    assert f"INTERRUPTED by {signal.Signals(sig).name}" in out and "Traceback" not in err
+    assert "INCOMPLETE" not in out and "died:" not in out + err, out
+    return out, err
+
+
+@pytest.mark.parametrize("sig", list(CODES))
+def test_a_signal_while_testing_stops_everything_and_marks_the_report(sig):
     key = 0x7100 + sig
     proc = start("-smkey", hex(key), *LONG)
     wait_for_rows(key, 2, RUNNING)
     children = psutil.Process(proc.pid).children(recursive=True)
-    began = time.monotonic()
-    proc.send_signal(sig)
-    out, err = proc.communicate(timeout=30)
-    assert time.monotonic() - began < 5
-    assert proc.returncode == code, err
-    assert f"INTERRUPTED by {signal.Signals(sig).name}" in out and "Traceback" not in err
+    out, _ = interrupt(proc, sig)
     rows = table(out)                      # what was measured before the signal is reported
     assert [r[8] for r in rows] == ["Bzero", "SpinWait"] and int(rows[0][4]) > 0
     assert_clean(key, children)
@@ -46,11 +72,102 @@ def test_a_signal_before_the_start_ends_the_run_cleanly(sig, code):
     proc = start("-smkey", hex(key), "-g", *LONG, stdin=subprocess.PIPE)
     wait_for_rows(key, 2, READY)            # set up, held back by -g
     children = psutil.Process(proc.pid).children(recursive=True)
-    proc.send_signal(sig)
-    out, err = proc.communicate(timeout=30)
-    assert proc.returncode == code, err
-    assert "Traceback" not in err and f"INTERRUPTED by {signal.Signals(sig).name}" in out
+    out, _ = interrupt(proc, sig)
+    assert out.count("not started: the run was interrupted") == 2
     assert_clean(key, children)
+
+
+def test_a_signal_while_a_scratch_file_is_written_ends_the_set_up(tmp_path):
+    """The loop's set-up (here a 3 GB scratch file) is cancelled, not waited for."""
+    key, sems = 0x7501, semaphores()
+    proc = start("-smkey", hex(key), "-n", "64", "-KB", "64", "-mfileMB", "3000", "-rand",
+                 "-n", "4", "-KB", "64", "-bzero", cwd=tmp_path)
+    deadline = time.monotonic() + 60
+    while not any(tmp_path.glob("torque-async-scratch.*/test0.dat")):   # writing has begun
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.02)
+    children = psutil.Process(proc.pid).children(recursive=True)
+    out, _ = interrupt(proc, signal.SIGHUP)
+    assert "test 0 (-rand, group 0, process 0) not started: the run was interrupted" in out
+    assert_clean(key, children, tmp_path, sems)
+
+
+@pytest.mark.parametrize("sig,wait,args", [
+    (signal.SIGINT, RUNNING, ["-n", "100", "-KB", "64", "-T", "100000000", "-bzero", "-n", "100",
+                              "-KB", "4", "-T", "100000000", "-mfileMB", "1", "-r"]),
+    (signal.SIGTERM, DONE, ["-n", "4", "-KB", "64", "-sleepEnd", "600", "-bzero"]),
+    (signal.SIGHUP, RUNNING, ["-n", "5", "-cyclic", "10000000"]),
+], ids=["throttle", "sleepEnd", "cyclic"])
+def test_a_signal_ends_a_long_wait_of_a_test_at_once(tmp_path, sig, wait, args):
+    """-T 100 s (a worker and a file test), -sleepEnd 600 s, -cyclic every 10 s: the wait
+    looks at the stop flag, the report shows what was measured."""
+    key, sems = 0x7502 + sig, semaphores()
+    proc = start("-smkey", hex(key), *args, cwd=tmp_path)
+    rows = wait_for_rows(key, args.count("-n"), wait)
+    children = psutil.Process(proc.pid).children(recursive=True)
+    interrupt(proc, sig)
+    assert_clean(key, children, tmp_path, sems)
+    assert len(rows) == args.count("-n")
+
+
+def test_sp_interrupted_prints_its_report():
+    key = 0x7510
+    proc = start("-smkey", hex(key), "-sp", "-n", "16", "-i", "1000000", "-KB", "256", "-bzero")
+    wait_for_rows(key, 1, RUNNING)
+    while not rows_of(key)["transfers"].any():        # something measured to report
+        time.sleep(0.02)
+    out, _ = interrupt(proc, signal.SIGINT)
+    (row,) = table(out)
+    assert int(row[4]) > 0 and int(row[10]) == proc.pid
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_to_the_process_group_reads_as_an_interruption_not_as_failures(sig):
+    """A service manager's SIGTERM or a closed terminal's SIGHUP reaches every process of the
+    group: the workers ignore it and end at the stop flag; no test 'died'."""
+    key = 0x7520 + sig
+    proc = start("-smkey", hex(key), "-p", "2", *LONG, start_new_session=True)
+    wait_for_rows(key, 3, RUNNING)
+    children = psutil.Process(proc.pid).children(recursive=True)
+    began = time.monotonic()
+    os.killpg(proc.pid, sig)
+    out, err = proc.communicate(timeout=60)
+    assert time.monotonic() - began < QUICK
+    assert proc.returncode == CODES[sig] and f"INTERRUPTED by {sig.name}" in out, err
+    assert err == "" and "died" not in out and "INCOMPLETE" not in out
+    assert [int(r[4]) > 0 for r in table(out)] == [True, True, True]
+    assert_clean(key, children)
+
+
+def test_a_stopped_worker_is_named_by_the_watchdog_and_ends_the_run():
+    key = 0x7512
+    proc = start("-smkey", hex(key), "-n", "200", "-i", "100000", "-KB", "64", "-bzero",
+                 "-n", "200", "-i", "20", "-KB", "64", "-load")
+    victim = int(wait_for_rows(key, 2, RUNNING)["pid"][0])
+    children = psutil.Process(proc.pid).children(recursive=True)
+    os.kill(victim, signal.SIGSTOP)
+    out, err = proc.communicate(timeout=orchestrator.WATCHDOG_S + 60)
+    assert proc.returncode == 1, err
+    named = [ln for ln in out.splitlines() if "ended by the watchdog" in ln]
+    assert named == [f"test 0 (-bzero, group 0, process 0) failed: made no progress for "
+                     f"{orchestrator.WATCHDOG_S:.0f} s while running (its process {victim} is "
+                     f"stopped): ended by the watchdog"]
+    assert_clean(key, children)
+
+
+def test_a_run_keeps_no_named_semaphore_once_its_workers_started():
+    """multiprocessing's Barrier and Lock are named semaphores: removed as soon as every
+    worker opened them, so even a SIGKILL cannot leak them."""
+    key, before = 0x7513, semaphores()
+    proc = start("-smkey", hex(key), "-g", "-p", "2", "-n", "4", "-KB", "64", "-bzero",
+                 "-n", "4", "-KB", "64", "-spinWait", stdin=subprocess.PIPE)
+    wait_for_rows(key, 3, READY)
+    deadline = time.monotonic() + 10            # the watchdog removes them within 0.1 s
+    while semaphores() - before and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not semaphores() - before
+    out, err = proc.communicate("\n", timeout=120)
+    assert proc.returncode == 0, err
 
 
 def test_a_killed_orchestrator_leaves_what_the_next_run_names_and_free_removes(tmp_path):
@@ -72,3 +189,88 @@ def test_a_killed_orchestrator_leaves_what_the_next_run_names_and_free_removes(t
     free = run_cli("-smkey", hex(key), "-freeSharedMemory", cwd=tmp_path)
     assert free.returncode == 0 and "removed /dev/shm/" in free.stdout
     assert not scratch.exists() and not Path("/dev/shm", segment_name(key)).exists()
+
+
+def held_back(key: int) -> subprocess.Popen:
+    """A run set up and waiting for Enter (-g), its segment made."""
+    proc = start("-smkey", hex(key), "-g", "-n", "4", "-i", "1", "-KB", "64", "-bzero",
+                 stdin=subprocess.PIPE)
+    wait_for_rows(key, 1, READY)
+    return proc
+
+
+def finish(proc: subprocess.Popen) -> str:
+    out, err = proc.communicate("\n", timeout=120)
+    assert proc.returncode == 0 and "Traceback" not in err, err
+    return out
+
+
+def test_free_shared_memory_refuses_a_live_run():
+    key = 0x7514
+    proc = held_back(key)
+    r = run_cli("-smkey", hex(key), "-freeSharedMemory")
+    assert (r.returncode, r.stdout) == (2, "")
+    assert r.stderr == (f"torque-async: error: shared memory key {key:#x} is in use by "
+                        f"torque-async pid {proc.pid}: -freeSharedMemory removes only what a "
+                        f"killed run left\n")
+    assert Path("/dev/shm", segment_name(key)).exists()
+    assert table(finish(proc))
+
+
+def test_of_two_runs_started_at_once_on_one_key_the_loser_names_the_winner():
+    """The segment appears with its owner already written: never 'a killed run (pid 0)'."""
+    key = 0x7515
+    for _ in range(3):
+        runs = [start("-smkey", hex(key), "-g", "-n", "4", "-KB", "64", "-bzero",
+                      stdin=subprocess.PIPE) for _ in range(2)]
+        while all(p.poll() is None for p in runs):          # until one has ended
+            time.sleep(0.02)
+        loser, winner = runs if runs[0].returncode is not None else runs[::-1]
+        _, err = loser.communicate(timeout=60)
+        assert loser.returncode == 2
+        assert err == (f"torque-async: error: shared memory key {key:#x} is in use by "
+                       f"torque-async pid {winner.pid}: wait for it or choose another -smkey\n")
+        finish(winner)
+
+
+def test_a_run_whose_segment_was_removed_leaves_the_next_runs_segment_alone():
+    key = 0x7516
+    first = held_back(key)
+    os.unlink(Path("/dev/shm", segment_name(key)))    # removed by hand (or an older version)
+    second = held_back(key)
+    finish(first)
+    assert Path("/dev/shm", segment_name(key)).exists(), "the first run removed the second's"
+    (row,) = table(finish(second))
+    assert int(row[4]) == 4
+
+
+def test_free_shared_memory_removes_the_semaphores_a_killed_run_named(tmp_path):
+    import _multiprocessing
+    from torque_async.results import Results
+    key, name = 0x7517, "/mp-torque-test"
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    res = Results.create(segment_name(key), 1)
+    res.header["owner"], res.header["sems"][0] = dead.pid, name.encode()
+    res.release()
+    sem = _multiprocessing.SemLock(1, 1, 1, name, False)       # left as a killed run leaves it
+    assert Path("/dev/shm/sem.mp-torque-test").exists()
+    r = run_cli("-smkey", hex(key), "-freeSharedMemory")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [
+        f"removed /dev/shm/{segment_name(key)} (created by pid {dead.pid})",
+        "removed the semaphore /dev/shm/sem.mp-torque-test of that run"]
+    assert not Path("/dev/shm/sem.mp-torque-test").exists()
+    del sem
+
+
+def test_a_segment_name_that_cannot_be_read_is_one_line():
+    key = 0x7518
+    taken = Path("/dev/shm", segment_name(key))
+    taken.mkdir()                          # not a segment at all
+    try:
+        r = run_cli("-smkey", hex(key), "-n", "4", "-KB", "4", "-load")
+    finally:
+        taken.rmdir()
+    assert_one_clean_line(r.returncode, r.stdout, r.stderr,
+                          f"shared memory {taken} exists and cannot be read: Invalid argument")

@@ -2,6 +2,7 @@
 else is torque's own order-dependent grammar, forwarded untouched to the scanner."""
 from __future__ import annotations
 
+import io
 import math
 import os
 import shutil
@@ -20,7 +21,7 @@ from . import cluster, report_cluster, validate
 from . import compare as comparing, plot as plotting
 from .io import scratch
 from .options import OPTIONS
-from .results import free_segment, segment_name
+from .results import SegmentInUse, free_segment, segment_name
 
 MISSED_EXIT = 3                    # -failLate: a stream missed its rate, nothing else failed
 
@@ -156,8 +157,8 @@ def say(lines: list[str], err: bool = False) -> None:
 
 def execute(argv: list[str]) -> int:
     """Parse, run and report; returns the exit status (0 ok, 1 a test failed, 2 bad input,
-    3 a stream missed its rate under -failLate, 128 + the signal when SIGINT or SIGTERM
-    stopped it)."""
+    3 a stream missed its rate under -failLate, 128 + the signal when SIGINT, SIGTERM or
+    SIGHUP stopped it)."""
     for sig in orchestrator.STOP_SIGNALS:
         signal.signal(sig, orchestrator.raise_interrupted)
     try:
@@ -218,11 +219,9 @@ def answers(plan) -> list[str] | None:
 
 
 def free_leftovers(smkey: int) -> None:
-    """-freeSharedMemory: remove the key's segment and the scratch directories of dead runs."""
-    name = segment_name(smkey)
-    owner = free_segment(name)
-    say([f"removed /dev/shm/{name} (created by pid {owner})" if owner is not None
-         else f"no shared memory /dev/shm/{name} to remove"])
+    """-freeSharedMemory: remove the key's segment and semaphores (refused while its run is
+    alive) and the scratch directories of dead runs, saying what it removed."""
+    say(free_shared_memory(smkey))
     for left in scratch.leftovers():
         shutil.rmtree(left, ignore_errors=True)
         say([f"removed the scratch directory {left} of a run that is gone"])
@@ -254,7 +253,7 @@ def finish(plan, done: runs.Runs, info, job) -> int:
     date = time.strftime("%a %b %d %H:%M:%S %Z %Y")
     began = time.monotonic_ns()
     lines = report.render(plan, records, procs, info, date, done.failures, outcome.interrupted,
-                          run, blocks)
+                          run, blocks, outcome.unfinished)
     if any(g.local.checkpoint for g in plan.groups) and not s.bo:
         lines += ["", f"checkpoint report (ms): {(time.monotonic_ns() - began) / 1e6:.1f}"]
     machine = {}
@@ -266,13 +265,40 @@ def finish(plan, done: runs.Runs, info, job) -> int:
                                                       (s.csv, export.csv_text)) if path}
     say(lines, err="-" in machine)
     unwritten = [outputs.write_result(path, text) for path, text in machine.items()]
-    say([f"torque-async: {line}" for line in (*done.failures, *filter(None, unwritten))],
-        err=True)
+    shown = not s.bo and ("-" in machine or same_file(sys.stdout, sys.stderr))
+    say([f"torque-async: {line}" for line in (*(() if shown else done.failures),
+                                              *filter(None, unwritten))], err=True)
     if done.interrupted:
         return 128 + done.interrupted
     if done.failures or any(unwritten):
         return 1
     return MISSED_EXIT if s.failLate and not all(report.stream_verdicts(outcome.records)) else 0
+
+
+def free_shared_memory(smkey: int) -> list[str]:
+    """-freeSharedMemory: what it removed of a killed run (its segment and semaphores)."""
+    name = segment_name(smkey)
+    try:
+        freed = free_segment(name)
+    except SegmentInUse as e:
+        raise cmdline.UsageError(f"shared memory key {smkey:#x} is in use by torque-async pid "
+                                 f"{e.owner}: -freeSharedMemory removes only what a killed run "
+                                 f"left") from None
+    if freed is None:
+        return [f"no shared memory /dev/shm/{name} to remove"]
+    owner, sems = freed
+    return [f"removed /dev/shm/{name} (created by pid {owner})"] + \
+        [f"removed the semaphore /dev/shm/sem.{n.lstrip('/')} of that run" for n in sems]
+
+
+def same_file(a, b) -> bool:
+    """Whether two streams reach the same file or terminal: the failures the report lists are
+    not repeated on stderr when the report is already there."""
+    try:
+        fa, fb = os.fstat(a.fileno()), os.fstat(b.fileno())
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        return False
+    return (fa.st_dev, fa.st_ino, fa.st_rdev) == (fb.st_dev, fb.st_ino, fb.st_rdev)
 
 
 def repeated(plan, done: runs.Runs, procs) -> tuple[list | None, list | None, list[str]]:

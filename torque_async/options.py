@@ -183,8 +183,8 @@ _G = [
            dest="files", group="Files"),
     Option("fast", GLOBAL, "each test stops at its own completion (opposite of -slow)",
            dest="slow", const=False, group="Execution"),
-    Option("freeSharedMemory", GLOBAL, "remove the shared memory left by an interrupted run",
-           group="Execution"),
+    Option("freeSharedMemory", GLOBAL, "remove the shared memory and semaphores a killed run "
+           "left (refused while that run is alive)", group="Execution"),
     Option("g", GLOBAL, "print every test's PID and wait for Enter before testing starts",
            group="Execution"),
     Option("h", GLOBAL, "short help: global parameters and actions", dest="help", const="short",

@@ -3,11 +3,16 @@
 Everything runs on one uvloop event loop. Workers are spawned processes; the loop takes its
 place at the barrier through a thread so it never blocks, and it watches every worker's
 sentinel: a worker that dies or fails stops the run (stop flag, barrier abort), never hangs it.
-The segment is unlinked whatever happens.
+SIGINT, SIGTERM and SIGHUP stop the run the same way in every phase (the loop's own set-up is a
+task that is cancelled; every long wait of a test checks the stop flag at least every
+timer.SLICE_NS); workers ignore them and end at the stop flag, or are killed STOP_GRACE after
+it. A watchdog ends a run whose results stopped moving (WATCHDOG_S). The segment is unlinked
+whatever happens, if it is still this run's.
 """
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import multiprocessing as mp
 import os
 import signal
@@ -15,47 +20,64 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
+from multiprocessing import resource_tracker
 from threading import BrokenBarrierError
 from typing import Callable
 
 import psutil
 import uvloop
 
-from . import progress
+from . import progress, semaphores
 from .cmdline import UsageError
 from .kinds import KINDS, LOOP, WORKER, resolve
 from .loop import LoopSide
 from .plan import Plan, Proc
-from .results import (DONE, MEASURED, READY, RUNNING, STATE_NAMES, Record, Results, SegmentExists,
-                      owner_of, segment_name)
-from .testing.api import WorkerSpec
+from .results import (ABORTED, DONE, FAILED, MEASURED, NEW, READY, RUNNING, STATE_NAMES, Record,
+                      Results, STOP_SIGNALS, SegmentExists, live_owner, owner_of, segment_name)
+from .streams.schedule import Geometry
+from .testing.api import TestError, WorkerSpec
+from .testing.rows import mark_failed
 
 WORKER_MAIN, WORKER_PROCESS = "workers.entry:main", "workers.entry:process_main"   # by name:
                                    # the core never imports workers/
 SETUP_TIMEOUT = 300.0              # seconds every test may take to set up before the start
-STOP_GRACE = 2.0                   # seconds a stopped worker gets before it is killed
+STOP_GRACE = 0.8                   # seconds the tests get to end after the stop flag, then
+                                   # the workers still running are killed
+WATCHDOG_S = 10.0                  # seconds of no change in any results row while testing
+                                   # (plus the longest -T or -cyclic pause) that end the run
+WATCH_EVERY = 0.1                  # seconds between the watchdog's looks at the rows
 
 
 @dataclass(frozen=True)
 class Outcome:
     records: tuple[Record, ...]
     failures: tuple[str, ...]      # one line per test process that failed, by name
-    interrupted: int = 0           # the signal (SIGINT, SIGTERM) that stopped the run early
+    interrupted: int = 0           # the signal (SIGINT, SIGTERM, SIGHUP) that stopped the run
+    unfinished: tuple[str, ...] = ()   # interrupted: the tests the signal cut short, by name
 
 
 class Interrupted(BaseException):
-    """SIGINT or SIGTERM outside the event loop (set-up, report, -sp): unwinds with clean-up."""
+    """A stop signal outside the event loop (plan check, set-up, report): unwinds with
+    clean-up."""
 
     def __init__(self, signum: int):
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
 
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-
 def raise_interrupted(signum: int, _frame) -> None:
     raise Interrupted(signum)
+
+
+@contextlib.contextmanager
+def signals_held():
+    """The stop signals wait (blocked) meanwhile; a process started meanwhile starts with them
+    blocked, so a signal to the process group cannot end it before it ignores them."""
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 def describe(proc: Proc) -> str:
@@ -69,8 +91,14 @@ def open_segment(plan: Plan, rows: int) -> Results:
     try:
         return Results.create(name, rows)
     except SegmentExists:
-        owner = owner_of(name)
-        if owner and psutil.pid_exists(owner):
+        try:
+            owner = owner_of(name)
+        except OSError as e:                     # another user's segment
+            raise UsageError(f"shared memory /dev/shm/{name} exists and cannot be read: "
+                             f"{e.strerror}: choose another -smkey") from None
+        if owner is None:                        # gone meanwhile: that run just ended
+            return open_segment(plan, rows)
+        if owner and live_owner(owner):
             raise UsageError(f"shared memory key {plan.settings.smkey:#x} is in use by "
                              f"torque-async pid {owner}: wait for it or choose another -smkey")
         raise UsageError(f"a killed run (pid {owner}) left shared memory /dev/shm/{name}: "
@@ -88,32 +116,91 @@ def run(plan: Plan, linesize: int,
     and before their release, with a function that tells whether this run was stopped; it
     returns '' or why the run cannot start."""
     procs = plan.procs()
+    with signals_held():           # the resource tracker, started here, never sees them
+        resource_tracker.ensure_running()
     results = open_segment(plan, len(procs))
     try:
         if plan.settings.sp and KINDS[procs[0].group.action].runs_in == WORKER:
-            spec = spec_for(plan, procs[0], results.shm.name.lstrip("/"), linesize)
-            resolve(WORKER_MAIN)(spec, threading.Barrier(1), threading.Lock(), in_process=True)
-            return Outcome(results.snapshot(), failures(procs, results, {}))
+            return in_process(plan, procs[0], results, linesize)
         return uvloop.run(Supervisor(plan, procs, results, linesize, meet).run())
     finally:
         results.header["stop"] = 1
-        results.shm.unlink()
+        results.unlink()
         results.release()
 
 
-def failures(procs, results: Results, exitcodes: dict[int, int | None]) -> tuple[str, ...]:
-    """A line for every process that did not finish well, saying why."""
-    lines = []
+def in_process(plan: Plan, proc: Proc, results: Results, linesize: int) -> Outcome:
+    """-sp: the one worker test in this process. A stop signal before it is released ends the
+    run at once (Interrupted); once it measures, it sets the stop flag, so the test ends its
+    measured part and the report shows it."""
+    caught = []
+    state = results.rows["state"]
+
+    def stop(signum: int, _frame) -> None:
+        if state[proc.row] < RUNNING:
+            raise Interrupted(signum)
+        caught.append(signum)
+        results.header["stop"] = 1
+    previous = {sig: signal.signal(sig, stop) for sig in STOP_SIGNALS}
+    try:
+        spec = spec_for(plan, proc, results.shm.name.lstrip("/"), linesize)
+        resolve(WORKER_MAIN)(spec, threading.Barrier(1), threading.Lock(), in_process=True)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    interrupted = caught[0] if caught else 0
+    failed, cut = ended((proc,), results, {}, set(), interrupted)
+    return Outcome(results.snapshot(), failed, interrupted, cut)
+
+
+def ended(procs, results: Results, exitcodes: dict[int, int | None], killed: set[int],
+          interrupted: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """How every process that did not finish well ended, saying why: (the failures, the tests a
+    stop signal cut short). A test the run's stop ended is a failure only when no signal
+    stopped the run."""
+    failed, cut = [], []
     for proc, rec in zip(procs, results.snapshot()):
-        code = exitcodes.get(proc.row, 0)
+        code, was_killed = exitcodes.get(proc.row, 0), proc.row in killed
         if rec.error:
-            lines.append(f"{describe(proc)} failed: {rec.error}")
+            failed.append(f"{describe(proc)} failed: {rec.error}")
+        elif rec.state in (NEW, READY, ABORTED) and (interrupted or was_killed):
+            (cut if interrupted else failed).append(
+                f"{describe(proc)} not started: the run was "
+                f"{'interrupted' if interrupted else 'stopped'}")
+        elif rec.state == DONE and was_killed:
+            continue                     # its part was over: killed while it exited
+        elif was_killed:
+            (cut if interrupted else failed).append(
+                f"{describe(proc)} did not stop within {STOP_GRACE} s of the stop: killed "
+                f"while {STATE_NAMES[rec.state]}")
         elif code is not None and code < 0:
-            lines.append(f"{describe(proc)} died: {signal.Signals(-code).name}")
+            failed.append(f"{describe(proc)} died: {signal.Signals(-code).name}")
+        elif rec.state in (RUNNING, MEASURED) and interrupted:
+            cut.append(f"{describe(proc)} stopped while {STATE_NAMES[rec.state]}")
         elif rec.state in (READY, RUNNING, MEASURED) or code:
-            lines.append(f"{describe(proc)} stopped while {STATE_NAMES[rec.state]} "
-                         f"(exit code {code})")
-    return tuple(lines)
+            failed.append(f"{describe(proc)} stopped while {STATE_NAMES[rec.state]} "
+                          f"(exit code {code})")
+    return tuple(failed), tuple(cut)
+
+
+def progress_of(rows) -> bytes:
+    """What changes in the rows while any test makes progress: states, measured transfers and
+    latencies (sub-streams too), phase marks."""
+    return b"".join(rows[f].tobytes() for f in ("state", "transfers", "lat_count", "sub_xfers",
+                                                 "phase"))
+
+
+def longest_pause(procs) -> float:
+    """Seconds a test may rightly show no progress by itself: its -T throttle, a -cyclic
+    interval, or a stream's start delay and one frame period."""
+    def pause(group) -> float:
+        if group.action == "cyclic":
+            return group.args[0] / 1e6
+        if KINDS[group.action].family == "streams":
+            g = Geometry.of(group.args, group.local)
+            return (g.start_delay + float(g.period)) / 1e9
+        return 0.0
+    return max([p.group.local.T / 1e6 + pause(p.group) for p in procs] + [0.0])
 
 
 class Supervisor:
@@ -124,51 +211,69 @@ class Supervisor:
         self.workers = [p for p in procs if KINDS[p.group.action].runs_in == WORKER]
         self.loop_side = LoopSide(plan, [p for p in procs if KINDS[p.group.action].runs_in == LOOP],
                                   results, linesize, self.abort)
-        self.barrier = self.ctx.Barrier(len(self.workers) + 1)
-        self.calibration_lock = self.ctx.Lock()     # spinWait measures its idle rate alone
+        (self.barrier, self.calibration_lock), self.sems = semaphores.made_by(
+            lambda: (self.ctx.Barrier(len(self.workers) + 1),
+                     self.ctx.Lock()))        # spinWait measures its idle rate alone
+        results.header["sems"][:len(self.sems)] = [n.encode() for n in self.sems]
         self.children: dict[int, mp.process.BaseProcess] = {}
         self.exitcodes: dict[int, int | None] = {}
+        self.killed: set[int] = set()
         self.failed = asyncio.Event()
         self.problems: tuple[str, ...] = ()
         self.interrupted = 0
+        self.testing = False           # the barrier released the tests
 
     async def run(self) -> Outcome:
         self.loop = loop = asyncio.get_running_loop()
         previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
         for sig in STOP_SIGNALS:                   # a signal stops the run like a failure does
             loop.add_signal_handler(sig, self.interrupt, sig)
-        ticker = None
+        ticker = watchdog = None
         try:
-            self.spawn()
-            ended = [self.watch(loop, row, child) for row, child in self.children.items()]
-            await self.loop_side.setup()
+            with signals_held():
+                self.spawn()
+            ended_ = [self.watch(loop, row, child) for row, child in self.children.items()]
+            watchdog = asyncio.ensure_future(self.watchdog())
+            await self.unless_failed(self.loop_side.setup())
             if self.plan.settings.g:
                 await self.unless_failed(self.key_pressed())
             ticker = progress.start(self.plan, self.procs, self.results, sys.stderr)
             await self.unless_failed(loop.run_in_executor(None, self.pass_barrier))
             if not self.failed.is_set():
-                await asyncio.gather(self.loop_side.run(), *ended)
+                self.testing = True
+                testing = asyncio.ensure_future(asyncio.gather(self.loop_side.run(), *ended_))
+                await self.unless_failed(testing, STOP_GRACE)
         finally:
-            await progress.stop(ticker)
+            for task in (ticker, watchdog):
+                await progress.stop(task)
             self.stop()
+            semaphores.forget(self.sems)
             await self.loop_side.close()
             for sig, handler in previous.items():
                 loop.remove_signal_handler(sig)
                 signal.signal(sig, handler)
-        return Outcome(self.results.snapshot(), self.problems
-                       + failures(self.procs, self.results, self.exitcodes), self.interrupted)
+        failed, cut = ended(self.procs, self.results, self.exitcodes, self.killed,
+                            self.interrupted)
+        return Outcome(self.results.snapshot(), self.problems + failed, self.interrupted, cut)
 
-    async def unless_failed(self, step) -> None:
-        """Wait for a step of the set-up, or for the run to be stopped, whichever comes first."""
+    async def unless_failed(self, step, grace: float = 0) -> None:
+        """Wait for a step, or for the run to be stopped (and then up to `grace` seconds more
+        for the step to end by itself), whichever comes first; a step still going is
+        cancelled."""
         failed = asyncio.ensure_future(self.failed.wait())
         step = asyncio.ensure_future(step)
         await asyncio.wait([step, failed], return_when=asyncio.FIRST_COMPLETED)
         failed.cancel()
+        if not step.done() and grace:
+            await asyncio.wait([step], timeout=grace)
         if not step.done():
             step.cancel()
+            await asyncio.wait([step])
+        if not step.cancelled() and isinstance(step.exception(), Exception):
+            raise step.exception()
 
     def interrupt(self, signum: int) -> None:
-        self.interrupted = signum
+        self.interrupted = self.interrupted or signum
         self.abort()
 
     def spawn(self) -> None:
@@ -196,9 +301,50 @@ class Supervisor:
             self.exitcodes[row] = child.exitcode
             if child.exitcode != 0 or self.results.rows["state"][row] != DONE:
                 self.abort()
-            done.set_result(child.exitcode)
+            if not done.done():                  # (cancelled when the run was stopped)
+                done.set_result(child.exitcode)
         loop.add_reader(child.sentinel, exited)
         return done
+
+    async def watchdog(self) -> None:
+        """Remove the semaphores' names once every worker has opened them; then, while
+        testing, end the run when no results row changed for WATCHDOG_S (plus the longest
+        pause a test makes by itself), naming the tests that had not finished."""
+        rows = self.results.rows
+        workers = [p.row for p in self.workers]
+        while self.sems:
+            if all(rows["pid"][r] or self.children[r].exitcode is not None for r in workers):
+                semaphores.forget(self.sems)
+                self.results.header["sems"] = b""
+                self.sems = ()
+            await asyncio.sleep(WATCH_EVERY)
+        limit = WATCHDOG_S + longest_pause(self.procs)
+        seen, since = None, time.monotonic()
+        while not self.failed.is_set():
+            now, state = time.monotonic(), progress_of(rows)
+            if not self.testing or state != seen:
+                seen, since = state, now
+            elif now - since > limit and self.name_stalled(limit):
+                self.abort()
+            await asyncio.sleep(WATCH_EVERY)
+
+    def name_stalled(self, limit: float) -> bool:
+        """Fail the rows the run waits for, in their rows: those still before their measured
+        end, else (all measured) those not done. False when there are none (-sleepEnd)."""
+        states = self.results.rows["state"]
+        unfinished = [p for p in self.procs if states[p.row] in (NEW, READY, RUNNING, MEASURED)]
+        waited = [p for p in unfinished if states[p.row] != MEASURED] or unfinished
+        for proc in waited:
+            child = self.children.get(proc.row)
+            try:
+                status = f" (its process {child.pid} is {psutil.Process(child.pid).status()})" \
+                    if child else ""
+            except psutil.Error:
+                status = ""
+            mark_failed(self.results.row(proc.row), TestError(
+                f"made no progress for {limit:.0f} s while {STATE_NAMES[states[proc.row]]}"
+                f"{status}: ended by the watchdog"))
+        return bool(waited)
 
     async def key_pressed(self) -> None:
         """-g: show every test's pid, then wait for Enter (a reader on stdin, not a thread)."""
@@ -238,12 +384,17 @@ class Supervisor:
         self.failed.set()
 
     def stop(self) -> None:
-        """Stop every worker: the stop flag first, then SIGKILL after a grace period."""
+        """Stop every worker: the stop flag first, then SIGKILL to those still running
+        STOP_GRACE after it; one that never started testing has nothing to lose: at once."""
         self.results.header["stop"] = 1
         self.barrier.abort()
-        for child in self.children.values():
-            child.join(STOP_GRACE)
+        deadline = time.monotonic() + STOP_GRACE
+        states = self.results.rows["state"]
+        for row, child in self.children.items():
+            if states[row] not in (NEW, READY, ABORTED):
+                child.join(max(0.0, deadline - time.monotonic()))
             if child.exitcode is None:
                 child.kill()
                 child.join()
+                self.killed.add(row)
         self.exitcodes.update((row, c.exitcode) for row, c in self.children.items())

@@ -564,10 +564,11 @@ def baseline_lines(found: list[Change]) -> list[str]:
 
 def render(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], info: SysInfo,
            date: str, failures: tuple[str, ...] = (), interrupted: int = 0,
-           cluster=None, runs: list[str] = ()) -> list[str]:
+           cluster=None, runs: list[str] = (), unfinished: tuple[str, ...] = ()) -> list[str]:
     """The whole text report; -nh drops the header, -bo keeps only the bandwidth lines; a
     report_cluster.ClusterRun adds Host and Rank columns and the cluster's block; `runs`: the
-    -repeat and -baseline blocks, printed after the table."""
+    -repeat and -baseline blocks, printed after the table; `unfinished` lists the tests an
+    interruption cut short."""
     t0 = time_zero(records)
     bw = bw_lines(plan, records, procs)
     if plan.settings.bo:
@@ -600,7 +601,7 @@ def render(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], inf
     lines += ["", *bw]
     if interrupted:
         lines += ["", f"INTERRUPTED by {signal.Signals(interrupted).name}: the figures cover the "
-                      f"transfers measured before it"]
+                      f"transfers measured before it", *unfinished]
     if failures:
         lines += ["", "INCOMPLETE: some tests failed", *failures]
     return [ln for i, ln in enumerate(lines) if ln or (i and lines[i - 1])]

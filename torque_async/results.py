@@ -7,12 +7,16 @@ immutable `Record`s that the report reads.
 from __future__ import annotations
 
 import os
+import signal
+import tempfile
 from dataclasses import dataclass
 import _posixshmem
 from multiprocessing import resource_tracker, shared_memory
 
 import numpy as np
+import psutil
 
+from .semaphores import remove as remove_semaphore
 from .stats import HIST_BUCKETS, Stats, sparse
 
 MAX_SAMPLES = 1024
@@ -22,11 +26,18 @@ SIZE_LAW = ("files", "mean", "p50", "p99")      # -web: the file sizes of the tr
 PHASES = ("spawned", "set up", "released", "measured", "done")
 MAGIC = 0x746F72717565         # "torque"
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)   # set the stop flag (the
+                                   # orchestrator's: workers ignore them)
+
 # Row states, in the order a test goes through them.
 NEW, READY, RUNNING, MEASURED, DONE, FAILED, ABORTED = range(7)
 STATE_NAMES = ("new", "ready", "running", "measured", "done", "failed", "aborted")
 
-HEADER = np.dtype([("magic", "i8"), ("owner", "i8"), ("rows", "i8"), ("stop", "i8")])
+SHM_DIR = "/dev/shm"               # where Linux keeps POSIX shared memory (shm_open names)
+MAX_SEMS = 8
+HEADER = np.dtype([("magic", "i8"), ("owner", "i8"), ("rows", "i8"), ("stop", "i8"),
+                   ("sems", "S32", (MAX_SEMS,))])     # the run's named semaphores, while they
+                                                      # exist (semaphores.py)
 ROW = np.dtype([
     ("state", "i8"), ("pid", "i8"),
     ("start", "i8"), ("finish", "i8"),            # the measured interval
@@ -86,19 +97,30 @@ class SegmentExists(Exception):
 class Results:
     def __init__(self, shm: shared_memory.SharedMemory, rows: int):
         self.shm = shm
+        self.inode = 0                 # the segment this process made (create), else 0
         self.header = np.ndarray((), HEADER, shm.buf, 0)
         self.rows = np.ndarray((rows,), ROW, shm.buf, HEADER.itemsize)
 
     @classmethod
     def create(cls, name: str, rows: int) -> "Results":
+        """Make segment `name`, owned by this process. It is made and its header written under
+        a private name, then linked to `name`: nobody ever sees it without its owner, and of two
+        runs started at once on one key exactly one gets it (the other: SegmentExists)."""
+        fd, made = tempfile.mkstemp(prefix=f".{name}.", dir=SHM_DIR)     # mode 600
         try:
-            shm = shared_memory.SharedMemory(name, create=True,
-                                             size=HEADER.itemsize + rows * ROW.itemsize)
+            os.ftruncate(fd, HEADER.itemsize + rows * ROW.itemsize)      # zeros
+            header = np.zeros((), HEADER)
+            header["magic"], header["owner"], header["rows"] = MAGIC, os.getpid(), rows
+            os.pwrite(fd, header.tobytes(), 0)
+            inode = os.fstat(fd).st_ino
+            os.link(made, os.path.join(SHM_DIR, name))
         except FileExistsError:
             raise SegmentExists(name) from None
-        res = cls(shm, rows)
-        res.rows[...] = np.zeros((), ROW)
-        res.header[()] = (MAGIC, os.getpid(), rows, 0)
+        finally:
+            os.close(fd)
+            os.unlink(made)
+        res = cls.attach(name)
+        res.inode = inode
         return res
 
     @classmethod
@@ -110,6 +132,19 @@ class Results:
     def row(self, i: int) -> np.ndarray:
         """Row i as a one-record view: writes land in the segment."""
         return self.rows[i:i + 1]
+
+    def unlink(self) -> None:
+        """Remove the segment's name if it still names the segment this process made: a
+        -freeSharedMemory may have removed it and a later run made another of the same name."""
+        name = self.shm.name.lstrip("/")
+        try:
+            ours = os.stat(os.path.join(SHM_DIR, name)).st_ino == self.inode
+        except FileNotFoundError:
+            ours = False
+        if ours:
+            self.shm.unlink()          # and forgotten by the resource tracker
+        else:
+            resource_tracker.unregister(self.shm._name, "shared_memory")
 
     def release(self) -> None:
         """Drop the numpy views and unmap; the segment itself stays until unlinked."""
@@ -123,8 +158,9 @@ class Results:
         return tuple(Record.of(r, i) for i, r in enumerate(self.rows.copy()))
 
 
-def owner_of(name: str) -> int | None:
-    """The pid that created segment `name`, 0 if unreadable, None if there is no such segment.
+def header_of(name: str) -> np.void | None:
+    """A copy of segment `name`'s header (zeros if it is too small to hold one), or None if
+    there is no such segment.
 
     Looking must not adopt the segment: a plain attach would register it with this process's
     resource tracker, which would then unlink another run's segment when this process exits.
@@ -135,17 +171,50 @@ def owner_of(name: str) -> int | None:
         return None
     resource_tracker.unregister(shm._name, "shared_memory")
     try:
-        return int(np.ndarray((), HEADER, shm.buf, 0)["owner"]) if shm.size >= HEADER.itemsize else 0
+        if shm.size < HEADER.itemsize:
+            return np.zeros((), HEADER)[()]
+        return np.ndarray((), HEADER, shm.buf, 0).copy()[()]
     finally:
         shm.close()
 
 
-def free_segment(name: str) -> int | None:
-    """Remove a leftover segment; returns its creator's pid, or None if there was none."""
-    owner = owner_of(name)
-    if owner is not None:
-        _posixshmem.shm_unlink("/" + name)
-    return owner
+def owner_of(name: str) -> int | None:
+    """The pid that created segment `name`, 0 if unreadable, None if there is no such segment."""
+    header = header_of(name)
+    return None if header is None else int(header["owner"])
+
+
+def live_owner(pid: int) -> bool:
+    """Whether `pid` is a running torque-async (a pid reused by another program is not)."""
+    try:
+        return any("torque" in arg for arg in psutil.Process(pid).cmdline())
+    except psutil.AccessDenied:
+        return True                # cannot tell: assume the run is alive
+    except psutil.Error:
+        return False
+
+
+class SegmentInUse(Exception):
+    """The segment's owner is a running torque-async."""
+
+    def __init__(self, owner: int):
+        super().__init__(owner)
+        self.owner = owner
+
+
+def free_segment(name: str) -> tuple[int, tuple[str, ...]] | None:
+    """Remove a segment a killed run left, and the semaphores named in its header; returns its
+    creator's pid and the semaphores removed, or None if there was no segment. Raises
+    SegmentInUse if its creator is still running."""
+    header = header_of(name)
+    if header is None:
+        return None
+    owner = int(header["owner"])
+    if owner and live_owner(owner):
+        raise SegmentInUse(owner)
+    sems = tuple(n.decode() for n in header["sems"] if n)
+    _posixshmem.shm_unlink("/" + name)
+    return owner, tuple(n for n in sems if remove_semaphore(n))
 
 
 @dataclass(frozen=True)

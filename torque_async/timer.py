@@ -20,6 +20,7 @@ import time
 CLOCK_MONOTONIC = 1
 TIMER_ABSTIME = TFD_TIMER_ABSTIME = 1
 TFD_NONBLOCK, TFD_CLOEXEC = os.O_NONBLOCK, os.O_CLOEXEC
+SLICE_NS = 50_000_000              # a long wait given a stop flag looks at it this often
 
 now = time.monotonic_ns
 
@@ -127,7 +128,19 @@ class Sleeper:
         self.spec = Timespec()
         self.ref = ctypes.byref(self.spec)
 
-    def __call__(self, deadline: int) -> None:
+    def __call__(self, deadline: int, stop=None) -> bool:
+        """Sleep to `deadline`; with `stop` (a one-word flag), a long sleep goes in slices of
+        SLICE_NS (the last one to the deadline itself) and ends early once the flag is set.
+        Returns whether it slept to the deadline."""
+        if stop is not None:
+            while deadline - now() > SLICE_NS:
+                if stop[0]:
+                    return False
+                self.sleep(now() + SLICE_NS)
+        self.sleep(deadline)
+        return True
+
+    def sleep(self, deadline: int) -> None:
         self.spec.tv_sec, self.spec.tv_nsec = divmod(deadline, 1_000_000_000)
         err = _libc.clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, self.ref, None)
         while err == errno.EINTR:          # a signal: sleep on to the same absolute deadline
@@ -136,12 +149,17 @@ class Sleeper:
             raise OSError(err, f"clock_nanosleep: {os.strerror(err)}")
 
 
-def wait_until(deadline: int) -> int:
-    """Delay precisely: sleep to within 100 us of the deadline, then spin. Returns the time."""
+def wait_until(deadline: int, stop=None) -> int:
+    """Delay precisely: sleep to within 100 us of the deadline, then spin. Returns the time.
+    With `stop` (a one-word flag) the sleep goes in slices of SLICE_NS and returns as soon as
+    the flag is set."""
     now = time.monotonic_ns
     left = deadline - now()
-    if left > 200_000:
-        time.sleep((left - 100_000) / 1e9)
+    while left > 200_000:
+        if stop is not None and stop[0]:
+            return now()
+        time.sleep(min(left - 100_000, SLICE_NS) / 1e9)
+        left = deadline - now()
     t = now()
     while t < deadline:
         t = now()

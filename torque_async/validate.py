@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import stat
 
 from . import limits, outputs
 from .cmdline import UsageError
@@ -15,6 +16,8 @@ def check(plan: Plan) -> None:
     if not plan.groups:
         raise UsageError("no action given: name a test (e.g. -load) or put one in Torque.config;"
                          " -h for help")
+    if plan.settings.g:
+        check_key_input()
     child = plan.settings.child
     if plan.settings.baseline and child is not None:
         raise UsageError("-baseline runs every group alone and then together; -child runs one "
@@ -57,3 +60,14 @@ def check_cpus(group) -> None:
         if bad:
             raise UsageError(f"-{name}: CPU {bad[0]} is not available here "
                              f"(CPUs {','.join(map(str, sorted(allowed)))})")
+
+
+def check_key_input() -> None:
+    """-g waits for Enter on stdin, read on the event loop: a terminal, pipe or socket."""
+    try:
+        mode = os.fstat(0).st_mode
+    except OSError:
+        raise UsageError("-g waits for Enter on stdin, which is closed") from None
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode) or (stat.S_ISCHR(mode) and not os.isatty(0)):
+        raise UsageError("-g waits for Enter on stdin, which is a file or device that cannot be "
+                         "waited on: run it from a terminal or pipe a line into it")

@@ -16,11 +16,12 @@ import time
 from threading import BrokenBarrierError
 
 from torque_async.kinds import CALIBRATION, KINDS, OWN_LOOP
-from torque_async.meter import Limit, Meter, harness_cost
+from torque_async.meter import Limit, Meter, harness_cost, word
 from torque_async.plan import Proc
-from torque_async.results import ABORTED, DONE, RUNNING, Results
+from torque_async.results import ABORTED, DONE, RUNNING, STOP_SIGNALS, Results
 from torque_async.testing.api import WorkerSpec, make_test
 from torque_async.testing.rows import mark_closed, mark_failed, mark_ready, mark_spawned
+from torque_async.timer import wait_until
 from workers.timed import idle_rate, measure
 
 PR_SET_PDEATHSIG = 1
@@ -34,7 +35,9 @@ def process_main(spec: WorkerSpec, barrier, calibration_lock) -> None:
 def main(spec: WorkerSpec, barrier, calibration_lock, in_process: bool = False) -> int:
     """Run one test process; returns its exit status (0 ok, 1 failed)."""
     if not in_process:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)       # the orchestrator ends the run
+        for sig in STOP_SIGNALS:       # the orchestrator ends the run: they reach it alone
+            signal.signal(sig, signal.SIG_IGN)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)   # blocked since the spawn
         ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     results = Results.attach(spec.segment)
     row = results.row(spec.proc.row)
@@ -74,9 +77,11 @@ def main(spec: WorkerSpec, barrier, calibration_lock, in_process: bool = False) 
         mark_closed(row)
         del row
         sleep_end = spec.proc.group.local.sleepEnd
+        if sleep_end:                        # until the time, or the run's stop
+            stop = word(results.header["stop"].reshape(1))
+            wait_until(time.monotonic_ns() + round(sleep_end * 1e9), stop)
+            del stop
         results.release()
-        if sleep_end:
-            time.sleep(sleep_end)
 
 
 def pin(proc: Proc) -> None:

@@ -43,7 +43,7 @@ def measure(test, meter: Meter, local, ops_per_transfer: int = 0) -> None:
         record(t - t0, t)
         k += 1
         if throttle:
-            t = wait_until(t + throttle)
+            t = wait_until(t + throttle, stop)
     meter.end(t)
     meter.publish(test.transfer_bytes, test.system_bytes, ops_per_transfer)
     extra = 0

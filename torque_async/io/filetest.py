@@ -31,6 +31,7 @@ import numpy as np
 
 from torque_async.testing.api import TestContext, TestError
 from torque_async.testing.buffers import Buffers
+from torque_async.timer import SLICE_NS
 
 from ..meter import COUNTED, RAMPING
 from . import actions, data, scratch, tree
@@ -256,7 +257,7 @@ class FileTest:
                 if touch is not None and not write:
                     touch.sum()                       # the processor reads the data
                 if throttle:
-                    await self.engine.pause(t + throttle)
+                    await self.pause(t + throttle)
         except OSError as e:      # ENOSPC, EIO, ...: name the file, the place and the errno
             what = "write" if write else "read"
             failure = TestError(f"{what} of {self.size} bytes at byte {offset} of "
@@ -269,6 +270,15 @@ class FileTest:
         with self.lock:
             self.next = min(self.next, k)
             self.extra += extra
+
+    async def pause(self, until: int) -> None:
+        """-T: the engine's pause until `until`, in slices that look at the stop flag."""
+        pause, stop = self.engine.pause, self.meter.stop
+        while until - now() > SLICE_NS:
+            if stop[0]:
+                return
+            await pause(now() + SLICE_NS)
+        await pause(until)
 
     async def move(self, j: int, f: int, offset: int, write: bool) -> int:
         """A transfer of more than one I/O: -rmw, -extraRead*, or dropping it from the cache."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 import stat
 
-from . import limits, outputs
+from . import cluster, limits, outputs
 from .cmdline import UsageError
 from .kinds import KINDS, resolve
 from .loop import loop_cpu
@@ -16,7 +16,7 @@ def check(plan: Plan) -> None:
     if not plan.groups:
         raise UsageError("no action given: name a test (e.g. -load) or put one in Torque.config;"
                          " -h for help")
-    if plan.settings.g:
+    if plan.settings.g and cluster.launcher_rank() is None:   # under mpiexec: cluster.refuse
         check_key_input()
     child = plan.settings.child
     if plan.settings.baseline and child is not None:

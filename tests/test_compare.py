@@ -100,7 +100,7 @@ def test_repeated_runs_of_one_plan_are_not_significant(tmp_path):
     assert "A: " in r.stdout and "5 repetitions" in r.stdout
     assert "significant changes beyond 5%: 0 worse, 0 better" in r.stdout
     load = next(ln for ln in r.stdout.splitlines() if ln.startswith("-n 8 -MB 4 -load [process 0], BW"))
-    assert load == "-n 8 -MB 4 -load [process 0], BW, 1000.0 ±1.4%, 1000.0 ±1.4%, MB/s, " \
+    assert load == "-n 8 -MB 4 -load [process 0], BW, 1000.0 (spread 2.7%), 1000.0 (spread 2.7%), MB/s, " \
                    "+0.0% within threshold, not significant"
 
 
@@ -109,7 +109,7 @@ def test_a_planted_30_percent_slowdown_is_significant_and_fails_on_regression(tm
     b = write(repeated(PLAN, SLOWER), tmp_path / "b.json")
     r = run_cli("compare", a, b, "--fail-on-regression")
     assert r.returncode == 1
-    assert "-n 8 -MB 4 -load [process 0], BW, 1000.0 ±1.4%, 700.0 ±1.4%, MB/s, -30.0% worse\n" \
+    assert "-n 8 -MB 4 -load [process 0], BW, 1000.0 (spread 2.7%), 700.0 (spread 2.7%), MB/s, -30.0% worse\n" \
         in r.stdout
     assert "significant changes beyond 5%: 3 worse, 0 better" in r.stdout   # BW, IO/s, total
     assert run_cli("compare", b, a, "--fail-on-regression").returncode == 0   # B faster

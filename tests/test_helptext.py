@@ -94,3 +94,13 @@ def test_help_flags_print_their_level_and_exit_0(capsys):
 def test_readme_option_reference_is_generated_from_the_table():
     assert readme_options.block() in readme_options.README.read_text(), \
         "README is stale: run python3 tools/readme_options.py"
+
+
+def test_a_reader_that_stops_early_is_not_an_error():
+    """`torque-async -h | head -1`: the closed pipe ends the output quietly, exit 0."""
+    import subprocess
+    from conftest import CMD, ENV
+    proc = subprocess.Popen([*CMD, "-h"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV)
+    proc.stdout.close()                     # before the command can have written a byte
+    err = proc.stderr.read().decode()
+    assert proc.wait(60) == 0 and err == ""

@@ -4,8 +4,8 @@
 
     python3 tools/bench_ranks.py [--rounds 3] [--ranks 2] [-- TORQUE-ASYNC ARGS]
 
-Default command: buffered 4 KiB random reads at queue depth 16 on a 256 MiB scratch file per
-rank (-fbc -KB 4 -n 20000 -mfileMB 256 -aio 16). The figure is the run's total bandwidth (the
+Default command: buffered 4 KiB reads at queue depth 16 on -aio's sequential places, 20000 of
+them (78 MiB) in a scratch file per rank (-fbc -KB 4 -n 20000 -mfileMB 256 -aio 16). The figure is the run's total bandwidth (the
 BW: line, every rank's tests summed, from -json) and its transfers per second; the table gives
 the median over the rounds and the spread (min-max) of each and of the ratio.
 """

@@ -152,7 +152,11 @@ def say(lines: list[str], err: bool = False) -> None:
     """Print lines; bytes of a file name that are not UTF-8 show as U+FFFD, as in the rows."""
     if lines:
         text = "\n".join(lines).encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-        print(text, file=sys.stderr if err else sys.stdout, flush=True)
+        stream = sys.stderr if err else sys.stdout
+        try:
+            print(text, file=stream, flush=True)
+        except BrokenPipeError:            # the reader stopped early (| head): not a failure;
+            os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())   # the rest goes nowhere
 
 
 def execute(argv: list[str]) -> int:

@@ -226,11 +226,12 @@ def provenance(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
 
 
 def value_text(values: tuple[float, ...]) -> str:
-    """The median, and with several values their spread: (max - min) / 2 over the median."""
+    """The median, and with several values their spread as the -repeat block gives it:
+    (max - min) / median."""
     mid = statistics.median(values)
     if len(values) < 2 or not mid:
         return f"{mid:.1f}"
-    return f"{mid:.1f} ±{50 * (max(values) - min(values)) / abs(mid):.1f}%"
+    return f"{mid:.1f} (spread {100 * (max(values) - min(values)) / abs(mid):.1f}%)"
 
 
 def lines(found: Comparison, docs: tuple[dict[str, Any], dict[str, Any]],

@@ -224,7 +224,7 @@ def latency_lines(records, procs) -> list[str]:
         summary = latency_summary(rec)
         if summary:
             lines.append(", ".join([str(rec.row), *(f"{v / 1000:.1f}" for v in summary.values()),
-                                    KINDS[proc.group.action].label]))
+                                    test_label(proc.group)]))
     return lines if len(lines) > 2 else []
 
 
@@ -311,9 +311,12 @@ def spin_lines(records) -> list[str]:
     for rec in records:
         spin = spin_rates(rec)
         if spin:
+            kept = spin["kept_pct"]
             out.append(f"SpinWait proc {rec.row}: {spin['loops_per_s'] / 1e6:.2f} Mloops/s under "
-                       f"load, {spin['alone_per_s'] / 1e6:.2f} Mloops/s alone: "
-                       f"{spin['kept_pct']:.1f}% of an idle CPU kept")
+                       f"load, {spin['alone_per_s'] / 1e6:.2f} Mloops/s alone: {kept:.1f}% of "
+                       f"its rate alone kept" + (" (over 100%: the machine was busier while it "
+                                                 "ran alone than during the test)"
+                                                 if kept > 100 else ""))
     return out
 
 

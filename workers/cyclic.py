@@ -30,7 +30,7 @@ class CyclicTest:
         self.interval = ctx.group.args[0] * 1000
         local = ctx.local
         self.wakeups = f"for {local.t - (local.ramp or 0):g} s" if local.t else \
-            f"at least {local.n * local.i}"
+            f"at least {local.n * local.i} wake-ups"
         self.sleep = Sleeper()
         self.meter: Meter | None = None
         self.last = 0                            # the last wake-up's lateness (Act)

@@ -157,7 +157,7 @@ def test_the_cluster_report_names_hosts_and_ranks_and_totals_the_ranks(capsys):
     assert [(r[0], r[-2], r[-1]) for r in rows] == [("0", "a", "0"), ("1", "a", "0"),
                                                      ("2", "b", "1"), ("3", "b", "1")]
     per_test = [100 / (r.elapsed / 1e9) for r in run.records]      # 100 MB each
-    host_a = next(ln for ln in lines if ln.startswith("Host a: rank 0, 2 tests"))
+    host_a = next(ln for ln in lines if ln.startswith("Host a: rank 0; 2 tests"))
     assert host_a.endswith(f"Total {sum(per_test[:2]):.0f} MB/s")
     assert f"Cluster total: {sum(per_test):.0f} MB/s (every test on every host)" in lines
     assert "Start skew between ranks (first to last release): 2999.9 us" in lines

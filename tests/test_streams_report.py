@@ -26,9 +26,9 @@ def test_stream_lines_give_each_sub_stream_its_target_bandwidth_and_lateness():
     assert lines == [               # p99: the 198th of 200 is 5000 ns, bucket top 5119
         "Streams: lateness = completion - deadline (us, 0 when on time); a frame is late "
         "beyond -lateUs; HELD: no frame late or dropped", report.STREAM_HEADER,
-        "0, 0 read t0, 100.0, 100.0, 100.0, 100.0, 200, 0, 0, 0, 0.0, 0.0, 0.0, HELD, "
+        "0, 0 read t0, 100.0, 100.000, 100.0, 100.000, 200, 0, 0, 0, 0.0, 0.0, 0.0, HELD, "
         "MemStreams rw",
-        "0, 1 write t0, 100.0, 100.0, 100.0, 100.0, 200, 3, 0, 2, 0.0, 5.1, 400.0, MISSED, "
+        "0, 1 write t0, 100.0, 100.000, 100.0, 100.000, 200, 3, 0, 2, 0.0, 5.1, 400.0, MISSED, "
         "MemStreams rw", "",
         "streams: 0 held, 1 missed (sub-streams: 1 held, 1 missed)"]
     text = "\n".join(report.render(plan, (rec,), plan.procs(), INFO, "today"))

@@ -240,7 +240,10 @@ def cpu_figures(rec: Record, proc: Proc) -> dict | None:
 
 
 def cpu_lines(records, procs) -> list[str]:
-    lines = ["CPU over the measured interval (a loop test: the event loop's thread)", CPU_HEADER]
+    loop = any(KINDS[p.group.action].runs_in == LOOP for p in procs)
+    lines = ["CPU over the measured interval" + (" (a loop test's row: the event loop's thread, "
+                                                 "shared by every loop test)" if loop else ""),
+             CPU_HEADER]
     for rec, proc in zip(records, procs):
         cpu = cpu_figures(rec, proc)
         if cpu:
@@ -430,8 +433,8 @@ def stream_lines(records, procs) -> list[str]:
     for rec, proc in zip(records, procs):
         for f in sub_stream_figures(rec, proc):
             label = f"{KINDS[proc.group.action].label} {proc.group.args[0]}"
-            lines.append(", ".join([str(rec.row), f.sub, *(f"{v:.1f}" for v in (
-                f.target_bw, f.target_fps, f.bw, f.fps)), *map(str, (
+            lines.append(", ".join([str(rec.row), f.sub, f"{f.target_bw:.1f}",
+                                    f"{f.target_fps:.3f}", f"{f.bw:.1f}", f"{f.fps:.3f}", *map(str, (
                     f.frames, f.late, f.dropped, f.longest_late_run)), *(f"{v / 1000:.1f}" for v in (
                         f.lateness_p50, f.lateness_p99, f.lateness_max)),
                 f.verdict, label]))

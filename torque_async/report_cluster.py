@@ -90,7 +90,7 @@ def host_lines(run: ClusterRun, t0: int) -> list[str]:
                                                       (r.rank + 1) * len(run.plan_procs))]
         kinds = report.group_bandwidths(run.plan, recs, mine)
         lines.append(f"Host {host}: rank{'s' * (len(ranks) > 1)} "
-                     f"{', '.join(str(r.rank) for r in ranks)}, {len(recs)} tests, BW "
+                     f"{' '.join(str(r.rank) for r in ranks)}; {len(recs)} tests; BW "
                      + ", ".join(f"{k} {v:.0f}" for k, v in kinds.items())
                      + f", Total {sum(kinds.values()):.0f} MB/s")
         window = report.overlap_window(recs)

@@ -1,3 +1,3 @@
-from .cli import main
+from .launch import main
 
-main(prog_name="torque-async")
+main()

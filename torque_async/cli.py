@@ -21,7 +21,7 @@ from . import cluster, report_cluster, validate
 from . import compare as comparing, plot as plotting
 from .io import scratch
 from .options import OPTIONS
-from .results import SegmentInUse, free_segment, segment_name
+from .results import NotASegment, SegmentInUse, free_segment, segment_name
 
 MISSED_EXIT = 3                    # -failLate: a stream missed its rate, nothing else failed
 
@@ -137,9 +137,14 @@ def compare_command(base: str, runs: tuple[str, ...], threshold: float,
     sys.exit(1 if fail_on_regression and worse else 0)
 
 
+ERROR_WIDTH = 400                  # characters of an error line shown at most
+
+
 def error(message: str) -> None:
     """One line on stderr: control characters in the offending token are shown escaped."""
     shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+    if len(shown) > ERROR_WIDTH:              # an offending token of a megabyte of NULs
+        shown = shown[:ERROR_WIDTH] + f"... ({len(shown) - ERROR_WIDTH} more characters)"
     print(f"torque-async: error: {shown}", file=sys.stderr)
 
 
@@ -284,6 +289,9 @@ def free_shared_memory(smkey: int) -> list[str]:
     name = segment_name(smkey)
     try:
         freed = free_segment(name)
+    except (NotASegment, OSError) as e:
+        raise cmdline.UsageError(str(e) if isinstance(e, NotASegment) else
+                                 f"/dev/shm/{name}: {e.strerror}: not removed") from None
     except SegmentInUse as e:
         raise cmdline.UsageError(f"shared memory key {smkey:#x} is in use by torque-async pid "
                                  f"{e.owner}: -freeSharedMemory removes only what a killed run "

@@ -298,12 +298,16 @@ def load(path: str) -> dict[str, Any]:
         doc = json.loads(read_bounded(path, RESULTS_LIMIT))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ResultsFileError(f"{path} is not JSON: {e}") from None
+    except RecursionError:                    # arrays nested deeper than any results file
+        raise ResultsFileError(f"{path} is not a torque-async results file: nested too "
+                               f"deeply") from None
     except ValueError as e:                   # read_bounded: one line naming the file
         raise ResultsFileError(str(e)) from None
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA_NAME:
         raise ResultsFileError(f"{path} is not a torque-async results file (-json)")
     if doc.get("schema_version") != SCHEMA_VERSION:
-        raise ResultsFileError(f"{path} has results schema version {doc.get('schema_version')}; "
+        raise ResultsFileError(f"{path} has results schema version "
+                               f"{doc.get('schema_version')!r}; "
                                f"this torque-async reads version {SCHEMA_VERSION}")
     rules = schema()
     why = misfit(doc, rules, rules, "")

@@ -33,7 +33,8 @@ from .kinds import KINDS, LOOP, WORKER, resolve
 from .loop import LoopSide
 from .plan import Plan, Proc
 from .results import (ABORTED, DONE, FAILED, MEASURED, NEW, READY, RUNNING, STATE_NAMES, Record,
-                      Results, STOP_SIGNALS, SegmentExists, live_owner, owner_of, segment_name)
+                      Results, STOP_SIGNALS, NotASegment, SegmentExists, live_owner, owner_of,
+                      segment_name)
 from .streams.schedule import Geometry
 from .testing.api import TestError, WorkerSpec
 from .testing.rows import mark_failed
@@ -93,6 +94,8 @@ def open_segment(plan: Plan, rows: int) -> Results:
     except SegmentExists:
         try:
             owner = owner_of(name)
+        except NotASegment as e:
+            raise UsageError(str(e)) from None
         except OSError as e:                     # another user's segment
             raise UsageError(f"shared memory /dev/shm/{name} exists and cannot be read: "
                              f"{e.strerror}: choose another -smkey") from None

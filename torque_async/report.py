@@ -516,7 +516,7 @@ def phase_durations(rec: Record) -> dict[str, float]:
 def checkpoint_lines(records, procs, t0: int) -> list[str]:
     lines = []
     for rec, proc in zip(records, procs):
-        if proc.group.local.checkpoint and rec.phase[0]:
+        if proc.group.local.checkpoint and rec.phase[0] and t0:   # t0 0: nothing started
             marks = ", ".join(f"{name} {(t - t0) / NS_PER_MS:.1f}"
                               for name, t in zip(PHASES, rec.phase) if t)
             steps = ", ".join(f"{k} {v:.1f}" for k, v in phase_durations(rec).items())

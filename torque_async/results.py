@@ -7,6 +7,7 @@ immutable `Record`s that the report reads.
 from __future__ import annotations
 
 import os
+import stat
 import signal
 import tempfile
 from dataclasses import dataclass
@@ -90,6 +91,14 @@ def segment_name(smkey: int) -> str:
     return f"torque-async-{smkey:x}"
 
 
+class NotASegment(Exception):
+    """Something that is not a regular file stands at a segment's name: nothing opens it."""
+
+    def __init__(self, name: str):
+        super().__init__(f"/dev/shm/{name} is not a torque-async segment (a link, FIFO or "
+                         f"directory stands there): remove it yourself or choose another -smkey")
+
+
 class SegmentExists(Exception):
     """A results segment of this key exists: another run, or one that was killed."""
 
@@ -165,6 +174,12 @@ def header_of(name: str) -> np.void | None:
     Looking must not adopt the segment: a plain attach would register it with this process's
     resource tracker, which would then unlink another run's segment when this process exits.
     """
+    try:
+        mode = os.lstat(os.path.join(SHM_DIR, name)).st_mode
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISREG(mode):                   # a link, FIFO, directory: never opened
+        raise NotASegment(name)
     try:
         shm = shared_memory.SharedMemory(name)
     except FileNotFoundError:

@@ -1,0 +1,69 @@
+"""What a hostile user tried before this release: things planted at a segment's name, results
+nested too deeply, an enormous offending token, -checkpoint of a run that never started."""
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from torque_async import export
+from torque_async.results import segment_name
+
+from conftest import assert_one_clean_line, run_cli
+
+
+@pytest.mark.parametrize("plant", ["fifo", "link", "dir"])
+@pytest.mark.parametrize("free", [False, True])
+def test_what_stands_at_a_segment_s_name_is_never_opened_or_removed(tmp_path, plant, free):
+    key = {"fifo": 0x9A065, "link": 0x9A061, "dir": 0x9A063}[plant] + 0x100 * free
+    where = Path("/dev/shm", segment_name(key))
+    victim = tmp_path / "victim.bin"
+    victim.write_bytes(b"keep me")
+    {"fifo": lambda: os.mkfifo(where), "link": lambda: where.symlink_to(victim),
+     "dir": where.mkdir}[plant]()
+    try:
+        args = ("-freeSharedMemory",) if free else ("-n", "4", "-KB", "64", "-load")
+        r = run_cli("-smkey", hex(key), *args, cwd=tmp_path)
+        assert_one_clean_line(r.returncode, r.stdout, r.stderr, "is not a torque-async segment")
+        mode = os.lstat(where).st_mode
+        assert {"fifo": stat.S_ISFIFO, "link": stat.S_ISLNK, "dir": stat.S_ISDIR}[plant](mode)
+        assert victim.read_bytes() == b"keep me"
+    finally:
+        where.rmdir() if plant == "dir" else where.unlink()
+
+
+def test_results_nested_too_deeply_are_one_line(tmp_path):
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 200_000 + "]" * 200_000)
+    for argv in (["compare", str(deep), str(deep)], ["plot", str(deep)]):
+        r = run_cli(*argv)
+        assert_one_clean_line(r.returncode, r.stdout, r.stderr, "nested too deeply")
+
+
+def test_a_version_of_another_type_is_named_as_it_is(tmp_path):
+    doc = tmp_path / "v.json"
+    doc.write_text(json.dumps({"schema": export.SCHEMA_NAME,
+                               "schema_version": str(export.SCHEMA_VERSION)}))
+    with pytest.raises(export.ResultsFileError, match=f"version '{export.SCHEMA_VERSION}'"):
+        export.load(str(doc))
+
+
+def test_an_enormous_offending_token_is_cut_short(tmp_path):
+    (tmp_path / "zero.cfg").write_bytes(b"\0" * (1 << 20))
+    r = run_cli("-c", "zero.cfg", cwd=tmp_path)
+    assert_one_clean_line(r.returncode, r.stdout, r.stderr, "more characters)")
+    assert len(r.stderr) < 1000
+
+
+def test_checkpoint_prints_no_times_for_a_run_that_never_started():
+    from dataclasses import replace
+    from torque_async import cmdline, report
+    from test_report import MS, record
+    plan = cmdline.parse("-checkpoint -n 4 -r".split())
+    spawned = replace(record(0, 0, 0, 0, 4096), phase=(6484855 * MS, 0, 0, 0, 6487664 * MS))
+    assert report.checkpoint_lines((spawned,), plan.procs(), 0) == []     # no time zero
+    started = report.checkpoint_lines((spawned,), plan.procs(), 6484000 * MS)
+    assert started[0].startswith("checkpoint proc 0 (ms since the start): spawned 855.0")

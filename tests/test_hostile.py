@@ -54,7 +54,7 @@ def test_a_version_of_another_type_is_named_as_it_is(tmp_path):
 def test_an_enormous_offending_token_is_cut_short(tmp_path):
     (tmp_path / "zero.cfg").write_bytes(b"\0" * (1 << 20))
     r = run_cli("-c", "zero.cfg", cwd=tmp_path)
-    assert_one_clean_line(r.returncode, r.stdout, r.stderr, "more characters)")
+    assert_one_clean_line(r.returncode, r.stdout, r.stderr, "characters left out) ...")
     assert len(r.stderr) < 1000
 
 

@@ -27,7 +27,7 @@ def test_a_memory_stream_holds_its_target_over_a_few_seconds():
     assert [s[1] for s in subs] == ["0 read t0", "1 read t1", "2 write t2"]
     for s in subs:
         assert s[2] == "25.0" and abs(float(s[4]) - 25) <= 0.05 * 25 and s[6] == "600"
-        assert s[3] == "200.0" and abs(float(s[5]) - 200) <= 0.05 * 200     # frames per second
+        assert s[3] == "200.000" and abs(float(s[5]) - 200) <= 0.05 * 200     # frames per second
         assert int(s[7]) <= 600 and s[-1] == "MemStreams rrw"
         assert s[13] == ("HELD" if s[7] == "0" else "MISSED")
     bw = next(line for line in r.stdout.splitlines() if line.startswith("BW:"))

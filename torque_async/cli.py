@@ -143,8 +143,9 @@ ERROR_WIDTH = 400                  # characters of an error line shown at most
 def error(message: str) -> None:
     """One line on stderr: control characters in the offending token are shown escaped."""
     shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
-    if len(shown) > ERROR_WIDTH:              # an offending token of a megabyte of NULs
-        shown = shown[:ERROR_WIDTH] + f"... ({len(shown) - ERROR_WIDTH} more characters)"
+    if len(shown) > ERROR_WIDTH:              # a megabyte of NULs: its start and its end
+        cut = len(shown) - ERROR_WIDTH
+        shown = f"{shown[:ERROR_WIDTH - 100]}... ({cut} characters left out) ...{shown[-100:]}"
     print(f"torque-async: error: {shown}", file=sys.stderr)
 
 

@@ -6,6 +6,7 @@ import subprocess
 import sys
 import time
 import zlib
+from multiprocessing import resource_tracker
 from pathlib import Path
 
 import numpy as np
@@ -24,13 +25,18 @@ ENV = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(REPO)}   # this 
 def _default_key_in_use():
     """The suite runs as if another torque-async held the default -smkey (as one may on the
     machine): a test that runs without a key of its own fails."""
+    name = segment_name(GLOBAL_DEFAULTS["smkey"])
     try:
-        held = Results.create(segment_name(GLOBAL_DEFAULTS["smkey"]), 1)
+        held = Results.create(name, 1)
     except SegmentExists:          # another run does hold it
         held = None
+    else:                          # in-process tests look at this name too (attach, free): the
+        resource_tracker.unregister(held.shm._name, "shared_memory")   # tracker forgets it
     yield
     if held is not None:
-        held.unlink()
+        path = Path("/dev/shm", name)
+        if path.exists() and path.stat().st_ino == held.inode:          # still ours
+            path.unlink()
         held.release()
 
 

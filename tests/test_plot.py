@@ -216,3 +216,14 @@ def test_plot_a_real_run_next_to_its_results(tmp_path):
     assert p.stdout.strip().startswith("run.png: proc 0 Bzero: bandwidth over time")
     assert p.stdout.strip().endswith("; Latency per transfer (percentiles)")
     assert png_size(tmp_path / "run.png")[0] == plot.WIDTH_IN * plot.DPI
+
+
+def test_a_lateness_panel_whose_values_are_all_zero_still_draws(tmp_path):
+    """Every frame on time: no curve, and the log axes still get a range (it raised)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    from matplotlib import pyplot
+    fig, ax = pyplot.subplots()
+    plot.draw_percentiles(ax, [(0, "proc 0 MemStreams: sub-stream 0", [[0, 0, 50]])], ["C0"])
+    fig.savefig(tmp_path / "zero.png")
+    assert ax.get_ylim() == (1, 10) and not ax.lines[0].get_xdata().size

@@ -187,15 +187,18 @@ def percentile_curve(hist: list[list[int]]) -> tuple[list[float], list[float], f
 def draw_percentiles(ax, found: list[Histogram], colours: list) -> None:
     """Percentile curves, log-log: the tail to the right, where a histogram can't show it. A
     histogram of zeros only has no curve, only its legend entry."""
-    right = 10.0
+    right, points = 10.0, 0
     for (_, label, hist), colour in zip(found, colours):
         xs, ys, on_time = percentile_curve(hist)
+        points += len(xs)
         shown = f"{label} ({100 * on_time:.0f}% at 0)" if on_time else label
         ax.plot(xs, ys, drawstyle="steps-pre", marker=".", markersize=3, color=colour,
                 label=shown)
         right = max([right, *xs])
     ax.set_xscale("log")
     ax.set_yscale("log")
+    if not points:                 # every value 0 (all on time): a log axis needs a range
+        ax.set_ylim(1, 10)
     ticks = [(x, label) for x, label in PERCENTILE_TICKS if x <= right]
     ax.set_xticks([x for x, _ in ticks], [label for _, label in ticks])
     ax.set_xlim(1, right * 1.3)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -19,9 +20,9 @@ from torque_async import cluster, export, report, report_cluster
 from torque_async.cluster import Cluster, Pong, offset_of, shift
 from torque_async.kinds import KINDS
 from torque_async.report_cluster import ClusterRun, Rank
-from torque_async.results import RUNNING, owner_of, segment_name
+from torque_async.results import READY, RUNNING, owner_of, segment_name
 
-from conftest import CMD, ENV, REPO, assert_one_clean_line, table, wait_for_rows
+from conftest import CMD, ENV, REPO, assert_one_clean_line, start, table, wait_for_rows
 
 MPIEXEC = str(Path(sysconfig.get_path("scripts")) / "mpiexec")   # the mpich wheel's
 HOST = socket.gethostname()
@@ -244,28 +245,109 @@ def test_three_ranks_each_use_their_own_scratch_files_and_leave_none(tmp_path):
     assert not any(Path("/dev/shm", segment_name(key + k)).exists() for k in range(3))
 
 
-@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
-def test_a_killed_or_interrupted_rank_ends_every_rank_and_nothing_is_left(tmp_path, sig):
-    key = 0x7960 + sig * 2
+def shm_now() -> set[str]:
+    return set(os.listdir("/dev/shm"))
+
+
+@pytest.mark.parametrize("sig,target", [(signal.SIGKILL, "rank"), (signal.SIGINT, "rank"),
+                                        (signal.SIGINT, "mpiexec")])
+def test_a_killed_or_interrupted_rank_ends_every_rank_and_nothing_is_left(tmp_path, sig, target):
+    key = 0x7960 + sig * 2 + (target == "mpiexec") * 0x40
+    before = shm_now()
     run = mpiexec(2, "-smkey", hex(key), "-nh", "-n", "64", "-KB", "4", "-mfileMB", "1",
                   "-i", "1000000", "-r", *LONG)
     for k in range(2):
-        wait_for_rows(key + k, 3, RUNNING)
+        wait_for_rows(key, 3, RUNNING)
     owners = [psutil.Process(owner_of(segment_name(key + k))) for k in range(2)]
     scratch = list(tmp_path.glob("torque-async-scratch.*"))
     assert len(scratch) == 2
+    mpis = [Path("/dev/shm", n) for n in shm_now() - before if not n.startswith("torque-async")]
+    assert mpis, "MPICH made no file of its own in /dev/shm: this test would prove nothing"
     everyone = owners + [c for o in owners for c in o.children(recursive=True)]
     began = time.monotonic()
-    owners[1].send_signal(sig)
+    (run if target == "mpiexec" else owners[1]).send_signal(sig)
     code, out, err = finished(run, timeout=60)
     assert time.monotonic() - began < 30
     assert code == (130 if sig == signal.SIGINT else 9), err
-    if sig == signal.SIGINT:
+    if target == "rank" and sig == signal.SIGINT:
         assert f"torque-async: rank 1 on {HOST}: interrupted by SIGINT" in err
+    elif target == "mpiexec":          # each rank gets it; the first to abort speaks
+        assert re.search(rf"torque-async: rank [01] on {HOST}: interrupted by SIGINT", err)
     _, alive = psutil.wait_procs(everyone, timeout=15)
     assert not alive, "a rank or a test process outlived the run"
-    assert gone([Path("/dev/shm", segment_name(key + k)) for k in range(2)])
+    assert gone([Path("/dev/shm", segment_name(key + k)) for k in range(2)] + mpis)
     assert gone(scratch)
+    assert shm_now() <= before
+
+
+def test_a_rank_s_guard_removes_only_the_mpi_files_it_was_given_while_they_are_the_same(
+        tmp_path):
+    from torque_async import cleanup_guard
+    ours, theirs = tmp_path / "mpich_shm_1_0", tmp_path / "mpich_shm_2_0"
+    ours.write_text("x")
+    theirs.write_text("x")
+    given = [(ours.stat().st_ino, str(ours)), (theirs.stat().st_ino, str(theirs))]
+    (tmp_path / "new").write_text("another job's, made since")
+    os.replace(tmp_path / "new", theirs)              # the same name, another inode
+    assert theirs.stat().st_ino != given[1][0]
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    cleanup_guard.clean(dead.pid, segment_name(0x79f0), str(tmp_path / "none"), given)
+    assert not ours.exists() and theirs.exists()
+
+
+def test_mpi_files_are_the_dev_shm_files_mapped_and_not_removed(tmp_path):
+    maps = tmp_path / "maps"
+    maps.write_text(
+        "7f00-7f10 rw-s 00000000 00:1a 42                         /dev/shm/mpich_shm_ab_0\n"
+        "7f10-7f20 rw-s 00000000 00:1a 43                         /dev/shm/ucx_shm_1 (deleted)\n"
+        "7f20-7f30 r-xp 00000000 08:01 44                         /usr/lib/libmpi.so.12\n"
+        "7f30-7f40 rw-p 00000000 00:00 0 \n"
+        "7f40-7f50 rw-s 00000000 00:1a 42                         /dev/shm/mpich_shm_ab_0\n")
+    assert cluster.mpi_files(str(maps)) == [(42, "/dev/shm/mpich_shm_ab_0")]
+
+
+def dead_segment(key: int) -> int:
+    """A segment as a killed run leaves it; its owner's pid."""
+    from torque_async.results import Results
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    res = Results.create(segment_name(key), 1)
+    res.header["owner"] = dead.pid
+    res.release()
+    return dead.pid
+
+
+def test_free_shared_memory_under_mpiexec_frees_every_rank_s_segment_and_scratch(tmp_path):
+    key = 0x7990
+    pids = [dead_segment(key + k) for k in range(2)]
+    left = [tmp_path / f"torque-async-scratch.{pids[k]}.{HOST}.r{k}.abc{k}" for k in range(2)]
+    alone = tmp_path / f"torque-async-scratch.{pids[0]}.zz9"     # a run without mpiexec: not
+    for d in (*left, alone):                                     # a rank's to judge
+        d.mkdir()
+    code, out, err = finished(mpiexec(2, "-smkey", hex(key), "-freeSharedMemory"))
+    assert code == 0, err
+    assert sorted(out.splitlines()) == sorted(
+        [f"removed /dev/shm/{segment_name(key + k)} (created by pid {pids[k]})" for k in range(2)]
+        + [f"removed the scratch directory {d} of a run that is gone" for d in left])
+    assert not any(Path("/dev/shm", segment_name(key + k)).exists() for k in range(2))
+    assert not any(d.exists() for d in left) and alone.exists()
+
+
+def test_free_shared_memory_under_mpiexec_refuses_a_rank_s_live_segment():
+    key = 0x79a0
+    dead = dead_segment(key)
+    live = start("-smkey", hex(key + 1), "-g", "-n", "4", "-i", "1", "-KB", "64", "-bzero",
+                 stdin=subprocess.PIPE)
+    wait_for_rows(key + 1, 1, READY)
+    code, out, err = finished(mpiexec(2, "-smkey", hex(key), "-freeSharedMemory"))
+    assert code == 2
+    assert out.splitlines() == [f"removed /dev/shm/{segment_name(key)} (created by pid {dead})"]
+    assert (f"torque-async: error: shared memory key {key + 1:#x} is in use by torque-async pid "
+            f"{live.pid}: -freeSharedMemory removes only what a killed run left") in err
+    assert Path("/dev/shm", segment_name(key + 1)).exists()
+    live.communicate("\n", timeout=120)
+    assert live.returncode == 0
 
 
 def test_compare_matches_a_cluster_run_s_tests_rank_by_rank():

@@ -165,6 +165,23 @@ def test_the_cluster_report_names_hosts_and_ranks_and_totals_the_ranks(capsys):
     assert any(ln.startswith("Clock offsets to rank 0 measured to within 3.0 us") for ln in lines)
 
 
+def test_tests_that_did_not_overlap_only_across_ranks_name_the_start_skew():
+    from torque_async.cmdline import parse
+    plan = parse(["-p", "2", "-n", "8", "-KB", "64", "-bzero"])
+    ms = 1_000_000
+    apart = ClusterRun((Rank(0, "a", 10, 0, 1000, (record(1 * ms, 5 * ms),
+                                                   record(1 * ms, 6 * ms, row=1))),
+                        Rank(1, "b", 11, 0, 1000, (record(9 * ms, 12 * ms),
+                                                   record(9 * ms, 13 * ms, row=1)))), plan)
+    line = report.overlap_line(plan, apart.records, 0, apart)
+    assert line.startswith("Warning: the measured intervals did not all overlap; each rank's "
+                           "own tests ran together, but the ranks started 8000.0 us apart")
+    alone = ClusterRun((apart.ranks[0], Rank(1, "b", 11, 0, 1000, (
+        record(9 * ms, 10 * ms), record(11 * ms, 13 * ms, row=1)))), plan)  # rank 1's own too
+    line = report.overlap_line(plan, alone.records, 0, alone)
+    assert "did not all overlap" in line and "start skew" not in line
+
+
 def test_the_cluster_json_has_hosts_and_ranks_and_validates():
     plan, run = two_ranks()
     from torque_async import sysinfo
@@ -210,7 +227,7 @@ def test_a_launcher_without_mpi4py_is_one_line(tmp_path):
     (shadow / "__init__.py").write_text("raise ImportError('no mpi4py here')\n")
     code, out, err = under_launcher("-smkey", "0x7932", "-n", "4", "-KB", "64", "-bzero",
                                     env_extra={"PYTHONPATH": f"{shadow.parent}:{REPO}"})
-    assert_one_clean_line(code, out, err, "mpi4py is not installed")
+    assert_one_clean_line(code, out, err, f"(rank 0 on {HOST}) but mpi4py is not installed")
 
 
 # -- real ranks under mpiexec --------------------------------------------------------------

@@ -226,14 +226,16 @@ def start(plan: Plan) -> Cluster | None:
     """The MPI job this process is a rank of, checked against the plan; None without a
     launcher (mpi4py stays unimported)."""
     global _job
-    if launcher_rank() is None:
+    rank = launcher_rank()
+    if rank is None:
         return None
     refuse(plan)
     try:
         from mpi4py import MPI
-    except ImportError:
-        raise UsageError("an MPI launcher started this process but mpi4py is not installed: "
-                         "pip install 'torque-async[mpi]'") from None
+    except ImportError:          # (perhaps on one host only: the line names it)
+        raise UsageError(f"an MPI launcher started this process (rank {rank} on "
+                         f"{socket.gethostname()}) but mpi4py is not installed there: "
+                         f"pip install 'torque-async[mpi]'") from None
     _job = Cluster(MPI.COMM_WORLD)
     return _job
 

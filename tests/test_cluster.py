@@ -221,6 +221,14 @@ def test_child_sp_and_g_are_refused_under_a_launcher(args):
     assert_one_clean_line(code, out, err, "cannot run under an MPI launcher")
 
 
+def test_bad_input_under_mpiexec_is_one_line_from_every_rank():
+    code, out, err = finished(mpiexec(3, "-smkey", "0x7933", "-sp", "-n", "4", "-KB", "64",
+                                      "-bzero"))
+    line = ("torque-async: error: -sp runs one test in this process: it cannot run under an MPI "
+            "launcher (mpiexec)")
+    assert (code, out, err.splitlines()) == (2, "", [line] * 3)
+
+
 def test_a_launcher_without_mpi4py_is_one_line(tmp_path):
     shadow = tmp_path / "shadow" / "mpi4py"
     shadow.mkdir(parents=True)

@@ -168,7 +168,7 @@ def test_the_cluster_json_has_hosts_and_ranks_and_validates():
     plan, run = two_ranks()
     from torque_async import sysinfo
     doc = export.document(plan, run.records, run.procs, sysinfo.collect(), "now")
-    doc = json.loads(export.json_text(report_cluster.document(run, doc)))
+    doc = json.loads(export.json_text(report_cluster.document([run], doc)))
     jsonschema.validate(doc, export.schema())
     assert [(t["host"], t["rank"]) for t in doc["tests"]] == [("a", 0), ("a", 0), ("b", 1),
                                                               ("b", 1)]
@@ -272,7 +272,7 @@ def test_compare_matches_a_cluster_run_s_tests_rank_by_rank():
     plan, run = two_ranks()
     from torque_async import compare, sysinfo
     doc = export.document(plan, run.records, run.procs, sysinfo.collect(), "now")
-    doc = json.loads(export.json_text(report_cluster.document(run, doc)))
+    doc = json.loads(export.json_text(report_cluster.document([run], doc)))
     found = compare.compare(doc, doc)
     assert not found.only_a and not found.only_b
     names = {c.test for c in found.changes}

@@ -374,9 +374,10 @@ def test_repeat_and_baseline_run_every_phase_on_every_rank(tmp_path, ranks, key,
         assert {c["proc"] for c in doc["baseline"]["changes"]} == set(range(len(every)))
     else:
         assert "Alone vs together" not in out and doc["baseline"] is None
-    from torque_async import compare
+    from torque_async import compare, plot
     found = compare.compare(doc, doc)
     assert not found.only_a and len({c.test for c in found.changes}) == len(every) + 1
+    assert plot.render(doc, str(tmp_path / "run.png")) and (tmp_path / "run.png").stat().st_size
 
 
 def test_only_rank_0_writes_sysctl_current(tmp_path):

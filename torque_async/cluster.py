@@ -9,8 +9,8 @@ own local barrier. Each run of a series (-repeat's repetitions, -baseline's runs
 alone: runs.py) is one such run of every rank. After each, rank 0 measures each rank's
 CLOCK_MONOTONIC offset again with a few ping-pongs (the hosts' clocks drift apart between runs)
 and gathers every rank's records; before the first, the first rank on each host sends rank 0
-its machine's description. Only rank 0 reports and writes sysctl.current. A rank that fails or is
-interrupted cleans up and then calls MPI_Abort, which ends every rank; a guard process of
+its machine's description. Only rank 0 reports and writes sysctl.current. A rank that fails or
+is interrupted cleans up and then calls MPI_Abort, which ends every rank; a guard process of
 each rank (in its own session, so MPI's kill of the rank's process group spares it) removes
 what a killed rank leaves: its workers, its segment, its scratch directory.
 """
@@ -179,12 +179,12 @@ class Cluster:
         sent = self.comm.gather((info, details) if first else None, root=0)
         if self.rank:
             return []
-        hosts = [(self.hosts[r], got) for r, got in enumerate(sent) if got]
-        self.machines = {host: machine for host, (machine, _) in hosts}
-        ranks = lambda host: " ".join(str(r) for r, h in enumerate(self.hosts) if h == host)  # noqa
-        return [*hosts[0][1][1], *(line for host, (_, lines) in hosts[1:]
-                                   for line in ("", f"--- host {host} (ranks {ranks(host)}) ---",
-                                                *lines))]
+        lines: list[str] = []
+        for host, (machine, mine) in ((self.hosts[r], got) for r, got in enumerate(sent) if got):
+            self.machines[host] = machine
+            ranks = " ".join(str(r) for r, h in enumerate(self.hosts) if h == host)
+            lines += ["", f"--- host {host} (ranks {ranks}) ---", *mine] if lines else mine
+        return lines
 
     def gather(self, outcome: Outcome, plan: Plan) -> Outcome:
         """After each run of a series, on every rank: rank 0's outcome gets every rank's records

@@ -332,6 +332,8 @@ def repeated(plan, done: runs.Runs, procs, run=None) \
         if alone else None
     blocks = [*(report.repeat_lines([figures.spreads(t) for t in per_test], procs,
                                     len(done.complete), run) if len(done.complete) > 1 else []),
+              "", *(report_cluster.skew_lines([o.cluster for o in done.complete])
+                if run and len(done.complete) > 1 else []),
               "", *(report.baseline_lines(found, run) if found is not None else [])]
     if done.interrupted and not done.first.interrupted:   # a later repetition was stopped
         blocks += ["", f"INTERRUPTED by {signal.Signals(done.interrupted).name} after "

@@ -135,6 +135,14 @@ def cluster_lines(run: ClusterRun, t0: int) -> list[str]:
             f"Cluster total: {sum(kinds.values()):.0f} MB/s (every test on every host)"]
 
 
+def skew_lines(runs: list[ClusterRun]) -> list[str]:
+    """-repeat under mpiexec: the start skew of each repetition (its clock offsets were measured
+    after it), flagged where below the clock-offset uncertainty."""
+    return ["Start skew between ranks in each repetition (us): " + ", ".join(
+        f"{r.skew / 1000:.1f}" + ("" if r.skew > r.uncertainty else " (not resolved)")
+        for r in runs)]
+
+
 def ranks_entry(run: ClusterRun, t0: int) -> dict[str, Any]:
     """One run's start skew and every rank's clock offset and release."""
     return {"start_skew_ns": run.skew, "offset_uncertainty_ns": run.uncertainty,

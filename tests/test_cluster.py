@@ -337,6 +337,32 @@ def test_every_host_s_machine_is_in_the_json_and_compare_notes_different_ones():
     assert note.startswith("note: different machines:") and "b Other CPU 9000" in note
 
 
+def test_each_rank_s_tests_get_their_own_figures_alone(monkeypatch):
+    """-baseline on two ranks: the gathered runs alone hold rank 0's records of a group then
+    rank 1's; each test of the whole plan gets its own rank's figure alone."""
+    from torque_async import cmdline, orchestrator, runs
+    from torque_async.units import MB
+    from test_report import record as rec
+
+    class TwoRanks:
+        rank, size, meet = 0, 2, None
+
+        def gather(self, outcome, plan):             # rank 1 did 10 times the transfers
+            k = len(outcome.records)
+            theirs = tuple(replace(r, row=k + r.row, transfers=10 * r.transfers)
+                           for r in outcome.records)
+            return replace(outcome, records=outcome.records + theirs)
+
+    def fake_run(plan, linesize, meet=None):
+        return orchestrator.Outcome(tuple(rec(p.row, 0, 10 ** 9, 100 * (p.group.index + 1), MB)
+                                          for p in plan.procs()), ())
+    monkeypatch.setattr(runs.orchestrator, "run", fake_run)
+    plan = cmdline.parse("-baseline -n 8 -load -p 2 -n 4 -bzero".split())
+    done = runs.run(plan, 64, TwoRanks())
+    procs = tuple(replace(p, row=r * 3 + p.row) for r in range(2) for p in plan.procs())
+    assert [a["iops"] for a in done.alone_figures(procs)] == [100, 200, 200, 1000, 2000, 2000]
+
+
 def block(out: str, header: str) -> list[list[str]]:
     return table(out, header + ",Host,Rank")
 

@@ -22,8 +22,9 @@ worker's own timed loop (tools/timed_loop.py: workers.timed.measure, its clock r
 latency records included).  --same-process loads the
 C reference as a shared library instead and alternates both sides in one process, each on its
 own buffers made by the same test class: quicker alternation, so less exposed to a noisy
-neighbour than separate processes (data checked for the Python side).  --cli runs
-`torque-async -nh -p 1 -n N -i I -MB S -KERNEL` (-B when S is not whole MiB) and reads
+neighbour than separate processes (data checked for the Python side).  --cli runs this
+checkout's command (`python3 -m torque_async` from the repository root)
+`-nh -p 1 -n N -i I -MB S -KERNEL` (-B when S is not whole MiB) and reads
 BW(MB/s), the sixth column of its table.
 
 What this benchmark chose in the kernels (measured on the machine they were tuned on):
@@ -127,11 +128,13 @@ def run_python(kernel, n, size, iterations, stride) -> float:
 
 
 def run_cli(kernel, n, size, iterations, stride, explicit_stride) -> float:
-    command = ["torque-async", "-nh", "-p", "1", "-n", str(n), "-i", str(iterations)]
+    command = [sys.executable, "-m", "torque_async", "-nh", "-p", "1", "-n", str(n), "-i",
+               str(iterations)]
     command += ["-MB", str(size // MiB)] if size % MiB == 0 else ["-B", str(size)]
     if explicit_stride:
         command += ["-stride", str(stride)]
-    out = subprocess.run(command + [f"-{kernel}"], check=False, capture_output=True, text=True)
+    out = subprocess.run(command + [f"-{kernel}"], check=False, capture_output=True, text=True,
+                         cwd=ROOT)
     if out.returncode:
         raise RuntimeError(f"{' '.join(command)} -{kernel} failed:\n{out.stdout}{out.stderr}")
     for line in out.stdout.splitlines():

@@ -527,6 +527,7 @@ def test_every_chosen_way_does_the_kernel_and_the_choice_is_recorded(monkeypatch
     test = make(action, n=32, size=128, offset=offset, bt=100)  # 16 chunks a pass (2 KiB)
     assert test.calibration_chunks() == 16 and test.chosen[what] == way
     assert f"{what} {way}, the fastest here of " in test.info
+    assert not test.info.startswith(";")
     fresh = make(action, n=32, size=128, offset=offset, bt=100)
     assert np.array_equal(test.buf, fresh.buf)          # what the passes wrote was put back
     run(test, 32 + 5)                                   # every chunk, then 5 again

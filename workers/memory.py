@@ -108,7 +108,8 @@ class MemoryTest:
         name = min(took, key=took.get)
         self.reset(span)
         self.chosen[what] = name
-        self.info += f"; {what} {name}, the fastest here of {', '.join(took)}"
+        self.info = "; ".join(filter(None, (self.info,
+                                            f"{what} {name}, the fastest here of {', '.join(took)}")))
         return make(candidates[name], self.n)
 
     def pass_ns(self, name: str, run: Callable[[], Any]) -> int:

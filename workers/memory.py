@@ -4,8 +4,8 @@ Every buffer holds `local.n` chunks of `local.size` bytes (the working set), fro
 on chunk k mod n, so a working set larger than the caches makes every transfer go to memory.
 Set-up (not timed) allocates each buffer once as an anonymous mmap (page-aligned, advised
 MADV_HUGEPAGE, the same as tools/cref/memkernels.c), wires it with mlock under -wire, and
-touches it by filling it with the -bp/-bt pattern.  A transfer is one numpy (or libc) call per buffer
-on views made at set-up: nothing is allocated while the clock runs.
+touches it by filling it with the -bp/-bt pattern.  A transfer is one numpy (or libc) call per
+buffer on views made at set-up: nothing is allocated while the clock runs.
 
     action  transfer k (chunk j = k mod n)                    system bytes per transfer
     bcopy   dst[j] = src[j] (memmove)                          2 x size (read + write)
@@ -108,8 +108,8 @@ class MemoryTest:
         name = min(took, key=took.get)
         self.reset(span)
         self.chosen[what] = name
-        self.info = "; ".join(filter(None, (self.info,
-                                            f"{what} {name}, the fastest here of {', '.join(took)}")))
+        note = f"{what} {name}, the fastest here of {', '.join(took)}"
+        self.info = "; ".join(filter(None, (self.info, note)))
         return make(candidates[name], self.n)
 
     def pass_ns(self, name: str, run: Callable[[], Any]) -> int:

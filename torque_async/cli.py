@@ -16,7 +16,7 @@ import click
 from click.shell_completion import CompletionItem
 
 from . import __version__, cmdline, export, figures, helptext, orchestrator, outputs, report
-from . import runs, sysinfo
+from . import runs, startup, sysinfo
 from . import cluster, report_cluster, validate
 from . import compare as comparing, plot as plotting
 from .io import scratch
@@ -89,7 +89,7 @@ def run(tokens: tuple[str, ...]) -> None:
     if "--help" in tokens:                  # click's convention, besides torque's -help
         say(helptext.help_lines("all"))
         sys.exit(0)
-    sys.exit(cluster.finish(execute(list(tokens))))
+    sys.exit(cluster.finish(execute(list(tokens), startup.process_start())))
 
 
 @main.command("plot")
@@ -165,14 +165,15 @@ def say(lines: list[str], err: bool = False) -> None:
             os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())   # the rest goes nowhere
 
 
-def execute(argv: list[str]) -> int:
+def execute(argv: list[str], began: startup.Began | None = None) -> int:
     """Parse, run and report; returns the exit status (0 ok, 1 a test failed, 2 bad input,
     3 a stream missed its rate under -failLate, 128 + the signal when SIGINT, SIGTERM or
-    SIGHUP stopped it)."""
+    SIGHUP stopped it). `began`: when the command started (default: now)."""
+    began = began or startup.now()
     for sig in orchestrator.STOP_SIGNALS:
         signal.signal(sig, orchestrator.raise_interrupted)
     try:
-        return run_plan(argv)
+        return run_plan(argv, began)
     except orchestrator.Interrupted as e:
         print(f"torque-async: interrupted by {e}", file=sys.stderr)
         return 128 + e.signum
@@ -185,7 +186,7 @@ def execute(argv: list[str]) -> int:
             signal.signal(sig, signal.SIG_DFL if sig != signal.SIGINT else signal.default_int_handler)
 
 
-def run_plan(argv: list[str]) -> int:
+def run_plan(argv: list[str], began: startup.Began) -> int:
     """The run's steps: parse; answer a question (help, -quit) or free leftovers; check;
     run; report and export."""
     try:
@@ -214,7 +215,7 @@ def run_plan(argv: list[str]) -> int:
     except cmdline.UsageError as e:
         error(str(e))
         return 2
-    return finish(plan, done, info, job)
+    return finish(plan, done, info, job, began)
 
 
 def answers(plan) -> list[str] | None:
@@ -243,7 +244,7 @@ def note_leftovers() -> None:
               f"-freeSharedMemory removes it", file=sys.stderr)
 
 
-def finish(plan, done: runs.Runs, info, job) -> int:
+def finish(plan, done: runs.Runs, info, job, began: startup.Began | None = None) -> int:
     """Render the report, write -json/-csv, name every failure; the exit status."""
     s, outcome = plan.settings, done.first
     if outcome is None:                  # a -baseline run alone failed: nothing ran together
@@ -261,15 +262,16 @@ def finish(plan, done: runs.Runs, info, job) -> int:
             return run
         records, procs = run.records, run.procs
     date = time.strftime("%a %b %d %H:%M:%S %Z %Y")
-    began = time.monotonic_ns()
+    began = None if s.baseline else began     # (the first run together came after the others)
+    rendering = time.monotonic_ns()
     lines = report.render(plan, records, procs, info, date, done.failures, outcome.interrupted,
-                          run, blocks, outcome.unfinished)
+                          run, blocks, outcome.unfinished, began)
     if any(g.local.checkpoint for g in plan.groups) and not s.bo:
-        lines += ["", f"checkpoint report (ms): {(time.monotonic_ns() - began) / 1e6:.1f}"]
+        lines += ["", f"checkpoint report (ms): {(time.monotonic_ns() - rendering) / 1e6:.1f}"]
     machine = {}
     if s.json or s.csv:
         doc = export.document(plan, records, procs, info, date, done.failures,
-                              [o.records for o in done.complete], alone, found)
+                              [o.records for o in done.complete], alone, found, began)
         doc = report_cluster.document(run, doc) if run else doc
         machine = {path: make(doc) for path, make in ((s.json, export.json_text),
                                                       (s.csv, export.csv_text)) if path}

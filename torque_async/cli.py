@@ -1,5 +1,6 @@
 """The torque-async command. click handles only subcommands and --long options; everything
-else is torque's own order-dependent grammar, forwarded untouched to the scanner."""
+else is torque's own order-dependent grammar, forwarded untouched to the scanner. export, plot
+and compare are imported where used: a run's workers start without waiting for them."""
 from __future__ import annotations
 
 import io
@@ -15,10 +16,9 @@ from pathlib import Path
 import click
 from click.shell_completion import CompletionItem
 
-from . import __version__, cmdline, export, figures, helptext, orchestrator, outputs, report
+from . import __version__, cmdline, figures, helptext, orchestrator, outputs, report
 from . import runs, startup, sysinfo
 from . import cluster, report_cluster, validate
-from . import compare as comparing, plot as plotting
 from .io import scratch
 from .options import OPTIONS
 from .results import NotASegment, SegmentInUse, free_segment, segment_name
@@ -98,6 +98,7 @@ def run(tokens: tuple[str, ...]) -> None:
               help="where the picture goes (default: RESULTS with .png)")
 def plot_command(results: str, output: str | None) -> None:
     """Draw a -json results file: bandwidth over time, latency and lateness percentiles."""
+    from . import export, plot as plotting
     path = output or str(Path(results).with_suffix(".png"))
     if os.path.isdir(path):
         fail(f"plot: {path} is a directory: name the picture's file (-o FILE.png)", 2)
@@ -123,6 +124,7 @@ def compare_command(base: str, runs: tuple[str, ...], threshold: float,
                     fail_on_regression: bool) -> None:
     """What changed from run BASE to each RUN (-json files; -repeat on both sides tells a
     change from noise), test by test and in total."""
+    from . import compare as comparing, export
     if not math.isfinite(threshold):
         fail(f"--threshold: {threshold} is not a number of percent", 2)
     try:
@@ -270,6 +272,7 @@ def finish(plan, done: runs.Runs, info, job, began: startup.Began | None = None)
         lines += ["", f"checkpoint report (ms): {(time.monotonic_ns() - rendering) / 1e6:.1f}"]
     machine = {}
     if s.json or s.csv:
+        from . import export
         doc = export.document(plan, records, procs, info, date, done.failures,
                               [o.records for o in done.complete], alone, found, began)
         doc = report_cluster.document(run, doc) if run else doc

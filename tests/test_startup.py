@@ -6,13 +6,15 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import subprocess
+import sys
 import time
 
 from torque_async.io.filetest import FileTest
 from torque_async.startup import TICK_NS
 from workers.memory import BzeroTest
 
-from conftest import execute, run_cli
+from conftest import ENV, execute, run_cli
 
 SLOW_S = 0.3                       # the set-up delay injected below: set-up takes at least this
 
@@ -88,3 +90,16 @@ def test_spawned_workers_count_their_set_up_from_their_process_s_start(key):
     assert doc["startup"]["resolution_ns"] == TICK_NS           # from /proc, in clock ticks
     assert printed_setups(done.stderr) == sorted(round(r["setup_ns"] / 1e6, 1) for r in recs)
     assert printed_startup(done.stderr) == round(doc["startup"]["to_release_ns"] / 1e6)
+
+
+def test_a_spawned_worker_imports_none_of_the_command_s_modules():
+    """What a memory, STREAM, spinWait or -cyclic worker imports leaves out the command line,
+    the report, the event loop and psutil: each worker's start pays for numpy and its test."""
+    kinds = "workers.entry, workers.memory, workers.stream_kernels, workers.spin, workers.cyclic"
+    done = subprocess.run([sys.executable, "-c", f"import sys, {kinds}; print(*sys.modules)"],
+                          capture_output=True, text=True, env=ENV, check=True)
+    loaded = set(done.stdout.split())
+    unwanted = {"click", "psutil", "asyncio", "uvloop", "aiofiles", "torque_async.cli",
+                "torque_async.report", "torque_async.export", "torque_async.orchestrator",
+                "torque_async.cmdline", "importlib.metadata"}
+    assert "numpy" in loaded and not unwanted & loaded, unwanted & loaded

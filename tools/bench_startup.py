@@ -2,7 +2,8 @@
 """Start-up: from the command's start to the start barrier's release, against the bare cost of
 the same number of spawned interpreters that import numpy, interleaved in one invocation.
 
-    python3 tools/bench_startup.py [--rounds 5] [PLAN ...]     (default: -p 4 -n 64 -MB 4 -bcopy)
+    python3 tools/bench_startup.py [--rounds 5] [--before DIR] [-- PLAN ...]
+                                                  (default PLAN: -p 4 -n 64 -MB 4 -bcopy)
 
 Each round runs, in alternating order:
   torque     `python3 -m torque_async -nh -noProgress PLAN -json F`: the time from just before
@@ -14,7 +15,8 @@ Each round runs, in alternating order:
   reference  this script as a parent that spawns as many processes as the plan has workers,
              each importing numpy and meeting the parent at a barrier: the same time span for
              the least a Python plan of spawned numpy workers can cost here;
-  pass       `python3 -c pass`: one interpreter's start and exit (site and .pth files included).
+  pass       `python3 -c pass`: one interpreter's start and exit (site and .pth files included);
+  before     with --before DIR: torque with the code of another checkout (an older commit).
 Prints every round, then the median [min-max] of each and the ratio torque / reference, and the
 load average before and after.
 """
@@ -33,16 +35,17 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 PLAN = "-p 4 -n 64 -MB 4 -bcopy".split()
-ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 
 
-def torque(plan: list[str], where: str, key: int) -> dict[str, float]:
-    """Seconds from the command's start to the release, and the breakdown from its stamps."""
+def torque(plan: list[str], where: str, key: int, code: Path = REPO) -> dict[str, float]:
+    """Seconds from the command's start to the release, and the breakdown from its stamps
+    (the torque_async of checkout `code`)."""
     out = os.path.join(where, "startup.json")
     began = time.monotonic_ns()
     done = subprocess.run([sys.executable, "-m", "torque_async", "-nh", "-noProgress",
                            "-smkey", hex(key), *plan, "-json", out], cwd=where,
-                          capture_output=True, text=True, env=ENV)
+                          capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(code)})
     if done.returncode:
         sys.exit(f"torque-async {' '.join(plan)} failed: {done.stderr.strip()}")
     doc = json.loads(Path(out).read_text())
@@ -104,6 +107,7 @@ def workers_of(plan: list[str]) -> int:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--before", type=Path, help="another checkout's root, run the same way")
     ap.add_argument("--reference-parent", type=int, help=argparse.SUPPRESS)
     ap.add_argument("plan", nargs="*", default=PLAN)
     a = ap.parse_args()
@@ -111,9 +115,12 @@ def main() -> None:
         return reference_parent(a.reference_parent)
     load = os.getloadavg()
     where = tempfile.mkdtemp(prefix="bench-startup-")
-    got: dict[str, list[dict[str, float]]] = {"torque": [], "reference": [], "pass": []}
-    runs = {"torque": lambda: torque(a.plan, where, 0x5A0000 + os.getpid() % 0xFFFF),
+    key = 0x5A0000 + os.getpid() % 0xFFFF
+    runs = {"torque": lambda: torque(a.plan, where, key),
             "reference": lambda: reference(workers_of(a.plan)), "pass": bare_interpreter}
+    if a.before:
+        runs["before"] = lambda: torque(a.plan, where, key, a.before.resolve())
+    got: dict[str, list[dict[str, float]]] = {name: [] for name in runs}
     for r in range(a.rounds):
         order = list(runs) if r % 2 == 0 else list(runs)[::-1]
         for name in order:
@@ -126,8 +133,9 @@ def main() -> None:
           f"{os.getloadavg()[0]:.2f} after; {os.cpu_count()} CPUs)")
     for name, rounds in got.items():
         print(f"{name:9s} {spread([x['total'] for x in rounds])} s")
-    ratios = [t["total"] / ref["total"] for t, ref in zip(got["torque"], got["reference"])]
-    print(f"torque / reference: {spread(ratios)}")
+    for name in ("torque", "before")[:1 + bool(a.before)]:
+        ratios = [t["total"] / ref["total"] for t, ref in zip(got[name], got["reference"])]
+        print(f"{name} / reference: {spread(ratios)}")
     parts = [k for k in got["torque"][0] if k != "total"]
     if parts:
         print("torque, where the time went (s, median [min-max]): " + "; ".join(

@@ -2,8 +2,11 @@
 patterns word for word, strides, wiring, and no allocation in Triad's transfer."""
 from __future__ import annotations
 
+import collections
 import ctypes
 import errno
+import json
+import re
 import tracemalloc
 import types
 
@@ -15,7 +18,9 @@ from torque_async import options
 from torque_async.kinds import KINDS
 
 from torque_async.testing import api, buffers
-from workers import patterns, stream_kernels as stream
+from workers import memory, patterns, stream_kernels as stream
+
+from conftest import run_cli
 
 P1, P2 = 0x5555555555555555, 0xAAAAAAAAAAAAAAAA
 KEY = 0xDECAFBAD00000000
@@ -407,19 +412,31 @@ def test_stream_check_tolerates_rounding_and_catches_nan():
         test.check()
 
 
+def injected(monkeypatch, took):
+    """Calibration timings made up: pass_ns runs the pass (it must work) and returns took[name];
+    the names timed, in order, are returned."""
+    timed = []
+    monkeypatch.setattr(memory.MemoryTest, "pass_ns",
+                        lambda self, name, run: (run(), timed.append(name), took[name])[2])
+    return timed
+
+
 def test_triad_keeps_the_block_size_that_ran_fastest_and_its_blocks_cover_the_chunk(monkeypatch):
     monkeypatch.setattr(stream, "l2_bytes", lambda: 7 * 32)     # candidates 7, 14 ... doubles
     monkeypatch.setattr(stream.sysinfo, "cache_sizes", lambda: {"1Data": 0})
-    timed = {1: 90, 7: 50, 14: 40, 28: 70, 56: 60, 100: 80}     # ns a pass, made up
-    monkeypatch.setattr(stream.Striad, "pass_ns", lambda self, step: timed[step])
+    took = {"8 bytes": 90, "56 bytes": 50, "112 bytes": 40, "224 bytes": 70, "448 bytes": 60,
+            "800 bytes": 80}                                    # ns a pass, made up
+    timed = injected(monkeypatch, took)
     test = make("Striad", n=3, size=800)                        # 100 doubles a chunk
-    assert test.candidates() == sorted(timed)
-    assert test.step == 14 and len(test._views[0]) == 8         # 7 blocks of 14, then 2
+    assert test.candidates() == [1, 7, 14, 28, 56, 100] and timed == list(took)
+    assert test.step == 14 and len(test.block_views[0]) == 8    # 7 blocks of 14, then 2
+    assert test.chosen == {"Triad in blocks of": "112 bytes"}
     assert test.info.endswith("Triad in blocks of 112 bytes, the fastest here of "
-                              "8 56 112 224 448 800")
-    blocks = [a for a, _b, _c, _s in test._views[1]]             # chunk 1: a[100:200]
+                              "8 bytes, 56 bytes, 112 bytes, 224 bytes, 448 bytes, 800 bytes")
+    blocks = [a for a, _b, _c, _s in test.block_views[1]]       # chunk 1: a[100:200]
     assert blocks[0].ctypes.data == test.a[100:].ctypes.data
     assert sum(b.size for b in blocks) == 100
+    assert (test.a == 1.0).all()                                # the timing passes left no trace
     run(test, 2).check()
     assert (test.a[:200] == 3.5).all() and (test.a[200:] == 1.0).all()
     test.c[250] = 1.0                                           # Triad reads c ...
@@ -483,12 +500,65 @@ def test_offset_moves_stream_arrays_even_unaligned():
 
 @pytest.mark.parametrize("faster", list(stream.COPIES))
 def test_copy_keeps_the_way_that_ran_faster_and_either_way_copies_bit_for_bit(monkeypatch, faster):
-    times = iter([10, 20] if faster == list(stream.COPIES)[0] else [20, 10])
-    monkeypatch.setattr(stream, "best_ns", lambda run: (run(), next(times))[1])
+    injected(monkeypatch, {name: 10 if name == faster else 20 for name in stream.COPIES})
     test = make("Scopy", n=3, size=800)
-    assert test.way == faster and test.info.endswith(f"Copy by {faster}, the faster here of "
-                                                     f"{' and '.join(stream.COPIES)}")
+    assert test.chosen == {"Copy by": faster}
+    assert test.info.endswith(f"Copy by {faster}, the fastest here of "
+                              f"{', '.join(stream.COPIES)}")
     assert (test.c == 0.5).all()                    # the timing passes left no trace
     test.a[:] = np.random.default_rng(3).random(test.a.size)
     run(test, 3)
     assert np.array_equal(test.c.view(U64), test.a.view(U64))
+
+
+# every kernel set-up chooses, each way forced to win: (action, what, way)
+CHOICES = [("bzero", "zeroed by", "fill"), ("bzero", "zeroed by", "memset"),
+           ("load", "loads by", "np.dot"), ("load", "loads by", "np.add.reduce"),
+           ("store", "stores by", "fill"), ("store", "stores by", "np.copyto"),
+           ("ls", "loads by", "np.add.reduce"), ("ls", "stores by", "np.copyto")]
+
+
+@pytest.mark.parametrize("action, what, way", CHOICES)
+@pytest.mark.parametrize("offset", [0, 12])
+def test_every_chosen_way_does_the_kernel_and_the_choice_is_recorded(monkeypatch, action, what,
+                                                                     way, offset):
+    monkeypatch.setattr(memory.sysinfo, "cache_sizes", lambda: {"3Unified": 1})   # 1 KiB
+    injected(monkeypatch, collections.defaultdict(lambda: 20, {way: 10}))
+    test = make(action, n=32, size=128, offset=offset, bt=100)  # 16 chunks a pass (2 KiB)
+    assert test.calibration_chunks() == 16 and test.chosen[what] == way
+    assert f"{what} {way}, the fastest here of " in test.info
+    assert not test.info.startswith(";")
+    fresh = make(action, n=32, size=128, offset=offset, bt=100)
+    assert np.array_equal(test.buf, fresh.buf)          # what the passes wrote was put back
+    run(test, 32 + 5)                                   # every chunk, then 5 again
+    test.check()
+    words = [np.ndarray((2,), U64, test.buf, offset + j * 128, (64,)) for j in range(32)]
+    if action in ("store", "ls"):
+        assert all((w == U64(~P1 & patterns.MASK64)).all() for w in words)
+    if action == "load":                                # what was loaded: the pattern, as set up
+        sums = [sum(int(x) for x in np.ndarray((2,), U64, fresh.buf, offset + j * 128, (64,)))
+                & patterns.MASK64 for j in range(32)]             # a transfer's sum wraps
+        assert test.acc == sum(sums) + sum(sums[:5])
+    if action == "bzero":
+        inside = test.buf[offset:offset + 32 * 128]
+        assert not inside.any() and np.array_equal(test.buf[:offset], fresh.buf[:offset])
+
+
+def test_a_calibration_pass_covers_twice_the_largest_cache_over_all_arrays(monkeypatch):
+    monkeypatch.setattr(memory.sysinfo, "cache_sizes", lambda: {"1Data": 1, "3Unified": 3})
+    assert make("bzero", n=100, size=1024).calibration_chunks() == 6     # 6 KiB, one array
+    assert make("Sadd", n=100, size=1024).calibration_chunks() == 2      # 3 arrays of 2 KiB
+    assert make("bzero", n=4, size=1024).calibration_chunks() == 4       # at most n
+    monkeypatch.setattr(memory.sysinfo, "cache_sizes", dict)             # none known: 1 MiB
+    assert make("bzero", n=1000, size=1 << 16).calibration_chunks() == 32
+
+
+def test_the_run_names_what_set_up_chose_in_the_group_block_and_the_json():
+    r = run_cli("-smkey", "0x7E18", "-json", "-", "-n", "4", "-i", "1", "-KB", "64", "-bzero",
+                "-n", "4", "-i", "1", "-KB", "64", "-Striad")
+    assert r.returncode == 0, r.stderr
+    infos = [t["record"]["info"] for t in json.loads(r.stdout)["tests"]]
+    assert re.search(r"zeroed by (fill|memset), the fastest here of fill, memset", infos[0])
+    assert re.search(r"Triad in blocks of .* bytes, the fastest here of ", infos[1])
+    for info in infos:
+        assert info.split("; ")[-1] in r.stderr             # the report prints it

@@ -332,6 +332,27 @@ def test_a_file_stream_reads_back_its_writes_and_removes_its_scratch_file(tmp_pa
     assert test.tracks.note in test.info
 
 
+def test_set_up_writes_every_source_frame_in_its_place():
+    test = build("-streams rrw 1 64 62.5 0 0.05 1")          # tracks 0 and 1: 16 frames each
+    g = test.geometry
+
+    async def go():
+        await test.setup()
+        try:
+            with open(test.tracks.path, "rb") as fh:
+                data = np.frombuffer(fh.read(), np.uint8)
+        finally:
+            await test.close()
+        return data
+    data = asyncio.run(go()).reshape(-1, g.slots, g.size)
+    assert data.shape[0] == 3 and not data[2].any()       # the written track is left alone
+    for track in (0, 1):
+        for slot in range(g.slots):
+            want = test.frames.patterns[track].copy()
+            stamp(want, SOURCE | track, slot)
+            assert np.array_equal(data[track, slot], want), (track, slot)
+
+
 def test_a_stream_the_device_cannot_take_o_direct_drops_each_transfer_from_the_cache(
         tmp_path, monkeypatch):
     dropped = []

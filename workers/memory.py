@@ -4,8 +4,8 @@ Every buffer holds `local.n` chunks of `local.size` bytes (the working set), fro
 on chunk k mod n, so a working set larger than the caches makes every transfer go to memory.
 Set-up (not timed) allocates each buffer once as an anonymous mmap (page-aligned, advised
 MADV_HUGEPAGE, the same as tools/cref/memkernels.c), wires it with mlock under -wire, and
-touches it by filling it with the -bp/-bt pattern.  A transfer is one numpy call per buffer on
-views made at set-up: nothing is allocated while the clock runs.
+touches it by filling it with the -bp/-bt pattern.  A transfer is one numpy (or libc) call per
+buffer on views made at set-up: nothing is allocated while the clock runs.
 
     action  transfer k (chunk j = k mod n)                    system bytes per transfer
     bcopy   dst[j] = src[j] (memmove)                          2 x size (read + write)
@@ -20,19 +20,33 @@ size only the lines holding a word do, so load, store and ls count words x line 
 bytes per pass instead of size.  The value stored is the complement of pattern 1, so every bit
 toggles against a -bt 0 background.
 
-The loads are summed as np.dot(words, ones) with `ones` a stride-0 view of a single 1
-(numpy's integer dot loop keeps the sum in a general register and wraps at 64 bits; why not
-np.add.reduce: tools/bench_memory.py).
+How a kernel is run where several numpy or libc calls do the same work is the machine's
+choice: set-up times each variant (MemoryTest.choose, untimed, over enough chunks that the
+test's arrays together exceed twice the largest cache, so every pass goes to memory as the
+run's do), keeps the fastest, puts back what the timing passes wrote, and the group block (and
+the JSON's `info`) says what was chosen:
+
+    bzero   ndarray.fill(0), or libc's memset through ctypes
+    load    np.dot(words, ones), `ones` a stride-0 view of a single 1 (the sum stays in a
+            general register and wraps at 64 bits), or np.add.reduce(words)
+    store   ndarray.fill(value), or np.copyto(words, value)
+    ls      its load and its store each chosen as above
 """
 from __future__ import annotations
 
-from typing import NoReturn
+import ctypes
+from typing import Any, Callable, NoReturn
 
 import numpy as np
 
-from workers import patterns
+from torque_async import sysinfo
+from workers import patterns, timed
 from torque_async.testing.buffers import Buffers
 from torque_async.testing.api import TestContext, TestError
+
+CALIBRATION_CACHES = 2          # a calibration pass covers at least this many largest caches
+_memset = ctypes.CDLL(None).memset
+_memset.argtypes, _memset.restype = (ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t), None
 
 class MemoryTest:
     """What every memory and STREAM test shares: n chunks of size bytes per buffer, bytes
@@ -42,6 +56,7 @@ class MemoryTest:
     action = ""
     traffic = 1                 # system bytes per transfer byte
     arrays = ("buf",)           # the attributes that hold the test's arrays
+    kernels: tuple = ()         # those that hold kernels choose() made (they view the arrays)
     unit = 1                    # the chunk size is rounded down to whole units of this many bytes
 
     def __init__(self, ctx: TestContext):
@@ -52,6 +67,7 @@ class MemoryTest:
         self.system_bytes = self.traffic * self.size
         self.transfers = 0
         self.info = ""
+        self.chosen: dict[str, str] = {}    # what set-up chose (choose): what -> variant
         self._ctx = ctx
         self._buffers = Buffers(local.wire)
         self._views: list = []  # per chunk: what transfer() hands to numpy
@@ -59,9 +75,51 @@ class MemoryTest:
     def buffer(self, *, invert: bool = False) -> np.ndarray:
         """A new buffer of -offset + n x size bytes filled with the test's pattern (uint8)."""
         buf = self._buffers.new(self.offset + self.n * self.size)
+        self.fill(buf, invert=invert)
+        return buf
+
+    def fill(self, buf: np.ndarray, *, invert: bool = False) -> None:
+        """Fill buf's whole words with the test's pattern (a prefix of a buffer gets the words a
+        fill of the whole buffer puts there: the pattern starts at word 0)."""
         words = buf[:buf.size // 8 * 8].view(np.uint64)
         patterns.fill(words, self._ctx.local, self._ctx.rng, self._ctx.row, invert=invert)
-        return buf
+
+    def calibration_chunks(self) -> int:
+        """Chunks a calibration pass covers: enough that the test's arrays together hold
+        CALIBRATION_CACHES x the largest cache (so it runs from memory), at most n."""
+        largest = max(sysinfo.cache_sizes().values(), default=1024) << 10
+        need = -(-CALIBRATION_CACHES * largest // (len(self.arrays) * self.size))
+        return max(1, min(self.n, need))
+
+    def choose(self, what: str, candidates: dict[str, Any],
+               make: Callable[[Any, int], Callable[[int], Any]]) -> Callable[[int], Any]:
+        """Set-up, untimed: make(value, chunks) is a kernel of chunk j (j < chunks) for each
+        candidate; time a pass of each over calibration_chunks() chunks (pass_ns), keep the
+        fastest, put back what the passes wrote (reset), note the choice in `info` and in
+        `chosen`, and return the chosen kernel made for all n chunks."""
+        span = self.calibration_chunks()
+        kernels = {name: make(value, span) for name, value in candidates.items()}
+
+        def sweep(kernel):
+            return lambda: [kernel(j) for j in range(span)]
+
+        sweep(next(iter(kernels.values())))()           # untimed: warms caches and the TLB
+        took = {name: self.pass_ns(name, sweep(kernel)) for name, kernel in kernels.items()}
+        name = min(took, key=took.get)
+        self.reset(span)
+        self.chosen[what] = name
+        note = f"{what} {name}, the fastest here of {', '.join(took)}"
+        self.info = "; ".join(filter(None, (self.info, note)))
+        return make(candidates[name], self.n)
+
+    def pass_ns(self, name: str, run: Callable[[], Any]) -> int:
+        """How long run() (one calibration pass of candidate `name`) takes at best, in ns."""
+        return timed.best_ns(run)
+
+    def reset(self, chunks: int) -> None:
+        """Put back the pattern a calibration over chunks 0 .. chunks-1 overwrote in `buf`."""
+        end = min(self.buf.size, -(-(self.offset + chunks * self.size) // 8) * 8)
+        self.fill(self.buf[:end])
 
     def chunks(self, buf: np.ndarray) -> list[np.ndarray]:
         """The n chunks of the working set, from -offset on."""
@@ -82,7 +140,7 @@ class MemoryTest:
 
     def close(self) -> None:
         self._views = []
-        for name in self.arrays:
+        for name in self.arrays + self.kernels:
             setattr(self, name, None)
         self._buffers.close()
 
@@ -113,16 +171,20 @@ class BcopyTest(MemoryTest):
 class BzeroTest(MemoryTest):
     """buf chunk = 0."""
 
-    action = "bzero"
+    action, kernels = "bzero", ("zero",)
 
     def __init__(self, ctx: TestContext):
         super().__init__(ctx)
         self.buf = self.buffer()
-        self._views = self.chunks(self.buf)
+        self._views = views = self.chunks(self.buf)
+        at, size = self.buf.ctypes.data + self.offset, self.size
+        self.zero = self.choose("zeroed by", {
+            "fill": lambda j: views[j].fill(0),
+            "memset": lambda j: _memset(at + j * size, 0, size)}, lambda way, _span: way)
 
     def transfer(self, k: int) -> None:
         self.transfers += 1
-        self._views[k % self.n].fill(0)
+        self.zero(k % self.n)
 
     def check(self) -> None:
         for j, chunk in enumerate(self._views[:self.touched()]):
@@ -135,6 +197,7 @@ class StridedTest(MemoryTest):
     """load, store, ls: one 64-bit word per stride of a chunk, as strided uint64 views."""
 
     loads = stores = False
+    kernels = ("load", "store")
 
     def __init__(self, ctx: TestContext):
         super().__init__(ctx)
@@ -150,19 +213,28 @@ class StridedTest(MemoryTest):
         self._views = [np.ndarray((self.words,), np.uint64, self.buf,
                                   self.offset + j * self.size, (self.stride,))
                        for j in range(self.n)]
+        self.acc = 0                # every load adds its chunk's sum (a uint64) into it
+        self.info = f"stride {self.stride} bytes"
+        views, value = self._views, self.value
+        ones = np.broadcast_to(np.uint64(1), (self.words,))     # stride 0: one word
+        if self.loads:
+            self.load = self.choose("loads by", {
+                "np.dot": lambda j: np.dot(views[j], ones),
+                "np.add.reduce": lambda j: np.add.reduce(views[j])}, lambda way, _span: way)
+        if self.stores:
+            self.store = self.choose("stores by", {
+                "fill": lambda j: views[j].fill(value),
+                "np.copyto": lambda j: np.copyto(views[j], value)}, lambda way, _span: way)
         # what the pattern puts in the words each chunk loads, taken before any transfer
         self._pattern_sums = [int(np.add.reduce(w)) for w in self._views] if self.loads else []
-        self.acc = 0                # every load adds its chunk's sum (a uint64) into it
-        self._ones = np.broadcast_to(np.uint64(1), (self.words,))   # stride 0: one word
-        self.info = f"stride {self.stride} bytes"
 
     def transfer(self, k: int) -> None:
         self.transfers += 1
-        words = self._views[k % self.n]
+        j = k % self.n
         if self.loads:
-            self.acc += int(np.dot(words, self._ones))
+            self.acc += int(self.load(j))
         if self.stores:
-            words.fill(self.value)
+            self.store(j)
 
     def expected_acc(self) -> int:
         """The sum the pattern implies: a chunk's first pass reads the pattern; under ls every

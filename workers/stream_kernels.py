@@ -19,7 +19,9 @@ block made at set-up (it stays in cache), then b + scratch into a.  Memory sees 
 loop makes it see (read b, read c, write a) and nothing is allocated.  The best block size
 depends on the machine's caches, so set-up times the candidates and keeps the fastest.
 Copy is a bit-exact copy on uint64 views, by numpy's SIMD loop (a | 0) or by glibc's memmove
-(np.copyto), whichever set-up measures faster on this machine.
+(np.copyto), whichever set-up measures faster on this machine.  Both choices are
+MemoryTest.choose's (workers/memory.py): timed from memory, untimed, and named in the group
+block.
 
 check() validates every element of every array as STREAM's checkSTREAMresults does: relative
 error against the expected value within 1e-13 (NaN fails).
@@ -27,7 +29,6 @@ error against the expected value within 1e-13 (NaN fails).
 from __future__ import annotations
 
 import functools
-import time
 
 import numpy as np
 
@@ -41,18 +42,6 @@ ZERO = np.uint64(0)
 EPSILON = 1e-13                 # checkSTREAMresults' epsilon for double
 INITIAL = {"a": 1.0, "b": 2.0, "c": 0.5}
 CHECK_BLOCK = 1 << 20           # elements compared per step in check()
-CALIBRATION_PASSES = 3          # passes timed per kernel variant at set-up (best kept)
-
-
-def best_ns(run) -> int:
-    """The fastest of CALIBRATION_PASSES calls of run() (set-up: choosing a kernel variant)."""
-    best = None
-    for _ in range(CALIBRATION_PASSES):
-        t = time.perf_counter_ns()
-        run()
-        t = time.perf_counter_ns() - t
-        best = t if best is None else min(best, t)
-    return best
 
 
 def l2_bytes() -> int:
@@ -86,6 +75,10 @@ class StreamKernel(MemoryTest):
         """What transfer() needs for one chunk (made once, at set-up)."""
         return a, b, c
 
+    def reset(self, chunks: int) -> None:
+        """The output's first chunks as set up (a calibration wrote them; check() expects it)."""
+        getattr(self, self.output)[:chunks * self.m] = INITIAL[self.output]
+
     def expected(self) -> float:
         """The value the kernel leaves in its output array (the others keep INITIAL)."""
         raise NotImplementedError
@@ -114,31 +107,28 @@ class StreamKernel(MemoryTest):
 
 
 # Copy's ways of copying doubles bit for bit; which is faster depends on the machine (a vector
-# loop or glibc's memmove), so set-up times both on the first chunk and keeps the faster.
+# loop or glibc's memmove): set-up chooses (MemoryTest.choose).
 COPIES = {"vector a|0": lambda a, c: np.bitwise_or(a, ZERO, out=c),
           "memmove": lambda a, c: np.copyto(c, a)}
 
 
 class Scopy(StreamKernel):
-    """c = a, bit for bit, on the arrays' uint64 views, by the faster of COPIES here."""
+    """c = a, bit for bit, on the arrays' uint64 views, by the fastest of COPIES here."""
 
-    action, output = "Scopy", "c"
+    action, output, kernels = "Scopy", "c", ("copy",)
 
     def __init__(self, ctx: TestContext):
         super().__init__(ctx)
-        a, c = self._views[0]
-        timed = {name: best_ns(lambda: copy(a, c)) for name, copy in COPIES.items()}
-        self.way = min(timed, key=timed.get)
-        self.copy = COPIES[self.way]
-        self.c[:self.m] = INITIAL["c"]            # chunk 0 as if never run: check() expects it
-        self.info += f"; Copy by {self.way}, the faster here of {' and '.join(timed)}"
+        views = self._views
+        self.copy = self.choose("Copy by", COPIES,
+                                lambda copy, _span: lambda j: copy(*views[j]))
 
     def kernel_views(self, a, b, c):
         return a.view(np.uint64), c.view(np.uint64)
 
     def transfer(self, k: int) -> None:
         self.transfers += 1
-        self.copy(*self._views[k % self.n])
+        self.copy(k % self.n)
 
     def expected(self):
         return INITIAL["a"]
@@ -170,22 +160,16 @@ class Sadd(StreamKernel):
 
 class Striad(StreamKernel):
     """a = b + s * c in blocks: s * c into a scratch block that stays in cache, then b + scratch
-    into a. The block size is the machine's: set-up times one pass over the first chunk for each
-    candidate (BLOCK_CANDIDATES, untimed) and keeps the fastest; the group block says which."""
+    into a. The block size is the machine's: set-up times the candidates (candidates(), by
+    MemoryTest.choose) and keeps the fastest; the group block says which."""
 
-    action, output, traffic = "Striad", "a", 3
+    action, output, traffic, kernels = "Striad", "a", 3, ("run", "block_views")
 
     def __init__(self, ctx: TestContext):
-        self.step = 1 << 62                        # one block a chunk, until calibrated
         super().__init__(ctx)
-        timed = {step: self.pass_ns(step) for step in self.candidates()}
-        self.step = min(timed, key=timed.get)
-        self.a[:self.m] = INITIAL["a"]            # chunk 0 as if never run: check() expects it
-        self._views = [self.kernel_views(*(x[j * self.m:(j + 1) * self.m]
-                                           for x in (self.a, self.b, self.c)))
-                       for j in range(self.n)]
-        self.info += (f"; Triad in blocks of {human(self.step * 8)} bytes, the fastest here of "
-                      + " ".join(human(step * 8) for step in timed))
+        self.run = self.choose("Triad in blocks of",
+                               {f"{human(step * 8)} bytes": step for step in self.candidates()},
+                               self.blocked)
 
     def candidates(self) -> list[int]:
         """Block sizes (doubles) worth timing: fractions of L1d and L2, and the whole chunk."""
@@ -193,25 +177,27 @@ class Striad(StreamKernel):
         fits = {l1 // 16, l2 // 32, l2 // 16, l2 // 8, l2 // 4}
         return sorted({max(1, min(self.m, b)) for b in fits} | {self.m})
 
-    def pass_ns(self, step: int) -> int:
-        """The best pass over chunk 0 in blocks of `step` doubles."""
+    def blocked(self, step: int, chunks: int):
+        """The kernel of chunk j < chunks in blocks of `step` doubles; `step` and `block_views`
+        keep the last one made (choose makes the chosen one last)."""
         self.step = step
-        views = self.kernel_views(self.a[:self.m], self.b[:self.m], self.c[:self.m])
-        return best_ns(lambda: self.blocks(views))
+        self.block_views = views = [self.split(step, *chunk) for chunk in self._views[:chunks]]
+        blocks = self.blocks
+        return lambda j: blocks(views[j])
 
     @functools.cached_property
     def scratch(self) -> np.ndarray:
         """Room for s * c of the largest block any candidate uses (the whole chunk at most)."""
         return np.empty(self.m, np.float64)
 
-    def kernel_views(self, a, b, c):
-        step = self.step
+    def split(self, step: int, a, b, c) -> list:
+        """One chunk's blocks of `step` doubles, each with the scratch it uses."""
         return [(a[i:i + step], b[i:i + step], c[i:i + step], self.scratch[:min(step, a.size - i)])
                 for i in range(0, a.size, step)]
 
     def transfer(self, k: int) -> None:
         self.transfers += 1
-        self.blocks(self._views[k % self.n])
+        self.run(k % self.n)
 
     @staticmethod
     def blocks(views) -> None:

@@ -30,6 +30,20 @@ def pattern(offset: int, length: int, tag: int = 0) -> np.ndarray:
     return words.view(np.uint8)[skip:skip + length]
 
 
+_STEP = np.arange(1 << 17, dtype=np.uint64) * np.uint64(8)    # 1 MB of offsets 0, 8, 16, ...
+
+
+def fill(words: np.ndarray, offset: int, tag: int = 0) -> None:
+    """`pattern` made in place, allocating nothing: the uint64 `words` get the words from byte
+    `offset` (a multiple of 8) on."""
+    step = len(_STEP)
+    for i in range(0, len(words), step):
+        part = words[i:i + step]
+        np.add(_STEP[:len(part)], np.uint64(offset + 8 * i), out=part)
+    if tag:
+        np.bitwise_xor(words, np.uint64(tag << 48), out=words)
+
+
 def stamper(buffer) -> Callable[[int, int], None]:
     """stamp(file, offset): puts the stamp of the place `offset` of file number `file` in the
     first 8 bytes of `buffer` (all of it when shorter). Allocates nothing when it has 8."""

@@ -114,7 +114,7 @@ class FileTest:
             named, fd = scratch.create(f"test{ctx.row}.dat")
             self.scratch = f"test{ctx.row}.dat"
             try:
-                await scratch.write_pattern(fd, need, path=named)
+                await scratch.write_pattern(fd, need, path=named, opener=self.opener(0))
             finally:
                 os.close(fd)
             size = need

@@ -3,27 +3,35 @@
 They live in one directory per run in the working directory (the disk a user runs from is the
 disk under test): torque-async-scratch.PID.RANDOM (under mpiexec PID.HOST.rRANK.RANDOM), made
 fresh and private (mkdtemp, mode 700) on first use and removed when its last user is done; an
-exit hook removes it too if a run ends any other way. Its files are made new (O_CREAT|O_EXCL|O_NOFOLLOW) relative to the directory's
-descriptor, so no name planted in the working directory is ever followed. Files are written in
-full with the data pattern before the test (a sparse or fallocated file would read from no disk
-at all), flushed, and dropped from the page cache.
+exit hook removes it too if a run ends any other way. Its files are made new
+(O_CREAT|O_EXCL|O_NOFOLLOW) relative to the directory's descriptor, so no name planted in the
+working directory is ever followed. Files are written in full with the data pattern before the
+test (a sparse or fallocated file would read from no disk at all), by write_pattern: large
+O_DIRECT writes where the file system takes them, several in flight; then flushed and dropped
+from the page cache.
 """
 from __future__ import annotations
 
+import asyncio
 import atexit
+import contextlib
+import errno
+import mmap
 import os
 import shutil
 import tempfile
 
-import aiofiles
 import aiofiles.os
+import numpy as np
 import psutil
 
 from torque_async.testing.api import TestError
 
-from .data import pattern
+from .data import fill
 
-CHUNK = 8 << 20
+CHUNK = 8 << 20                    # bytes per set-up write
+IN_FLIGHT = 4                      # set-up writes in flight on a loop at once
+ALIGN = 4096                       # what O_DIRECT writes are a multiple of
 PREFIX = "torque-async-scratch."
 NEW = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 TAG = ""                           # under mpiexec: ".HOST.rRANK" (a directory shared by hosts)
@@ -99,16 +107,100 @@ def remove() -> None:
         _dir, _fd = None, -1
 
 
-async def write_pattern(fd: int, size: int, tag: int = 0, path: str = "") -> None:
+class _Chunks:
+    """One event loop's set-up buffers: IN_FLIGHT page-aligned CHUNK-byte maps (O_DIRECT takes
+    them; a page is only allocated when first written), handed out in turn, so no more than
+    IN_FLIGHT set-up writes are in flight however many files are written at once. They are let
+    go when the loop's last writer is done."""
+    of_loop: dict = {}
+
+    def __init__(self):
+        self.free: asyncio.Queue = asyncio.Queue()
+        for _ in range(IN_FLIGHT):
+            self.free.put_nowait(mmap.mmap(-1, CHUNK))
+        self.users = 0
+
+    @classmethod
+    @contextlib.contextmanager
+    def use(cls):
+        loop = asyncio.get_running_loop()
+        chunks = cls.of_loop.get(loop) or cls.of_loop.setdefault(loop, cls())
+        chunks.users += 1
+        try:
+            yield chunks
+        finally:
+            chunks.users -= 1
+            if not chunks.users:
+                del cls.of_loop[loop]
+
+
+def _write(fd: int, direct: int, buf: mmap.mmap, at: int, n: int, tag: int) -> None:
+    """In an executor thread: the pattern's bytes [at, at + n) made in `buf`, then written, the
+    aligned part through `direct` (an O_DIRECT descriptor, -1: none), the rest through `fd`."""
+    fill(np.frombuffer(buf, np.uint64, -(-n // 8)), at, tag)
+    view, done = memoryview(buf)[:n], 0
+    while done < n:
+        aligned = (n - done) // ALIGN * ALIGN if direct >= 0 else 0
+        try:
+            wrote = os.pwrite(direct, view[done:done + aligned], at + done) if aligned else \
+                os.pwrite(fd, view[done:], at + done)
+        except OSError as e:
+            if not aligned or e.errno != errno.EINVAL:
+                raise
+            direct = -1                  # O_DIRECT refused after all: buffered, then
+            continue
+        if not wrote:
+            raise OSError(errno.EIO, "a write of no bytes")
+        done += wrote
+
+
+async def write_pattern(fd: int, size: int, tag: int = 0, path: str = "", opener=None) -> None:
     """Write `size` bytes of the data pattern from the start of the file open on `fd` (a file
     torque-async made or checked: no path is opened here), flushed to the device and dropped
-    from the page cache. Not timed. An OSError names `path`."""
-    try:
-        async with aiofiles.open(fd, "wb", closefd=False) as fh:
+    from the page cache. Not timed. `opener(flags)` opens the same file again (reopen, a tree's
+    Dirs.open): with it the writes are O_DIRECT where the file system takes it (a last part
+    that is not a multiple of ALIGN is buffered). CHUNK-byte writes, each made in a reused
+    buffer by a thread of the loop's executor (aiofiles' threads) while others are being
+    written, up to IN_FLIGHT at once on the loop; a cancel or a failure waits for those in
+    flight (no write outlives the call). An OSError names `path`."""
+    direct, writing, failed = -1, set(), []
+    loop = asyncio.get_running_loop()
+
+    def done(future, buf) -> None:
+        writing.discard(future)
+        chunks.free.put_nowait(buf)
+        if not future.cancelled() and future.exception():
+            failed.append(future.exception())
+    with _Chunks.use() as chunks:
+        try:
+            if opener and size >= ALIGN:
+                try:
+                    direct = opener(os.O_WRONLY | os.O_DIRECT)
+                except OSError as e:
+                    if e.errno != errno.EINVAL:
+                        raise
             for at in range(0, size, CHUNK):
-                await fh.write(pattern(at, min(CHUNK, size - at), tag))
-            await fh.flush()
+                buf = await chunks.free.get()
+                if failed:
+                    chunks.free.put_nowait(buf)
+                    raise failed[0]
+                future = loop.run_in_executor(None, _write, fd, direct, buf, at,
+                                              min(CHUNK, size - at), tag)
+                future.add_done_callback(lambda f, b=buf: done(f, b))
+                writing.add(future)
+            if writing:
+                await asyncio.wait(writing)
+            if failed:
+                raise failed[0]
             await aiofiles.os.wrap(os.fdatasync)(fd)
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    except OSError as e:
-        raise OSError(e.errno, f"writing it: {e.strerror}", path) from None
+        except OSError as e:
+            raise OSError(e.errno, f"writing it: {e.strerror}", path) from None
+        finally:
+            while writing:      # the writes in flight end first (asyncio.wait never cancels
+                try:            # them), even through a second cancel
+                    await asyncio.wait(writing)
+                except asyncio.CancelledError:
+                    pass
+            if direct >= 0:
+                os.close(direct)

@@ -185,7 +185,7 @@ async def make(root: str, count: int, max_size: int, unit: int) -> None:
             fd = dirs.open(i, os.O_WRONLY, make=True)
             try:
                 os.ftruncate(fd, 0)
-                await write_pattern(fd, size, i + 1, path(root, i))
+                await write_pattern(fd, size, i + 1, path(root, i), lambda how: dirs.open(i, how))
             finally:
                 os.close(fd)
     try:

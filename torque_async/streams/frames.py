@@ -66,10 +66,10 @@ class Frames:
         """Tracks read before anything writes them: filled with source frames in set-up."""
         return sorted({s.op.track for s in self.stages if s.op.kind == READ and not s.op.deps})
 
-    def source_frame(self, track: int, slot: int) -> np.ndarray:
-        frame = self.patterns[track].copy()
+    def source_frame(self, frame: np.ndarray, track: int, slot: int) -> None:
+        """Frame `slot` of source track `track`, made in `frame`."""
+        np.copyto(frame, self.patterns[track])
         stamp(frame, SOURCE | track, slot)
-        return frame
 
     def prepare(self, stage: Stage, k: int) -> np.ndarray:
         """The buffer transfer k of `stage` moves; for a write, its frame made from its inputs."""
@@ -121,7 +121,8 @@ class Frames:
         elif self.sourced:
             passes = sum(j not in self.dropped[writer.index]       # in-place writes to this
                          for j in range(k % self.slots, k + 1, self.slots))   # slot so far
-            frame = self.source_frame(writer.op.track, k % self.slots)
+            frame = np.empty_like(self.patterns[writer.op.track])
+            self.source_frame(frame, writer.op.track, k % self.slots)
             if passes % 2:
                 np.invert(frame, out=frame)
         else:

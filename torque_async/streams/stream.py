@@ -11,6 +11,7 @@ each sub-stream's transfers, lateness and dropped frames in the stream fields.
 """
 from __future__ import annotations
 
+import asyncio
 import math
 import os
 
@@ -23,6 +24,7 @@ from torque_async.testing.buffers import Buffers
 from ..cmdline import UsageError
 from ..io.actions import list_index
 from ..io.plancheck import check_path
+from ..io.scratch import IN_FLIGHT
 from ..meter import Meter, now
 from ..results import MAX_SAMPLES
 from ..timer import PreciseTimer
@@ -65,11 +67,7 @@ class StreamTest:
         sourced = self.memory or self.tracks.scratch
         self.frames = Frames(g, self.stages, self.buffers, self.ctx.rng, sourced)
         if sourced:
-            frame = self.buffers.new(g.size)
-            for track in self.frames.source_tracks():
-                for slot in range(g.slots):
-                    frame[:] = self.frames.source_frame(track, slot)
-                    await self.tracks.move(WRITE, track, slot, frame)
+            await self.fill()
             await self.tracks.flush()
         self.timer = PreciseTimer.shared()
         local = self.ctx.local
@@ -79,6 +77,27 @@ class StreamTest:
         info = (f"{g.label}: {len(self.stages)} x {g.frames} {frame} at {g.fps:.3f} fps "
                 f"({g.bw:.1f} MB/s, every {float(g.period) / 1e6:.3f} ms)\n{where}")
         self.info = f"{info}\n{self.tracks.note}" if self.tracks.note else info
+
+    async def fill(self) -> None:
+        """The source tracks' frames, written IN_FLIGHT at once (each lane a frame buffer of its
+        own); a failure or a cancel ends every lane before it goes on."""
+        places = [(track, slot) for track in self.frames.source_tracks()
+                  for slot in range(self.geometry.slots)]
+
+        async def lane(frame: np.ndarray, mine: list[tuple[int, int]]) -> None:
+            for track, slot in mine:
+                self.frames.source_frame(frame, track, slot)
+                await self.tracks.move(WRITE, track, slot, frame)
+        n = min(IN_FLIGHT, len(places))
+        lanes = [asyncio.ensure_future(lane(self.buffers.new(self.geometry.size), places[i::n]))
+                 for i in range(n)]
+        try:
+            await asyncio.gather(*lanes)
+        except BaseException:
+            for task in lanes:
+                task.cancel()
+            await asyncio.wait(lanes)
+            raise
 
     async def run(self, meter: Meter) -> None:
         g = self.geometry

@@ -2,18 +2,24 @@
 
 Each registered buffer gets an Iovec built once; a transfer is io_uring_prep_readv/writev of it.
 The engine steps the lanes itself, not as asyncio tasks: a lane's `await submit(...)` prepares
-the transfer and suspends the lane's coroutine at a bare yield (no future, no task wake-up);
-when the eventfd the loop watches fires, the reader drains the completion queue, takes the clock
-once for the batch and sends each completion's time into its lane, which runs on to its next
-submit. A transfer is submitted
+the transfer and suspends the lane's coroutine at a bare yield (no future, no task wake-up).
+Each lane keeps one Waiter, reused for every transfer (its key is the SQE's user_data), rather
+than a new entry per transfer. When the eventfd the loop watches fires,
+the reader takes every queued completion in one pass (one advance), reads the clock once for
+the batch and sends that time into each completion's lane, which runs on to its next submit;
+cached reads complete inside that batch's own submission, so the reader answers batch after
+batch while there are more, giving the loop a turn every YIELD_NS. A lane takes its start
+time just before its submit: a transfer's latency runs from there to the clock read of the
+batch that returned it. A transfer is submitted
 
     at once            the default (one io_uring_enter each): the device starts on it sooner
     with its batch     buffered transfers whose lanes were woken by one batch of completions:
                        submitted together once all of them have prepared theirs (cached reads
-                       complete inside io_uring_enter: one system call for the batch)
+                       complete inside io_uring_enter: one system call for the batch); their
+                       latency includes the preparing of the batch's later transfers
 
 (tools/bench_io.py compares the choices). `transfer` is the same transfer for an ordinary
-coroutine (a paced stream): its entry holds a future instead of a lane, and the same reader
+coroutine (a paced stream): its Waiter holds a future instead of a lane, and the same reader
 resolves it with the batch's completion time. A test's buffers are forgotten only when
 none of its transfers is in flight, so the kernel never writes into memory given back.
 """
@@ -72,8 +78,7 @@ class Crew:
 class Waiter:
     """Who waits for the transfer in flight under `key` (its user_data): a lane of `crew`, or a
     future of transfer()'s (crew None), or nobody (both None: its drive() was cancelled), and
-    what was asked. A lane keeps one Waiter, reused for each of its transfers (one at a time),
-    so the transfer's path allocates nothing but the lane's own frames."""
+    what was asked. A lane keeps one Waiter, reused for each of its transfers (one at a time)."""
     __slots__ = ("lane", "crew", "key", "want", "buf", "buffered", "write", "what")
 
     def __init__(self, lane, crew: Crew | None, key: int):

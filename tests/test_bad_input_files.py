@@ -100,7 +100,10 @@ SUBCOMMAND_ERRORS = [
     (["compare", "a.json", "a.json", "--threshold", "inf"], "--threshold: inf is not a number of percent"),
     (["compare", "a.json", "a.json", "--threshold", "-1"], "Invalid value for '--threshold'"),
     (["plot", "--bogus"], "plot: No such option '--bogus'"),
-    (["plot", "a.json", "-o", "."], "plot: . is a directory: name the picture's file"),
+    (["plot", "a.json", "-o", "."], "plot: . is a directory: name a file in it"),
+    (["plot", "a.json", "-o", "no/such/a.png"], "cannot write no/such/a.png: no/such is not a "
+                                                "writable directory"),
+    (["plot", "a.json", "-o", "fifo"], "plot: fifo is a FIFO, not a file (-o FILE.png)"),
     (["plot", "a.json", "-o", "a.json"], "plot: a.json is the results file itself"),
     (["compare", "a.json", "/dev/zero"], "cannot read /dev/zero: it is a character device"),
 ]
@@ -109,6 +112,7 @@ SUBCOMMAND_ERRORS = [
 @pytest.mark.parametrize("argv,message", SUBCOMMAND_ERRORS, ids=[m for _, m in SUBCOMMAND_ERRORS])
 def test_subcommand_usage_errors_are_one_line(capsys, tmp_path, argv, message):
     results(tmp_path / "a.json")
+    os.mkfifo(tmp_path / "fifo")
     assert_one_clean_line(*invoke(capsys, *argv), message)
 
 

@@ -55,6 +55,17 @@ def test_files_refuses_a_directory_holding_foreign_files_and_symbolic_links(tmp_
     assert os.listdir(outside) == []
 
 
+def test_the_default_files_directory_planted_as_a_link_is_never_followed(tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    os.symlink(outside, tmp_path / "filestest")
+    r = run_cli("-smkey", "0x7406", "-cfiles", "-mfileKB", "64", "-KB", "4", "-n", "20",
+                "-files", "5", cwd=tmp_path)
+    assert r.returncode == 2 and r.stderr == ("torque-async: error: -files: -dir filestest is a "
+                                              "symbolic link: name the directory itself\n")
+    assert os.listdir(outside) == []
+
+
 def test_sigterm_during_a_file_test_removes_its_scratch_files(tmp_path):
     key = 0x7405
     proc = start("-smkey", hex(key), "-n", "64", "-KB", "64", "-i", "100000", "-mfileMB", "4",

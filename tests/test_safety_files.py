@@ -83,8 +83,8 @@ OUTPUT_ONTO_INPUT = [
     (["-KB", "4", "-scanfile", "d.dat", "-json", "d.dat"], "is the same file as -scanfile d.dat"),
     (["-c", "my.cfg", "-csv", "my.cfg"], "-csv my.cfg is the same file as -c my.cfg"),
     (["-aliasFile", "my.alias", "-json", "my.alias", *READ], "same file as -aliasFile my.alias"),
-    (["-f", "sysctl.current", *READ], "sysctl.current (torque-async's configuration dump) "
-                                      "sysctl.current is the same file as -f sysctl.current"),
+    (["-f", "sysctl.current", *READ], "the configuration dump sysctl.current is the same file "
+                                      "as -f sysctl.current"),
     (["-json", "sub", *READ], "-json sub is a directory"),
     (["-csv", "/dev/null", *READ], "-csv /dev/null is a character device, not a file"),
     (["-json", "fifo", *READ], "-json fifo is a FIFO, not a file"),
@@ -263,3 +263,10 @@ def test_a_failing_stream_file_names_the_phase_the_file_and_the_errno(capsys, ke
     assert line.startswith("torque-async: test 0 (-streams w 1 64 8.0 0.0 0.1 1, group 0, "
                            "process 0) failed: set-up: /") and "torque-async-scratch." in line
     assert line.endswith("/stream0.dat: No space left on device")
+
+
+def test_a_fifo_at_the_configuration_dump_is_refused_once_named(capsys, key):
+    os.mkfifo("sysctl.current")
+    assert_one_clean_line(*execute(capsys, "-smkey", key, *READ),
+                          "the configuration dump sysctl.current is a FIFO, not a file (a run "
+                          "leaves its configuration dump there: remove it, or run elsewhere)")

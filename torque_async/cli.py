@@ -99,14 +99,16 @@ def run(tokens: tuple[str, ...]) -> None:
 def plot_command(results: str, output: str | None) -> None:
     """Draw a -json results file: bandwidth over time, latency and lateness percentiles."""
     path = output or str(Path(results).with_suffix(".png"))
-    if os.path.isdir(path):
-        fail(f"plot: {path} is a directory: name the picture's file (-o FILE.png)", 2)
+    try:
+        doc = export.load(results)
+    except export.ResultsFileError as e:
+        fail(str(e), 2)
+    if why := outputs.refusal("plot:", path, " (-o FILE.png)"):
+        fail(why, 2)
     if outputs.same(path, results):
         fail(f"plot: {path} is the results file itself: name another (-o FILE.png)", 2)
     try:
-        drawn = plotting.render(export.load(results), path)
-    except export.ResultsFileError as e:
-        fail(str(e), 2)
+        drawn = plotting.render(doc, path)
     except plotting.PlotError as e:
         fail(str(e), 1)
     say([f"{path}: {'; '.join(title for title, _ in drawn)}"])

@@ -26,7 +26,7 @@ def targets(settings) -> list[tuple[str, str]]:
     """(what, path) of every output written to a file."""
     named = [("-json", settings.json), ("-csv", settings.csv)]
     return [(what, path) for what, path in named if path and path != "-"] + \
-        [("sysctl.current (torque-async's configuration dump)", SYSCTL_FILE)]
+        [("the configuration dump", SYSCTL_FILE)]
 
 
 def inputs(plan) -> list[tuple[str, str]]:
@@ -74,6 +74,19 @@ def unfit(path: str) -> str:
     return f"is in {folder}" if in_system(folder) else ""
 
 
+def refusal(what: str, path: str, hint: str = "") -> str:
+    """Why output `what` may not be written at `path` ('' when it may); `hint` follows the
+    refusal of a name that is not a file."""
+    folder = os.path.dirname(path) or "."
+    if os.path.isdir(path):
+        return f"{what} {path} is a directory: name a file in it"
+    if why := unfit(path):
+        return f"{what} {path} {why}, not a file{hint}"
+    if not (os.path.isdir(folder) and os.access(folder, os.W_OK | os.X_OK)):
+        return f"cannot write {path}: {folder} is not a writable directory"
+    return ""
+
+
 def check(plan) -> None:
     """Raise UsageError for an output that cannot or must not be written."""
     s = plan.settings
@@ -81,14 +94,10 @@ def check(plan) -> None:
         raise UsageError("-json and -csv both write to -")
     outs = targets(s)
     for i, (what, path) in enumerate(outs):
-        folder = os.path.dirname(path) or "."
-        if os.path.isdir(path):
-            raise UsageError(f"{what} {path} is a directory: name a file in it")
-        if why := unfit(path):
-            raise UsageError(f"{what} {path} {why}, not a file (a run writes a new file there; "
-                             f"'-' is standard output)")
-        if not (os.path.isdir(folder) and os.access(folder, os.W_OK | os.X_OK)):
-            raise UsageError(f"cannot write {path}: {folder} is not a writable directory")
+        hint = " (a run writes a new file there; '-' is standard output)" if path != SYSCTL_FILE \
+            else " (a run leaves its configuration dump there: remove it, or run elsewhere)"
+        if why := refusal(what, path, hint):
+            raise UsageError(why)
         for other, name in outs[:i]:
             if same(path, name):
                 raise UsageError(f"{other} and {what} both write to {path}")

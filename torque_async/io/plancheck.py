@@ -102,6 +102,9 @@ def check_path(settings, name: str, path: str, writes: bool) -> None:
 
 def check_tree(settings, group) -> None:
     local, count = group.local, group.args[0]
+    if os.path.islink(local.dir):                 # as -web: the default name may be planted
+        raise UsageError(f"-files: -dir {local.dir} is a symbolic link: name the directory "
+                         f"itself")
     if os.path.exists(local.dir) and not os.path.isdir(local.dir):
         raise UsageError(f"-files: -dir {local.dir} is a file, not a directory")
     foreign, unsafe = tree.strangers(local.dir)

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sysconfig
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import jsonschema
@@ -168,7 +169,7 @@ def test_the_cluster_json_has_hosts_and_ranks_and_validates():
     plan, run = two_ranks()
     from torque_async import sysinfo
     doc = export.document(plan, run.records, run.procs, sysinfo.collect(), "now")
-    doc = json.loads(export.json_text(report_cluster.document(run, doc)))
+    doc = json.loads(export.json_text(report_cluster.document([run], doc)))
     jsonschema.validate(doc, export.schema())
     assert [(t["host"], t["rank"]) for t in doc["tests"]] == [("a", 0), ("a", 0), ("b", 1),
                                                               ("b", 1)]
@@ -244,10 +245,11 @@ def test_three_ranks_each_use_their_own_scratch_files_and_leave_none(tmp_path):
     assert not any(Path("/dev/shm", segment_name(key + k)).exists() for k in range(3))
 
 
-@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
-def test_a_killed_or_interrupted_rank_ends_every_rank_and_nothing_is_left(tmp_path, sig):
-    key = 0x7960 + sig * 2
-    run = mpiexec(2, "-smkey", hex(key), "-nh", "-n", "64", "-KB", "4", "-mfileMB", "1",
+@pytest.mark.parametrize("sig, series", [(signal.SIGKILL, ()), (signal.SIGINT, ()),
+                                         (signal.SIGINT, ("-repeat", "2"))])
+def test_a_killed_or_interrupted_rank_ends_every_rank_and_nothing_is_left(tmp_path, sig, series):
+    key = 0x7960 + sig * 2 + 0x20 * bool(series)      # -repeat: stopped in its first run
+    run = mpiexec(2, "-smkey", hex(key), "-nh", *series, "-n", "64", "-KB", "4", "-mfileMB", "1",
                   "-i", "1000000", "-r", *LONG)
     for k in range(2):
         wait_for_rows(key + k, 3, RUNNING)
@@ -272,9 +274,151 @@ def test_compare_matches_a_cluster_run_s_tests_rank_by_rank():
     plan, run = two_ranks()
     from torque_async import compare, sysinfo
     doc = export.document(plan, run.records, run.procs, sysinfo.collect(), "now")
-    doc = json.loads(export.json_text(report_cluster.document(run, doc)))
+    doc = json.loads(export.json_text(report_cluster.document([run], doc)))
     found = compare.compare(doc, doc)
     assert not found.only_a and not found.only_b
     names = {c.test for c in found.changes}
     assert {n for n in names if "rank 1 on b" in n} and {n for n in names if "rank 0 on a" in n}
     assert all(c.pct == 0 for c in found.changes)
+
+
+# -- several runs (-repeat, -baseline) and every host's machine ----------------------------
+
+def test_survey_keeps_one_machine_per_host_and_rank_0_s_sysctl_names_the_others():
+    from torque_async import sysinfo
+    here = sysinfo.collect()
+    other = replace(here, hostname="h1", mem_mb=here.mem_mb * 2)
+
+    class Hosts(FakeComm):
+        def allgather(self, value):
+            return ["h0", "h1", "h0"]
+
+        def gather(self, value, root):
+            assert value is not None                      # rank 0 is its host's first
+            return [value, (other, ["l1"]), None]         # rank 2 shares h0: sends nothing
+
+    rank0 = Cluster(Hosts(3, []))
+    rank0.host = "h0"
+    assert rank0.survey(here, ["l0"]) == ["l0", "", "--- host h1 (ranks 1) ---", "l1"]
+    assert rank0.machines == {"h0": here, "h1": other}
+
+
+def two_hosts_with_machines(model_b: str):
+    from torque_async import sysinfo
+    plan, run = two_ranks()
+    a = replace(sysinfo.collect(), hostname="a")
+    b = replace(a, hostname="b", ethernet="02:00:00:00:00:01", cpu_model=model_b)
+    return plan, replace(run, machines={"a": a, "b": b})
+
+
+def test_a_host_whose_machine_differs_is_named_with_the_header_lines_that_differ():
+    plan, run = two_hosts_with_machines("Other CPU 9000")
+    lines = run.lines(0)
+    assert "Host b: machine differs from rank 0's (the header's): hw.model: Other CPU 9000" \
+        in lines
+    assert not [ln for ln in lines if ln.startswith("Host a: machine")]
+    plan, same = two_hosts_with_machines(run.machines["a"].cpu_model)
+    assert "Host b: machine as rank 0's (the header's)" in same.lines(0)   # name and MAC aside
+
+
+def test_every_host_s_machine_is_in_the_json_and_compare_notes_different_ones():
+    from torque_async import compare
+    plan, run = two_hosts_with_machines("Other CPU 9000")
+    doc = export.document(plan, run.records, run.procs, run.machines["a"], "now")
+    doc = json.loads(export.json_text(report_cluster.document([run], doc)))
+    jsonschema.validate(doc, export.schema())
+    hosts = doc["cluster"]["hosts"]
+    assert [(h["host"], h["ranks"], h["system"]["cpu_model"]) for h in hosts] == \
+        [("a", [0], run.machines["a"].cpu_model), ("b", [1], "Other CPU 9000")]
+    alone = json.loads(json.dumps(doc))
+    alone["cluster"]["hosts"] = alone["cluster"]["hosts"][:1]     # host a only
+    assert compare.provenance(doc, doc) == []
+    note = compare.provenance(alone, doc)[0]
+    assert note.startswith("note: different machines:") and "b Other CPU 9000" in note
+
+
+def test_each_rank_s_tests_get_their_own_figures_alone(monkeypatch):
+    """-baseline on two ranks: the gathered runs alone hold rank 0's records of a group then
+    rank 1's; each test of the whole plan gets its own rank's figure alone."""
+    from torque_async import cmdline, orchestrator, runs
+    from torque_async.units import MB
+    from test_report import record as rec
+
+    class TwoRanks:
+        rank, size, meet = 0, 2, None
+
+        def gather(self, outcome, plan):             # rank 1 did 10 times the transfers
+            k = len(outcome.records)
+            theirs = tuple(replace(r, row=k + r.row, transfers=10 * r.transfers)
+                           for r in outcome.records)
+            return replace(outcome, records=outcome.records + theirs)
+
+    def fake_run(plan, linesize, meet=None):
+        return orchestrator.Outcome(tuple(rec(p.row, 0, 10 ** 9, 100 * (p.group.index + 1), MB)
+                                          for p in plan.procs()), ())
+    monkeypatch.setattr(runs.orchestrator, "run", fake_run)
+    plan = cmdline.parse("-baseline -n 8 -load -p 2 -n 4 -bzero".split())
+    done = runs.run(plan, 64, TwoRanks())
+    procs = tuple(replace(p, row=r * 3 + p.row) for r in range(2) for p in plan.procs())
+    assert [a["iops"] for a in done.alone_figures(procs)] == [100, 200, 200, 1000, 2000, 2000]
+
+
+def block(out: str, header: str) -> list[list[str]]:
+    return table(out, header + ",Host,Rank")
+
+
+@pytest.mark.parametrize("ranks, key, plan", [
+    (2, 0x7a00, ["-baseline", "-p", "2", "-n", "16", "-KB", "64", "-bzero",
+                 "-n", "16", "-KB", "64", "-load"]),
+    (3, 0x7a08, ["-p", "1", "-n", "16", "-KB", "64", "-bzero"])])
+def test_repeat_and_baseline_run_every_phase_on_every_rank(tmp_path, ranks, key, plan):
+    code, out, err = finished(mpiexec(ranks, "-smkey", hex(key), "-nh", "-json", "run.json",
+                                      "-repeat", "2", *plan), timeout=240)
+    assert code == 0, err
+    doc = export.load(str(tmp_path / "run.json"))
+    jsonschema.validate(doc, export.schema())
+    per_rank = len(doc["tests"]) // ranks
+    every = [str(p // per_rank) for p in range(per_rank * ranks)]        # rank of each proc
+    assert [r[-1] for r in table(out, CLUSTER_HEADER)] == every
+    repeated = block(out, report.REPEAT_HEADER)
+    assert sorted({(r[0], r[-1]) for r in repeated}, key=lambda x: int(x[0])) == \
+        [(str(p), rank) for p, rank in enumerate(every)]
+    assert doc["repeats"]["count"] == 2
+    skews = [r["cluster"]["start_skew_ns"] / 1000 for r in doc["repeats"]["runs"]]
+    said = next(ln for ln in out.splitlines() if ln.startswith("Start skew between ranks in each"))
+    assert [float(v.split()[0]) for v in said.split(": ")[1].split(", ")] == \
+        [pytest.approx(v, abs=0.05) for v in skews]
+    for run in doc["repeats"]["runs"]:                   # each repetition: every rank's tests
+        assert [t["rank"] for t in run["tests"]] == [int(r) for r in every]
+        assert run["bandwidth"]["total"] == pytest.approx(sum(t["sys_bw"] for t in run["tests"]))
+        assert [r["rank"] for r in run["cluster"]["ranks"]] == list(range(ranks))
+        assert run["cluster"]["ranks"][0]["offset_ns"] == 0
+    assert doc["cluster"]["hosts"] == [{"host": HOST, "ranks": list(range(ranks)),
+                                        "system": doc["system"]}]
+    if "-baseline" in plan:
+        found = block(out, report.BASELINE_HEADER)
+        assert {(r[0], r[1], r[-1]) for r in found} == \
+            {(str(p), "Bzero" if p % per_rank < 2 else "Load", rank)
+             for p, rank in enumerate(every)}
+        assert all(t["alone"]["bw"] > 0 for t in doc["tests"])          # alone on every rank
+        assert {c["proc"] for c in doc["baseline"]["changes"]} == set(range(len(every)))
+    else:
+        assert "Alone vs together" not in out and doc["baseline"] is None
+    from torque_async import compare, plot
+    found = compare.compare(doc, doc)
+    assert not found.only_a and len({c.test for c in found.changes}) == len(every) + 1
+    assert plot.render(doc, str(tmp_path / "run.png")) and (tmp_path / "run.png").stat().st_size
+
+
+def test_only_rank_0_writes_sysctl_current(tmp_path):
+    dirs = [tmp_path / "zero", tmp_path / "one"]
+    for d in dirs:
+        d.mkdir()
+    args = [*CMD, "-smkey", "0x7a18", "-nh", "-bo", "-n", "16", "-KB", "64", "-bzero"]
+    done = subprocess.run([MPIEXEC, "-n", "1", "-wdir", str(dirs[0]), *args, ":",
+                           "-n", "1", "-wdir", str(dirs[1]), *args],
+                          capture_output=True, text=True, env=ENV, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert [d.name for d in dirs if (d / "sysctl.current").exists()] == ["zero"]
+    lines = (dirs[0] / "sysctl.current").read_text().splitlines()
+    assert f"hostname: {HOST}" in lines and not [ln for ln in lines if ln.startswith("--- host")]

@@ -211,8 +211,12 @@ def run_plan(argv: list[str]) -> int:
         if s.vl >= 3:
             plan = trace_every_transfer(plan)
         info = sysinfo.collect()
-        outputs.write_sysctl(sysinfo.detail_lines(info, [os.getcwd(), *s.files]))
-        done = runs.run(plan, info.cache_line, job and job.meet)
+        details = sysinfo.detail_lines(info, [os.getcwd(), *s.files])
+        if job:                                  # rank 0: every host's; the others: none
+            details = job.survey(info, details)
+        if details:
+            outputs.write_sysctl(details)
+        done = runs.run(plan, info.cache_line, job)
     except cmdline.UsageError as e:
         error(str(e))
         return 2
@@ -246,22 +250,23 @@ def note_leftovers() -> None:
 
 
 def finish(plan, done: runs.Runs, info, job) -> int:
-    """Render the report, write -json/-csv, name every failure; the exit status."""
+    """Render the report, write -json/-csv, name every failure; the exit status. Under mpiexec
+    a rank whose run failed says so and ends every rank (cluster.finish); rank 0 reports every
+    rank's run."""
+    if job:
+        code = job.ended(done.failures, done.interrupted)
+        if code or job.rank:
+            return code
     s, outcome = plan.settings, done.first
     if outcome is None:                  # a -baseline run alone failed: nothing ran together
         stopped = done.interrupted and [f"interrupted by {signal.Signals(done.interrupted).name} "
                                         f"while a group ran alone (-baseline)"]
         say([f"torque-async: {line}" for line in (*done.failures, *(stopped or ()))], err=True)
         return 128 + done.interrupted if done.interrupted else 1
-    procs = plan.procs()
-    alone, found, blocks = repeated(plan, done, procs)
+    run = outcome.cluster                    # under mpiexec: every rank's (rank 0's outcome)
+    procs = run.procs if run else plan.procs()
+    alone, found, blocks = repeated(plan, done, procs, run)
     records = runs.with_alone_rates(outcome.records, alone) if alone else outcome.records
-    run = None
-    if job:                                  # several ranks (one run each: cluster.refuse):
-        run = job.collect(outcome, plan)     # rank 0 reports them all
-        if isinstance(run, int):
-            return run
-        records, procs = run.records, run.procs
     date = time.strftime("%a %b %d %H:%M:%S %Z %Y")
     began = time.monotonic_ns()
     lines = report.render(plan, records, procs, info, date, done.failures, outcome.interrupted,
@@ -272,7 +277,7 @@ def finish(plan, done: runs.Runs, info, job) -> int:
     if s.json or s.csv:
         doc = export.document(plan, records, procs, info, date, done.failures,
                               [o.records for o in done.complete], alone, found)
-        doc = report_cluster.document(run, doc) if run else doc
+        doc = report_cluster.document([o.cluster for o in done.complete], doc) if run else doc
         machine = {path: make(doc) for path, make in ((s.json, export.json_text),
                                                       (s.csv, export.csv_text)) if path}
     say(lines, err="-" in machine)
@@ -316,16 +321,20 @@ def same_file(a, b) -> bool:
     return (fa.st_dev, fa.st_ino, fa.st_rdev) == (fb.st_dev, fb.st_ino, fb.st_rdev)
 
 
-def repeated(plan, done: runs.Runs, procs) -> tuple[list | None, list | None, list[str]]:
+def repeated(plan, done: runs.Runs, procs, run=None) \
+        -> tuple[list | None, list | None, list[str]]:
     """-repeat and -baseline: each test's figures alone, their changes, and the report's
-    blocks (none for a single plain run)."""
+    blocks (none for a single plain run); `run`: under mpiexec, rank 0's gathered first run
+    (the blocks get Host and Rank columns)."""
     per_test = done.per_test(procs)
     alone = done.alone_figures(procs) if plan.settings.baseline else None
     found = figures.changes(alone, [figures.medians(t) for t in per_test], procs) \
         if alone else None
     blocks = [*(report.repeat_lines([figures.spreads(t) for t in per_test], procs,
-                                    len(done.complete)) if len(done.complete) > 1 else []),
-              "", *(report.baseline_lines(found) if found is not None else [])]
+                                    len(done.complete), run) if len(done.complete) > 1 else []),
+              "", *(report_cluster.skew_lines([o.cluster for o in done.complete])
+                if run and len(done.complete) > 1 else []),
+              "", *(report.baseline_lines(found, run) if found is not None else [])]
     if done.interrupted and not done.first.interrupted:   # a later repetition was stopped
         blocks += ["", f"INTERRUPTED by {signal.Signals(done.interrupted).name} after "
                        f"{len(done.complete)} complete repetitions: the figures are theirs"]

@@ -5,9 +5,12 @@ Without a launcher's environment nothing here runs and mpi4py is never imported.
 every rank runs the plan with its own results segment (-smkey + rank) and its own scratch
 directory and -files tree (named by host and rank); all ranks set up, meet at an MPI barrier
 (polled, so a rank that never comes ends the run after the set-up timeout), then pass their
-own local barrier. After the run rank 0 measures each rank's CLOCK_MONOTONIC offset with a few
-ping-pongs and gathers every rank's records; only rank 0 reports. A rank that fails or is
-interrupted cleans up and then calls MPI_Abort, which ends every rank; a guard process of
+own local barrier. Each run of a series (-repeat's repetitions, -baseline's runs of a group
+alone: runs.py) is one such run of every rank. After each, rank 0 measures each rank's
+CLOCK_MONOTONIC offset again with a few ping-pongs (the hosts' clocks drift apart between runs)
+and gathers every rank's records; before the first, the first rank on each host sends rank 0
+its machine's description. Only rank 0 reports and writes sysctl.current. A rank that fails or
+is interrupted cleans up and then calls MPI_Abort, which ends every rank; a guard process of
 each rank (in its own session, so MPI's kill of the rank's process group spares it) removes
 what a killed rank leaves: its workers, its segment, its scratch directory.
 """
@@ -29,6 +32,7 @@ from .orchestrator import SETUP_TIMEOUT, Outcome
 from .plan import Plan
 from .report_cluster import ClusterRun, Rank
 from .results import Record, segment_name
+from .sysinfo import SysInfo
 
 LAUNCHER_RANK = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")   # MPICH hydra, Open MPI, PMIx
 PING_ROUNDS = 16                  # ping-pongs per rank; the one with the shortest round trip counts
@@ -49,9 +53,7 @@ def refuse(plan: Plan) -> None:
     s = plan.settings
     for flag, why in ((s.child is not None, "-child runs one process of a plan"),
                       (s.sp, "-sp runs one test in this process"),
-                      (s.g, "-g waits for a key that only rank 0 would get"),
-                      (s.baseline or s.repeat > 1, "-baseline and -repeat run the plan several "
-                                                   "times")):
+                      (s.g, "-g waits for a key that only rank 0 would get")):
         if flag:
             raise UsageError(f"{why}: it cannot run under an MPI launcher (mpiexec)")
     if any(g.local.cfiles and g.local.dir != LOCAL_DEFAULTS["dir"] for g in plan.groups):
@@ -94,6 +96,7 @@ class Cluster:
         self.host = socket.gethostname()
         self.hosts = comm.allgather(self.host)
         self.guard: subprocess.Popen | None = None
+        self.machines: dict[str, SysInfo] = {}         # rank 0: every host's (survey)
 
     def name(self, rank: int) -> str:
         return f"rank {rank} on {self.hosts[rank]}"
@@ -167,24 +170,49 @@ class Cluster:
         while not barrier.Test():
             time.sleep(POLL)
 
-    def collect(self, outcome: Outcome, plan: Plan) -> ClusterRun | int:
-        """After the run: on rank 0, every rank's records on its clock; on another rank, its
-        exit status (it reports nothing). A rank whose run failed or was interrupted says why
-        and returns its exit status (finish() then ends every rank)."""
+    def survey(self, info: SysInfo, details: list[str]) -> list[str]:
+        """Every host's machine, once per host (its first rank's SysInfo and sysctl.current
+        lines): rank 0 keeps the SysInfo of each (`machines`) and gets the cluster's
+        sysctl.current, its own host's lines then each other host's after a line naming it;
+        another rank gets [] (only rank 0 writes the file)."""
+        first = self.hosts.index(self.host) == self.rank
+        sent = self.comm.gather((info, details) if first else None, root=0)
+        if self.rank:
+            return []
+        lines: list[str] = []
+        for host, (machine, mine) in ((self.hosts[r], got) for r, got in enumerate(sent) if got):
+            self.machines[host] = machine
+            ranks = " ".join(str(r) for r, h in enumerate(self.hosts) if h == host)
+            lines += ["", f"--- host {host} (ranks {ranks}) ---", *mine] if lines else mine
+        return lines
+
+    def gather(self, outcome: Outcome, plan: Plan) -> Outcome:
+        """After each run of a series, on every rank: rank 0's outcome gets every rank's records
+        on its clock (the offsets measured now, after this run) and `cluster`, the gathered
+        run; another rank keeps its own. A failed or interrupted outcome is returned as it is
+        (the series stops there, and ended() then finish() end every rank)."""
         if outcome.failures or outcome.interrupted:
-            why = [f"interrupted by {signal.Signals(outcome.interrupted).name}"] \
-                if outcome.interrupted else list(outcome.failures)
-            for line in why + ["ending every rank"]:
-                print(f"torque-async: {self.name(self.rank)}: {line}", file=sys.stderr)
-            return 128 + outcome.interrupted if outcome.interrupted else 1
+            return outcome
         self.settle()
         measured = self.offsets()
         sent = self.comm.gather((self.host, os.getpid(), outcome.records), root=0)
         if self.rank:
+            return outcome
+        run = ClusterRun(tuple(Rank(r, host, pid, off, unc, tuple(shift(x, off) for x in recs))
+                               for r, ((host, pid, recs), (off, unc))
+                               in enumerate(zip(sent, measured))), plan, self.machines)
+        return replace(outcome, records=run.records, cluster=run)
+
+    def ended(self, failures: tuple[str, ...], interrupted: int) -> int:
+        """After the series: a rank whose run failed or was interrupted says why and returns its
+        exit status (finish() then ends every rank); 0 when its runs all ran to their end."""
+        if not (failures or interrupted):
             return 0
-        return ClusterRun(tuple(Rank(r, host, pid, off, unc, tuple(shift(x, off) for x in recs))
-                                for r, ((host, pid, recs), (off, unc))
-                                in enumerate(zip(sent, measured))), plan)
+        why = [f"interrupted by {signal.Signals(interrupted).name}"] if interrupted \
+            else list(failures)
+        for line in why + ["ending every rank"]:
+            print(f"torque-async: {self.name(self.rank)}: {line}", file=sys.stderr)
+        return 128 + interrupted if interrupted else 1
 
     def finish(self, code: int) -> int:
         """The run's exit status: a rank that did not succeed ends every rank (MPI_Abort, after

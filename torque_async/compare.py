@@ -215,14 +215,20 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> Comparison:
 def provenance(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     """Warnings when the runs came from different machines or torque-async versions."""
     out = []
-    machine = lambda d: (d["system"].get("hostname"), d["system"].get("model"))     # noqa: E731
-    if machine(a) != machine(b):
-        out.append(f"note: different machines: {' '.join(map(str, machine(a)))} and "
-                   f"{' '.join(map(str, machine(b)))}")
+    if machines(a) != machines(b):
+        out.append(f"note: different machines: {', '.join(machines(a))} and "
+                   f"{', '.join(machines(b))}")
     if a.get("version") != b.get("version"):
         out.append(f"note: different torque-async versions: {a.get('version')} and "
                    f"{b.get('version')}")
     return out
+
+
+def machines(doc: dict[str, Any]) -> list[str]:
+    """'host CPU model' of every host that ran (under mpiexec, each host of the cluster)."""
+    systems = [h["system"] or {"hostname": h["host"]}
+               for h in (doc.get("cluster") or {}).get("hosts", ())] or [doc["system"]]
+    return [f"{s.get('hostname')} {s.get('cpu_model')}" for s in systems]
 
 
 def value_text(values: tuple[float, ...]) -> str:

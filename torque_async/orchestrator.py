@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from multiprocessing import resource_tracker
 from threading import BrokenBarrierError
-from typing import Callable
+from typing import Any, Callable
 
 import psutil
 import uvloop
@@ -55,6 +55,8 @@ class Outcome:
     failures: tuple[str, ...]      # one line per test process that failed, by name
     interrupted: int = 0           # the signal (SIGINT, SIGTERM, SIGHUP) that stopped the run
     unfinished: tuple[str, ...] = ()   # interrupted: the tests the signal cut short, by name
+    cluster: Any = None            # under mpiexec, rank 0's: every rank's run, whose records these
+                                   # are (report_cluster.ClusterRun; cluster.Cluster.gather)
 
 
 class Interrupted(BaseException):

@@ -545,27 +545,35 @@ REPEAT_HEADER = "proc,Test,Figure,Median,Min,Max,Spread(%)"
 BASELINE_HEADER = "proc,Test,Figure,Alone,Together,Change(%)"
 
 
-def repeat_lines(spreads: list[dict[str, Spread]], procs, times: int) -> list[str]:
-    """-repeat: each test's main figures over the repetitions (from figures.spreads)."""
+def repeat_lines(spreads: list[dict[str, Spread]], procs, times: int, cluster=None) -> list[str]:
+    """-repeat: each test's main figures over the repetitions (from figures.spreads); a
+    report_cluster.ClusterRun adds Host and Rank columns, as to the table."""
     lines = [f"{proc.row}, {KINDS[proc.group.action].label}, {FIGURES[name].label}, "
              f"{s.median:.1f}, {s.lo:.1f}, {s.hi:.1f}, "
-             f"{'NA' if s.spread_pct is None else f'{s.spread_pct:.1f}'}"
+             f"{'NA' if s.spread_pct is None else f'{s.spread_pct:.1f}'}" + where(cluster, proc.row)
              for got, proc in zip(spreads, procs) for name, s in got.items()]
     if not lines:
         return []
     return [f"Repeated {times} times (the table above is the first): median, min, max, "
-            f"spread = (max - min) / median", REPEAT_HEADER, *lines]
+            f"spread = (max - min) / median", REPEAT_HEADER + (cluster.columns if cluster else ""),
+            *lines]
 
 
-def baseline_lines(found: list[Change]) -> list[str]:
+def baseline_lines(found: list[Change], cluster=None) -> list[str]:
     """-baseline: alone / together / change of each test's main figures (figures.changes),
-    the test that lost most first."""
+    the test that lost most first; a cluster adds Host and Rank columns."""
     if not found:
         return []
     return ["Alone vs together (-baseline: each group ran alone first), largest slowdown first",
-            BASELINE_HEADER,
+            BASELINE_HEADER + (cluster.columns if cluster else ""),
             *(f"{c.proc}, {c.test}, {c.figure.label}, {c.alone:.1f}, {c.together:.1f}, "
-              f"{'new' if c.change_pct is None else f'{c.change_pct:+.1f}'}" for c in found)]
+              f"{'new' if c.change_pct is None else f'{c.change_pct:+.1f}'}"
+              + where(cluster, c.proc) for c in found)]
+
+
+def where(cluster, row: int) -> str:
+    """A row's Host and Rank columns under mpiexec ('' on one host)."""
+    return cluster.where(row) if cluster else ""
 
 
 def render(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], info: SysInfo,
@@ -590,7 +598,7 @@ def render(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], inf
     shown = [(r, p) for r, p in zip(records, procs) if per_process(p, plan.settings.vl)]
     rows, each = tuple(r for r, _ in shown), tuple(p for _, p in shown)
     lines.append(TABLE_HEADER + (cluster.columns if cluster else ""))
-    lines += [table_row(r, p, t0).text() + (cluster.where(r.row) if cluster else "")
+    lines += [table_row(r, p, t0).text() + where(cluster, r.row)
               for r, p in zip(rows, each) if r.transfers]
     lines += [*resolution_lines(rows), "", *summary_lines(plan, records, procs)]
     for extra in (overlap_line(plan, records, t0), loop_line(records, procs), *spin_lines(records),

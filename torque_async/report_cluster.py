@@ -1,16 +1,18 @@
 """The report of a run on several ranks (mpiexec; see cluster.py): pure functions of what rank 0
 gathered. The records of every rank, already on rank 0's clock, are numbered on from one rank
 to the next (rank 0's tests first); the table gains Host and Rank columns; each host gets a
-block of its own totals; the start skew and the clock-offset uncertainty are stated.
+block of its own totals (and, where its machine differs from rank 0's, the header lines that
+differ); the start skew and the clock-offset uncertainty are stated.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from . import report
 from .plan import Plan, Proc
 from .results import Record
+from .sysinfo import SysInfo, header_lines
 from .units import NS_PER_MS
 
 
@@ -35,6 +37,7 @@ class ClusterRun:
     """What report.render needs of a cluster run: `columns`, `where(row)` and `lines(t0)`."""
     ranks: tuple[Rank, ...]
     plan: Plan                         # rank 0's (every rank runs the same plan)
+    machines: dict[str, SysInfo] = field(default_factory=dict)   # each host's, rank 0's first
     columns = ",Host,Rank"             # the table's extra columns
 
     @property
@@ -97,7 +100,24 @@ def host_lines(run: ClusterRun, t0: int) -> list[str]:
         if window and window[1] > window[0]:
             lines.append(f"Host {host}: its {window[2]} tests ran together from "
                          f"{(window[0] - t0) // NS_PER_MS} ms to {(window[1] - t0) // NS_PER_MS} ms")
+        lines += machine_lines(run, host)
     return lines
+
+
+NAMED = ("hostname:", "Ethernet Address:")     # header lines that differ from host to host
+
+
+def machine_lines(run: ClusterRun, host: str) -> list[str]:
+    """How a host's machine compares with rank 0's (the report's header): the header lines that
+    differ, its name and Ethernet address aside; none for rank 0's host (or none known)."""
+    home = run.ranks[0].host
+    if host == home or not {host, home} <= run.machines.keys():
+        return []
+    ours = header_lines(run.machines[home])
+    differ = [theirs for mine, theirs in zip(ours, header_lines(run.machines[host]))
+              if mine != theirs and not theirs.startswith(NAMED)]
+    return [f"Host {host}: machine differs from rank 0's (the header's): {'; '.join(differ)}"
+            if differ else f"Host {host}: machine as rank 0's (the header's)"]
 
 
 def cluster_lines(run: ClusterRun, t0: int) -> list[str]:
@@ -115,13 +135,37 @@ def cluster_lines(run: ClusterRun, t0: int) -> list[str]:
             f"Cluster total: {sum(kinds.values()):.0f} MB/s (every test on every host)"]
 
 
-def document(run: ClusterRun, doc: dict[str, Any]) -> dict[str, Any]:
-    """The -json document of the cluster run: each test's host and rank, and the ranks."""
-    tests = [{**t, "host": run.rank_of(t["proc"]).host, "rank": run.rank_of(t["proc"]).rank}
-             for t in doc["tests"]]
-    t0 = doc["time_zero_ns"]
-    return {**doc, "tests": tests, "cluster": {
-        "start_skew_ns": run.skew, "offset_uncertainty_ns": run.uncertainty,
-        "ranks": [{"rank": r.rank, "host": r.host, "pid": r.pid, "offset_ns": r.offset,
-                   "uncertainty_ns": r.uncertainty,
-                   "release_ns": r.release - t0 if r.release else None} for r in run.ranks]}}
+def skew_lines(runs: list[ClusterRun]) -> list[str]:
+    """-repeat under mpiexec: the start skew of each repetition (its clock offsets were measured
+    after it), flagged where below the clock-offset uncertainty."""
+    return ["Start skew between ranks in each repetition (us): " + ", ".join(
+        f"{r.skew / 1000:.1f}" + ("" if r.skew > r.uncertainty else " (not resolved)")
+        for r in runs)]
+
+
+def ranks_entry(run: ClusterRun, t0: int) -> dict[str, Any]:
+    """One run's start skew and every rank's clock offset and release."""
+    return {"start_skew_ns": run.skew, "offset_uncertainty_ns": run.uncertainty,
+            "ranks": [{"rank": r.rank, "host": r.host, "pid": r.pid, "offset_ns": r.offset,
+                       "uncertainty_ns": r.uncertainty,
+                       "release_ns": r.release - t0 if r.release else None} for r in run.ranks]}
+
+
+def document(runs: list[ClusterRun], doc: dict[str, Any]) -> dict[str, Any]:
+    """The -json document of a cluster run (`runs`: each complete repetition's, the first
+    the document's top level): each test's host and rank, every repetition's too; each
+    repetition's ranks (their offsets were measured after it); every host's machine."""
+    first = runs[0]
+
+    def placed(tests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [{**t, "host": first.rank_of(t["proc"]).host,
+                 "rank": first.rank_of(t["proc"]).rank} for t in tests]
+    repeats = doc["repeats"] and {**doc["repeats"], "runs": [
+        {**entry, "tests": placed(entry["tests"]),
+         "cluster": ranks_entry(run, entry["time_zero_ns"])}
+        for entry, run in zip(doc["repeats"]["runs"], runs)]}
+    hosts = [{"host": host, "ranks": [r.rank for r in ranks],
+              "system": asdict(first.machines[host]) if host in first.machines else None}
+             for host, ranks in first.hosts().items()]
+    return {**doc, "tests": placed(doc["tests"]), "repeats": repeats,
+            "cluster": {**ranks_entry(first, doc["time_zero_ns"]), "hosts": hosts}}

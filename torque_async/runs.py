@@ -3,7 +3,9 @@
 Every run is one orchestrator.run: its own results segment, spawned workers, set-up, barrier and
 measured window (set-up is not shared between runs: each makes its scratch files and buffers
 again). With -baseline each group first runs alone, as many times as -repeat says, then the
-whole plan does; the first failure or interrupt ends the series.
+whole plan does; the first failure or interrupt ends the series. Under mpiexec each of these
+runs is one run of every rank (the ranks meet before it and rank 0 gathers its records after
+it: cluster.py), so rank 0's outcomes hold every rank's records.
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ class Runs:
     alone: tuple[tuple[Outcome, ...], ...] = ()  # -baseline: each group's runs alone, in order
     failures: tuple[str, ...] = ()               # every run's failures, each saying which run
     interrupted: int = 0
+    ranks: int = 1                               # under mpiexec: every outcome holds every rank's
 
     @property
     def first(self) -> Outcome | None:
@@ -41,13 +44,16 @@ class Runs:
 
     def alone_figures(self, procs: tuple[Proc, ...]) -> list[dict[str, float | None]]:
         """-baseline: each test's main figures alone (medians over the repetitions), in the
-        order of the whole plan's processes."""
+        order of the whole plan's processes (rank by rank: each rank's records of a group alone
+        follow the previous rank's)."""
         out = []
-        for group, outcomes in zip(self.plan.groups, self.alone):
-            mine = alone_plan(self.plan, group).procs()
-            for k in range(len(mine)):
-                out.append(figures.medians([figures.main_figures(o.records[k], mine[k])
-                                            for o in outcomes]))
+        for rank in range(self.ranks):
+            for group, outcomes in zip(self.plan.groups, self.alone):
+                mine = alone_plan(self.plan, group).procs()
+                for k in range(len(mine)):
+                    out.append(figures.medians([
+                        figures.main_figures(o.records[rank * len(mine) + k], mine[k])
+                        for o in outcomes]))
         assert len(out) == len(procs)
         return out
 
@@ -57,14 +63,16 @@ def alone_plan(plan: Plan, group: Group) -> Plan:
     return replace(plan, groups=(group,))
 
 
-def series(plan: Plan, linesize: int, times: int, name: str, meet=None) \
+def series(plan: Plan, linesize: int, times: int, name: str, job=None) \
         -> tuple[list[Outcome], list[str]]:
     """Run the plan `times` times, stopping at a failure or an interrupt; the outcomes and the
-    failures, each line saying which run (`name` and the repetition)."""
+    failures, each line saying which run (`name` and the repetition). `job` (under mpiexec, a
+    cluster.Cluster): every rank's run meets the others' (job.meet) and its records are
+    gathered (job.gather)."""
     outcomes, lines = [], []
     for k in range(times):
-        outcome = orchestrator.run(plan, linesize, meet)
-        outcomes.append(outcome)
+        outcome = orchestrator.run(plan, linesize, job and job.meet)
+        outcomes.append(job.gather(outcome, plan) if job else outcome)
         which = ", ".join(filter(None, (name, times > 1 and f"repetition {k + 1} of {times}")))
         lines += [f"{which}: {f}" if which else f for f in outcome.failures]
         if outcome.failures or outcome.interrupted:
@@ -72,21 +80,23 @@ def series(plan: Plan, linesize: int, times: int, name: str, meet=None) \
     return outcomes, lines
 
 
-def run(plan: Plan, linesize: int, meet=None) -> Runs:
-    """-baseline's alone runs (if asked), then the plan's -repeat repetitions; `meet`: see
-    orchestrator.run (under mpiexec, which runs the plan once: cluster.refuse)."""
+def run(plan: Plan, linesize: int, job=None) -> Runs:
+    """-baseline's alone runs (if asked), then the plan's -repeat repetitions; `job`: see
+    series (rank 0's Runs then counts every rank)."""
     times, alone, failures = plan.settings.repeat, [], []
+    ranks = job.size if job and not job.rank else 1
     if plan.settings.baseline:
         for group in plan.groups:
             outcomes, lines = series(alone_plan(plan, group), linesize, times,
-                                     f"group {group.index} alone (-baseline)")
+                                     f"group {group.index} alone (-baseline)", job)
             alone.append(tuple(outcomes))
             failures += lines
             if lines or outcomes[-1].interrupted:
-                return Runs(plan, (), tuple(alone), tuple(failures), outcomes[-1].interrupted)
-    together, lines = series(plan, linesize, times, "", meet)
+                return Runs(plan, (), tuple(alone), tuple(failures), outcomes[-1].interrupted,
+                            ranks)
+    together, lines = series(plan, linesize, times, "", job)
     return Runs(plan, tuple(together), tuple(alone), tuple(failures + lines),
-                together[-1].interrupted)
+                together[-1].interrupted, ranks)
 
 
 def with_alone_rates(records: tuple[Record, ...], alone: list[dict[str, float | None]]) \

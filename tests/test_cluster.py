@@ -111,9 +111,9 @@ def record(start: int, finish: int, **fields):
 
 def test_shift_puts_every_time_on_rank_0_s_clock_and_keeps_unset_times_unset():
     rec = record(OFFSET + 10, OFFSET + 50, samples=((OFFSET + 30, 5),),
-                 phase=(OFFSET + 1, OFFSET + 9, OFFSET + 10, 0, 0))
+                 phase=(OFFSET + 1, OFFSET + 9, OFFSET + 10, 0, 0), launched=OFFSET - 7)
     moved = shift(rec, OFFSET)
-    assert (moved.start, moved.finish, moved.samples) == (10, 50, ((30, 5),))
+    assert (moved.start, moved.finish, moved.samples, moved.launched) == (10, 50, ((30, 5),), -7)
     assert moved.phase == (1, 9, 10, 0, 0)
 
 

@@ -475,3 +475,16 @@ def test_slow_keeps_writing_and_the_check_accounts_for_every_transfer_made(key, 
     aio, _ = out.records
     assert aio.ok and aio.transfers == 16 and aio.extra_transfers > 0
     assert no_scratch_left()
+
+
+def test_batched_cached_reads_record_one_latency_per_measured_transfer(key):
+    """Two tests of 16 lanes each on one ring, cached reads answered in batches: each test's
+    latencies (count, histogram) are exactly its measured transfers, and every lane's last
+    buffer holds the file's data (check())."""
+    pattern_file(Path("cached.dat"), 256 * KB)
+    out = run(key, "-engine", "uring", "-fbc", "-f", "cached.dat", "-f", "cached.dat",
+              "-p", "2", "-n", "1500", "-i", "2", "-KB", "4", "-mfileKB", "256", "-aio", "16")
+    assert not out.failures
+    for rec in out.records:
+        assert rec.transfers == rec.lat_count == 3000
+        assert sum(n for _, n in rec.hist) == 3000 and 0 < rec.lat_min <= rec.lat_max

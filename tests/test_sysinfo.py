@@ -1,5 +1,6 @@
 from pathlib import Path
 
+import psutil
 import pytest
 
 from torque_async import sysinfo
@@ -65,7 +66,7 @@ def test_cpuinfo_keeps_cpu_0s_fields_and_the_model_comes_from_it(monkeypatch):
     fields = sysinfo._cpuinfo()
     assert fields["model name"] == "First CPU" and fields["processor"] == "0"
     assert collect().cpu_model == "First CPU"
-    monkeypatch.setattr(sysinfo.psutil, "cpu_freq", lambda: None)
+    monkeypatch.setattr(psutil, "cpu_freq", lambda: None)
     assert sysinfo._cpu_mhz(fields) == 2400                 # no cpufreq: /proc/cpuinfo's MHz
 
 

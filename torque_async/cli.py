@@ -1,5 +1,6 @@
 """The torque-async command. click handles only subcommands and --long options; everything
-else is torque's own order-dependent grammar, forwarded untouched to the scanner."""
+else is torque's own order-dependent grammar, forwarded untouched to the scanner. export, plot
+and compare are imported where used: a run's workers start without waiting for them."""
 from __future__ import annotations
 
 import io
@@ -15,10 +16,9 @@ from pathlib import Path
 import click
 from click.shell_completion import CompletionItem
 
-from . import __version__, cmdline, export, figures, helptext, orchestrator, outputs, report
-from . import runs, sysinfo
+from . import __version__, cmdline, figures, helptext, orchestrator, outputs, report
+from . import runs, startup, sysinfo
 from . import cluster, report_cluster, validate
-from . import compare as comparing, plot as plotting
 from .io import scratch
 from .options import OPTIONS
 from .results import NotASegment, SegmentInUse, free_segment, segment_name
@@ -89,7 +89,7 @@ def run(tokens: tuple[str, ...]) -> None:
     if "--help" in tokens:                  # click's convention, besides torque's -help
         say(helptext.help_lines("all"))
         sys.exit(0)
-    sys.exit(cluster.finish(execute(list(tokens))))
+    sys.exit(cluster.finish(execute(list(tokens), startup.process_start())))
 
 
 @main.command("plot")
@@ -98,6 +98,7 @@ def run(tokens: tuple[str, ...]) -> None:
               help="where the picture goes (default: RESULTS with .png)")
 def plot_command(results: str, output: str | None) -> None:
     """Draw a -json results file: bandwidth over time, latency and lateness percentiles."""
+    from . import export, plot as plotting
     path = output or str(Path(results).with_suffix(".png"))
     try:
         doc = export.load(results)
@@ -125,6 +126,7 @@ def compare_command(base: str, runs: tuple[str, ...], threshold: float,
                     fail_on_regression: bool) -> None:
     """What changed from run BASE to each RUN (-json files; -repeat on both sides tells a
     change from noise), test by test and in total."""
+    from . import compare as comparing, export
     if not math.isfinite(threshold):
         fail(f"--threshold: {threshold} is not a number of percent", 2)
     try:
@@ -167,14 +169,15 @@ def say(lines: list[str], err: bool = False) -> None:
             os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())   # the rest goes nowhere
 
 
-def execute(argv: list[str]) -> int:
+def execute(argv: list[str], began: startup.Began | None = None) -> int:
     """Parse, run and report; returns the exit status (0 ok, 1 a test failed, 2 bad input,
     3 a stream missed its rate under -failLate, 128 + the signal when SIGINT, SIGTERM or
-    SIGHUP stopped it)."""
+    SIGHUP stopped it). `began`: when the command started (default: now)."""
+    began = began or startup.now()
     for sig in orchestrator.STOP_SIGNALS:
         signal.signal(sig, orchestrator.raise_interrupted)
     try:
-        return run_plan(argv)
+        return run_plan(argv, began)
     except orchestrator.Interrupted as e:
         print(f"torque-async: interrupted by {e}", file=sys.stderr)
         return 128 + e.signum
@@ -187,7 +190,7 @@ def execute(argv: list[str]) -> int:
             signal.signal(sig, signal.SIG_DFL if sig != signal.SIGINT else signal.default_int_handler)
 
 
-def run_plan(argv: list[str]) -> int:
+def run_plan(argv: list[str], began: startup.Began) -> int:
     """The run's steps: parse; answer a question (help, -quit) or free leftovers; check;
     run; report and export."""
     try:
@@ -222,7 +225,7 @@ def run_plan(argv: list[str]) -> int:
     except cmdline.UsageError as e:
         error(str(e))
         return 2
-    return finish(plan, done, info, job)
+    return finish(plan, done, info, job, began)
 
 
 def answers(plan) -> list[str] | None:
@@ -252,7 +255,7 @@ def note_leftovers(tag: str) -> None:
               f"-freeSharedMemory removes it", file=sys.stderr)
 
 
-def finish(plan, done: runs.Runs, info, job) -> int:
+def finish(plan, done: runs.Runs, info, job, began: startup.Began | None = None) -> int:
     """Render the report, write -json/-csv, name every failure; the exit status. Under mpiexec
     a rank whose run failed says so and ends every rank (cluster.finish); rank 0 reports every
     rank's run."""
@@ -271,15 +274,17 @@ def finish(plan, done: runs.Runs, info, job) -> int:
     alone, found, blocks = repeated(plan, done, procs, run)
     records = runs.with_alone_rates(outcome.records, alone) if alone else outcome.records
     date = time.strftime("%a %b %d %H:%M:%S %Z %Y")
-    began = time.monotonic_ns()
+    began = None if s.baseline else began     # (the first run together came after the others)
+    rendering = time.monotonic_ns()
     lines = report.render(plan, records, procs, info, date, done.failures, outcome.interrupted,
-                          run, blocks, outcome.unfinished)
+                          run, blocks, outcome.unfinished, began)
     if any(g.local.checkpoint for g in plan.groups) and not s.bo:
-        lines += ["", f"checkpoint report (ms): {(time.monotonic_ns() - began) / 1e6:.1f}"]
+        lines += ["", f"checkpoint report (ms): {(time.monotonic_ns() - rendering) / 1e6:.1f}"]
     machine = {}
     if s.json or s.csv:
+        from . import export
         doc = export.document(plan, records, procs, info, date, done.failures,
-                              [o.records for o in done.complete], alone, found)
+                              [o.records for o in done.complete], alone, found, began)
         doc = report_cluster.document([o.cluster for o in done.complete], doc) if run else doc
         machine = {path: make(doc) for path, make in ((s.json, export.json_text),
                                                       (s.csv, export.csv_text)) if path}

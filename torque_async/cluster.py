@@ -101,7 +101,7 @@ def shift(rec: Record, offset: int) -> Record:
     """A record's CLOCK_MONOTONIC times put on rank 0's clock (0 stays 'not reached')."""
     def on0(t: int) -> int:
         return t - offset if t else 0
-    return replace(rec, start=on0(rec.start), finish=on0(rec.finish),
+    return replace(rec, start=on0(rec.start), finish=on0(rec.finish), launched=on0(rec.launched),
                    samples=tuple((on0(t), k) for t, k in rec.samples),
                    phase=tuple(on0(t) for t in rec.phase))
 

@@ -162,14 +162,23 @@ def baseline_entry(found: list[figures.Change] | None) -> dict | None:
                         for c in found]}
 
 
+def startup_entry(began, t0: int) -> dict[str, int] | None:
+    """When the command started and how long it took to the start barrier's release."""
+    if began is None or not t0:
+        return None
+    return {"began_ns": began.ns, "resolution_ns": began.resolution_ns,
+            "to_release_ns": t0 - began.ns}
+
+
 def document(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], info: SysInfo,
              date: str, failures: tuple[str, ...] = (),
              repetitions: list[tuple[Record, ...]] = (),
              alone: list[dict[str, float | None]] | None = None,
-             found: list[figures.Change] | None = None) -> dict[str, Any]:
+             found: list[figures.Change] | None = None, began=None) -> dict[str, Any]:
     """The whole run as one JSON-ready dict (see schema/results.schema.json): `records` are the
     first (or only) repetition; `repetitions` all of them (-repeat); `alone` each test's main
-    figures alone and `found` the changes (-baseline)."""
+    figures alone and `found` the changes (-baseline); `began` (a startup.Began) when the
+    command started."""
     run = run_entries(plan, records, procs)
     for test, figs in zip(run["tests"], alone or [None] * len(procs)):
         test["alone"] = figs
@@ -181,6 +190,7 @@ def document(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], i
         "system": asdict(info), "histograms": HISTOGRAMS, **run,
         "repeats": repeats_entry(plan, list(repetitions), procs),
         "baseline": baseline_entry(found),
+        "startup": startup_entry(began, run["time_zero_ns"]),
         "failures": failures})
 
 

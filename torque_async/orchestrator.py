@@ -111,8 +111,9 @@ def open_segment(plan: Plan, rows: int) -> Results:
 
 
 def spec_for(plan: Plan, proc: Proc, segment: str, linesize: int) -> WorkerSpec:
+    """A worker's spec, stamped now: made just before its process is started."""
     return WorkerSpec(segment, proc, plan.settings.seed, linesize, plan.slow,
-                      calibrate=not plan.settings.baseline)
+                      calibrate=not plan.settings.baseline, launched=time.monotonic_ns())
 
 
 def run(plan: Plan, linesize: int,

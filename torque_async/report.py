@@ -496,6 +496,7 @@ def group_lines(plan: Plan, group: Group, records, procs) -> list[str]:
     keep = PACED.get(kind.family, lines.keys())
     lines = [text for name, text in lines.items() if name in keep and text]
     lines += info_lines([r for r, _ in mine])
+    lines += [setup_line([r for r, _ in mine])] if any(r.setup_ns for r, _ in mine) else []
     ramped = sum(r.ramp_transfers for r, _ in mine)
     if ramped:
         lines.append(f"Unmeasured ramp transfers (-ramp) = {ramped}")
@@ -507,6 +508,25 @@ def group_lines(plan: Plan, group: Group, records, procs) -> list[str]:
         lines.append(f"PID {min(pids)} is torque-async itself: its {len(mine)} process"
                      f"{'es run' if len(mine) > 1 else ' runs'} as coroutines on one event loop")
     return lines + [group.text]
+
+
+def setup_line(records) -> str:
+    """The group's set-up time: each process's, from its start (a worker's process, a loop
+    test's set-up) until ready at the start barrier."""
+    times = sorted(r.setup_ns / NS_PER_MS for r in records if r.setup_ns)
+    each = f"{times[0]:.1f} ms" if len(times) == 1 else \
+        f"{times[0]:.1f} to {times[-1]:.1f} ms over {len(times)} processes"
+    return f"Set-up = {each} (from the start of each until ready at the start barrier)"
+
+
+def startup_line(began, t0: int) -> str:
+    """The time from the command's start (a startup.Began) to the start barrier's release."""
+    if began is None or not t0:
+        return ""
+    known = f" (its start known to {began.resolution_ns / NS_PER_MS:g} ms)" \
+        if began.resolution_ns else ""
+    return (f"Start-up: {(t0 - began.ns) / NS_PER_MS:.0f} ms from the command's start to the "
+            f"start barrier's release{known}")
 
 
 def phase_durations(rec: Record) -> dict[str, float]:
@@ -581,11 +601,12 @@ def where(cluster, row: int) -> str:
 
 def render(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], info: SysInfo,
            date: str, failures: tuple[str, ...] = (), interrupted: int = 0,
-           cluster=None, runs: list[str] = (), unfinished: tuple[str, ...] = ()) -> list[str]:
+           cluster=None, runs: list[str] = (), unfinished: tuple[str, ...] = (),
+           began=None) -> list[str]:
     """The whole text report; -nh drops the header, -bo keeps only the bandwidth lines; a
     report_cluster.ClusterRun adds Host and Rank columns and the cluster's block; `runs`: the
     -repeat and -baseline blocks, printed after the table; `unfinished` lists the tests an
-    interruption cut short."""
+    interruption cut short; `began` (a startup.Began) when the command started."""
     t0 = time_zero(records)
     bw = bw_lines(plan, records, procs)
     if plan.settings.bo:
@@ -604,9 +625,9 @@ def render(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], inf
     lines += [table_row(r, p, t0).text() + where(cluster, r.row)
               for r, p in zip(rows, each) if r.transfers]
     lines += [*resolution_lines(rows), "", *summary_lines(plan, records, procs)]
-    for extra in (overlap_line(plan, records, t0, cluster), loop_line(records, procs),
-                  *spin_lines(records), *cyclic_lines(records, procs),
-                  *checkpoint_lines(records, procs, t0)):
+    for extra in (overlap_line(plan, records, t0, cluster), startup_line(began, t0),
+                  loop_line(records, procs), *spin_lines(records),
+                  *cyclic_lines(records, procs), *checkpoint_lines(records, procs, t0)):
         lines.append(extra)
     for group in plan.groups:
         lines += ["", *web.lines(group, records, procs, SHORTEST_NS)]

@@ -15,7 +15,6 @@ import _posixshmem
 from multiprocessing import resource_tracker, shared_memory
 
 import numpy as np
-import psutil
 
 from .semaphores import remove as remove_semaphore
 from .stats import HIST_BUCKETS, Stats, sparse
@@ -72,6 +71,10 @@ ROW = np.dtype([
     ("cpu_user", "i8"), ("cpu_sys", "i8"),       # CPU ns over the measured interval (a worker:
     ("csw_vol", "i8"), ("csw_invol", "i8"),      # its process; a loop test: the loop's thread)
     ("harness_ns", "i8"),                        # the harness's own cost per transfer
+    ("launched", "i8"),                          # when its process was started (a worker: the
+                                                 # orchestrator's stamp just before it started
+                                                 # it; a loop test: when its set-up began)
+    ("setup_ns", "i8"),                          # its set-up: from launched to ready
     ("nops", "i8"),                              # -web: operations timed apart (WEB_OPS), and
     ("op_count", "i8", (len(WEB_OPS),)),         # for each: count, min, max, sum, histogram
     ("op_min", "i8", (len(WEB_OPS),)), ("op_max", "i8", (len(WEB_OPS),)),
@@ -201,6 +204,7 @@ def owner_of(name: str) -> int | None:
 
 def live_owner(pid: int) -> bool:
     """Whether `pid` is a running torque-async (a pid reused by another program is not)."""
+    import psutil                  # here: the spawned workers import this module, never this
     try:
         return any("torque" in arg for arg in psutil.Process(pid).cmdline())
     except psutil.AccessDenied:
@@ -300,6 +304,8 @@ class Record:
     size_law: tuple[int, ...] = ()
     most_open: int = 0
     group_work: tuple[int, ...] = ()
+    launched: int = 0
+    setup_ns: int = 0
 
     @classmethod
     def of(cls, r: np.void, row: int) -> "Record":
@@ -328,7 +334,8 @@ class Record:
                                   sparse(r["rw_hist"][i])) for i in range(2 * int(r["split"]))),
                    cpu_user=int(r["cpu_user"]), cpu_sys=int(r["cpu_sys"]),
                    csw_vol=int(r["csw_vol"]), csw_invol=int(r["csw_invol"]),
-                   harness_ns=int(r["harness_ns"]),
+                   harness_ns=int(r["harness_ns"]), launched=int(r["launched"]),
+                   setup_ns=int(r["setup_ns"]),
                    op_lat=tuple(Stats(int(r["op_count"][i]), int(r["op_min"][i]),
                                       int(r["op_max"][i]), int(r["op_sum"][i]),
                                       sparse(r["op_hist"][i]))

@@ -20,14 +20,14 @@ TOP_BITS = 40                      # bucketed exactly up to 2**40 ns
 HIST_BUCKETS = (TOP_BITS - SUB_BITS + 1) * SUB
 EXACT = 2 * SUB                    # values below this have a bucket of their own
 
-POWERS = 1 << np.arange(63, dtype=np.int64)        # 1, 2, 4, ... 2**62
 
 
 def buckets(ns: np.ndarray) -> np.ndarray:
     """Histogram bucket of each value: exact below EXACT, else its power of two (bit length b)
     and the SUB_BITS bits below its top one."""
     ns = np.abs(np.asarray(ns, dtype=np.int64))
-    b = np.searchsorted(POWERS, ns, side="right")                 # bit length
+    b = np.frexp(ns.astype(np.float64))[1]      # bit length (exact below 2**53; above, past
+                                                # TOP_BITS anyway: the last bucket)
     shift = np.maximum(b - 1 - SUB_BITS, 0)
     index = np.where(ns < EXACT, ns, ((b - SUB_BITS) << SUB_BITS) | ((ns >> shift) & (SUB - 1)))
     return np.minimum(index, HIST_BUCKETS - 1)

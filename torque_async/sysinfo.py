@@ -1,20 +1,18 @@
 """Machine description for the report header and the `sysctl.current` dump.
 
 Everything comes from /sys, /proc, psutil and the standard library; a value
-that cannot be read is reported as 0 or 'NA', never guessed.
+that cannot be read is reported as 0 or 'NA', never guessed. psutil and importlib.metadata are
+imported where used: a STREAM worker reads cache_sizes() without them.
 """
 
 from __future__ import annotations
 
 import glob
-import importlib.metadata
 import os
 import platform
 import re
 from dataclasses import dataclass
 from pathlib import Path
-
-import psutil
 
 _CPU = "/sys/devices/system/cpu"
 _PACKAGES = ("numpy", "uvloop", "aiofiles", "psutil", "PyOpenGL", "click")
@@ -77,6 +75,7 @@ def _cpu_mhz(cpuinfo: dict[str, str]) -> int:
     khz = _read(f"{_CPU}/cpu0/cpufreq/cpuinfo_max_freq")
     if khz.isdigit() and int(khz) > 0:
         return int(khz) // 1000
+    import psutil
     freq = psutil.cpu_freq()
     if freq and (freq.max or freq.current):
         return int(freq.max or freq.current)
@@ -134,6 +133,7 @@ def numa_nodes() -> int:
 
 def collect() -> SysInfo:
     """Read the machine's description (fast: a handful of small file reads)."""
+    import psutil
     cpuinfo = _cpuinfo()
     caches = cache_sizes()
     logical = psutil.cpu_count(logical=True) or 0
@@ -192,6 +192,7 @@ def header_lines(info: SysInfo) -> list[str]:
 
 def mount_of(path: str):
     """The mount holding `path` (psutil's partition: device, mountpoint, fstype, opts), or None."""
+    import psutil
     target = os.path.realpath(path)
     best = None
     for part in psutil.disk_partitions(all=True):
@@ -212,6 +213,7 @@ def _mount_of(path: str) -> str:
 
 
 def _version(package: str) -> str:
+    import importlib.metadata
     try:
         return importlib.metadata.version(package)
     except importlib.metadata.PackageNotFoundError:
@@ -220,6 +222,7 @@ def _version(package: str) -> str:
 
 def detail_lines(info: SysInfo, paths: list[str]) -> list[str]:
     """The longer configuration dump written to `sysctl.current`."""
+    import psutil
     cpus = sorted(glob.glob(f"{_CPU}/cpu[0-9]*"), key=lambda p: int(p.rsplit("cpu", 1)[1]))
     vm, swap = psutil.virtual_memory(), psutil.swap_memory()
     lines = header_lines(info) + ["", f"kernel: {' '.join(filter(None, platform.uname()))}"]

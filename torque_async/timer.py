@@ -5,11 +5,11 @@ about half a millisecond late). `PreciseTimer` gives the loop a better source: o
 armed at the earliest pending deadline (TFD_TIMER_ABSTIME, no timer slack), watched with
 `loop.add_reader`; when it fires, every due sleeper is woken. `sleep_until` is the same for a
 plain thread: clock_nanosleep(TIMER_ABSTIME), as cyclictest sleeps. Python 3.11 has neither
-call, so both go through ctypes, with their argument structures made once.
+call, so both go through ctypes, with their argument structures made once. asyncio is imported
+where the loop's timer needs it: spawned workers use the plain-thread sleeps alone.
 """
 from __future__ import annotations
 
-import asyncio
 import ctypes
 import errno
 import heapq
@@ -51,6 +51,7 @@ class PreciseTimer:
     _shared: "PreciseTimer | None" = None
 
     def __init__(self, loop: asyncio.AbstractEventLoop | None = None):
+        import asyncio
         self.loop = loop or asyncio.get_running_loop()
         self.fd = _libc.timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC)
         if self.fd < 0:
@@ -67,6 +68,7 @@ class PreciseTimer:
     def shared(cls) -> "PreciseTimer":
         """The running loop's one timer, made on first use: every stream on the loop sleeps on
         the same timerfd. Each user closes it once; the last close closes it."""
+        import asyncio
         timer = cls._shared
         if timer is None or timer.fd < 0 or timer.loop is not asyncio.get_running_loop():
             cls._shared = cls()

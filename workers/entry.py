@@ -41,7 +41,7 @@ def main(spec: WorkerSpec, barrier, calibration_lock, in_process: bool = False) 
         ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     results = Results.attach(spec.segment)
     row = results.row(spec.proc.row)
-    mark_spawned(row)
+    mark_spawned(row, spec.launched)
     test = None
     needs = KINDS[spec.proc.group.action].needs
     try:

@@ -12,9 +12,9 @@ alternate, as a percentage of bit toggling between consecutive words:
 
 -btr fills with random words whatever -bt says.  With -bpkey 1 (the default) the first word
 of each buffer is the key 0xDECAFBAD00000000 | row, so a logic analyser can find where a
-test's buffer starts and whose it is.  Filling is vectorised: a period of the pattern is
-broadcast over a (words / period, period) view of the buffer; random words are drawn in
-blocks so a large buffer never needs a second buffer's worth of temporaries.
+test's buffer starts and whose it is.  Filling is vectorised: a block of the pattern is made
+once and copied over the buffer; random words are drawn in blocks so a large buffer
+never needs a second buffer's worth of temporaries.
 """
 from __future__ import annotations
 
@@ -33,6 +33,8 @@ PERIODS = {
 WALKING_ONE = 101
 RANDOM = 102
 RANDOM_BLOCK = 1 << 16          # words drawn per call when filling with random numbers
+COPY_BLOCK = 1 << 15            # words of a deterministic pattern made once, then copied
+                                # (a multiple of every period)
 
 
 def key(row: int) -> int:
@@ -57,6 +59,8 @@ def fill(buf_u64: np.ndarray, local, rng: np.random.Generator, row: int, *,
 
     `invert` stores the complement of the pattern (the key stays as it is): a copy's
     destination starts unlike its source, so a copy that never happened cannot pass a check.
+    Each word is written once: a block of the pattern (complemented if asked) is made, then
+    copied over the buffer, so the fill runs at memory speed.
     """
     if buf_u64.dtype != np.uint64 or not buf_u64.flags.c_contiguous or buf_u64.ndim != 1:
         raise ValueError("fill wants a contiguous one-dimensional uint64 array")
@@ -66,11 +70,12 @@ def fill(buf_u64: np.ndarray, local, rng: np.random.Generator, row: int, *,
         for start in range(0, words, RANDOM_BLOCK):
             part = buf_u64[start:start + RANDOM_BLOCK]
             part[...] = rng.integers(0, 1 << 64, size=part.size, dtype=np.uint64)
+            if invert:
+                np.invert(part, out=part)
     else:
-        whole = words - words % cycle.size
-        buf_u64[:whole].reshape(-1, cycle.size)[...] = cycle
-        buf_u64[whole:] = cycle[:words - whole]
-    if invert:
-        np.invert(buf_u64, out=buf_u64)
+        block = np.tile(~cycle if invert else cycle, COPY_BLOCK // cycle.size)
+        whole = words - words % COPY_BLOCK
+        buf_u64[:whole].reshape(-1, COPY_BLOCK)[...] = block
+        buf_u64[whole:] = block[:words - whole]
     if words and local.bpkey:
         buf_u64[0] = key(row)

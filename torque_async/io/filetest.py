@@ -39,6 +39,10 @@ from .engine import NAMES, choose, now, open_engine
 from .files import block_size, choose_mode, open_file
 from .layout import BLOCK, Cursor, Layout
 
+SHIFT = BLOCK.bit_length() - 1     # transfer k is in block k >> SHIFT, at k & MASK
+MASK = BLOCK - 1
+assert BLOCK == 1 << SHIFT
+
 CHUNK = 8 << 20                    # check(): bytes of a scratch file compared at once
 RAMP, MEASURED, EXTRA, STOP = range(4)    # what a claimed transfer is (FileTest.claim)
 
@@ -212,7 +216,8 @@ class FileTest:
     def recorded(self, latency: int, t: int, *parts) -> None:
         """A measured transfer completed at t (parts: its write flag or -rmw's read and write
         times, as self.record takes them); the last of them ends the measured interval."""
-        self.t_last = max(self.t_last, t)
+        if t > self.t_last:
+            self.t_last = t
         if self.record(latency, t, *parts) == self.meter.total:
             self.finish(t)
 
@@ -238,7 +243,7 @@ class FileTest:
                 k, what = claim()
                 if what == STOP:
                     break
-                b, i = divmod(k, BLOCK)
+                b, i = k >> SHIFT, k & MASK
                 if b != block:
                     block, (files, offsets, writes) = b, self.at.lists(b)
                 f, offset, write = files[i], offsets[i], writes[i]

@@ -2,18 +2,24 @@
 
 Each registered buffer gets an Iovec built once; a transfer is io_uring_prep_readv/writev of it.
 The engine steps the lanes itself, not as asyncio tasks: a lane's `await submit(...)` prepares
-the transfer and suspends the lane's coroutine at a bare yield (no future, no task wake-up);
-when the eventfd the loop watches fires, the reader drains the completion queue, takes the clock
-once for the batch and sends each completion's time into its lane, which runs on to its next
-submit. A transfer is submitted
+the transfer and suspends the lane's coroutine at a bare yield (no future, no task wake-up).
+Each lane keeps one Waiter, reused for every transfer (its key is the SQE's user_data), rather
+than a new entry per transfer. When the eventfd the loop watches fires,
+the reader takes every queued completion in one pass (one advance), reads the clock once for
+the batch and sends that time into each completion's lane, which runs on to its next submit;
+cached reads complete inside that batch's own submission, so the reader answers batch after
+batch while there are more, giving the loop a turn every YIELD_NS. A lane takes its start
+time just before its submit: a transfer's latency runs from there to the clock read of the
+batch that returned it. A transfer is submitted
 
     at once            the default (one io_uring_enter each): the device starts on it sooner
     with its batch     buffered transfers whose lanes were woken by one batch of completions:
                        submitted together once all of them have prepared theirs (cached reads
-                       complete inside io_uring_enter: one system call for the batch)
+                       complete inside io_uring_enter: one system call for the batch); their
+                       latency includes the preparing of the batch's later transfers
 
 (tools/bench_io.py compares the choices). `transfer` is the same transfer for an ordinary
-coroutine (a paced stream): its entry holds a future instead of a lane, and the same reader
+coroutine (a paced stream): its Waiter holds a future instead of a lane, and the same reader
 resolves it with the batch's completion time. A test's buffers are forgotten only when
 none of its transfers is in flight, so the kernel never writes into memory given back.
 """
@@ -27,7 +33,7 @@ import os
 import types
 from typing import Coroutine
 
-from .engine import NAMES, now, short
+from .engine import NAMES, YIELD_NS, now, short
 
 DISABLED = "/proc/sys/kernel/io_uring_disabled"
 ENTRIES = 1024                     # submission queue; completions in flight may exceed it
@@ -69,6 +75,17 @@ class Crew:
         self.left, self.finished = left, finished
 
 
+class Waiter:
+    """Who waits for the transfer in flight under `key` (its user_data): a lane of `crew`, or a
+    future of transfer()'s (crew None), or nobody (both None: its drive() was cancelled), and
+    what was asked. A lane keeps one Waiter, reused for each of its transfers (one at a time)."""
+    __slots__ = ("lane", "crew", "key", "want", "buf", "buffered", "write", "what")
+
+    def __init__(self, lane, crew: Crew | None, key: int):
+        self.lane, self.crew, self.key = lane, crew, key
+        self.want, self.buf, self.buffered, self.write, self.what = 0, -1, False, False, 0
+
+
 class UringEngine:
     name = NAMES["uring"]
     _shared: "UringEngine | None" = None
@@ -84,6 +101,8 @@ class UringEngine:
     def __init__(self):
         import liburing as L
         self.L = L
+        self.get_sqe, self.submit_all = L.io_uring_get_sqe, L.io_uring_submit
+        self.preps = (L.io_uring_prep_readv, L.io_uring_prep_writev)
         self.loop = asyncio.get_running_loop()
         self.ring = L.Ring()
         L.io_uring_queue_init(ENTRIES, self.ring)
@@ -95,10 +114,9 @@ class UringEngine:
         self.users = 0
         self.iovecs: dict[int, tuple] = {}     # id -> (Iovec, length, buffered, its view)
         self.ids = itertools.count()
-        self.tokens = itertools.count()
-        self.current: tuple | None = None      # (lane, crew) being stepped
-        self.waiting: dict[int, tuple] = {}    # user_data -> (lane, crew, result wanted,
-                                               # buffer id, buffered, (write, offset) or Timespec)
+        self.keys = itertools.count()
+        self.current: Waiter | None = None     # the lane being stepped
+        self.waiting: dict[int, Waiter] = {}   # user_data -> who waits for it
 
     def register(self, views: list[memoryview], buffered: bool = False) -> list[int]:
         ids = [next(self.ids) for _ in views]
@@ -110,64 +128,66 @@ class UringEngine:
 
     @types.coroutine
     def submit(self, write: bool, fd: int, buf: int, offset: int):
-        self.prepare(self.lane(), write, fd, buf, offset)
+        self.prepare(self.current or self.lane(), write, fd, buf, offset)
         return (yield)                 # to the engine, which sends the completion's time
 
     def transfer(self, write: bool, fd: int, buf: int, offset: int) -> asyncio.Future:
         """A future of the transfer's completion time, for a coroutine that is not a lane."""
         future = self.loop.create_future()
-        self.prepare((future, None), write, fd, buf, offset)
+        self.prepare(Waiter(future, None, next(self.keys)), write, fd, buf, offset)
         return future
 
-    def prepare(self, waiter: tuple, write: bool, fd: int, buf: int, offset: int) -> None:
-        L = self.L
+    def prepare(self, waiter: Waiter, write: bool, fd: int, buf: int, offset: int) -> None:
         iovec, length, buffered, _ = self.iovecs[buf]
-        sqe = L.io_uring_get_sqe(self.ring)
-        (L.io_uring_prep_writev if write else L.io_uring_prep_readv)(sqe, fd, iovec, offset)
-        self.issue(sqe, waiter, length, buf, buffered, (write, offset))
+        sqe = self.get_sqe(self.ring)
+        self.preps[write](sqe, fd, iovec, offset)
+        waiter.want, waiter.buf, waiter.buffered, waiter.write, waiter.what = \
+            length, buf, buffered, write, offset
+        self.issue(sqe, waiter)
 
     @types.coroutine
     def pause(self, until: int):
-        L, lane = self.L, self.lane()
+        L, waiter = self.L, self.lane()
         ts = L.timespec(0)
         ts.sec, ts.nsec = divmod(until, 1_000_000_000)
         sqe = L.io_uring_get_sqe(self.ring)
         L.io_uring_prep_timeout(sqe, ts, 0, L.IORING_TIMEOUT_ABS)     # CLOCK_MONOTONIC
-        self.issue(sqe, lane, -errno.ETIME, -1, False, ts)
+        waiter.want, waiter.buf, waiter.buffered, waiter.what = -errno.ETIME, -1, False, ts
+        self.issue(sqe, waiter)
         yield
 
-    def lane(self) -> tuple:
-        """The (lane, crew) being stepped: only lanes that drive() runs await submit and pause."""
+    def lane(self) -> Waiter:
+        """The lane being stepped: only lanes that drive() runs await submit and pause."""
         if self.current is None:
             raise RuntimeError("io_uring transfers are awaited only by lanes that drive() runs")
         return self.current
 
-    def issue(self, sqe, waiter: tuple, want: int, buf: int, buffered: bool, what) -> None:
-        """Queue sqe for `waiter`: (lane, crew), or (future, None) for transfer()."""
-        token = next(self.tokens)
-        sqe.user_data = token
-        self.waiting[token] = (*waiter, want, buf, buffered, what)
+    def issue(self, sqe, waiter: Waiter) -> None:
+        """Queue sqe, its completion to go to `waiter`."""
+        sqe.user_data = key = waiter.key
+        self.waiting[key] = waiter
         if self.holding:
             self.held += 1
         else:
-            self.L.io_uring_submit(self.ring)
+            self.submit_all(self.ring)
 
     async def drive(self, lanes: list[Coroutine]) -> None:
         crew = Crew(len(lanes), self.loop.create_future())
         for lane in lanes:
-            self.step(lane, crew, None, None)
+            self.step(Waiter(lane, crew, next(self.keys)), None, None)
         try:
             await crew.finished
         except asyncio.CancelledError:             # close the lanes; the ring still holds their
-            for lane in lanes:                     # transfers: drain() drops them, forget()
+            for lane in lanes:                     # transfers: reap() drops them, forget()
                 lane.close()                       # waits for them
-            self.waiting = {k: (None, *w[1:]) if w[1] is crew else w
-                            for k, w in self.waiting.items()}
+            for waiter in self.waiting.values():
+                if waiter.crew is crew:
+                    waiter.lane = waiter.crew = None
             raise
 
-    def step(self, lane: Coroutine, crew: Crew, value, error: BaseException | None) -> None:
+    def step(self, waiter: Waiter, value, error: BaseException | None) -> None:
         """Run a lane from where it waits to its next transfer (or its end)."""
-        self.current = (lane, crew)
+        self.current, lane, crew = waiter, waiter.lane, waiter.crew
         try:
             awaited = lane.send(value) if error is None else lane.throw(error)
             if awaited is None:
@@ -186,47 +206,65 @@ class UringEngine:
             crew.finished.set_result(None)
 
     def reap(self) -> None:
-        """The eventfd fired: hand every completed transfer to its lane."""
+        """The eventfd fired: answer the completions queued, batch after batch while each
+        batch's submission completed more at once (cached reads complete inside io_uring_enter:
+        answered here, not after a trip through the loop), giving the loop a turn at least
+        every YIELD_NS."""
         try:
             os.eventfd_read(self.efd)
         except BlockingIOError:
             pass
-        cqe, done = self.cqe, []
+        t = self.answer()
+        turn = t + YIELD_NS
+        while t and t < turn:
+            t = self.answer()
+
+    def answer(self) -> int:
+        """Take every completion queued (one pass, then one advance), take the clock once for
+        the batch and hand each completion to its waiter; returns that time (0: none)."""
+        cqe, pop, done, buffered = self.cqe, self.waiting.pop, [], 0
         for _ in self.L.CqeIter(self.ring, cqe):
             entry = cqe[0]
             try:
                 res = entry.res
             except OSError as e:           # liburing raises for a negative result
                 res = -e.errno
-            done.append((entry.user_data, res))
+            waiter = pop(entry.user_data)
+            buffered += waiter.buffered
+            done.append((waiter, res))
         if not done:
-            return
+            return 0
         self.L.io_uring_cq_advance(self.ring, len(done))
-        t, waiting = now(), self.waiting
-        entries = [waiting.pop(token) + (res,) for token, res in done]
-        self.holding = sum(e[4] for e in entries) > 1     # answer the batch, then submit it
-        for lane, crew, want, _, _, what, res in entries:
-            error = None if res == want else (OSError(-res, os.strerror(-res)) if res < 0
-                                              else short(*what, res, want))
+        t, step = now(), self.step
+        self.holding = buffered > 1        # answer the batch, then submit it
+        for waiter, res in done:
+            if res == waiter.want:
+                if waiter.crew is not None:
+                    step(waiter, t, None)
+                    continue
+                error = None
+            else:
+                error = OSError(-res, os.strerror(-res)) if res < 0 else \
+                    short(waiter.write, waiter.what, res, waiter.want)
+            lane = waiter.lane
             if lane is None:               # its drive() was cancelled
                 continue
-            if crew is None:               # transfer()'s future
-                if lane.done():            # its awaiter was cancelled
-                    continue
+            if waiter.crew is not None:
+                step(waiter, None, error)
+            elif not lane.done():          # transfer()'s future, its awaiter not cancelled
                 if error is None:
                     lane.set_result(t)
                 else:
                     lane.set_exception(error)
-            else:
-                self.step(lane, crew, None if error else t, error)
         self.holding = False
         if self.held:
             self.held = 0
-            self.L.io_uring_submit(self.ring)
+            self.submit_all(self.ring)
+        return t
 
     async def forget(self, ids: list[int]) -> None:
         mine = set(ids)
-        while any(w[3] in mine for w in self.waiting.values()):
+        while any(w.buf in mine for w in self.waiting.values()):
             await asyncio.sleep(0.001)     # in flight: the reader takes them
         for i in ids:
             del self.iovecs[i]

@@ -52,6 +52,7 @@ class WorkerSpec:
     slow: bool
     calibrate: bool = True        # spinWait measures its idle rate before the start (not
                                   # with -baseline: its run alone is that figure)
+    launched: int = 0             # CLOCK_MONOTONIC ns just before its process was started
 
 
 class WorkerTest(Protocol):

@@ -26,15 +26,22 @@ def describe(e: Exception, state: int = 0) -> str:
     return f"{type(e).__name__}: {e}"
 
 
-def mark_spawned(row: np.ndarray) -> None:
+def mark_spawned(row: np.ndarray, launched: int = 0) -> None:
+    """The test's code runs: `launched` is when its process was started (0: now, as for a
+    loop test, whose set-up begins here)."""
+    now = time.monotonic_ns()
     row["pid"] = os.getpid()
-    row["phase"][0, 0] = time.monotonic_ns()
+    row["phase"][0, 0] = now
+    row["launched"] = launched or now
 
 
 def mark_ready(row: np.ndarray, test) -> None:
+    """Set up: its set-up time is from its process's start (launched) to now."""
     row["transfer_bytes"] = test.transfer_bytes
     row["info"] = os.fsencode(test.info)       # a file name as on disk
-    row["phase"][0, 1] = time.monotonic_ns()
+    ready = time.monotonic_ns()
+    row["phase"][0, 1] = ready
+    row["setup_ns"] = ready - row["launched"][0]
     row["state"] = READY
 
 

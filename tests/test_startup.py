@@ -1,0 +1,105 @@
+"""Set-up and start-up times: each test's set-up is measured into its row and the group block
+prints that figure; the run's start-up (the command's start to the barrier's release) is in the
+summary and the JSON."""
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import subprocess
+import sys
+import time
+
+from torque_async.io.filetest import FileTest
+from torque_async.startup import TICK_NS
+from workers.memory import BzeroTest
+
+from conftest import ENV, execute, run_cli
+
+SLOW_S = 0.3                       # the set-up delay injected below: set-up takes at least this
+
+
+def printed_setups(text: str) -> list[float]:
+    """The set-up figures (ms) of the group block's Set-up line."""
+    (line,) = [ln for ln in text.splitlines() if ln.startswith("Set-up = ")]
+    lo, hi = re.match(r"Set-up = (\d+\.\d)(?: to (\d+\.\d))? ms", line).groups()
+    return [float(lo)] + ([float(hi)] if hi else [])
+
+
+def printed_startup(text: str) -> int:
+    (ms,) = re.findall(r"^Start-up: (\d+) ms from the command's start", text, re.M)
+    return int(ms)
+
+
+def check_times(doc: dict) -> list[dict]:
+    """Every record's set-up is from its launch to its ready stamp; the start-up block is from
+    the command's start to time zero, which follows every launch."""
+    recs = [t["record"] for t in doc["tests"]]
+    for r in recs:
+        assert 0 < r["launched"] <= r["phase"]["spawned"] < r["phase"]["set_up"]
+        assert r["setup_ns"] == r["phase"]["set_up"] - r["launched"]
+    up = doc["startup"]
+    assert up["began_ns"] <= min(r["launched"] for r in recs)
+    assert up["to_release_ns"] == doc["time_zero_ns"] - up["began_ns"] > 0
+    return recs
+
+
+def test_a_slow_worker_set_up_is_measured_and_printed_as_recorded(capsys, key, monkeypatch):
+    """-sp runs the worker test in this process, where its set-up is slowed by SLOW_S."""
+    made = BzeroTest.__init__
+
+    def slow_init(self, ctx):
+        time.sleep(SLOW_S)         # the set-up's own work, made longer (no synchronisation)
+        made(self, ctx)
+    monkeypatch.setattr(BzeroTest, "__init__", slow_init)
+    code, out, err = execute(capsys, "-smkey", key, "-sp", "-n", "2", "-i", "1", "-KB", "4",
+                             "-bzero", "-json", "-")
+    assert code == 0, err
+    doc = json.loads(out)
+    (rec,) = check_times(doc)
+    assert rec["setup_ns"] >= SLOW_S * 1e9
+    assert printed_setups(err) == [round(rec["setup_ns"] / 1e6, 1)]
+    assert doc["startup"]["resolution_ns"] == 0          # execute(): began when called
+    assert printed_startup(err) == round(doc["startup"]["to_release_ns"] / 1e6)
+
+
+def test_a_slow_loop_test_set_up_is_its_setup_coroutine(capsys, key, monkeypatch):
+    setup = FileTest.setup
+
+    async def slow_setup(self):
+        await asyncio.sleep(SLOW_S)
+        await setup(self)
+    monkeypatch.setattr(FileTest, "setup", slow_setup)
+    code, out, err = execute(capsys, "-smkey", key, "-p", "2", "-n", "4", "-KB", "4", "-i", "1",
+                             "-r", "-json", "-")
+    assert code == 0, err
+    recs = check_times(json.loads(out))
+    assert all(r["setup_ns"] >= SLOW_S * 1e9 for r in recs)
+    assert printed_setups(err) == sorted(round(r["setup_ns"] / 1e6, 1) for r in recs)
+
+
+def test_spawned_workers_count_their_set_up_from_their_process_s_start(key):
+    done = run_cli("-smkey", key, "-p", "2", "-n", "2", "-i", "1", "-KB", "4", "-bzero",
+                   "-json", "-")
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    recs = check_times(doc)
+    # the orchestrator stamps a worker before its interpreter starts: the child's first stamp
+    # (after its imports) comes later, and before that the command had started
+    assert all(r["phase"]["spawned"] > r["launched"] for r in recs)
+    assert doc["startup"]["resolution_ns"] == TICK_NS           # from /proc, in clock ticks
+    assert printed_setups(done.stderr) == sorted(round(r["setup_ns"] / 1e6, 1) for r in recs)
+    assert printed_startup(done.stderr) == round(doc["startup"]["to_release_ns"] / 1e6)
+
+
+def test_a_spawned_worker_imports_none_of_the_command_s_modules():
+    """What a memory, STREAM, spinWait or -cyclic worker imports leaves out the command line,
+    the report, the event loop and psutil: each worker's start pays for numpy and its test."""
+    kinds = "workers.entry, workers.memory, workers.stream_kernels, workers.spin, workers.cyclic"
+    done = subprocess.run([sys.executable, "-c", f"import sys, {kinds}; print(*sys.modules)"],
+                          capture_output=True, text=True, env=ENV, check=True)
+    loaded = set(done.stdout.split())
+    unwanted = {"click", "psutil", "asyncio", "uvloop", "aiofiles", "torque_async.cli",
+                "torque_async.report", "torque_async.export", "torque_async.orchestrator",
+                "torque_async.cmdline", "importlib.metadata"}
+    assert "numpy" in loaded and not unwanted & loaded, unwanted & loaded

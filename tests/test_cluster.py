@@ -55,10 +55,13 @@ def gone(paths: list[Path], timeout: float = 15) -> bool:
 # -- clock offsets, as pure functions with a fake exchange ---------------------------------
 
 class FakeComm:
-    """Rank 0 of `size` ranks: each recv of a pong answers the remote's clock reading."""
+    """Rank 0 of `size` ranks: each recv of a pong answers the remote's clock reading; rank r
+    runs on kernels[r] (by default each rank on a kernel of its own)."""
 
-    def __init__(self, size: int, remote: list[int]):
+    def __init__(self, size: int, remote: list[int], kernels: list[str] | None = None):
         self.size, self.remote = size, iter(remote)
+        self.kernels = kernels or [f"kernel {r}" for r in range(size)]
+        self.pinged: list[int] = []
 
     def Get_rank(self):
         return 0
@@ -67,10 +70,10 @@ class FakeComm:
         return self.size
 
     def allgather(self, value):
-        return [value] * self.size
+        return [(value[0], kernel) for kernel in self.kernels]
 
     def send(self, obj, dest, tag):
-        pass
+        self.pinged.append(dest)
 
     def recv(self, source, tag):
         return next(self.remote)
@@ -98,6 +101,29 @@ def test_the_offset_comes_from_the_shortest_round_trip_and_is_exact_to_half_of_i
     lopsided = [Pong(0, 5 + OFFSET, 20)]         # 5 ns there, 15 back: off by 5, within 10
     offset, uncertainty = offset_of(lopsided)
     assert uncertainty == 10 and offset != OFFSET and abs(offset - OFFSET) <= uncertainty
+
+
+def test_ranks_on_rank_0_s_kernel_share_its_clock_exactly_and_are_not_pinged():
+    local, remote = fake_exchange([(10, 10)] * cluster.PING_ROUNDS)
+    comm = FakeComm(3, remote, kernels=["k0", "k0", "k2"])
+    rank0 = Cluster(comm, clock=iter(local).__next__)
+    assert rank0.offsets() == [(0, 0), (0, 0), (OFFSET, 10)]
+    assert set(comm.pinged) == {2}
+    plan, run = two_ranks()
+    shared = ClusterRun((replace(run.ranks[0], uncertainty=0), replace(run.ranks[1], offset=0, uncertainty=0,
+                                                shares_clock=True)), plan)
+    lines = shared.lines(0)
+    assert "Start skew between ranks (first to last release): 2999.9 us" in lines
+    assert "Clocks: every rank runs on rank 0's kernel and reads its CLOCK_MONOTONIC " \
+           "(offsets 0, exact)" in lines
+    assert report_cluster.skew_lines([replace(shared, ranks=tuple(
+        replace(r, records=run.ranks[0].records) for r in shared.ranks))]) == [
+        "Start skew between ranks in each repetition (us): 0.0"]     # exact: no uncertainty
+    third = Rank(2, "c", 12, 40, 2000, (), False)
+    mixed = ClusterRun(shared.ranks + (third,), plan)
+    assert any(ln.startswith("Clock offsets to rank 0 measured to within 2.0 us (largest "
+                             "offset 0.0 us); ranks 0 1 run on rank 0's kernel")
+               for ln in mixed.lines(0))
 
 
 def record(start: int, finish: int, **fields):
@@ -399,7 +425,7 @@ def test_survey_keeps_one_machine_per_host_and_rank_0_s_sysctl_names_the_others(
 
     class Hosts(FakeComm):
         def allgather(self, value):
-            return ["h0", "h1", "h0"]
+            return [("h0", "k0"), ("h1", "k1"), ("h0", "k0")]
 
         def gather(self, value, root):
             assert value is not None                      # rank 0 is its host's first

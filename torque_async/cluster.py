@@ -9,7 +9,8 @@ own local barrier. Each run of a series (-repeat's repetitions, -baseline's runs
 alone: runs.py) is one such run of every rank. After each, rank 0 measures each rank's
 CLOCK_MONOTONIC offset again with a few ping-pongs (the hosts' clocks drift apart between runs)
 and gathers every rank's records; before the first, the first rank on each host sends rank 0
-its machine's description. Only rank 0 reports and writes sysctl.current. A rank that fails or
+its machine's description. Ranks on rank 0's kernel (the same boot_id) share its clock: their
+offset is exactly 0 and is not measured. Only rank 0 reports and writes sysctl.current. A rank that fails or
 is interrupted cleans up and then calls MPI_Abort, which ends every rank; a guard process of
 each rank (in its own session, so MPI's kill of the rank's process group spares it) removes
 what a killed rank leaves: its workers, its segment, its scratch directory.
@@ -38,6 +39,13 @@ LAUNCHER_RANK = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")   # MPICH hydr
 PING_ROUNDS = 16                  # ping-pongs per rank; the one with the shortest round trip counts
 POLL = 0.0005                     # seconds between looks at the MPI barrier
 TAG_PING, TAG_PONG, TAG_ARRIVED = 11, 12, 13
+BOOT_ID = "/proc/sys/kernel/random/boot_id"   # one per running kernel: one CLOCK_MONOTONIC
+
+
+def boot_id(path: str = BOOT_ID) -> str:
+    """This kernel's boot id: ranks with the same one read the same CLOCK_MONOTONIC."""
+    with open(path) as f:
+        return f.read().strip()
 
 
 def launcher_rank() -> int | None:
@@ -113,9 +121,13 @@ class Cluster:
         self.comm, self.clock = comm, clock
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
         self.host = socket.gethostname()
-        self.hosts = comm.allgather(self.host)
+        self.hosts, self.kernels = (list(x) for x in zip(*comm.allgather((self.host, boot_id()))))
         self.guard: subprocess.Popen | None = None
         self.machines: dict[str, SysInfo] = {}         # rank 0: every host's (survey)
+
+    def shares_clock(self, rank: int) -> bool:
+        """Whether a rank runs on rank 0's kernel, so reads its CLOCK_MONOTONIC."""
+        return self.kernels[rank] == self.kernels[0]
 
     def name(self, rank: int) -> str:
         return f"rank {rank} on {self.hosts[rank]}"
@@ -163,8 +175,11 @@ class Cluster:
             arrived.add(message.recv())
 
     def offsets(self) -> list[tuple[int, int]]:
-        """Rank 0: every rank's (clock offset, uncertainty) in ns; the others answer pings."""
+        """Rank 0: every rank's (clock offset, uncertainty) in ns, exactly (0, 0) for a rank on
+        its kernel; the ranks on other kernels answer pings."""
         if self.rank:
+            if self.shares_clock(self.rank):
+                return []
             while not self.comm.iprobe(source=0, tag=TAG_PING):   # rank 0 is pinging another:
                 time.sleep(POLL)                                  # leave it the CPU
             for _ in range(PING_ROUNDS):
@@ -173,6 +188,9 @@ class Cluster:
             return []
         out = [(0, 0)]
         for r in range(1, self.size):
+            if self.shares_clock(r):
+                out.append((0, 0))
+                continue
             pongs = []
             for _ in range(PING_ROUNDS):
                 sent = self.clock()
@@ -217,7 +235,8 @@ class Cluster:
         sent = self.comm.gather((self.host, os.getpid(), outcome.records), root=0)
         if self.rank:
             return outcome
-        run = ClusterRun(tuple(Rank(r, host, pid, off, unc, tuple(shift(x, off) for x in recs))
+        run = ClusterRun(tuple(Rank(r, host, pid, off, unc, tuple(shift(x, off) for x in recs),
+                                    self.shares_clock(r))
                                for r, ((host, pid, recs), (off, unc))
                                in enumerate(zip(sent, measured))), plan, self.machines)
         return replace(outcome, records=run.records, cluster=run)

@@ -25,6 +25,7 @@ class Rank:
     offset: int                   # ns: its CLOCK_MONOTONIC minus rank 0's
     uncertainty: int              # ns: how far the offset may be off
     records: tuple[Record, ...]
+    shares_clock: bool = False    # on rank 0's kernel: offset 0, exact (not measured)
 
     @property
     def release(self) -> int:
@@ -78,6 +79,11 @@ class ClusterRun:
     @property
     def uncertainty(self) -> int:
         return max(r.uncertainty for r in self.ranks)
+
+    @property
+    def skew_resolved(self) -> bool:
+        """Whether the start skew exceeds the clock-offset uncertainty (always, with none)."""
+        return self.skew > self.uncertainty or not self.uncertainty
 
     def skew_advice(self) -> str:
         """Why the tests of all ranks did not overlap when each rank's own did: the ranks'
@@ -133,23 +139,34 @@ def machine_lines(run: ClusterRun, host: str) -> list[str]:
 def cluster_lines(run: ClusterRun, t0: int) -> list[str]:
     """The cluster's block: ranks and hosts, the start skew, the clock offsets, every host."""
     kinds = report.group_bandwidths(run.plan, run.records, run.procs)
-    skew, unc = run.skew, run.uncertainty
-    resolved = "" if skew > unc else ": within the clock-offset uncertainty, not resolved"
+    resolved = "" if run.skew_resolved else ": within the clock-offset uncertainty, not resolved"
     hosts = len(run.hosts())
     return [f"Cluster: {len(run.ranks)} ranks on {hosts} host{'s' * (hosts > 1)}; "
             f"times on rank 0's clock",
-            f"Start skew between ranks (first to last release): {skew / 1000:.1f} us{resolved}",
-            f"Clock offsets to rank 0 measured to within {unc / 1000:.1f} us (largest offset "
-            f"{max(abs(r.offset) for r in run.ranks) / 1000:.1f} us)",
+            f"Start skew between ranks (first to last release): {run.skew / 1000:.1f} us{resolved}",
+            clock_line(run),
             *host_lines(run, t0),
             f"Cluster total: {sum(kinds.values()):.0f} MB/s (every test on every host)"]
+
+
+def clock_line(run: ClusterRun) -> str:
+    """How the ranks' clocks were put on rank 0's: shared (its kernel, offset 0 exactly) or
+    measured by ping-pong."""
+    shared = [r.rank for r in run.ranks if r.shares_clock or not r.rank]
+    if len(shared) == len(run.ranks):
+        return ("Clocks: every rank runs on rank 0's kernel and reads its CLOCK_MONOTONIC "
+                "(offsets 0, exact)")
+    also = f"; ranks {' '.join(map(str, shared))} run on rank 0's kernel and share its clock " \
+           f"(offset 0, exact)" if len(shared) > 1 else ""
+    return (f"Clock offsets to rank 0 measured to within {run.uncertainty / 1000:.1f} us "
+            f"(largest offset {max(abs(r.offset) for r in run.ranks) / 1000:.1f} us){also}")
 
 
 def skew_lines(runs: list[ClusterRun]) -> list[str]:
     """-repeat under mpiexec: the start skew of each repetition (its clock offsets were measured
     after it), flagged where below the clock-offset uncertainty."""
     return ["Start skew between ranks in each repetition (us): " + ", ".join(
-        f"{r.skew / 1000:.1f}" + ("" if r.skew > r.uncertainty else " (not resolved)")
+        f"{r.skew / 1000:.1f}" + ("" if r.skew_resolved else " (not resolved)")
         for r in runs)]
 
 
@@ -157,7 +174,7 @@ def ranks_entry(run: ClusterRun, t0: int) -> dict[str, Any]:
     """One run's start skew and every rank's clock offset and release."""
     return {"start_skew_ns": run.skew, "offset_uncertainty_ns": run.uncertainty,
             "ranks": [{"rank": r.rank, "host": r.host, "pid": r.pid, "offset_ns": r.offset,
-                       "uncertainty_ns": r.uncertainty,
+                       "uncertainty_ns": r.uncertainty, "shares_clock": r.shares_clock or not r.rank,
                        "release_ns": r.release - t0 if r.release else None} for r in run.ranks]}
 
 

@@ -382,8 +382,10 @@ def test_free_shared_memory_under_mpiexec_frees_every_rank_s_segment_and_scratch
     code, out, err = finished(mpiexec(2, "-smkey", hex(key), "-freeSharedMemory"))
     assert code == 0, err
     assert sorted(out.splitlines()) == sorted(
-        [f"removed /dev/shm/{segment_name(key + k)} (created by pid {pids[k]})" for k in range(2)]
-        + [f"removed the scratch directory {d} of a run that is gone" for d in left])
+        [f"rank {k} on {HOST}: removed /dev/shm/{segment_name(key + k)} (created by pid "
+         f"{pids[k]})" for k in range(2)]
+        + [f"rank {k} on {HOST}: removed the scratch directory {d} of a run that is gone"
+           for k, d in enumerate(left)])
     assert not any(Path("/dev/shm", segment_name(key + k)).exists() for k in range(2))
     assert not any(d.exists() for d in left) and alone.exists()
 
@@ -396,8 +398,9 @@ def test_free_shared_memory_under_mpiexec_refuses_a_rank_s_live_segment():
     wait_for_rows(key + 1, 1, READY)
     code, out, err = finished(mpiexec(2, "-smkey", hex(key), "-freeSharedMemory"))
     assert code == 2
-    assert out.splitlines() == [f"removed /dev/shm/{segment_name(key)} (created by pid {dead})"]
-    assert (f"torque-async: error: shared memory key {key + 1:#x} is in use by torque-async pid "
+    assert out.splitlines() == [f"rank 0 on {HOST}: removed /dev/shm/{segment_name(key)} "
+                                f"(created by pid {dead})"]
+    assert (f"torque-async: error: rank 1 on {HOST}: shared memory key {key + 1:#x} is in use by torque-async pid "
             f"{live.pid}: -freeSharedMemory removes only what a killed run left") in err
     assert Path("/dev/shm", segment_name(key + 1)).exists()
     live.communicate("\n", timeout=120)

@@ -8,6 +8,7 @@ import math
 import os
 import shutil
 import signal
+import socket
 import sys
 import time
 from dataclasses import replace
@@ -203,7 +204,8 @@ def run_plan(argv: list[str], began: startup.Began) -> int:
         rank = cluster.launcher_rank()            # under mpiexec: this rank's key and scratch
         tag = cluster.tag(rank) if rank is not None else ""
         if s.freeSharedMemory:
-            free_leftovers(s.smkey + (rank or 0), tag)
+            free_leftovers(s.smkey + (rank or 0), tag,
+                           f"rank {rank} on {socket.gethostname()}: " if tag else "")
             if not plan.groups or plan.from_config:
                 return 0
         note_leftovers(tag)
@@ -239,14 +241,18 @@ def answers(plan) -> list[str] | None:
     return [ln for lines in asked for ln in lines] if asked else None
 
 
-def free_leftovers(smkey: int, tag: str) -> None:
+def free_leftovers(smkey: int, tag: str, who: str) -> None:
     """-freeSharedMemory: remove the key's segment and semaphores (refused while its run is
     alive) and the scratch directories of dead runs, saying what it removed; under mpiexec
-    each rank frees its own (key + rank, its tag's directories)."""
-    say(free_shared_memory(smkey))
+    each rank frees its own (key + rank, its tag's directories), its lines (a refusal's too)
+    led by `who`."""
+    try:
+        say([who + line for line in free_shared_memory(smkey)])
+    except cmdline.UsageError as e:
+        raise cmdline.UsageError(who + str(e)) from None
     for left in scratch.leftovers(tag=tag):
         shutil.rmtree(left, ignore_errors=True)
-        say([f"removed the scratch directory {left} of a run that is gone"])
+        say([f"{who}removed the scratch directory {left} of a run that is gone"])
 
 
 def note_leftovers(tag: str) -> None:

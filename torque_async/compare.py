@@ -218,10 +218,24 @@ def provenance(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     if machines(a) != machines(b):
         out.append(f"note: different machines: {', '.join(machines(a))} and "
                    f"{', '.join(machines(b))}")
+    ra, rb = ranks(a), ranks(b)
+    if ra != rb:
+        out.append(f"note: {rank_text(ra, 'A')}, {rank_text(rb, 'B')}: tests are matched by "
+                   + ("rank, so only the ranks both have are compared" if ra and rb else
+                      "rank, so a cluster run's tests match none of a one-host run's"))
     if a.get("version") != b.get("version"):
         out.append(f"note: different torque-async versions: {a.get('version')} and "
                    f"{b.get('version')}")
     return out
+
+
+def ranks(doc: dict[str, Any]) -> int:
+    """How many ranks ran (mpiexec); 0 for a run without a launcher."""
+    return len((doc.get("cluster") or {}).get("ranks", ()))
+
+
+def rank_text(n: int, label: str) -> str:
+    return f"{label} is a cluster run ({n} ranks, mpiexec)" if n else f"{label} is not"
 
 
 def machines(doc: dict[str, Any]) -> list[str]:

@@ -407,6 +407,20 @@ def test_free_shared_memory_under_mpiexec_refuses_a_rank_s_live_segment():
     assert live.returncode == 0
 
 
+def test_plot_names_each_test_s_rank_and_its_host_when_hosts_differ():
+    plan, run = two_ranks()
+    from torque_async import plot, sysinfo
+    plain = export.document(plan, run.records, run.procs, sysinfo.collect(), "now")
+    doc = json.loads(export.json_text(report_cluster.document([run], plain)))
+    kind = doc["tests"][2]["kind"]
+    assert [plot.name(doc, t) for t in doc["tests"]][1:3] == [
+        f"proc 1 {kind} (rank 0 on a)", f"proc 2 {kind} (rank 1 on b)"]
+    one_host = ClusterRun(tuple(replace(r, host="a") for r in run.ranks), plan)
+    doc = json.loads(export.json_text(report_cluster.document([one_host], plain)))
+    assert plot.name(doc, doc["tests"][2]) == f"proc 2 {kind} (rank 1)"
+    assert plot.name(plain, plain["tests"][2]) == f"proc 2 {kind}"
+
+
 def test_compare_matches_a_cluster_run_s_tests_rank_by_rank():
     plan, run = two_ranks()
     from torque_async import compare, sysinfo

@@ -35,8 +35,14 @@ class PlotError(Exception):
     """Nothing can be drawn, or matplotlib is missing; says which."""
 
 
-def name(test: dict[str, Any]) -> str:
-    return f"proc {test['proc']} {test['kind']}"
+def name(doc: dict[str, Any], test: dict[str, Any]) -> str:
+    """A test in legends and titles: its proc and kind; under mpiexec its rank too, and its
+    host when the ranks ran on more than one."""
+    where = doc.get("cluster")
+    if not where:
+        return f"proc {test['proc']} {test['kind']}"
+    host = f" on {test['host']}" if len(where["hosts"]) > 1 else ""
+    return f"proc {test['proc']} {test['kind']} (rank {test['rank']}{host})"
 
 
 def sampled(doc: dict[str, Any]) -> list[dict[str, Any]]:
@@ -120,7 +126,7 @@ def draw_lateness(ax, doc: dict[str, Any], tests: list[dict[str, Any]], colours)
     for test, colour in zip(tests, colours):
         trace = test["record"]["late_trace"]
         ax.step([(t - t0) / 1e9 for t, _ in trace], [ns / 1e6 for _, ns in trace], where="pre",
-                label=name(test), color=colour, linewidth=1.2)
+                label=name(doc, test), color=colour, linewidth=1.2)
     ax.set_xlabel("seconds since the start")
     ax.set_ylabel("frame lateness, ms (greatest per point)")
 
@@ -132,7 +138,7 @@ def draw_scan(ax, doc: dict[str, Any], tests: list[dict[str, Any]], shortest: in
         spans = merged(test, shortest)
         ax.plot([100 * (s.first % n) / n for s in spans],
                 [s.bw(test["record"]["transfer_bytes"]) for s in spans], ".", markersize=3,
-                label=name(test))
+                label=name(doc, test))
     ax.set_ylim(bottom=0)
     ax.set_xlabel("place on the disk (% of the scan)")
     ax.set_ylabel("MB/s")
@@ -149,13 +155,13 @@ def histograms(doc: dict[str, Any], lateness: bool) -> list[Histogram]:
         rec, proc = test["record"], test["proc"]
         if test["action"] == "cyclic":
             if lateness:
-                found.append((proc, f"{name(test)}: wake-up lateness", rec["hist"]))
+                found.append((proc, f"{name(doc, test)}: wake-up lateness", rec["hist"]))
             continue
         if not lateness:
-            found.append((proc, f"{name(test)}: latency per transfer", rec["hist"]))
+            found.append((proc, f"{name(doc, test)}: latency per transfer", rec["hist"]))
         elif rec["subs"]:
             subs = sub_stream_names(doc["plan"]["groups"][test["group"]]["args"])
-            found += [(proc, f"{name(test)}: sub-stream {sub}", s["hist"])
+            found += [(proc, f"{name(doc, test)}: sub-stream {sub}", s["hist"])
                       for sub, s in zip(subs, rec["subs"])]
     return [h for h in found if h[2]]
 
@@ -229,7 +235,7 @@ def panels(doc: dict[str, Any]) -> list[Panel]:
         shortest = shortest_interval(tests)
         every = f"intervals of at least {shortest / 1e6:.2g} ms"
         cut = ", sampling stopped at its limit"
-        out += [Panel(f"{name(t)}: bandwidth over time ({every}"
+        out += [Panel(f"{name(doc, t)}: bandwidth over time ({every}"
                       f"{cut if t['samples']['limit_reached'] else ''})", BW_PANEL_IN,
                       lambda ax, t=t: draw_bandwidth(ax, doc, t, shortest, by_proc[t["proc"]]),
                       timeline=True)

@@ -192,6 +192,35 @@ def test_the_cluster_report_names_hosts_and_ranks_and_totals_the_ranks(capsys):
     assert any(ln.startswith("Clock offsets to rank 0 measured to within 3.0 us") for ln in lines)
 
 
+def test_each_rank_s_event_loop_is_named_with_its_own_pid_and_the_busiest_with_its_rank():
+    from torque_async import sysinfo
+    from torque_async.cmdline import parse
+    plan = parse(["-p", "2", "-n", "8", "-KB", "64", "-r"])
+    ms = 1_000_000
+
+    def loop(pid: int, busy_ms: int):
+        return tuple(record(0, 1000 * ms, row=row, pid=pid, cpu_user=busy_ms * ms)
+                     for row in range(2))
+    run = ClusterRun((Rank(0, HOST, 3590, 0, 0, loop(3590, 60), True),
+                      Rank(1, HOST, 3591, 0, 0, loop(3591, 300), True)), plan)
+    lines = report.render(plan, run.records, run.procs, sysinfo.collect(), "now", cluster=run)
+    assert [ln for ln in lines if ln.startswith("PID ")] == [
+        "PID 3590 is rank 0's torque-async: its 2 processes of the group run as coroutines on "
+        "its own event loop",
+        "PID 3591 is rank 1's torque-async: its 2 processes of the group run as coroutines on "
+        "its own event loop"]
+    assert "Event loops: 2, one per rank; the busiest, rank 1's: busy 30% of proc 2's " \
+           "measured 1000 ms (its thread's CPU time)" in lines
+    doc = export.document(plan, run.records, run.procs, sysinfo.collect(), "now")
+    doc = json.loads(export.json_text(report_cluster.document([run], doc)))
+    jsonschema.validate(doc, export.schema())
+    assert {k: doc["event_loop"][k] for k in ("proc", "rank", "loops")} == \
+        {"proc": 2, "rank": 1, "loops": 2}
+    alone = report.render(plan, run.ranks[0].records, plan.procs(), sysinfo.collect(), "now")
+    assert "PID 3590 is torque-async itself: its 2 processes run as coroutines on one event " \
+           "loop" in alone
+
+
 def test_tests_that_did_not_overlap_only_across_ranks_name_the_start_skew():
     from torque_async.cmdline import parse
     plan = parse(["-p", "2", "-n", "8", "-KB", "64", "-bzero"])

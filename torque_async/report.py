@@ -257,25 +257,46 @@ def cpu_lines(records, procs) -> list[str]:
     return lines if len(lines) > 2 else []
 
 
-def loop_busy(records, procs) -> dict | None:
-    """How busy the event loop was over the longest loop test's interval; busier than
+def no_rank(row: int) -> None:
+    """The rank of a row in a run without mpiexec: none."""
+    return None
+
+
+def event_loops(records, procs, rank=no_rank) -> dict[tuple, list[tuple[Record, Proc]]]:
+    """(rank, pid) -> the loop tests of each event loop (one per rank under mpiexec, where
+    `rank` gives a row's rank) that started."""
+    loops: dict[tuple, list] = {}
+    for r, p in zip(records, procs):
+        if r.pid and KINDS[p.group.action].runs_in == LOOP:
+            loops.setdefault((rank(r.row), r.pid), []).append((r, p))
+    return loops
+
+
+def loop_busy(records, procs, rank=no_rank) -> dict | None:
+    """How busy the busiest event loop was over its longest loop test's interval (`loops`: how
+    many there were, one per rank under mpiexec; `rank`: the busiest's); busier than
     LOOP_LIMITED, the loop tests were limited by torque-async, not by the system."""
-    loop = [(r, p) for r, p in zip(records, procs)
-            if r.elapsed and KINDS[p.group.action].runs_in == LOOP]
-    if not loop:
+    loops = {key: [(r, p) for r, p in tests if r.elapsed]
+             for key, tests in event_loops(records, procs, rank).items()}
+    measured = [(where, max(tests, key=lambda rp: rp[0].elapsed))
+                for (where, _), tests in loops.items() if tests]
+    if not measured:
         return None
-    rec, proc = max(loop, key=lambda rp: rp[0].elapsed)
-    busy = cpu_figures(rec, proc)["busy_pct"]
-    return {"proc": rec.row, "interval_ns": rec.elapsed, "busy_pct": busy,
-            "limited": busy > 100 * LOOP_LIMITED}
+    busiest = max(({"proc": rec.row, "rank": where, "interval_ns": rec.elapsed,
+                    "busy_pct": cpu_figures(rec, proc)["busy_pct"]}
+                   for where, (rec, proc) in measured), key=lambda b: b["busy_pct"])
+    return {**busiest, "loops": len(measured), "limited": busiest["busy_pct"] > 100 * LOOP_LIMITED}
 
 
-def loop_line(records, procs) -> str:
-    busy = loop_busy(records, procs)
+def loop_line(records, procs, rank=no_rank) -> str:
+    busy = loop_busy(records, procs, rank)
     if busy is None:
         return ""
     line = (f"Event loop: busy {busy['busy_pct']:.0f}% of proc {busy['proc']}'s measured "
             f"{busy['interval_ns'] / NS_PER_MS:.0f} ms (its thread's CPU time)")
+    if busy["loops"] > 1:
+        line = (f"Event loops: {busy['loops']}, one per rank; the busiest, rank "
+                f"{busy['rank']}'s:{line[len('Event loop:'):]}")
     if busy["limited"]:
         line += ": the loop tests were limited by torque-async, not by the system"
     return line
@@ -474,7 +495,7 @@ def info_lines(records) -> list[str]:
     return list(dict.fromkeys(ln for r in records for ln in r.info.splitlines() if ln))
 
 
-def group_lines(plan: Plan, group: Group, records, procs) -> list[str]:
+def group_lines(plan: Plan, group: Group, records, procs, rank=no_rank) -> list[str]:
     local = group.local
     mine = [(r, p) for r, p in zip(records, procs) if p.group is group]
     size = mine[0][0].transfer_bytes if mine and mine[0][0].transfer_bytes else local.size
@@ -503,11 +524,23 @@ def group_lines(plan: Plan, group: Group, records, procs) -> list[str]:
     extra = sum(r.extra_transfers for r, _ in mine)
     if extra:
         lines.append(f"Unmeasured transfers while waiting for the slowest test (-slow) = {extra}")
-    pids = {r.pid for r, _ in mine if r.pid}
-    if kind.runs_in == LOOP and pids:
-        lines.append(f"PID {min(pids)} is torque-async itself: its {len(mine)} process"
-                     f"{'es run' if len(mine) > 1 else ' runs'} as coroutines on one event loop")
+    if kind.runs_in == LOOP:
+        lines += loop_pid_lines(event_loops(*zip(*mine), rank) if mine else {})
     return lines + [group.text]
+
+
+def loop_pid_lines(loops: dict[tuple, list]) -> list[str]:
+    """Which process runs a loop group's tests: torque-async itself, or under mpiexec each
+    rank's own."""
+    def processes(tests: list) -> str:
+        return f"{len(tests)} process{'es' * (len(tests) > 1)}"
+    if len(loops) == 1:
+        (_, pid), tests = next(iter(loops.items()))
+        return [f"PID {pid} is torque-async itself: its {processes(tests)} run"
+                f"{'s' * (len(tests) == 1)} as coroutines on one event loop"]
+    return [f"PID {pid} is rank {where}'s torque-async: its {processes(tests)} of the group run"
+            f"{'s' * (len(tests) == 1)} as coroutines on its own event loop"
+            for (where, pid), tests in sorted(loops.items())] if loops else []
 
 
 def setup_line(records) -> str:
@@ -594,6 +627,11 @@ def baseline_lines(found: list[Change], cluster=None) -> list[str]:
               + where(cluster, c.proc) for c in found)]
 
 
+def rank_of(cluster):
+    """A row's rank under mpiexec (no_rank on one host)."""
+    return (lambda row: cluster.rank_of(row).rank) if cluster else no_rank
+
+
 def where(cluster, row: int) -> str:
     """A row's Host and Rank columns under mpiexec ('' on one host)."""
     return cluster.where(row) if cluster else ""
@@ -617,7 +655,7 @@ def render(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], inf
                   date, f"seed = {plan.settings.seed}", "", *header_lines(info), "",
                   "torque-async (time in ms)", f"We waited for {len(procs)} processes"]
         for group in plan.groups:
-            lines += group_lines(plan, group, records, procs) + [""]
+            lines += group_lines(plan, group, records, procs, rank_of(cluster)) + [""]
     # the processes listed one by one (a grouped kind's only with -v)
     shown = [(r, p) for r, p in zip(records, procs) if per_process(p, plan.settings.vl)]
     rows, each = tuple(r for r, _ in shown), tuple(p for _, p in shown)
@@ -626,7 +664,7 @@ def render(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], inf
               for r, p in zip(rows, each) if r.transfers]
     lines += [*resolution_lines(rows), "", *summary_lines(plan, records, procs)]
     for extra in (overlap_line(plan, records, t0, cluster), startup_line(began, t0),
-                  loop_line(records, procs), *spin_lines(records),
+                  loop_line(records, procs, rank_of(cluster)), *spin_lines(records),
                   *cyclic_lines(records, procs), *checkpoint_lines(records, procs, t0)):
         lines.append(extra)
     for group in plan.groups:

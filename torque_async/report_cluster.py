@@ -178,6 +178,11 @@ def ranks_entry(run: ClusterRun, t0: int) -> dict[str, Any]:
                        "release_ns": r.release - t0 if r.release else None} for r in run.ranks]}
 
 
+def event_loop(run: ClusterRun) -> dict[str, Any] | None:
+    """The busiest of the ranks' event loops (each rank runs its own)."""
+    return report.loop_busy(run.records, run.procs, report.rank_of(run))
+
+
 def document(runs: list[ClusterRun], doc: dict[str, Any]) -> dict[str, Any]:
     """The -json document of a cluster run (`runs`: each complete repetition's, the first
     the document's top level): each test's host and rank, every repetition's too; each
@@ -188,11 +193,12 @@ def document(runs: list[ClusterRun], doc: dict[str, Any]) -> dict[str, Any]:
         return [{**t, "host": first.rank_of(t["proc"]).host,
                  "rank": first.rank_of(t["proc"]).rank} for t in tests]
     repeats = doc["repeats"] and {**doc["repeats"], "runs": [
-        {**entry, "tests": placed(entry["tests"]),
+        {**entry, "tests": placed(entry["tests"]), "event_loop": event_loop(run),
          "cluster": ranks_entry(run, entry["time_zero_ns"])}
         for entry, run in zip(doc["repeats"]["runs"], runs)]}
     hosts = [{"host": host, "ranks": [r.rank for r in ranks],
               "system": asdict(first.machines[host]) if host in first.machines else None}
              for host, ranks in first.hosts().items()]
     return {**doc, "tests": placed(doc["tests"]), "repeats": repeats,
+            "event_loop": event_loop(first),
             "cluster": {**ranks_entry(first, doc["time_zero_ns"]), "hosts": hosts}}

@@ -34,7 +34,7 @@ from torque_async.testing.buffers import Buffers
 from torque_async.timer import SLICE_NS
 
 from ..meter import COUNTED, RAMPING
-from . import actions, data, scratch, tree
+from . import actions, batch, data, scratch, tree
 from .engine import NAMES, choose, now, open_engine
 from .files import block_size, choose_mode, open_file
 from .layout import BLOCK, Cursor, Layout
@@ -70,6 +70,7 @@ class FileTest:
         self.buffers: Buffers | None = None
         self.ids: list[int] = []
         self.error: BaseException | None = None
+        self.single = self.batched = False           # set-up: see batch.py
 
     # set-up --------------------------------------------------------------------------------
     async def setup(self) -> None:
@@ -87,7 +88,11 @@ class FileTest:
         self.drop = mode.drop
         self.allocate(local.wire or self.spec.wire, buffered=not mode.direct)
         engine = NAMES[self.engine_name] + (f" ({self.engine_note})" if self.engine_note else "")
-        self.info = "\n".join((f"I/O engine = {engine}", mode.note))
+        self.single = not (self.spec.rmw or self.extra_bytes or self.drop)  # one I/O a transfer
+        # the one choice point: the engine drives plain transfers in batches (io/batch.py)
+        self.batched = self.single and not local.T and getattr(self.engine, "batches", False)
+        self.info = "\n".join((f"I/O engine = {engine}", mode.note) +
+                               ((batch.NOTE,) if self.batched else ()))
 
     async def tree(self) -> int:
         """-files: the tree under -dir (made first with -cfiles); returns its largest file."""
@@ -176,7 +181,10 @@ class FileTest:
         self.record = meter.record_rw if self.mixed else meter.record_rmw if self.spec.rmw \
             else meter.record
         self.t_last = meter.ramp()
-        await self.engine.drive([self.lane(j) for j in range(self.depth)])
+        if self.batched:
+            await batch.drive(self)
+        else:
+            await self.engine.drive([self.lane(j) for j in range(self.depth)])
         if not self.published:                       # stopped early: publish what was measured
             self.finish(max(self.t_last, meter.start or meter.begin()))
         meter.publish_extra(self.extra)
@@ -221,6 +229,14 @@ class FileTest:
         if self.record(latency, t, *parts) == self.meter.total:
             self.finish(t)
 
+    def gear(self, j: int) -> tuple:
+        """Lane (or slot) j's read and write buffers (engine ids), the stamper of its write
+        buffer, and the words -touch/-touch4K read of its read buffer (None without them)."""
+        slot, touched = self.slot, self.local.touch or self.local.touch4K
+        return (self.ids[slot["read"] + j], self.ids[slot["write"] + j],
+                data.stamper(self.views[slot["write"] + j]),
+                self.touched[slot["read"] + j] if touched else None)
+
     async def lane(self, j: int) -> None:
         """One outstanding transfer at a time, until every measured one is done (and, under
         -slow, while another test still measures). The conditions that end a lane never turn
@@ -228,14 +244,9 @@ class FileTest:
         transfers made are exactly 0 .. k-1 for the smallest such k (self.next)."""
         claim, done = self.engine.serial(self.claim), self.engine.serial(self.recorded)
         mixed, rmw_at = self.mixed, self.rmw_at if self.spec.rmw else None
-        submit, fds, slot, throttle = self.engine.submit, self.fds, self.slot, self.local.T * 1000
-        rbuf, wbuf = self.ids[slot["read"] + j], self.ids[slot["write"] + j]
-        stamp = data.stamper(self.views[slot["write"] + j])
-        plain = not (self.spec.rmw or self.extra_bytes or self.drop)    # one I/O per transfer
-        stamps = self.writes and not self.spec.rmw
-        touched = self.local.touch or self.local.touch4K
-        touch = self.touched[slot["read"] + j] if touched else None
-        last = self.last
+        submit, fds, throttle = self.engine.submit, self.fds, self.local.T * 1000
+        rbuf, wbuf, stamp, touch = self.gear(j)
+        plain, stamps, last = self.single, self.writes and not self.spec.rmw, self.last
         block, k, t, extra = -1, -1, self.t_last, 0
         f, offset, write = 0, 0, False
         try:
@@ -263,15 +274,22 @@ class FileTest:
                     touch.sum()                       # the processor reads the data
                 if throttle:
                     await self.pause(t + throttle)
-        except OSError as e:      # ENOSPC, EIO, ...: name the file, the place and the errno
-            what = "write" if write else "read"
-            failure = TestError(f"{what} of {self.size} bytes at byte {offset} of "
-                                f"{self.paths[f]}: {e.strerror or e}")
-            with self.lock:
-                self.error = self.error or failure
         except Exception as e:  # noqa: BLE001 - the first failure ends every lane, then run raises
-            with self.lock:
-                self.error = self.error or e
+            self.failed(e, f, offset, write)
+        self.ended(k, extra)
+
+    def failed(self, e: Exception, f: int, offset: int, write: bool) -> None:
+        """A transfer (of file f at offset) failed: the first failure ends the test. An OSError
+        (ENOSPC, EIO, short) is named by its file, place and errno."""
+        if isinstance(e, OSError):
+            what = "write" if write else "read"
+            e = TestError(f"{what} of {self.size} bytes at byte {offset} of "
+                          f"{self.paths[f]}: {e.strerror or e}")
+        with self.lock:
+            self.error = self.error or e
+
+    def ended(self, k: int, extra: int) -> None:
+        """A lane (or slot) stopped at transfer k, having made `extra` unmeasured ones (-slow)."""
         with self.lock:
             self.next = min(self.next, k)
             self.extra += extra

@@ -1,0 +1,106 @@
+"""The file tests' fast path on io_uring: plain transfers driven by the engine, no lane each.
+
+A plain transfer is one I/O (not -rmw, no -extraRead*, no cache drop) and its test has no -T.
+FileTest.setup chooses this path for such a test when its engine has `batches` (io_uring);
+everything else runs as lanes (FileTest.lane). The test hands the engine `depth` Slots instead
+of a coroutine each: the engine's completion reader calls completed(slot, res, t) for every
+completion of a batch, which records it (the same FileTest.recorded as a lane's: Meter.record
+stores the latency in the Summary's preallocated batch, folded every 1024) and at once claims
+the next transfer number (FileTest.claim, in order: the measured transfers stay consecutive
+and exact under -n/-i, -t, -ramp, -slow and the stop flag), looks up its file, place and
+direction in the layout's block lists, stamps a write's buffer and prepares the slot's SQE. The
+engine submits what a batch prepared together once the batch is answered (buffered) or each at
+once (O_DIRECT), as it does for lanes: no coroutine switch, no generator, no per-transfer
+submit call. A failed or short transfer ends the test naming its file and place
+(FileTest.failed); each slot's last transfer is kept for the data check (FileTest.last).
+
+Timer: a transfer's latency runs from the clock read just before its SQE is prepared to the one
+clock read of the completion batch that returned it. Its own submit follows at once, or, for a
+buffered transfer prepared while a batch was answered, when the whole batch is submitted: its
+latency then includes preparing that batch's later transfers (as on the lane path).
+"""
+from __future__ import annotations
+
+import os
+
+from . import filetest
+from .engine import now, short
+
+NOTE = "Transfers = driven by the I/O engine in batches (plain transfers: no lane per transfer)"
+
+
+async def drive(test) -> None:
+    """Run a FileTest's transfers on its engine's slots until every slot has stopped."""
+    EXTRA, MASK, MEASURED, SHIFT, STOP = (filetest.EXTRA, filetest.MASK, filetest.MEASURED,
+                                          filetest.SHIFT, filetest.STOP)
+    engine = test.engine
+    finished = engine.loop.create_future()
+    claim, recorded, failed, ended = test.claim, test.recorded, test.failed, test.ended
+    prepare, lists, fds, last, mixed, stamps = (engine.prepare, test.at.lists, test.fds,
+                                                test.last, test.mixed, test.writes)
+    gear = [test.gear(j) for j in range(test.depth)]
+    extras = [0] * test.depth
+    left = test.depth
+    block, files, offsets, writes = -1, [], [], []
+
+    def issue(slot) -> None:
+        """Claim the slot's next transfer and prepare it (or stop the slot)."""
+        nonlocal block, files, offsets, writes, left
+        k, kind = claim()
+        slot.k = k
+        if kind == STOP:
+            ended(k, extras[slot.j])
+            left -= 1
+            if not left and not finished.done():
+                finished.set_result(None)
+            return
+        b, i = k >> SHIFT, k & MASK
+        if b != block:
+            block, (files, offsets, writes) = b, lists(b)
+        slot.f = f = files[i]
+        offset, write = offsets[i], writes[i]
+        rbuf, wbuf, stamp, _ = gear[slot.j]
+        if write and stamps:
+            stamp(f, offset)
+        slot.kind = kind
+        slot.t0 = now()
+        prepare(slot, write, fds[f], wbuf if write else rbuf, offset)
+
+    def completed(slot, res: int, t: int) -> None:
+        """The engine's reader: slot's transfer completed (res: the kernel's result) in the
+        batch whose clock read is t."""
+        try:
+            if res != slot.want:
+                raise OSError(-res, os.strerror(-res)) if res < 0 else \
+                    short(slot.write, slot.what, res, slot.want)
+            kind, j = slot.kind, slot.j
+            if kind == MEASURED:
+                if mixed:
+                    recorded(t - slot.t0, t, slot.write)
+                else:
+                    recorded(t - slot.t0, t)
+            elif kind == EXTRA:
+                extras[j] += 1
+            last[j] = slot.k
+            touch = gear[j][3]
+            if touch is not None and not slot.write:
+                touch.sum()                       # the processor reads the data
+            issue(slot)
+        except Exception as e:  # noqa: BLE001 - the first failure ends every slot, run raises
+            stop(slot, e)
+
+    def stop(slot, e: Exception) -> None:
+        nonlocal left
+        failed(e, slot.f, slot.what, slot.write)
+        ended(slot.k, extras[slot.j])
+        left -= 1
+        if not left and not finished.done():
+            finished.set_result(None)
+
+    slots = engine.slots(test.depth, completed)
+    for slot in slots:
+        try:
+            issue(slot)
+        except Exception as e:  # noqa: BLE001
+            stop(slot, e)
+    await engine.hold(slots, finished)

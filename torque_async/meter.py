@@ -23,7 +23,7 @@ from typing import Callable
 import numpy as np
 
 from .results import MAX_SAMPLES, MEASURED, Results
-from .stats import Summary
+from .stats import BATCH, Summary
 
 now = time.monotonic_ns
 RAMPING, COUNTED, PAST = "ramping", "counted", "past"        # Meter.place
@@ -130,8 +130,14 @@ class Meter:
         return False
 
     def record(self, latency: int, t_end: int) -> int:
-        """One measured transfer completed at t_end after `latency` ns; returns how many have."""
-        self.lat.add(latency)
+        """One measured transfer completed at t_end after `latency` ns; returns how many have.
+        The latency goes straight into the Summary's batch (Summary.add, without the call)."""
+        lat = self.lat
+        i = lat.held
+        lat.batch[i] = latency
+        lat.held = i + 1
+        if i + 1 == BATCH:
+            lat.settle()
         self.count = k = self.count + 1
         self.live[0] = k
         if k == self.next_sample and self.nsamples < MAX_SAMPLES:

@@ -36,39 +36,19 @@ async def drive(test) -> None:
     engine = test.engine
     finished = engine.loop.create_future()
     claim, recorded, failed, ended = test.claim, test.recorded, test.failed, test.ended
-    prepare, lists, fds, last, mixed, stamps = (engine.prepare, test.at.lists, test.fds,
-                                                test.last, test.mixed, test.writes)
+    queue, lists, fds, last, mixed, stamps = (engine.queue, test.at.lists, test.fds, test.last,
+                                              test.mixed, test.writes)
     gear = [test.gear(j) for j in range(test.depth)]
+    stampers = [g[2] for g in gear]
+    touches = [g[3] for g in gear]
     extras = [0] * test.depth
     left = test.depth
     block, files, offsets, writes = -1, [], [], []
 
-    def issue(slot) -> None:
-        """Claim the slot's next transfer and prepare it (or stop the slot)."""
-        nonlocal block, files, offsets, writes, left
-        k, kind = claim()
-        slot.k = k
-        if kind == STOP:
-            ended(k, extras[slot.j])
-            left -= 1
-            if not left and not finished.done():
-                finished.set_result(None)
-            return
-        b, i = k >> SHIFT, k & MASK
-        if b != block:
-            block, (files, offsets, writes) = b, lists(b)
-        slot.f = f = files[i]
-        offset, write = offsets[i], writes[i]
-        rbuf, wbuf, stamp, _ = gear[slot.j]
-        if write and stamps:
-            stamp(f, offset)
-        slot.kind = kind
-        slot.t0 = now()
-        prepare(slot, write, fds[f], wbuf if write else rbuf, offset)
-
     def completed(slot, res: int, t: int) -> None:
         """The engine's reader: slot's transfer completed (res: the kernel's result) in the
-        batch whose clock read is t."""
+        batch whose clock read is t; record it, then claim and queue the slot's next."""
+        nonlocal block, files, offsets, writes
         try:
             if res != slot.want:
                 raise OSError(-res, os.strerror(-res)) if res < 0 else \
@@ -81,26 +61,38 @@ async def drive(test) -> None:
                     recorded(t - slot.t0, t)
             elif kind == EXTRA:
                 extras[j] += 1
-            last[j] = slot.k
-            touch = gear[j][3]
-            if touch is not None and not slot.write:
-                touch.sum()                       # the processor reads the data
-            issue(slot)
+            if kind != STOP:                      # STOP: not a transfer (start(), below)
+                last[j] = slot.k
+                if touches[j] is not None and not slot.write:
+                    touches[j].sum()              # the processor reads the data
+            slot.k, kind = k, _ = claim()
+            if kind == STOP:
+                return stop(slot)
+            b, i = k >> SHIFT, k & MASK
+            if b != block:
+                block, (files, offsets, writes) = b, lists(b)
+            slot.f = f = files[i]
+            offset, write = offsets[i], writes[i]
+            if write and stamps:
+                stampers[j](f, offset)
+            slot.kind = kind
+            slot.t0 = now()
+            queue(slot, write, fds[f], offset)
         except Exception as e:  # noqa: BLE001 - the first failure ends every slot, run raises
-            stop(slot, e)
+            failed(e, slot.f, slot.what, slot.write)
+            stop(slot)
 
-    def stop(slot, e: Exception) -> None:
+    def stop(slot) -> None:
+        """The slot ends at its transfer k (not made); the last slot to end ends drive()."""
         nonlocal left
-        failed(e, slot.f, slot.what, slot.write)
         ended(slot.k, extras[slot.j])
         left -= 1
-        if not left and not finished.done():
+        if not left:
             finished.set_result(None)
 
-    slots = engine.slots(test.depth, completed)
-    for slot in slots:
-        try:
-            issue(slot)
-        except Exception as e:  # noqa: BLE001
-            stop(slot, e)
+    r, w = test.slot["read"], test.slot["write"]
+    slots = engine.slots(completed, test.ids[r:r + test.depth], test.ids[w:w + test.depth])
+    for slot in slots:                 # start: as if a non-transfer (STOP) had completed
+        slot.kind = STOP
+        completed(slot, slot.want, 0)
     await engine.hold(slots, finished)

@@ -93,13 +93,18 @@ class Waiter:
 
 class Slot(Waiter):
     """One transfer outstanding of a batch driver: done(slot, res, t) gets each completion
-    (res: the kernel's result); j, k, kind, t0 and f are the driver's own (which slot, the
-    transfer number, what it is, its start, its file)."""
-    __slots__ = ("j", "k", "kind", "t0", "f")
+    (res: the kernel's result). Its read and write buffers are fixed (`iovecs`, of one length,
+    `want`; `buf` is the read one's id, which is what forget() looks for); j, k, kind, t0 and
+    f are the driver's own (which slot, the transfer number, what it is, its start, its file)."""
+    __slots__ = ("iovecs", "j", "k", "kind", "t0", "f")
 
-    def __init__(self, key: int, j: int, done):
+    def __init__(self, key: int, j: int, done, read: tuple, write: tuple, buf: int):
         super().__init__(None, None, key)
-        self.done, self.j, self.k, self.kind, self.t0, self.f = done, j, -1, 0, 0, 0
+        (riov, self.want, self.buffered, _), (wiov, wlen, _, _) = read, write
+        if wlen != self.want:
+            raise ValueError(f"a slot's buffers differ in length: {self.want} and {wlen}")
+        self.iovecs, self.done, self.buf = (riov, wiov), done, buf
+        self.j, self.k, self.kind, self.t0, self.f = j, -1, 0, 0, 0
 
 
 class UringEngine:
@@ -202,10 +207,23 @@ class UringEngine:
                     waiter.lane = waiter.crew = None
             raise
 
-    def slots(self, count: int, done) -> list[Slot]:
-        """`count` Slots whose completions go to done(slot, res, t); the caller prepares
-        their transfers (prepare) and awaits hold()."""
-        return [Slot(next(self.keys), j, done) for j in range(count)]
+    def slots(self, done, reads: list[int], writes: list[int]) -> list[Slot]:
+        """A Slot for each pair of registered buffers (reads[j], writes[j]), its completions to
+        go to done(slot, res, t); the caller queues their transfers and awaits hold()."""
+        return [Slot(next(self.keys), j, done, self.iovecs[r], self.iovecs[w], r)
+                for j, (r, w) in enumerate(zip(reads, writes))]
+
+    def queue(self, slot: Slot, write: bool, fd: int, offset: int) -> None:
+        """prepare() for a Slot, whose buffers are fixed: the same SQE, fewer steps."""
+        sqe = self.get_sqe(self.ring)
+        self.preps[write](sqe, fd, slot.iovecs[write], offset)
+        slot.write, slot.what = write, offset
+        sqe.user_data = key = slot.key
+        self.waiting[key] = slot
+        if self.holding:
+            self.held += 1
+        else:
+            self.submit_all(self.ring)
 
     async def hold(self, slots: list[Slot], finished: asyncio.Future) -> None:
         """Await `finished`, which the slots' done() resolves; cancelled, the slots' transfers

@@ -26,7 +26,7 @@ import os
 from . import filetest
 from .engine import now, short
 
-NOTE = "Transfers = driven by the I/O engine in batches (plain transfers: no lane per transfer)"
+NOTE = "I/O path = the engine's batches (plain transfers, no lane each)"
 
 
 async def drive(test) -> None:

@@ -16,14 +16,20 @@ from test_io_run import no_scratch_left, pattern_file
 KB = 1024
 
 
-def engine_log(monkeypatch) -> list:
-    """Every transfer the batches queue, (write, offset), in the order claimed."""
-    log, real = [], uring.UringEngine.queue
+def engine_log(monkeypatch, change=lambda write, fd, offset: (write, fd, offset)) -> list:
+    """Every transfer the batches hand the engine, (write, offset), in the order claimed;
+    `change` may alter each before the engine prepares it."""
+    log, real = [], uring.UringEngine.slots
 
-    def queue(self, slot, write, fd, offset):
-        log.append((write, offset))
-        real(self, slot, write, fd, offset)
-    monkeypatch.setattr(uring.UringEngine, "queue", queue)
+    def slots(self, done, reads, writes):
+        def logged(slot, res, t):
+            place = done(slot, res, t)
+            if place is None:
+                return None
+            log.append((place[0], place[2]))
+            return change(*place)
+        return real(self, logged, reads, writes)
+    monkeypatch.setattr(uring.UringEngine, "slots", slots)
     return log
 
 
@@ -78,11 +84,7 @@ def test_mixed_reads_and_writes_are_counted_apart_as_claimed(key, monkeypatch):
 
 def test_a_planted_wrong_offset_is_caught_by_the_data_check(key, monkeypatch):
     pattern_file(Path("pattern.dat"), 256 * KB)
-    real = uring.UringEngine.queue
-
-    def misread(self, slot, write, fd, offset):
-        real(self, slot, write, fd, offset - 4096 if offset else offset)
-    monkeypatch.setattr(uring.UringEngine, "queue", misread)
+    engine_log(monkeypatch, lambda write, fd, offset: (write, fd, max(offset - 4096, 0)))
     out = run(key, "-engine", "uring", "-fbc", "-f", "pattern.dat", "-n", "64", "-i", "1",
               "-KB", "4", "-mfileKB", "256", "-aio", "4")
     assert len(out.failures) == 1 and "read 4096 bytes at byte" in out.failures[0]
@@ -91,20 +93,19 @@ def test_a_planted_wrong_offset_is_caught_by_the_data_check(key, monkeypatch):
 def test_a_failed_transfer_in_a_batch_ends_the_test_naming_its_file_and_place(key,
                                                                               monkeypatch):
     pattern_file(Path("cached.dat"), 256 * KB)
-    real, queued, bad = uring.UringEngine.queue, [], []
+    bad = []
 
-    def failing(self, slot, write, fd, offset):
-        queued.append(1)
-        if len(queued) == 40:                      # one transfer of a batch: a closed descriptor
+    def failing(write, fd, offset):
+        if len(log) == 40:                         # one transfer of a batch: a closed descriptor
             bad.append(offset)
             fd = 1 << 20
-        real(self, slot, write, fd, offset)
-    monkeypatch.setattr(uring.UringEngine, "queue", failing)
+        return write, fd, offset
+    log = engine_log(monkeypatch, failing)
     out = run(key, "-engine", "uring", "-fbc", "-f", "cached.dat", "-n", "5000", "-i", "1",
               "-KB", "4", "-mfileKB", "256", "-aio", "8")
     (failure,) = out.failures
     assert f"read of 4096 bytes at byte {bad[0]} of cached.dat: Bad file descriptor" in failure
-    assert len(queued) < 5000                      # it ended the test
+    assert len(log) < 5000                         # it ended the test
 
 
 def test_slow_keeps_the_batches_going_and_counts_the_extra_transfers(key):

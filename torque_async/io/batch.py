@@ -36,7 +36,7 @@ async def drive(test) -> None:
     engine = test.engine
     finished = engine.loop.create_future()
     claim, recorded, failed, ended = test.claim, test.recorded, test.failed, test.ended
-    queue, lists, fds, last, mixed, stamps = (engine.queue, test.at.lists, test.fds, test.last,
+    lists, fds, last, mixed, stamps = (test.at.lists, test.fds, test.last,
                                               test.mixed, test.writes)
     gear = [test.gear(j) for j in range(test.depth)]
     stampers = [g[2] for g in gear]
@@ -45,9 +45,10 @@ async def drive(test) -> None:
     left = test.depth
     block, files, offsets, writes = -1, [], [], []
 
-    def completed(slot, res: int, t: int) -> None:
+    def completed(slot, res: int, t: int) -> tuple[bool, int, int] | None:
         """The engine's reader: slot's transfer completed (res: the kernel's result) in the
-        batch whose clock read is t; record it, then claim and queue the slot's next."""
+        batch whose clock read is t; record it, then claim the slot's next transfer and return
+        it, (write, fd, offset), for the engine to prepare (None: the slot ends)."""
         nonlocal block, files, offsets, writes
         try:
             if res != slot.want:
@@ -67,7 +68,8 @@ async def drive(test) -> None:
                     touches[j].sum()              # the processor reads the data
             slot.k, kind = k, _ = claim()
             if kind == STOP:
-                return stop(slot)
+                stop(slot)
+                return None
             b, i = k >> SHIFT, k & MASK
             if b != block:
                 block, (files, offsets, writes) = b, lists(b)
@@ -76,11 +78,12 @@ async def drive(test) -> None:
             if write and stamps:
                 stampers[j](f, offset)
             slot.kind = kind
-            slot.t0 = now()
-            queue(slot, write, fds[f], offset)
+            slot.t0 = now()                       # the engine prepares it next
+            return write, fds[f], offset
         except Exception as e:  # noqa: BLE001 - the first failure ends every slot, run raises
             failed(e, slot.f, slot.what, slot.write)
             stop(slot)
+        return None
 
     def stop(slot) -> None:
         """The slot ends at its transfer k (not made); the last slot to end ends drive()."""
@@ -94,5 +97,5 @@ async def drive(test) -> None:
     slots = engine.slots(completed, test.ids[r:r + test.depth], test.ids[w:w + test.depth])
     for slot in slots:                 # start: as if a non-transfer (STOP) had completed
         slot.kind = STOP
-        completed(slot, slot.want, 0)
+    engine.start(slots)
     await engine.hold(slots, finished)

@@ -20,8 +20,8 @@ batch that returned it. A transfer is submitted
 
 (tools/bench_io.py compares the choices). A test may instead hand the engine `slots`: Waiters
 whose completions the reader passes to a plain function, done(slot, res, t), no coroutine
-(io/batch.py: the file tests' plain transfers); that function prepares the slot's next transfer
-at once, so a batch of completions is answered and submitted again in one pass. `transfer` is the same transfer for an ordinary
+(io/batch.py: the file tests' plain transfers); it returns the slot's next transfer, which the
+reader prepares at once, so a batch of completions is answered and submitted again in one pass. `transfer` is the same transfer for an ordinary
 coroutine (a paced stream): its Waiter holds a future instead of a lane, and the same reader
 resolves it with the batch's completion time. A test's buffers are forgotten only when
 none of its transfers is in flight, so the kernel never writes into memory given back.
@@ -209,21 +209,15 @@ class UringEngine:
 
     def slots(self, done, reads: list[int], writes: list[int]) -> list[Slot]:
         """A Slot for each pair of registered buffers (reads[j], writes[j]), its completions to
-        go to done(slot, res, t); the caller queues their transfers and awaits hold()."""
+        go to done(slot, res, t), which returns the slot's next transfer (write, fd, offset) or
+        None (the slot ends); the caller start()s them and awaits hold()."""
         return [Slot(next(self.keys), j, done, self.iovecs[r], self.iovecs[w], r)
                 for j, (r, w) in enumerate(zip(reads, writes))]
 
-    def queue(self, slot: Slot, write: bool, fd: int, offset: int) -> None:
-        """prepare() for a Slot, whose buffers are fixed: the same SQE, fewer steps."""
-        sqe = self.get_sqe(self.ring)
-        self.preps[write](sqe, fd, slot.iovecs[write], offset)
-        slot.write, slot.what = write, offset
-        sqe.user_data = key = slot.key
-        self.waiting[key] = slot
-        if self.holding:
-            self.held += 1
-        else:
-            self.submit_all(self.ring)
+    def start(self, slots: list[Slot]) -> None:
+        """Queue each slot's first transfer: done(slot, slot.want, 0) says which (a slot's done
+        tells this call from a completion by its own state)."""
+        self.serve([(slot, slot.want) for slot in slots], 0, False)
 
     async def hold(self, slots: list[Slot], finished: asyncio.Future) -> None:
         """Await `finished`, which the slots' done() resolves; cancelled, the slots' transfers
@@ -285,12 +279,32 @@ class UringEngine:
         if not batch:
             return 0
         self.L.io_uring_cq_advance(self.ring, len(batch))
-        t, step = now(), self.step
-        self.holding = buffered > 1        # answer the batch, then submit it
+        t = now()
+        self.serve(batch, t, buffered > 1)
+        return t
+
+    def serve(self, batch: list[tuple[Waiter, int]], t: int, together: bool) -> None:
+        """Hand each (waiter, result) of a batch completed at t to its waiter: a Slot's done()
+        returns its next transfer, (write, fd, offset) or None, which is queued here; a lane
+        runs on to its next submit; a future is resolved. `together`: what they queue is
+        submitted once, after the batch is answered, else each at once."""
+        self.holding, step = together, self.step
+        get_sqe, ring, preps, waiting = self.get_sqe, self.ring, self.preps, self.waiting
         for waiter, res in batch:
             done = waiter.done
             if done is not None:           # a Slot
-                done(waiter, res, t)
+                place = done(waiter, res, t)
+                if place is not None:
+                    write, fd, offset = place
+                    sqe = get_sqe(ring)
+                    preps[write](sqe, fd, waiter.iovecs[write], offset)
+                    waiter.write, waiter.what = write, offset
+                    sqe.user_data = key = waiter.key
+                    waiting[key] = waiter
+                    if together:
+                        self.held += 1
+                    else:
+                        self.submit_all(ring)
                 continue
             if res == waiter.want:
                 if waiter.crew is not None:
@@ -313,8 +327,7 @@ class UringEngine:
         self.holding = False
         if self.held:
             self.held = 0
-            self.submit_all(self.ring)
-        return t
+            self.submit_all(ring)
 
     async def forget(self, ids: list[int]) -> None:
         mine = set(ids)

@@ -35,7 +35,9 @@ async def drive(test) -> None:
                                           filetest.SHIFT, filetest.STOP)
     engine = test.engine
     finished = engine.loop.create_future()
-    claim, recorded, failed, ended = test.claim, test.recorded, test.failed, test.ended
+    take, decide, record, failed, ended = test.take, test.decide, test.record, test.failed, \
+        test.ended
+    meter, halt = test.meter, test.stop
     lists, fds, last, mixed, stamps = (test.at.lists, test.fds, test.last,
                                               test.mixed, test.writes)
     gear = [test.gear(j) for j in range(test.depth)]
@@ -55,18 +57,21 @@ async def drive(test) -> None:
                 raise OSError(-res, os.strerror(-res)) if res < 0 else \
                     short(slot.write, slot.what, res, slot.want)
             kind, j = slot.kind, slot.j
-            if kind == MEASURED:
-                if mixed:
-                    recorded(t - slot.t0, t, slot.write)
-                else:
-                    recorded(t - slot.t0, t)
+            if kind == MEASURED:                  # FileTest.recorded, whose t never falls here
+                test.t_last = t
+                if (record(t - slot.t0, t, slot.write) if mixed else
+                        record(t - slot.t0, t)) == meter.total:
+                    test.finish(t)
             elif kind == EXTRA:
                 extras[j] += 1
             if kind != STOP:                      # STOP: not a transfer (start(), below)
                 last[j] = slot.k
                 if touches[j] is not None and not slot.write:
                     touches[j].sum()              # the processor reads the data
-            slot.k, kind = k, _ = claim()
+            k = take()                            # FileTest.claim, its first case inline
+            kind = MEASURED if k < test.until and test.error is None and not halt[0] else \
+                decide(k)
+            slot.k = k
             if kind == STOP:
                 stop(slot)
                 return None

@@ -14,6 +14,10 @@ completion) and write (issue to completion, after the modify). Per transfer k:
     rmw           read, add 1 to the first byte of every sector, write it back
     -T            the lane waits that long before its next transfer
 
+On io_uring a test whose transfers are plain (one I/O each: not -rmw, no -extraRead*, no cache
+drop) and that has no -T runs no lanes: the engine drives its transfers in batches through the
+same claim, record and check (batch.py; the group block says "I/O path = ...").
+
 Set-up (not timed) resolves and opens the files, writes scratch files, allocates one buffer
 area for all lanes and registers it with the engine. check() (not timed) reads the files back:
 each lane's last buffer must match the file where nothing wrote after it, and a scratch file

@@ -204,7 +204,8 @@ class FileTest:
         """The next transfer number and what it is (RAMP, MEASURED, EXTRA or STOP), decided in
         the order the numbers are taken (the engine runs claims one at a time), so the measured
         transfers are consecutive numbers. The numbers below `until` are measured whatever
-        the time (the Meter's count, with no deadline): no clock read, no call."""
+        the time (the Meter's count, with no deadline): no clock read, no call (batch.py
+        makes this first case inline, and calls decide for the rest)."""
         k = self.take()
         if k < self.until and self.error is None and not self.stop[0]:
             return k, MEASURED
@@ -227,7 +228,8 @@ class FileTest:
 
     def recorded(self, latency: int, t: int, *parts) -> None:
         """A measured transfer completed at t (parts: its write flag or -rmw's read and write
-        times, as self.record takes them); the last of them ends the measured interval."""
+        times, as self.record takes them); the last of them ends the measured interval.
+        batch.py does the same inline (its t never falls: one clock read per batch, in order)."""
         if t > self.t_last:
             self.t_last = t
         if self.record(latency, t, *parts) == self.meter.total:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -20,9 +21,9 @@ from torque_async import cluster, export, report, report_cluster
 from torque_async.cluster import Cluster, Pong, offset_of, shift
 from torque_async.kinds import KINDS
 from torque_async.report_cluster import ClusterRun, Rank
-from torque_async.results import RUNNING, owner_of, segment_name
+from torque_async.results import READY, RUNNING, owner_of, segment_name
 
-from conftest import CMD, ENV, REPO, assert_one_clean_line, table, wait_for_rows
+from conftest import CMD, ENV, REPO, assert_one_clean_line, start, table, wait_for_rows
 
 MPIEXEC = str(Path(sysconfig.get_path("scripts")) / "mpiexec")   # the mpich wheel's
 HOST = socket.gethostname()
@@ -165,6 +166,23 @@ def test_the_cluster_report_names_hosts_and_ranks_and_totals_the_ranks(capsys):
     assert any(ln.startswith("Clock offsets to rank 0 measured to within 3.0 us") for ln in lines)
 
 
+def test_tests_that_did_not_overlap_only_across_ranks_name_the_start_skew():
+    from torque_async.cmdline import parse
+    plan = parse(["-p", "2", "-n", "8", "-KB", "64", "-bzero"])
+    ms = 1_000_000
+    apart = ClusterRun((Rank(0, "a", 10, 0, 1000, (record(1 * ms, 5 * ms),
+                                                   record(1 * ms, 6 * ms, row=1))),
+                        Rank(1, "b", 11, 0, 1000, (record(9 * ms, 12 * ms),
+                                                   record(9 * ms, 13 * ms, row=1)))), plan)
+    line = report.overlap_line(plan, apart.records, 0, apart)
+    assert line.startswith("Warning: the measured intervals did not all overlap; each rank's "
+                           "own tests ran together, but the ranks started 8000.0 us apart")
+    alone = ClusterRun((apart.ranks[0], Rank(1, "b", 11, 0, 1000, (
+        record(9 * ms, 10 * ms), record(11 * ms, 13 * ms, row=1)))), plan)  # rank 1's own too
+    line = report.overlap_line(plan, alone.records, 0, alone)
+    assert "did not all overlap" in line and "start skew" not in line
+
+
 def test_the_cluster_json_has_hosts_and_ranks_and_validates():
     plan, run = two_ranks()
     from torque_async import sysinfo
@@ -204,13 +222,21 @@ def test_child_sp_and_g_are_refused_under_a_launcher(args):
     assert_one_clean_line(code, out, err, "cannot run under an MPI launcher")
 
 
+def test_bad_input_under_mpiexec_is_one_line_from_every_rank():
+    code, out, err = finished(mpiexec(3, "-smkey", "0x7933", "-sp", "-n", "4", "-KB", "64",
+                                      "-bzero"))
+    line = ("torque-async: error: -sp runs one test in this process: it cannot run under an MPI "
+            "launcher (mpiexec)")
+    assert (code, out, err.splitlines()) == (2, "", [line] * 3)
+
+
 def test_a_launcher_without_mpi4py_is_one_line(tmp_path):
     shadow = tmp_path / "shadow" / "mpi4py"
     shadow.mkdir(parents=True)
     (shadow / "__init__.py").write_text("raise ImportError('no mpi4py here')\n")
     code, out, err = under_launcher("-smkey", "0x7932", "-n", "4", "-KB", "64", "-bzero",
                                     env_extra={"PYTHONPATH": f"{shadow.parent}:{REPO}"})
-    assert_one_clean_line(code, out, err, "mpi4py is not installed")
+    assert_one_clean_line(code, out, err, f"(rank 0 on {HOST}) but mpi4py is not installed")
 
 
 # -- real ranks under mpiexec --------------------------------------------------------------
@@ -245,10 +271,17 @@ def test_three_ranks_each_use_their_own_scratch_files_and_leave_none(tmp_path):
     assert not any(Path("/dev/shm", segment_name(key + k)).exists() for k in range(3))
 
 
-@pytest.mark.parametrize("sig, series", [(signal.SIGKILL, ()), (signal.SIGINT, ()),
-                                         (signal.SIGINT, ("-repeat", "2"))])
-def test_a_killed_or_interrupted_rank_ends_every_rank_and_nothing_is_left(tmp_path, sig, series):
-    key = 0x7960 + sig * 2 + 0x20 * bool(series)      # -repeat: stopped in its first run
+def shm_now() -> set[str]:
+    return set(os.listdir("/dev/shm"))
+
+
+@pytest.mark.parametrize("sig, target, series", [
+    (signal.SIGKILL, "rank", ()), (signal.SIGINT, "rank", ()), (signal.SIGINT, "mpiexec", ()),
+    (signal.SIGINT, "rank", ("-repeat", "2"))])
+def test_a_killed_or_interrupted_rank_ends_every_rank_and_nothing_is_left(tmp_path, sig, target,
+                                                                          series):
+    key = 0x7960 + sig * 2 + 0x20 * bool(series) + 0x40 * (target == "mpiexec")  # -repeat:
+    before = shm_now()                                              # stopped in its first run
     run = mpiexec(2, "-smkey", hex(key), "-nh", *series, "-n", "64", "-KB", "4", "-mfileMB", "1",
                   "-i", "1000000", "-r", *LONG)
     for k in range(2):
@@ -256,18 +289,93 @@ def test_a_killed_or_interrupted_rank_ends_every_rank_and_nothing_is_left(tmp_pa
     owners = [psutil.Process(owner_of(segment_name(key + k))) for k in range(2)]
     scratch = list(tmp_path.glob("torque-async-scratch.*"))
     assert len(scratch) == 2
+    mpis = [Path("/dev/shm", n) for n in shm_now() - before if not n.startswith("torque-async")]
+    assert mpis, "MPICH made no file of its own in /dev/shm: this test would prove nothing"
     everyone = owners + [c for o in owners for c in o.children(recursive=True)]
     began = time.monotonic()
-    owners[1].send_signal(sig)
+    (run if target == "mpiexec" else owners[1]).send_signal(sig)
     code, out, err = finished(run, timeout=60)
     assert time.monotonic() - began < 30
     assert code == (130 if sig == signal.SIGINT else 9), err
-    if sig == signal.SIGINT:
+    if target == "rank" and sig == signal.SIGINT:
         assert f"torque-async: rank 1 on {HOST}: interrupted by SIGINT" in err
+    elif target == "mpiexec":          # each rank gets it; the first to abort speaks
+        assert re.search(rf"torque-async: rank [01] on {HOST}: interrupted by SIGINT", err)
     _, alive = psutil.wait_procs(everyone, timeout=15)
     assert not alive, "a rank or a test process outlived the run"
-    assert gone([Path("/dev/shm", segment_name(key + k)) for k in range(2)])
+    assert gone([Path("/dev/shm", segment_name(key + k)) for k in range(2)] + mpis)
     assert gone(scratch)
+    assert shm_now() <= before
+
+
+def test_a_rank_s_guard_removes_only_the_mpi_files_it_was_given_while_they_are_the_same(
+        tmp_path):
+    from torque_async import cleanup_guard
+    ours, theirs = tmp_path / "mpich_shm_1_0", tmp_path / "mpich_shm_2_0"
+    ours.write_text("x")
+    theirs.write_text("x")
+    given = [(ours.stat().st_ino, str(ours)), (theirs.stat().st_ino, str(theirs))]
+    (tmp_path / "new").write_text("another job's, made since")
+    os.replace(tmp_path / "new", theirs)              # the same name, another inode
+    assert theirs.stat().st_ino != given[1][0]
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    cleanup_guard.clean(dead.pid, segment_name(0x79f0), str(tmp_path / "none"), given)
+    assert not ours.exists() and theirs.exists()
+
+
+def test_mpi_files_are_the_dev_shm_files_mapped_and_not_removed(tmp_path):
+    maps = tmp_path / "maps"
+    maps.write_text(
+        "7f00-7f10 rw-s 00000000 00:1a 42                         /dev/shm/mpich_shm_ab_0\n"
+        "7f10-7f20 rw-s 00000000 00:1a 43                         /dev/shm/ucx_shm_1 (deleted)\n"
+        "7f20-7f30 r-xp 00000000 08:01 44                         /usr/lib/libmpi.so.12\n"
+        "7f30-7f40 rw-p 00000000 00:00 0 \n"
+        "7f40-7f50 rw-s 00000000 00:1a 42                         /dev/shm/mpich_shm_ab_0\n")
+    assert cluster.mpi_files(str(maps)) == [(42, "/dev/shm/mpich_shm_ab_0")]
+
+
+def dead_segment(key: int) -> int:
+    """A segment as a killed run leaves it; its owner's pid."""
+    from torque_async.results import Results
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    res = Results.create(segment_name(key), 1)
+    res.header["owner"] = dead.pid
+    res.release()
+    return dead.pid
+
+
+def test_free_shared_memory_under_mpiexec_frees_every_rank_s_segment_and_scratch(tmp_path):
+    key = 0x7990
+    pids = [dead_segment(key + k) for k in range(2)]
+    left = [tmp_path / f"torque-async-scratch.{pids[k]}.{HOST}.r{k}.abc{k}" for k in range(2)]
+    alone = tmp_path / f"torque-async-scratch.{pids[0]}.zz9"     # a run without mpiexec: not
+    for d in (*left, alone):                                     # a rank's to judge
+        d.mkdir()
+    code, out, err = finished(mpiexec(2, "-smkey", hex(key), "-freeSharedMemory"))
+    assert code == 0, err
+    assert sorted(out.splitlines()) == sorted(
+        [f"removed /dev/shm/{segment_name(key + k)} (created by pid {pids[k]})" for k in range(2)]
+        + [f"removed the scratch directory {d} of a run that is gone" for d in left])
+    assert not any(Path("/dev/shm", segment_name(key + k)).exists() for k in range(2))
+    assert not any(d.exists() for d in left) and alone.exists()
+
+
+def test_free_shared_memory_under_mpiexec_refuses_a_rank_s_live_segment():
+    key = 0x79a0
+    dead = dead_segment(key)
+    live = start("-smkey", hex(key + 1), "-g", "-n", "4", "-i", "1", "-KB", "64", "-bzero",
+                 stdin=subprocess.PIPE)
+    wait_for_rows(key + 1, 1, READY)
+    code, out, err = finished(mpiexec(2, "-smkey", hex(key), "-freeSharedMemory"))
+    assert code == 2
+    assert out.splitlines() == [f"removed /dev/shm/{segment_name(key)} (created by pid {dead})"]
+    assert (f"torque-async: error: shared memory key {key + 1:#x} is in use by torque-async pid "
+            f"{live.pid}: -freeSharedMemory removes only what a killed run left") in err
+    assert Path("/dev/shm", segment_name(key + 1)).exists()
+    live.communicate("\n", timeout=120)
+    assert live.returncode == 0
 
 
 def test_compare_matches_a_cluster_run_s_tests_rank_by_rank():

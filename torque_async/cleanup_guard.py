@@ -1,10 +1,13 @@
-"""The clean-up guard of one MPI rank: `python -m torque_async.cleanup_guard PID SEGMENT DIR`.
+"""The clean-up guard of one MPI rank:
+`python -m torque_async.cleanup_guard PID SEGMENT DIR [INODE FILE]...`.
 
 MPI ends the other ranks of a job with SIGKILL to their process groups when one rank dies or
 calls MPI_Abort, so a rank cannot clean up after itself then. The guard runs in its own
 session, waits for its rank's end (EOF on stdin) and, unless the rank said "done", kills what
 is left of the rank's process group (its workers), removes the rank's results segment (if the
-rank made it) and its scratch directory.
+rank made it), its scratch directory, and the MPI library's own files in /dev/shm that the rank
+had mapped (MPICH's mpich_shm_JOB_NODE, which only MPI_Finalize removes): each FILE only while
+it is still the file of that INODE, so another job's file of the same name is never touched.
 """
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ import sys
 from .results import free_segment, owner_of
 
 
-def clean(pid: int, segment: str, scratch_dir: str) -> None:
+def clean(pid: int, segment: str, scratch_dir: str, mpi_files: list[tuple[int, str]]) -> None:
     try:
         os.killpg(pid, signal.SIGKILL)         # a rank started by mpiexec leads its own group
     except (ProcessLookupError, PermissionError):     # not a group leader: no group of its own
@@ -26,13 +29,20 @@ def clean(pid: int, segment: str, scratch_dir: str) -> None:
         free_segment(segment)
     for made in glob.glob(f"{glob.escape(scratch_dir)}.*"):    # scratch.directory() + mkdtemp's
         shutil.rmtree(made, ignore_errors=True)                # random suffix (a link: refused)
+    for inode, path in mpi_files:
+        try:
+            if os.lstat(path).st_ino == inode:
+                os.unlink(path)
+        except FileNotFoundError:          # another rank's guard on this host was first
+            pass
 
 
 def main(argv: list[str]) -> None:
-    pid, segment, scratch_dir = int(argv[0]), argv[1], argv[2]
+    pid, segment, scratch_dir, *pairs = argv
     signal.signal(signal.SIGINT, signal.SIG_IGN)     # a Ctrl-C meant for the run
     if sys.stdin.buffer.read() != b"done":
-        clean(pid, segment, scratch_dir)
+        clean(int(pid), segment, scratch_dir,
+              [(int(inode), path) for inode, path in zip(pairs[::2], pairs[1::2])])
 
 
 if __name__ == "__main__":

@@ -200,11 +200,13 @@ def run_plan(argv: list[str], began: startup.Began) -> int:
             say(answer)
             return 0
         s = plan.settings
+        rank = cluster.launcher_rank()            # under mpiexec: this rank's key and scratch
+        tag = cluster.tag(rank) if rank is not None else ""
         if s.freeSharedMemory:
-            free_leftovers(s.smkey)
+            free_leftovers(s.smkey + (rank or 0), tag)
             if not plan.groups or plan.from_config:
                 return 0
-        note_leftovers()
+        note_leftovers(tag)
         validate.check(plan)                     # -quit too: the same checks, then stop
         if s.quit:
             say(helptext.plan_lines(plan))
@@ -237,17 +239,18 @@ def answers(plan) -> list[str] | None:
     return [ln for lines in asked for ln in lines] if asked else None
 
 
-def free_leftovers(smkey: int) -> None:
+def free_leftovers(smkey: int, tag: str) -> None:
     """-freeSharedMemory: remove the key's segment and semaphores (refused while its run is
-    alive) and the scratch directories of dead runs, saying what it removed."""
+    alive) and the scratch directories of dead runs, saying what it removed; under mpiexec
+    each rank frees its own (key + rank, its tag's directories)."""
     say(free_shared_memory(smkey))
-    for left in scratch.leftovers():
+    for left in scratch.leftovers(tag=tag):
         shutil.rmtree(left, ignore_errors=True)
         say([f"removed the scratch directory {left} of a run that is gone"])
 
 
-def note_leftovers() -> None:
-    for left in scratch.leftovers():
+def note_leftovers(tag: str) -> None:
+    for left in scratch.leftovers(tag=tag):
         print(f"torque-async: note: a killed run left the scratch directory {left}: "
               f"-freeSharedMemory removes it", file=sys.stderr)
 

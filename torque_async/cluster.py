@@ -31,7 +31,7 @@ from .options import LOCAL_DEFAULTS
 from .orchestrator import SETUP_TIMEOUT, Outcome
 from .plan import Plan
 from .report_cluster import ClusterRun, Rank
-from .results import Record, segment_name
+from .results import SHM_DIR, Record, segment_name
 from .sysinfo import SysInfo
 
 LAUNCHER_RANK = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")   # MPICH hydra, Open MPI, PMIx
@@ -48,6 +48,11 @@ def launcher_rank() -> int | None:
     return None
 
 
+def tag(rank: int) -> str:
+    """What names a rank's scratch directory and -files tree: .HOST.rRANK."""
+    return f".{socket.gethostname()}.r{rank}"
+
+
 def refuse(plan: Plan) -> None:
     """Plans that make no sense on several ranks (bad input, exit 2 on every rank)."""
     s = plan.settings
@@ -59,6 +64,20 @@ def refuse(plan: Plan) -> None:
     if any(g.local.cfiles and g.local.dir != LOCAL_DEFAULTS["dir"] for g in plan.groups):
         raise UsageError("-cfiles with a -dir of your own under mpiexec: every rank would write "
                          "the same tree; make it once without mpiexec, then run without -cfiles")
+
+
+def mpi_files(maps: str = "/proc/self/maps") -> list[tuple[int, str]]:
+    """(inode, path) of the files in /dev/shm this process has mapped: read after MPI_Init and
+    before the run makes its own, they are the MPI library's (MPICH maps mpich_shm_JOB_NODE in
+    MPI_Init and removes it only in MPI_Finalize, so a killed rank leaves it)."""
+    found = set()
+    with open(maps) as lines:
+        for line in lines:
+            fields = line.rstrip("\n").split(None, 5)       # ... DEVICE INODE PATH
+            if len(fields) == 6 and fields[5].startswith(SHM_DIR + "/") and \
+                    not fields[5].endswith(" (deleted)"):
+                found.add((int(fields[4]), fields[5]))
+    return sorted(found)
 
 
 @dataclass(frozen=True)
@@ -105,14 +124,14 @@ class Cluster:
         """This rank's plan: its own segment key and -files tree (the default -dir gets the host
         and rank); scratch files go into a directory named by host and rank. Starts the rank's
         clean-up guard."""
-        tag = f".{self.host}.r{self.rank}"
-        scratch.TAG = tag
-        groups = tuple(replace(g, local=replace(g.local, dir=g.local.dir + tag))
+        scratch.TAG = tag(self.rank)
+        groups = tuple(replace(g, local=replace(g.local, dir=g.local.dir + scratch.TAG))
                        if g.local.dir == LOCAL_DEFAULTS["dir"] else g for g in plan.groups)
         settings = replace(plan.settings, smkey=plan.settings.smkey + self.rank)
         self.guard = subprocess.Popen(                   # see cleanup_guard.py
             [sys.executable, "-m", "torque_async.cleanup_guard", str(os.getpid()),
-             segment_name(settings.smkey), scratch.directory()],
+             segment_name(settings.smkey), scratch.directory(),
+             *(str(x) for found in mpi_files() for x in found)],
             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True)
         return replace(plan, settings=settings, groups=groups)
@@ -235,14 +254,16 @@ def start(plan: Plan) -> Cluster | None:
     """The MPI job this process is a rank of, checked against the plan; None without a
     launcher (mpi4py stays unimported)."""
     global _job
-    if launcher_rank() is None:
+    rank = launcher_rank()
+    if rank is None:
         return None
     refuse(plan)
     try:
         from mpi4py import MPI
-    except ImportError:
-        raise UsageError("an MPI launcher started this process but mpi4py is not installed: "
-                         "pip install 'torque-async[mpi]'") from None
+    except ImportError:          # (perhaps on one host only: the line names it)
+        raise UsageError(f"an MPI launcher started this process (rank {rank} on "
+                         f"{socket.gethostname()}) but mpi4py is not installed there: "
+                         f"pip install 'torque-async[mpi]'") from None
     _job = Cluster(MPI.COMM_WORLD)
     return _job
 

@@ -108,15 +108,18 @@ def overlap_window(records) -> tuple[int, int, int] | None:
     return max(r.start for r in measured), min(r.finish for r in measured), len(measured)
 
 
-def overlap_line(plan: Plan, records, t0: int) -> str:
+def overlap_line(plan: Plan, records, t0: int, cluster=None) -> str:
     """The interval in which every test was measuring at once; when there was none, advice
-    that fits the plan that ran."""
+    that fits the plan that ran (under mpiexec: the ranks' start skew, when each rank's own
+    tests did overlap)."""
     window = overlap_window(records)
     if window is None:
         return ""
     lo, hi, count = window
     if hi <= lo:
-        advice = ("drop -fast to keep every test running until the slowest finishes"
+        skewed = cluster and cluster.skew_advice()
+        advice = (skewed if skewed else
+                  "drop -fast to keep every test running until the slowest finishes"
                   if plan.settings.slow is False else
                   "a test finished before another began measuring (a stream's startTime, or a "
                   "test that stopped early): lengthen the short test or start the late one sooner")
@@ -622,7 +625,7 @@ def render(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], inf
     lines += [table_row(r, p, t0).text() + where(cluster, r.row)
               for r, p in zip(rows, each) if r.transfers]
     lines += [*resolution_lines(rows), "", *summary_lines(plan, records, procs)]
-    for extra in (overlap_line(plan, records, t0), startup_line(began, t0),
+    for extra in (overlap_line(plan, records, t0, cluster), startup_line(began, t0),
                   loop_line(records, procs), *spin_lines(records),
                   *cyclic_lines(records, procs), *checkpoint_lines(records, procs, t0)):
         lines.append(extra)

@@ -79,6 +79,16 @@ class ClusterRun:
     def uncertainty(self) -> int:
         return max(r.uncertainty for r in self.ranks)
 
+    def skew_advice(self) -> str:
+        """Why the tests of all ranks did not overlap when each rank's own did: the ranks'
+        start skew ('' when a rank's own tests did not overlap either)."""
+        windows = [report.overlap_window(r.records) for r in self.ranks]
+        if any(w and w[1] <= w[0] for w in windows):
+            return ""
+        return (f"each rank's own tests ran together, but the ranks started "
+                f"{self.skew / 1000:.1f} us apart (start skew) and a rank's tests ended before "
+                f"another rank's began: run longer tests (-n, -i) than the skew")
+
     def lines(self, t0: int) -> list[str]:
         return cluster_lines(self, t0)
 

@@ -18,6 +18,7 @@ import contextlib
 import errno
 import mmap
 import os
+import re
 import shutil
 import tempfile
 
@@ -45,16 +46,13 @@ def directory() -> str:
     return os.path.abspath(f"{PREFIX}{os.getpid()}{TAG}")
 
 
-def leftovers(where: str = ".") -> list[str]:
-    """Scratch directories in `where` whose run is gone (a run killed with SIGKILL); a rank's
-    (tagged by host and rank) is its clean-up guard's to remove."""
-    found = []
-    for name in sorted(os.listdir(where)):
-        pid, *rest = name[len(PREFIX):].split(".")     # PID.RANDOM (a rank's: PID.HOST.rN.RANDOM)
-        if name.startswith(PREFIX) and pid.isdigit() and len(rest) <= 1 and \
-                not psutil.pid_exists(int(pid)):
-            found.append(os.path.abspath(os.path.join(where, name)))
-    return found
+def leftovers(where: str = ".", tag: str = "") -> list[str]:
+    """Scratch directories in `where` whose run is gone (a run killed with SIGKILL): PID.RANDOM,
+    or under mpiexec PID TAG .RANDOM of this host and rank (another host's pids mean nothing
+    here; a rank's guard removes its own, see cleanup_guard.py)."""
+    mine = re.compile(re.escape(PREFIX) + r"(\d+)" + re.escape(tag) + r"\.[^.]+")
+    return [os.path.abspath(os.path.join(where, name)) for name in sorted(os.listdir(where))
+            if (found := mine.fullmatch(name)) and not psutil.pid_exists(int(found[1]))]
 
 
 def create(name: str) -> tuple[str, int]:

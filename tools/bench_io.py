@@ -2,7 +2,7 @@
 """torque-async's file tests against fio, side by side on the same file, in one invocation.
 
     python3 tools/bench_io.py [--dir DIR] [--size-mb 1024] [--seconds 3] [--rounds 5]
-                              [--engines auto,uring,threads]
+                              [--engines auto,uring,threads] [--only NAME] [--key 0x7B00]
 
 For each workload and round, fio and torque-async (each engine) run one after the other on the
 same file, so each ratio compares neighbours in time on this noisy machine; the table gives the

@@ -38,8 +38,7 @@ async def drive(test) -> None:
     take, decide, record, failed, ended = test.take, test.decide, test.record, test.failed, \
         test.ended
     meter, halt = test.meter, test.stop
-    lists, fds, last, mixed, stamps = (test.at.lists, test.fds, test.last,
-                                              test.mixed, test.writes)
+    lists, fds, last, mixed, stamps = test.at.lists, test.fds, test.last, test.mixed, test.writes
     gear = [test.gear(j) for j in range(test.depth)]
     stampers = [g[2] for g in gear]
     touches = [g[3] for g in gear]

@@ -26,8 +26,10 @@ SIZE_LAW = ("files", "mean", "p50", "p99")      # -web: the file sizes of the tr
 PHASES = ("spawned", "set up", "released", "measured", "done")
 MAGIC = 0x746F72717565         # "torque"
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)   # set the stop flag (the
-                                   # orchestrator's: workers ignore them)
+# Set the stop flag (the orchestrator's: workers ignore them). One ignored when the command
+# started stays ignored (nohup's SIGHUP, SIGINT of a script's background job).
+STOP_SIGNALS = tuple(sig for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+                     if signal.getsignal(sig) != signal.SIG_IGN)
 
 # Row states, in the order a test goes through them.
 NEW, READY, RUNNING, MEASURED, DONE, FAILED, ABORTED = range(7)

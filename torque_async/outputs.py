@@ -80,7 +80,8 @@ def refusal(what: str, path: str, hint: str = "") -> str:
     refusal of a name that is not a file."""
     folder = os.path.dirname(path) or "."
     if os.path.isdir(path):
-        return f"{what} {path} is a directory: name a file in it"
+        return f"{what} {path} is a directory" + (hint if path == SYSCTL_FILE else
+                                                   ": name a file in it")
     if why := unfit(path):
         return f"{what} {path} {why}, not a file{hint}"
     if os.path.realpath(os.path.dirname(os.path.abspath(path))) == SHM_DIR and \

@@ -37,7 +37,7 @@ from torque_async.testing.api import TestContext, TestError
 from torque_async.testing.buffers import Buffers
 from torque_async.timer import SLICE_NS
 
-from ..meter import COUNTED, RAMPING
+from ..meter import EXTRA, MEASURED, RAMP, STOP
 from . import actions, batch, data, scratch, tree
 from .engine import NAMES, choose, now, open_engine
 from .files import block_size, choose_mode, open_file
@@ -48,7 +48,6 @@ MASK = BLOCK - 1
 assert BLOCK == 1 << SHIFT
 
 CHUNK = 8 << 20                    # check(): bytes of a scratch file compared at once
-RAMP, MEASURED, EXTRA, STOP = range(4)    # what a claimed transfer is (FileTest.claim)
 
 
 class FileTest:
@@ -212,19 +211,17 @@ class FileTest:
         return k, self.decide(k)
 
     def decide(self, k: int) -> int:
-        """claim()'s other cases: the ramp, the start, a deadline, past the measured ones."""
-        meter, t = self.meter, now()
-        if self.error is not None or self.stop[0]:
+        """claim()'s other cases, as the Meter says (a failed test stops); the last measured
+        transfer, done already, ends the measured interval before any past it."""
+        if self.error is not None:
             return STOP
-        where = meter.place(k, t)
-        if where == RAMPING:
-            return RAMP
-        self.until = meter.ramped + meter.certain
-        if where == COUNTED:
-            return MEASURED
-        if meter.count == meter.total and not self.published:   # the last one is done already
+        what = self.meter.claim(k, now(), self.measured_all)
+        self.until = self.meter.until
+        return what
+
+    def measured_all(self) -> None:
+        if self.meter.count == self.meter.total and not self.published:
             self.finish(self.t_last)
-        return EXTRA if meter.keep_going() else STOP
 
     def recorded(self, latency: int, t: int, *parts) -> None:
         """A measured transfer completed at t (parts: its write flag or -rmw's read and write

@@ -2,6 +2,7 @@
 the run: -checkpoint's phase durations and -v / -vl."""
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import time
@@ -14,6 +15,17 @@ from conftest import run_cli, table
 from test_report import MS, record
 
 KB64 = 64 * 1024
+
+
+@contextlib.contextmanager
+def scratch_results(rows: int):
+    """A results segment of `rows` rows of this test's own, removed afterwards."""
+    res = Results.create(f"torque-async-test-{os.getpid():x}", rows)
+    try:
+        yield res
+    finally:
+        res.release()
+        res.shm.unlink()
 
 
 def sampled(samples, transfers, start=0, finish=None, size=KB64, **kw):
@@ -79,8 +91,7 @@ def test_no_samples_no_table():
 
 
 def test_the_meter_stamps_every_k_plus_1_transfers_and_stops_at_1024():
-    res = Results.create(f"torque-async-test-{os.getpid():x}", 2)
-    try:
+    with scratch_results(2) as res:
         every3, every1 = Meter(res, 0, 2, False), Meter(res, 1, 0, False)
         for k in range(1, 3001):
             every3.record(10, 1000 + k)
@@ -90,26 +101,18 @@ def test_the_meter_stamps_every_k_plus_1_transfers_and_stops_at_1024():
         rec3, rec1 = res.snapshot()
         assert rec3.samples[:3] == ((1003, 3), (1006, 6), (1009, 9)) and len(rec3.samples) == 1000
         assert len(rec1.samples) == MAX_SAMPLES and rec1.samples[-1] == (1000 + 1024, 1024)
-    finally:
-        res.release()
-        res.shm.unlink()
 
 
 def test_no_measured_transfer_stores_0_as_the_latency_min_and_max():
-    res = Results.create(f"torque-async-test-{os.getpid():x}", 2)
-    try:
+    with scratch_results(2) as res:
         Meter(res, 0, None, False).publish(1, 1)                # published, nothing measured
         published, untouched = res.snapshot()
         for rec in (published, untouched):
             assert (rec.lat_count, rec.lat_min, rec.lat_max, rec.lat_sum) == (0, 0, 0, 0)
-    finally:
-        res.release()
-        res.shm.unlink()
 
 
 def test_keep_going_holds_while_another_row_measures_and_drops_rows_as_they_finish():
-    res = Results.create(f"torque-async-test-{os.getpid():x}", 4)
-    try:
+    with scratch_results(4) as res:
         states = res.rows["state"]
         states[:] = RUNNING
         meter, plain = Meter(res, 1, None, slow=True), Meter(res, 1, None, slow=False)
@@ -122,20 +125,10 @@ def test_keep_going_holds_while_another_row_measures_and_drops_rows_as_they_fini
         assert not meter.keep_going()
         res.header["stop"] = 1
         assert not Meter(res, 0, None, slow=True).keep_going()  # a stopped run: stop
-    finally:
-        res.release()
-        res.shm.unlink()
 
 
 def samples_table(out: str) -> list[list[str]]:
-    lines = out.splitlines()
-    i = next(j for j, ln in enumerate(lines) if ln.startswith("proc,Sample,"))
-    rows = []
-    for line in lines[i + 1:]:
-        if not line.strip() or line.startswith("proc "):
-            break
-        rows.append([c.strip() for c in line.split(",")])
-    return rows
+    return table(out, "proc,Sample,")
 
 
 def test_a_sampled_run_s_samples_add_up_to_its_transfers_and_tile_its_interval():

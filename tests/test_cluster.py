@@ -110,8 +110,8 @@ def test_ranks_on_rank_0_s_kernel_share_its_clock_exactly_and_are_not_pinged():
     assert rank0.offsets() == [(0, 0), (0, 0), (OFFSET, 10)]
     assert set(comm.pinged) == {2}
     plan, run = two_ranks()
-    shared = ClusterRun((replace(run.ranks[0], uncertainty=0), replace(run.ranks[1], offset=0, uncertainty=0,
-                                                shares_clock=True)), plan)
+    shared = ClusterRun((replace(run.ranks[0], uncertainty=0),
+                         replace(run.ranks[1], offset=0, uncertainty=0, shares_clock=True)), plan)
     lines = shared.lines(0)
     assert "Start skew between ranks (first to last release): 2999.9 us" in lines
     assert "Clocks: every rank runs on rank 0's kernel and reads its CLOCK_MONOTONIC " \
@@ -429,8 +429,9 @@ def test_free_shared_memory_under_mpiexec_refuses_a_rank_s_live_segment():
     assert code == 2
     assert out.splitlines() == [f"rank 0 on {HOST}: removed /dev/shm/{segment_name(key)} "
                                 f"(created by pid {dead})"]
-    assert (f"torque-async: error: rank 1 on {HOST}: shared memory key {key + 1:#x} is in use by torque-async pid "
-            f"{live.pid}: -freeSharedMemory removes only what a killed run left") in err
+    assert (f"torque-async: error: rank 1 on {HOST}: shared memory key {key + 1:#x} is in use "
+            f"by torque-async pid {live.pid}: -freeSharedMemory removes only what a killed run "
+            f"left") in err
     assert Path("/dev/shm", segment_name(key + 1)).exists()
     live.communicate("\n", timeout=120)
     assert live.returncode == 0

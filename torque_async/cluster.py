@@ -10,8 +10,8 @@ alone: runs.py) is one such run of every rank. After each, rank 0 measures each 
 CLOCK_MONOTONIC offset again with a few ping-pongs (the hosts' clocks drift apart between runs)
 and gathers every rank's records; before the first, the first rank on each host sends rank 0
 its machine's description. Ranks on rank 0's kernel (the same boot_id) share its clock: their
-offset is exactly 0 and is not measured. Only rank 0 reports and writes sysctl.current. A rank that fails or
-is interrupted cleans up and then calls MPI_Abort, which ends every rank; a guard process of
+offset is exactly 0 and is not measured. Only rank 0 reports and writes sysctl.current. A rank
+that fails or is interrupted cleans up and then calls MPI_Abort, which ends every rank; a guard process of
 each rank (in its own session, so MPI's kill of the rank's process group spares it) removes
 what a killed rank leaves: its workers, its segment, its scratch directory.
 """

@@ -174,7 +174,8 @@ def ranks_entry(run: ClusterRun, t0: int) -> dict[str, Any]:
     """One run's start skew and every rank's clock offset and release."""
     return {"start_skew_ns": run.skew, "offset_uncertainty_ns": run.uncertainty,
             "ranks": [{"rank": r.rank, "host": r.host, "pid": r.pid, "offset_ns": r.offset,
-                       "uncertainty_ns": r.uncertainty, "shares_clock": r.shares_clock or not r.rank,
+                       "uncertainty_ns": r.uncertainty,
+                       "shares_clock": r.shares_clock or not r.rank,
                        "release_ns": r.release - t0 if r.release else None} for r in run.ranks]}
 
 

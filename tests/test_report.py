@@ -141,3 +141,13 @@ def test_the_group_block_of_loop_tests_says_their_pid_is_torque_async_s_own():
     assert "PID 700 is torque-async itself: its 2 processes run as coroutines on one event " \
            "loop" in reading
     assert not any(ln.startswith("PID") for ln in loading)
+
+
+def test_a_figure_that_does_not_apply_leaves_no_blank_line_in_its_block():
+    plan = cmdline.parse("-p 2 -n 8 -i 10 -MB 4 -checkpoint -load".split())
+    phase = (990 * MS, 995 * MS, 1000 * MS, 1900 * MS, 1910 * MS)
+    recs = tuple(replace(r, phase=phase) for r in man_page_example()[1])
+    lines = report.render(plan, recs, plan.procs(), INFO, "today", began=None)   # -baseline's
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("All 2 tests ran together"))
+    assert lines[at + 1].startswith("checkpoint proc 0 (ms since the start)")
+    assert all(a or b for a, b in zip(lines, lines[1:]))                 # never two blanks

@@ -625,10 +625,9 @@ def render(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], inf
     lines += [table_row(r, p, t0).text() + where(cluster, r.row)
               for r, p in zip(rows, each) if r.transfers]
     lines += [*resolution_lines(rows), "", *summary_lines(plan, records, procs)]
-    for extra in (overlap_line(plan, records, t0, cluster), startup_line(began, t0),
-                  loop_line(records, procs), *spin_lines(records),
-                  *cyclic_lines(records, procs), *checkpoint_lines(records, procs, t0)):
-        lines.append(extra)
+    lines += filter(None, (overlap_line(plan, records, t0, cluster), startup_line(began, t0),
+                           loop_line(records, procs), *spin_lines(records),
+                           *cyclic_lines(records, procs), *checkpoint_lines(records, procs, t0)))
     for group in plan.groups:
         lines += ["", *web.lines(group, records, procs, SHORTEST_NS)]
     lines += ["", *runs, "", *(cluster.lines(t0) if cluster else ())]

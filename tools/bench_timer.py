@@ -137,7 +137,7 @@ def cyclic(interval: int, loops: int) -> np.ndarray:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--interval", type=int, default=1000, help="us between wake-ups")
     ap.add_argument("--loops", type=int, default=5000, help="wake-ups per method and round")
     ap.add_argument("--rounds", type=int, default=3)

@@ -511,12 +511,19 @@ def group_lines(plan: Plan, group: Group, records, procs) -> list[str]:
 
 
 def setup_line(records) -> str:
-    """The group's set-up time: each process's, from its start (a worker's process, a loop
-    test's set-up) until ready at the start barrier."""
-    times = sorted(r.setup_ns / NS_PER_MS for r in records if r.setup_ns)
-    each = f"{times[0]:.1f} ms" if len(times) == 1 else \
-        f"{times[0]:.1f} to {times[-1]:.1f} ms over {len(times)} processes"
-    return f"Set-up = {each} (from the start of each until ready at the start barrier)"
+    """The group's set-up: each process's own (from its code's start, the spawned mark, until
+    ready at the start barrier: -checkpoint's set-up) and, for spawned workers, how long after
+    its process was started it was ready (setup_ns: the interpreter and imports included)."""
+    def spread(times) -> str:
+        times = sorted(t / NS_PER_MS for t in times)
+        return f"{times[0]:.1f}" if len(times) == 1 else f"{times[0]:.1f} to {times[-1]:.1f}"
+    ready = [r for r in records if r.setup_ns]
+    over = f" over {len(ready)} processes" if len(ready) > 1 else ""
+    own = spread(r.phase[1] - r.phase[0] for r in ready)
+    spawned = any(r.phase[0] - r.launched for r in ready)       # a loop test starts at launch
+    started = f"; ready {spread(r.setup_ns for r in ready)} ms after its process was started " \
+        f"(interpreter and imports included)" if spawned else ""
+    return f"Set-up = {own} ms{over} (the test's own, until ready at the start barrier){started}"
 
 
 def startup_line(began, t0: int) -> str:

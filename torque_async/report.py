@@ -470,8 +470,29 @@ PACED = {"streams": ("size", "config", "procs"),     # their arguments, not -n x
 
 
 def info_lines(records) -> list[str]:
-    """The lines of a group's info fields, each once, in order."""
-    return list(dict.fromkeys(ln for r in records for ln in r.info.splitlines() if ln))
+    """The lines of a group's info fields, each once, in order; each process's, labelled, when
+    they differ (set-up chose a kernel variant per process)."""
+    if len({r.info for r in records}) <= 1:
+        return list(dict.fromkeys(ln for r in records for ln in r.info.splitlines() if ln))
+    return [f"proc {r.row}: {ln}" for r in records for ln in r.info.splitlines() if ln]
+
+
+def choice_lines(repetitions: list[tuple[Record, ...]], alone: list[list[Record]] | None,
+                 procs) -> list[str]:
+    """-repeat and -baseline: each test whose set-up chose differently (its info) between the
+    repetitions, or alone and together, so a change of kernel is not read as contention."""
+    lines = []
+    for i, proc in enumerate(procs):
+        infos = [recs[i].info for recs in repetitions]
+        if len(set(infos)) > 1:
+            lines.append(f"proc {proc.row}: set-up chose differently in each repetition: " +
+                         " | ".join(f"{k + 1}: {info}" for k, info in enumerate(infos)))
+        apart = sorted({r.info for r in alone[i]} - {infos[0]}) if alone else []
+        if apart:
+            lines.append(f"proc {proc.row}: alone (-baseline) its set-up chose "
+                         f"{' | '.join(apart)}; together {infos[0]}: the change is partly the "
+                         f"kernel's, not only contention")
+    return lines
 
 
 def group_lines(plan: Plan, group: Group, records, procs) -> list[str]:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -18,6 +19,9 @@ from torque_async.results import HEADER, ROW, Results, SegmentExists, segment_na
 
 REPO = Path(__file__).resolve().parents[1]
 CMD = [sys.executable, "-m", "torque_async"]
+for _sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):     # a suite started by nohup or in
+    if signal.getsignal(_sig) == signal.SIG_IGN:              # a script's background: the runs
+        signal.signal(_sig, signal.SIG_DFL)                   # it starts take signals as a user's
 ENV = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(REPO)}   # this checkout's code
 
 
@@ -66,10 +70,10 @@ def assert_one_clean_line(code: int, out: str, err: str, message: str = "") -> N
 
 
 def table(out: str, header: str = report.TABLE_HEADER) -> list[list[str]]:
-    """The rows of the table under `header` (the bandwidth table), split into their columns; the
-    table ends at a blank line or a 'proc N: ...' note."""
+    """The rows of the table under the line that starts with `header` (the bandwidth table),
+    split into their columns; the table ends at a blank line or a 'proc N: ...' note."""
     lines = out.splitlines()
-    i = lines.index(header)
+    i = next(j for j, ln in enumerate(lines) if ln.startswith(header))
     rows = []
     for line in lines[i + 1:]:
         if not line.strip() or line.startswith("proc "):

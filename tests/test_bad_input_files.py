@@ -104,6 +104,7 @@ SUBCOMMAND_ERRORS = [
     (["plot", "a.json", "-o", "no/such/a.png"], "cannot write no/such/a.png: no/such is not a "
                                                 "writable directory"),
     (["plot", "a.json", "-o", "fifo"], "plot: fifo is a FIFO, not a file (-o FILE.png)"),
+    (["plot", "a.json", "-o", ""], "plot: -o '' names no file"),
     (["plot", "a.json", "-o", "a.json"], "plot: a.json is the results file itself"),
     (["compare", "a.json", "/dev/zero"], "cannot read /dev/zero: it is a character device"),
 ]

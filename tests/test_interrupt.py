@@ -125,6 +125,20 @@ def test_a_test_the_signal_cut_short_is_named_and_one_that_had_finished_is_not()
     assert "test 0 " not in out
 
 
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGHUP])
+def test_a_stop_signal_ignored_when_the_command_started_stays_ignored(tmp_path, sig):
+    """nohup's SIGHUP, a script's background job's SIGINT: the run goes on to its report."""
+    key = 0x7512 + sig
+    proc = start("-smkey", hex(key), "-n", "16", "-KB", "64", "-t", "2", "-bzero",
+                 cwd=tmp_path, preexec_fn=lambda: signal.signal(sig, signal.SIG_IGN))
+    wait_for_rows(key, 1, RUNNING)
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    (row,) = table(out)
+    assert float(row[3]) >= 1900 and "INTERRUPTED" not in out      # Diff: the whole -t 2
+
+
 def test_sp_interrupted_prints_its_report():
     key = 0x7510
     proc = start("-smkey", hex(key), "-sp", "-n", "16", "-i", "1000000", "-KB", "256", "-bzero")

@@ -63,6 +63,11 @@ def test_the_default_files_directory_planted_as_a_link_is_never_followed(tmp_pat
                 "-files", "5", cwd=tmp_path)
     assert r.returncode == 2 and r.stderr == ("torque-async: error: -files: -dir filestest is a "
                                               "symbolic link: name the directory itself\n")
+    for spelled in ("filestest/", "filestest/.", "filestest//./"):    # the system follows these
+        for action in (["-files", "5"], ["-web"]):
+            r = run_cli("-smkey", "0x7406", "-dir", spelled, "-cfiles", "-mfileKB", "64", "-KB",
+                        "4", "-n", "20", *action, cwd=tmp_path)
+            assert r.returncode == 2 and f"-dir {spelled} is a symbolic link" in r.stderr
     assert os.listdir(outside) == []
 
 

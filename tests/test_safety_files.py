@@ -265,8 +265,11 @@ def test_a_failing_stream_file_names_the_phase_the_file_and_the_errno(capsys, ke
     assert line.endswith("/stream0.dat: No space left on device")
 
 
-def test_a_fifo_at_the_configuration_dump_is_refused_once_named(capsys, key):
-    os.mkfifo("sysctl.current")
+@pytest.mark.parametrize("plant,what", [(os.mkfifo, "is a FIFO, not a file"),
+                                        (os.mkdir, "is a directory")])
+def test_a_fifo_or_directory_at_the_configuration_dump_is_refused_once_named(capsys, key, plant,
+                                                                            what):
+    plant("sysctl.current")
     assert_one_clean_line(*execute(capsys, "-smkey", key, *READ),
-                          "the configuration dump sysctl.current is a FIFO, not a file (a run "
-                          "leaves its configuration dump there: remove it, or run elsewhere)")
+                          f"the configuration dump sysctl.current {what} (a run leaves its "
+                          f"configuration dump there: remove it, or run elsewhere)")

@@ -128,14 +128,7 @@ def test_keep_going_holds_while_another_row_measures_and_drops_rows_as_they_fini
 
 
 def samples_table(out: str) -> list[list[str]]:
-    lines = out.splitlines()
-    i = next(j for j, ln in enumerate(lines) if ln.startswith("proc,Sample,"))
-    rows = []
-    for line in lines[i + 1:]:
-        if not line.strip() or line.startswith("proc "):
-            break
-        rows.append([c.strip() for c in line.split(",")])
-    return rows
+    return table(out, "proc,Sample,")
 
 
 def test_a_sampled_run_s_samples_add_up_to_its_transfers_and_tile_its_interval():

@@ -2,7 +2,7 @@
 """torque-async's file tests against fio, side by side on the same file, in one invocation.
 
     python3 tools/bench_io.py [--dir DIR] [--size-mb 1024] [--seconds 3] [--rounds 5]
-                              [--engines auto,uring,threads]
+                              [--engines auto,uring,threads] [--only NAME] [--key 0x7B00]
 
 For each workload and round, fio and torque-async (each engine) run one after the other on the
 same file, so each ratio compares neighbours in time on this noisy machine; the table gives the
@@ -158,6 +158,8 @@ def main() -> None:
     ap.add_argument("--engines", default="auto,uring,threads",
                     help="auto: what a user gets (sync for a lone QD1 test, else io_uring)")
     ap.add_argument("--only", default="", help="run the workloads whose name contains this")
+    ap.add_argument("--key", type=lambda v: int(v, 0), default=0x7B00,
+                    help="-smkey of round 0 (round r: KEY + r); another key beside another run")
     args = ap.parse_args()
     fio = ensure_fio()
     engines = args.engines.split(",")
@@ -185,7 +187,7 @@ def main() -> None:
                 for e in engines:
                     if w.warm:
                         warm(path)
-                    t_bw, t_cpu = run_torque(w, path, e, n, i, 0x7B00 + r)
+                    t_bw, t_cpu = run_torque(w, path, e, n, i, args.key + r)
                     bw[e].append(t_bw)
                     cpu[e].append(t_cpu)
                     ratios[e].append(t_bw / f_bw)

@@ -17,7 +17,7 @@ import shutil
 import signal
 import sys
 
-from .results import free_segment, owner_of
+from .results import NotASegment, free_segment, owner_of
 
 
 def clean(pid: int, segment: str, scratch_dir: str, mpi_files: list[tuple[int, str]]) -> None:
@@ -25,8 +25,11 @@ def clean(pid: int, segment: str, scratch_dir: str, mpi_files: list[tuple[int, s
         os.killpg(pid, signal.SIGKILL)         # a rank started by mpiexec leads its own group
     except (ProcessLookupError, PermissionError):     # not a group leader: no group of its own
         pass
-    if owner_of(segment) == pid:
-        free_segment(segment)
+    try:
+        if owner_of(segment) == pid:
+            free_segment(segment)
+    except NotASegment:                        # not the rank's: left alone
+        pass
     for made in glob.glob(f"{glob.escape(scratch_dir)}.*"):    # scratch.directory() + mkdtemp's
         shutil.rmtree(made, ignore_errors=True)                # random suffix (a link: refused)
     for inode, path in mpi_files:

@@ -99,6 +99,8 @@ def run(tokens: tuple[str, ...]) -> None:
 def plot_command(results: str, output: str | None) -> None:
     """Draw a -json results file: bandwidth over time, latency and lateness percentiles."""
     from . import export, plot as plotting
+    if output == "":
+        fail("plot: -o '' names no file: give -o FILE.png, or leave -o out", 2)
     path = output or str(Path(results).with_suffix(".png"))
     try:
         doc = export.load(results)

@@ -19,6 +19,14 @@ def kind(mode: int) -> str:
     return next((words for test, words in KINDS if test(mode)), "a regular file")
 
 
+def named_link(path: str) -> bool:
+    """Whether the last name in `path` is a symbolic link: a trailing '/' or '/.' (which make
+    the system follow it) does not hide it."""
+    while path.endswith(("/", "/.")) and path.rstrip("/."):
+        path = path[:-1] if path.endswith("/") else path[:-2]
+    return os.path.islink(path)
+
+
 def read_bounded(path: str, limit: int, what: str = "") -> bytes:
     """The bytes of regular file `path`; ValueError (one line naming the file, as `what` and
     its path) when it is not a regular file, is longer than `limit` bytes or cannot be read."""

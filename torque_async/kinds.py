@@ -95,18 +95,19 @@ def problem_with(k: Kind) -> str:
 
 _M, _S = "workers.memory:", "workers.stream_kernels:"
 _ST = "torque_async.streams.stream:"
+_WORDS = "torque_async.validate:whole_words"      # loads, stores and STREAM move 8-byte words
 _F, _FC = "torque_async.io.filetest:FileTest", "torque_async.io.plancheck:check_group"
 _ON_LOOP, _WITH_FILES = frozenset({LOOP}), frozenset({LOOP, FILES})
 register(
     Kind("bcopy", "Bcopy", "memory", _M + "BcopyTest", working_sets=2),
     Kind("bzero", "Bzero", "memory", _M + "BzeroTest", working_sets=1),
-    Kind("load", "Load", "memory", _M + "LoadTest", working_sets=1),
-    Kind("store", "Store", "memory", _M + "StoreTest", working_sets=1),
-    Kind("ls", "LoadStore", "memory", _M + "LsTest", working_sets=1),
-    Kind("Scopy", "SCopy", "STREAM", _S + "Scopy", working_sets=3),
-    Kind("Sscale", "SScale", "STREAM", _S + "Sscale", working_sets=3),
-    Kind("Sadd", "SAdd", "STREAM", _S + "Sadd", working_sets=3),
-    Kind("Striad", "STriad", "STREAM", _S + "Striad", working_sets=3),
+    Kind("load", "Load", "memory", _M + "LoadTest", working_sets=1, check=_WORDS),
+    Kind("store", "Store", "memory", _M + "StoreTest", working_sets=1, check=_WORDS),
+    Kind("ls", "LoadStore", "memory", _M + "LsTest", working_sets=1, check=_WORDS),
+    Kind("Scopy", "SCopy", "STREAM", _S + "Scopy", working_sets=3, check=_WORDS),
+    Kind("Sscale", "SScale", "STREAM", _S + "Sscale", working_sets=3, check=_WORDS),
+    Kind("Sadd", "SAdd", "STREAM", _S + "Sadd", working_sets=3, check=_WORDS),
+    Kind("Striad", "STriad", "STREAM", _S + "Striad", working_sets=3, check=_WORDS),
     Kind("spinWait", "SpinWait", "cpu", "workers.spin:SpinTest", frozenset({CALIBRATION})),
     Kind("V", "Video", "video", "workers.video:VideoTest", frozenset({GL})),
     *(Kind(a, label, "file", _F, _WITH_FILES, check=_FC) for a, label in (   # actions.SPECS

@@ -22,11 +22,13 @@ from typing import Callable
 
 import numpy as np
 
-from .results import MAX_SAMPLES, MEASURED, Results
-from .stats import Summary
+from . import results
+from .results import MAX_SAMPLES, Results
+from .stats import BATCH, Summary
 
 now = time.monotonic_ns
 RAMPING, COUNTED, PAST = "ramping", "counted", "past"        # Meter.place
+RAMP, MEASURED, EXTRA, STOP = range(4)    # what a claimed transfer is (Meter.claim)
 NEVER = 1 << 62                    # a count or a time that is never reached
 
 
@@ -56,7 +58,7 @@ def word(a: np.ndarray) -> memoryview:
 class Meter:
     __slots__ = ("row", "live", "stop", "states", "waiting", "every", "next_sample",
                  "nsamples", "stamps", "lat", "count", "start", "finish", "parts", "who",
-                 "cpu0", "cpu", "limit", "total", "deadline", "ramp_end", "ramped")
+                 "cpu0", "cpu", "limit", "total", "deadline", "ramp_end", "ramped", "until")
 
     def __init__(self, results: Results, row: int, sample: int | None, slow: bool,
                  limit: Limit = Limit(), usage: Callable[[], np.ndarray] | None = None):
@@ -73,7 +75,7 @@ class Meter:
         # matters at -sample 0 (and -vl 3); publish() copies them into the row.
         self.stamps = [0] * (2 * MAX_SAMPLES) if self.every else []
         self.lat = Summary()                          # latency of each measured transfer
-        self.count = self.start = self.finish = self.ramped = 0
+        self.count = self.start = self.finish = self.ramped = self.until = 0
         self.limit, self.total, self.deadline, self.ramp_end = limit, limit.count, NEVER, 0
         self.parts: tuple[Summary, Summary] | None = None   # reads, writes (split)
         self.who = usage or process_usage
@@ -120,6 +122,23 @@ class Meter:
             self.begin()
         return COUNTED if self.more(k - self.ramped, t) else PAST
 
+    def claim(self, k: int, t: int, past: Callable[[], None] | None = None) -> int:
+        """What transfer k is at time t when the count alone cannot say (the file lanes' and
+        -web clients' claims): STOP once the stop flag is up, RAMP, MEASURED, or past the
+        measured ones (`past()` is told first): EXTRA while -slow keeps the test going, else
+        STOP. Below `until` the count alone says MEASURED (no clock read, no call)."""
+        if self.stop[0]:
+            return STOP
+        where = self.place(k, t)
+        if where == RAMPING:
+            return RAMP
+        self.until = self.ramped + self.certain
+        if where == COUNTED:
+            return MEASURED
+        if past is not None:
+            past()
+        return EXTRA if self.keep_going() else STOP
+
     def more(self, k: int, t: int) -> bool:
         """Whether measured transfer k (counted from 0 at begin) is due at time t: k below the
         count and t before the deadline. The first k refused under -t becomes the count, so
@@ -130,8 +149,14 @@ class Meter:
         return False
 
     def record(self, latency: int, t_end: int) -> int:
-        """One measured transfer completed at t_end after `latency` ns; returns how many have."""
-        self.lat.add(latency)
+        """One measured transfer completed at t_end after `latency` ns; returns how many have.
+        The latency goes straight into the Summary's batch (Summary.add, without the call)."""
+        lat = self.lat
+        i = lat.held
+        lat.batch[i] = latency
+        lat.held = i + 1
+        if i + 1 == BATCH:
+            lat.settle()
         self.count = k = self.count + 1
         self.live[0] = k
         if k == self.next_sample and self.nsamples < MAX_SAMPLES:
@@ -166,7 +191,7 @@ class Meter:
         States only move forward, so the rows that reached MEASURED are dropped from `waiting`
         for good: one scalar read per call, no array."""
         waiting, states = self.waiting, self.states
-        while waiting and states[waiting[-1]] >= MEASURED:
+        while waiting and states[waiting[-1]] >= results.MEASURED:
             waiting.pop()
         return bool(waiting) and not self.stop[0]
 
@@ -190,7 +215,7 @@ class Meter:
                 r["rw_count"][0, i], r["rw_min"][0, i], r["rw_max"][0, i], r["rw_sum"][0, i] = \
                     part.count, part.lo, part.hi, part.total
                 r["rw_hist"][0, i] = part.hist
-        r["state"] = MEASURED
+        r["state"] = results.MEASURED
 
     def publish_extra(self, extra: int) -> None:
         self.row["extra_transfers"] = extra

@@ -18,6 +18,7 @@ import tempfile
 
 from .cmdline import UsageError
 from .inputs import kind
+from .results import SEGMENT_PREFIX, SHM_DIR
 
 SYSCTL_FILE = "sysctl.current"
 
@@ -79,9 +80,13 @@ def refusal(what: str, path: str, hint: str = "") -> str:
     refusal of a name that is not a file."""
     folder = os.path.dirname(path) or "."
     if os.path.isdir(path):
-        return f"{what} {path} is a directory: name a file in it"
+        return f"{what} {path} is a directory" + (hint if path == SYSCTL_FILE else
+                                                   ": name a file in it")
     if why := unfit(path):
         return f"{what} {path} {why}, not a file{hint}"
+    if os.path.realpath(os.path.dirname(os.path.abspath(path))) == SHM_DIR and \
+            os.path.basename(path).lstrip(".").startswith(SEGMENT_PREFIX):
+        return f"{what} {path} is a name torque-async gives its shared memory: name another file"
     if not (os.path.isdir(folder) and os.access(folder, os.W_OK | os.X_OK)):
         return f"cannot write {path}: {folder} is not a writable directory"
     return ""

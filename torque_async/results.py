@@ -26,13 +26,16 @@ SIZE_LAW = ("files", "mean", "p50", "p99")      # -web: the file sizes of the tr
 PHASES = ("spawned", "set up", "released", "measured", "done")
 MAGIC = 0x746F72717565         # "torque"
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)   # set the stop flag (the
-                                   # orchestrator's: workers ignore them)
+# Set the stop flag (the orchestrator's: workers ignore them). One ignored when the command
+# started stays ignored (nohup's SIGHUP, SIGINT of a script's background job).
+STOP_SIGNALS = tuple(sig for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+                     if signal.getsignal(sig) != signal.SIG_IGN)
 
 # Row states, in the order a test goes through them.
 NEW, READY, RUNNING, MEASURED, DONE, FAILED, ABORTED = range(7)
 STATE_NAMES = ("new", "ready", "running", "measured", "done", "failed", "aborted")
 
+SEGMENT_PREFIX = "torque-async-"    # a segment's name: the prefix and -smkey in hex
 SHM_DIR = "/dev/shm"               # where Linux keeps POSIX shared memory (shm_open names)
 MAX_SEMS = 8
 HEADER = np.dtype([("magic", "i8"), ("owner", "i8"), ("rows", "i8"), ("stop", "i8"),
@@ -91,15 +94,16 @@ ROW = np.dtype([
 
 
 def segment_name(smkey: int) -> str:
-    return f"torque-async-{smkey:x}"
+    return f"{SEGMENT_PREFIX}{smkey:x}"
 
 
 class NotASegment(Exception):
-    """Something that is not a regular file stands at a segment's name: nothing opens it."""
+    """Something other than a segment stands at a segment's name (not a regular file: nothing
+    opens it; a file without the segment's magic: nothing reads or removes it)."""
 
-    def __init__(self, name: str):
-        super().__init__(f"/dev/shm/{name} is not a torque-async segment (a link, FIFO or "
-                         f"directory stands there): remove it yourself or choose another -smkey")
+    def __init__(self, name: str, what: str = "a link, FIFO or directory stands there"):
+        super().__init__(f"/dev/shm/{name} is not a torque-async segment ({what}): remove it "
+                         f"yourself or choose another -smkey")
 
 
 class SegmentExists(Exception):
@@ -171,8 +175,8 @@ class Results:
 
 
 def header_of(name: str) -> np.void | None:
-    """A copy of segment `name`'s header (zeros if it is too small to hold one), or None if
-    there is no such segment.
+    """A copy of segment `name`'s header, or None if there is no such segment; NotASegment for
+    anything else at its name (segments appear with their header written: Results.create).
 
     Looking must not adopt the segment: a plain attach would register it with this process's
     resource tracker, which would then unlink another run's segment when this process exits.
@@ -189,15 +193,17 @@ def header_of(name: str) -> np.void | None:
         return None
     resource_tracker.unregister(shm._name, "shared_memory")
     try:
-        if shm.size < HEADER.itemsize:
-            return np.zeros((), HEADER)[()]
-        return np.ndarray((), HEADER, shm.buf, 0).copy()[()]
+        header = np.ndarray((), HEADER, shm.buf, 0).copy()[()] \
+            if shm.size >= HEADER.itemsize else None
     finally:
         shm.close()
+    if header is None or header["magic"] != MAGIC:
+        raise NotASegment(name, "a file of other contents stands there")
+    return header
 
 
 def owner_of(name: str) -> int | None:
-    """The pid that created segment `name`, 0 if unreadable, None if there is no such segment."""
+    """The pid that created segment `name`, None if there is no such segment."""
     header = header_of(name)
     return None if header is None else int(header["owner"])
 

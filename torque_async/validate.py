@@ -39,6 +39,13 @@ def check(plan: Plan) -> None:
     outputs.check(plan)
 
 
+def whole_words(plan: Plan, group) -> None:
+    """-load, -store, -ls and the STREAM kernels move 64-bit words: a transfer holds one."""
+    if group.local.size < 8:
+        raise UsageError(f"-{group.action}: a transfer of {group.local.size} bytes holds no "
+                         f"64-bit word: give -B 8 or more")
+
+
 def check_time(group) -> None:
     """-t and -ramp: a ramp must leave time to measure."""
     local, name = group.local, f"group {group.index} (-{group.action})"

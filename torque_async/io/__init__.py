@@ -1,6 +1,7 @@
 """The file tests on the event loop: -r -w -rand -rmw -rw -scan -scanfile -aio -files.
 
     filetest.py   FileTest: set-up, the lanes that issue and time transfers, the data check
+    batch.py      io_uring's fast path: a plain test's transfers driven by the engine, no lanes
     actions.py    what each action does (Spec), its files, sizes and layout
     layout.py     transfer k -> (file, offset, write), a pure function of plan, seed, file sizes
     engine.py     the engine interface; the threads and sync backends

@@ -17,7 +17,9 @@ frame with `transfer`, which any coroutine may await:
 
     uring    io_uring through liburing: one ring for every test on the loop, completions through
              an eventfd the loop watches; the engine steps the lanes itself (uring.py);
-             transfer() is a future on the same ring, resolved by the same completion reader
+             transfer() is a future on the same ring, resolved by the same completion reader.
+             It also has `batches`: slots whose completions a plain function answers with the
+             next transfer (a file test's plain transfers, io/batch.py), no lane each
     threads  one plain thread per lane, each running its lane's blocking loop and timing its own
              transfers (os.preadv/pwritev); serial() puts a lock around what lanes share;
              transfer() runs in a thread of the engine's own, one per transfer in flight (a

@@ -14,6 +14,10 @@ completion) and write (issue to completion, after the modify). Per transfer k:
     rmw           read, add 1 to the first byte of every sector, write it back
     -T            the lane waits that long before its next transfer
 
+On io_uring a test whose transfers are plain (one I/O each: not -rmw, no -extraRead*, no cache
+drop) and that has no -T runs no lanes: the engine drives its transfers in batches through the
+same claim, record and check (batch.py; the group block says "I/O path = ...").
+
 Set-up (not timed) resolves and opens the files, writes scratch files, allocates one buffer
 area for all lanes and registers it with the engine. check() (not timed) reads the files back:
 each lane's last buffer must match the file where nothing wrote after it, and a scratch file
@@ -33,8 +37,8 @@ from torque_async.testing.api import TestContext, TestError
 from torque_async.testing.buffers import Buffers
 from torque_async.timer import SLICE_NS
 
-from ..meter import COUNTED, RAMPING
-from . import actions, data, scratch, tree
+from ..meter import EXTRA, MEASURED, RAMP, STOP
+from . import actions, batch, data, scratch, tree
 from .engine import NAMES, choose, now, open_engine
 from .files import block_size, choose_mode, open_file
 from .layout import BLOCK, Cursor, Layout
@@ -44,7 +48,6 @@ MASK = BLOCK - 1
 assert BLOCK == 1 << SHIFT
 
 CHUNK = 8 << 20                    # check(): bytes of a scratch file compared at once
-RAMP, MEASURED, EXTRA, STOP = range(4)    # what a claimed transfer is (FileTest.claim)
 
 
 class FileTest:
@@ -70,6 +73,7 @@ class FileTest:
         self.buffers: Buffers | None = None
         self.ids: list[int] = []
         self.error: BaseException | None = None
+        self.single = self.batched = False           # set-up: see batch.py
 
     # set-up --------------------------------------------------------------------------------
     async def setup(self) -> None:
@@ -87,7 +91,11 @@ class FileTest:
         self.drop = mode.drop
         self.allocate(local.wire or self.spec.wire, buffered=not mode.direct)
         engine = NAMES[self.engine_name] + (f" ({self.engine_note})" if self.engine_note else "")
-        self.info = "\n".join((f"I/O engine = {engine}", mode.note))
+        self.single = not (self.spec.rmw or self.extra_bytes or self.drop)  # one I/O a transfer
+        # the one choice point: the engine drives plain transfers in batches (io/batch.py)
+        self.batched = self.single and not local.T and getattr(self.engine, "batches", False)
+        self.info = "\n".join((f"I/O engine = {engine}", mode.note) +
+                               ((batch.NOTE,) if self.batched else ()))
 
     async def tree(self) -> int:
         """-files: the tree under -dir (made first with -cfiles); returns its largest file."""
@@ -176,7 +184,10 @@ class FileTest:
         self.record = meter.record_rw if self.mixed else meter.record_rmw if self.spec.rmw \
             else meter.record
         self.t_last = meter.ramp()
-        await self.engine.drive([self.lane(j) for j in range(self.depth)])
+        if self.batched:
+            await batch.drive(self)
+        else:
+            await self.engine.drive([self.lane(j) for j in range(self.depth)])
         if not self.published:                       # stopped early: publish what was measured
             self.finish(max(self.t_last, meter.start or meter.begin()))
         meter.publish_extra(self.extra)
@@ -192,34 +203,42 @@ class FileTest:
         """The next transfer number and what it is (RAMP, MEASURED, EXTRA or STOP), decided in
         the order the numbers are taken (the engine runs claims one at a time), so the measured
         transfers are consecutive numbers. The numbers below `until` are measured whatever
-        the time (the Meter's count, with no deadline): no clock read, no call."""
+        the time (the Meter's count, with no deadline): no clock read, no call (batch.py
+        makes this first case inline, and calls decide for the rest)."""
         k = self.take()
         if k < self.until and self.error is None and not self.stop[0]:
             return k, MEASURED
         return k, self.decide(k)
 
     def decide(self, k: int) -> int:
-        """claim()'s other cases: the ramp, the start, a deadline, past the measured ones."""
-        meter, t = self.meter, now()
-        if self.error is not None or self.stop[0]:
+        """claim()'s other cases, as the Meter says (a failed test stops); the last measured
+        transfer, done already, ends the measured interval before any past it."""
+        if self.error is not None:
             return STOP
-        where = meter.place(k, t)
-        if where == RAMPING:
-            return RAMP
-        self.until = meter.ramped + meter.certain
-        if where == COUNTED:
-            return MEASURED
-        if meter.count == meter.total and not self.published:   # the last one is done already
+        what = self.meter.claim(k, now(), self.measured_all)
+        self.until = self.meter.until
+        return what
+
+    def measured_all(self) -> None:
+        if self.meter.count == self.meter.total and not self.published:
             self.finish(self.t_last)
-        return EXTRA if meter.keep_going() else STOP
 
     def recorded(self, latency: int, t: int, *parts) -> None:
         """A measured transfer completed at t (parts: its write flag or -rmw's read and write
-        times, as self.record takes them); the last of them ends the measured interval."""
+        times, as self.record takes them); the last of them ends the measured interval.
+        batch.py does the same inline (its t never falls: one clock read per batch, in order)."""
         if t > self.t_last:
             self.t_last = t
         if self.record(latency, t, *parts) == self.meter.total:
             self.finish(t)
+
+    def gear(self, j: int) -> tuple:
+        """Lane (or slot) j's read and write buffers (engine ids), the stamper of its write
+        buffer, and the words -touch/-touch4K read of its read buffer (None without them)."""
+        slot, touched = self.slot, self.local.touch or self.local.touch4K
+        return (self.ids[slot["read"] + j], self.ids[slot["write"] + j],
+                data.stamper(self.views[slot["write"] + j]),
+                self.touched[slot["read"] + j] if touched else None)
 
     async def lane(self, j: int) -> None:
         """One outstanding transfer at a time, until every measured one is done (and, under
@@ -228,14 +247,9 @@ class FileTest:
         transfers made are exactly 0 .. k-1 for the smallest such k (self.next)."""
         claim, done = self.engine.serial(self.claim), self.engine.serial(self.recorded)
         mixed, rmw_at = self.mixed, self.rmw_at if self.spec.rmw else None
-        submit, fds, slot, throttle = self.engine.submit, self.fds, self.slot, self.local.T * 1000
-        rbuf, wbuf = self.ids[slot["read"] + j], self.ids[slot["write"] + j]
-        stamp = data.stamper(self.views[slot["write"] + j])
-        plain = not (self.spec.rmw or self.extra_bytes or self.drop)    # one I/O per transfer
-        stamps = self.writes and not self.spec.rmw
-        touched = self.local.touch or self.local.touch4K
-        touch = self.touched[slot["read"] + j] if touched else None
-        last = self.last
+        submit, fds, throttle = self.engine.submit, self.fds, self.local.T * 1000
+        rbuf, wbuf, stamp, touch = self.gear(j)
+        plain, stamps, last = self.single, self.writes and not self.spec.rmw, self.last
         block, k, t, extra = -1, -1, self.t_last, 0
         f, offset, write = 0, 0, False
         try:
@@ -263,15 +277,22 @@ class FileTest:
                     touch.sum()                       # the processor reads the data
                 if throttle:
                     await self.pause(t + throttle)
-        except OSError as e:      # ENOSPC, EIO, ...: name the file, the place and the errno
-            what = "write" if write else "read"
-            failure = TestError(f"{what} of {self.size} bytes at byte {offset} of "
-                                f"{self.paths[f]}: {e.strerror or e}")
-            with self.lock:
-                self.error = self.error or failure
         except Exception as e:  # noqa: BLE001 - the first failure ends every lane, then run raises
-            with self.lock:
-                self.error = self.error or e
+            self.failed(e, f, offset, write)
+        self.ended(k, extra)
+
+    def failed(self, e: Exception, f: int, offset: int, write: bool) -> None:
+        """A transfer (of file f at offset) failed: the first failure ends the test. An OSError
+        (ENOSPC, EIO, short) is named by its file, place and errno."""
+        if isinstance(e, OSError):
+            what = "write" if write else "read"
+            e = TestError(f"{what} of {self.size} bytes at byte {offset} of "
+                          f"{self.paths[f]}: {e.strerror or e}")
+        with self.lock:
+            self.error = self.error or e
+
+    def ended(self, k: int, extra: int) -> None:
+        """A lane (or slot) stopped at transfer k, having made `extra` unmeasured ones (-slow)."""
         with self.lock:
             self.next = min(self.next, k)
             self.extra += extra

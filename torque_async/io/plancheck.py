@@ -5,7 +5,7 @@ import os
 import stat
 
 from ..cmdline import UsageError
-from ..inputs import kind
+from ..inputs import kind, named_link
 from . import actions, tree
 from .files import block_size
 
@@ -102,7 +102,7 @@ def check_path(settings, name: str, path: str, writes: bool) -> None:
 
 def check_tree(settings, group) -> None:
     local, count = group.local, group.args[0]
-    if os.path.islink(local.dir):                 # as -web: the default name may be planted
+    if named_link(local.dir):                     # as -web: the default name may be planted
         raise UsageError(f"-files: -dir {local.dir} is a symbolic link: name the directory "
                          f"itself")
     if os.path.exists(local.dir) and not os.path.isdir(local.dir):

@@ -18,8 +18,11 @@ batch that returned it. A transfer is submitted
                        complete inside io_uring_enter: one system call for the batch); their
                        latency includes the preparing of the batch's later transfers
 
-(tools/bench_io.py compares the choices). `transfer` is the same transfer for an ordinary
-coroutine (a paced stream): its Waiter holds a future instead of a lane, and the same reader
+(tools/bench_io.py compares the choices). A test may instead hand the engine `slots`: Waiters
+whose completions the reader passes to a plain function, done(slot, res, t), no coroutine
+(io/batch.py: the file tests' plain transfers); it returns the slot's next transfer, which the
+reader prepares at once, so a batch of completions is answered and submitted again in one
+pass. `transfer` is the same transfer for an ordinary coroutine (a paced stream): its Waiter holds a future instead of a lane, and the same reader
 resolves it with the batch's completion time. A test's buffers are forgotten only when
 none of its transfers is in flight, so the kernel never writes into memory given back.
 """
@@ -78,16 +81,35 @@ class Crew:
 class Waiter:
     """Who waits for the transfer in flight under `key` (its user_data): a lane of `crew`, or a
     future of transfer()'s (crew None), or nobody (both None: its drive() was cancelled), and
-    what was asked. A lane keeps one Waiter, reused for each of its transfers (one at a time)."""
-    __slots__ = ("lane", "crew", "key", "want", "buf", "buffered", "write", "what")
+    what was asked. A lane keeps one Waiter, reused for each of its transfers (one at a time).
+    A Slot's completions go to its `done` instead (see slots())."""
+    __slots__ = ("lane", "crew", "key", "want", "buf", "buffered", "write", "what", "done")
 
     def __init__(self, lane, crew: Crew | None, key: int):
         self.lane, self.crew, self.key = lane, crew, key
         self.want, self.buf, self.buffered, self.write, self.what = 0, -1, False, False, 0
+        self.done = None
+
+
+class Slot(Waiter):
+    """One transfer outstanding of a batch driver: done(slot, res, t) gets each completion
+    (res: the kernel's result). Its read and write buffers are fixed (`iovecs`, of one length,
+    `want`; `buf` is the read one's id, which is what forget() looks for); j, k, kind, t0 and
+    f are the driver's own (which slot, the transfer number, what it is, its start, its file)."""
+    __slots__ = ("iovecs", "j", "k", "kind", "t0", "f")
+
+    def __init__(self, key: int, j: int, done, read: tuple, write: tuple, buf: int):
+        super().__init__(None, None, key)
+        (riov, self.want, self.buffered, _), (wiov, wlen, _, _) = read, write
+        if wlen != self.want:
+            raise ValueError(f"a slot's buffers differ in length: {self.want} and {wlen}")
+        self.iovecs, self.done, self.buf = (riov, wiov), done, buf
+        self.j, self.k, self.kind, self.t0, self.f = j, -1, 0, 0, 0
 
 
 class UringEngine:
     name = NAMES["uring"]
+    batches = True                     # slots() and hold(): see io/batch.py
     _shared: "UringEngine | None" = None
 
     @classmethod
@@ -185,6 +207,28 @@ class UringEngine:
                     waiter.lane = waiter.crew = None
             raise
 
+    def slots(self, done, reads: list[int], writes: list[int]) -> list[Slot]:
+        """A Slot for each pair of registered buffers (reads[j], writes[j]), its completions to
+        go to done(slot, res, t), which returns the slot's next transfer (write, fd, offset) or
+        None (the slot ends); the caller start()s them and awaits hold()."""
+        return [Slot(next(self.keys), j, done, self.iovecs[r], self.iovecs[w], r)
+                for j, (r, w) in enumerate(zip(reads, writes))]
+
+    def start(self, slots: list[Slot]) -> None:
+        """Queue each slot's first transfer: done(slot, slot.want, 0) says which (a slot's done
+        tells this call from a completion by its own state)."""
+        self.serve([(slot, slot.want) for slot in slots], 0, False)
+
+    async def hold(self, slots: list[Slot], finished: asyncio.Future) -> None:
+        """Await `finished`, which the slots' done() resolves; cancelled, the slots' transfers
+        still in the ring are dropped by reap() (forget() waits for them)."""
+        try:
+            await finished
+        except asyncio.CancelledError:
+            for slot in slots:
+                slot.done = None
+            raise
+
     def step(self, waiter: Waiter, value, error: BaseException | None) -> None:
         """Run a lane from where it waits to its next transfer (or its end)."""
         self.current, lane, crew = waiter, waiter.lane, waiter.crew
@@ -222,7 +266,7 @@ class UringEngine:
     def answer(self) -> int:
         """Take every completion queued (one pass, then one advance), take the clock once for
         the batch and hand each completion to its waiter; returns that time (0: none)."""
-        cqe, pop, done, buffered = self.cqe, self.waiting.pop, [], 0
+        cqe, pop, batch, buffered = self.cqe, self.waiting.pop, [], 0
         for _ in self.L.CqeIter(self.ring, cqe):
             entry = cqe[0]
             try:
@@ -231,13 +275,37 @@ class UringEngine:
                 res = -e.errno
             waiter = pop(entry.user_data)
             buffered += waiter.buffered
-            done.append((waiter, res))
-        if not done:
+            batch.append((waiter, res))
+        if not batch:
             return 0
-        self.L.io_uring_cq_advance(self.ring, len(done))
-        t, step = now(), self.step
-        self.holding = buffered > 1        # answer the batch, then submit it
-        for waiter, res in done:
+        self.L.io_uring_cq_advance(self.ring, len(batch))
+        t = now()
+        self.serve(batch, t, buffered > 1)
+        return t
+
+    def serve(self, batch: list[tuple[Waiter, int]], t: int, together: bool) -> None:
+        """Hand each (waiter, result) of a batch completed at t to its waiter: a Slot's done()
+        returns its next transfer, (write, fd, offset) or None, which is queued here; a lane
+        runs on to its next submit; a future is resolved. `together`: what they queue is
+        submitted once, after the batch is answered, else each at once."""
+        self.holding, step = together, self.step
+        get_sqe, ring, preps, waiting = self.get_sqe, self.ring, self.preps, self.waiting
+        for waiter, res in batch:
+            done = waiter.done
+            if done is not None:           # a Slot
+                place = done(waiter, res, t)
+                if place is not None:
+                    write, fd, offset = place
+                    sqe = get_sqe(ring)
+                    preps[write](sqe, fd, waiter.iovecs[write], offset)
+                    waiter.write, waiter.what = write, offset
+                    sqe.user_data = key = waiter.key
+                    waiting[key] = waiter
+                    if together:
+                        self.held += 1
+                    else:
+                        self.submit_all(ring)
+                continue
             if res == waiter.want:
                 if waiter.crew is not None:
                     step(waiter, t, None)
@@ -259,8 +327,7 @@ class UringEngine:
         self.holding = False
         if self.held:
             self.held = 0
-            self.submit_all(self.ring)
-        return t
+            self.submit_all(ring)
 
     async def forget(self, ids: list[int]) -> None:
         mine = set(ids)

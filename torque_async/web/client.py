@@ -28,14 +28,13 @@ import sys
 from torque_async.testing.api import TestContext, TestError
 
 from ..io.engine import now
-from ..meter import COUNTED, RAMPING
+from ..meter import EXTRA, MEASURED, RAMP, STOP
 from ..results import WEB_OPS
 from ..stats import Summary
 from ..units import KB
 from . import site
 from .picks import BLOCK, Picker, Popularity, generators
 
-RAMP, MEASURED, EXTRA, STOP = range(4)    # what a request is (WebTest.decide)
 TURN_NS = 100_000                  # a client gives the loop a turn when it has run this long
 OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
 _sites: dict[int, "Site"] = {}                   # by group index: the clients' shared state
@@ -229,19 +228,11 @@ class WebTest:
         meter.publish_extra(extra)
 
     def decide(self, k: int) -> int:
-        """What request k is when the count alone cannot say (as the file lanes decide): part
-        of -ramp, the first measured one (the measured interval starts), one before -t's
-        deadline, or past the measured ones: unmeasured while -slow keeps the client going."""
-        meter, t = self.meter, now()
-        if meter.stop[0]:
-            return STOP
-        where = meter.place(k, t)
-        if where == RAMPING:
-            return RAMP
-        self.until = meter.ramped + meter.certain
-        if where == COUNTED:
-            return MEASURED
-        return EXTRA if meter.keep_going() else STOP
+        """What request k is when the count alone cannot say, as the Meter says (as for the
+        file lanes): part of -ramp, measured, or past the measured ones."""
+        what = self.meter.claim(k, now())
+        self.until = self.meter.until
+        return what
 
     def finish(self, t: int, read: int, appended: int) -> None:
         """Publish the measured requests: their bytes and each operation's latency."""

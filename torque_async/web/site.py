@@ -26,6 +26,7 @@ from typing import Callable
 
 import numpy as np
 
+from ..inputs import named_link
 from ..io.data import pattern
 from ..units import KB
 
@@ -181,7 +182,7 @@ def survey(root: str, manifest: dict | None) -> Survey:
 
 def problem(root: str, law: Law, allow_foreign: bool) -> str | None:
     """What keeps -dir root from holding the tree of `law` (made or to be made), or None."""
-    if os.path.islink(root):
+    if named_link(root):
         return f"-dir {root} is a symbolic link: name the directory itself"
     if os.path.exists(root) and not os.path.isdir(root):
         return f"-dir {root} is a file, not a directory"

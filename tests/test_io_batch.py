@@ -1,0 +1,131 @@
+"""io_uring's batches: a plain file test's transfers driven by the engine, no lane each
+(torque_async/io/batch.py): exact counts, data checks, errors, -slow, and who takes which path."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from torque_async.io import batch, uring
+from torque_async.results import MAX_SAMPLES
+from torque_async.stats import merge
+
+from conftest import run
+from test_io_run import no_scratch_left, pattern_file
+
+KB = 1024
+
+
+def engine_log(monkeypatch, change=lambda write, fd, offset: (write, fd, offset)) -> list:
+    """Every transfer the batches hand the engine, (write, offset), in the order claimed;
+    `change` may alter each before the engine prepares it."""
+    log, real = [], uring.UringEngine.slots
+
+    def slots(self, done, reads, writes):
+        def logged(slot, res, t):
+            place = done(slot, res, t)
+            if place is None:
+                return None
+            log.append((place[0], place[2]))
+            return change(*place)
+        return real(self, logged, reads, writes)
+    monkeypatch.setattr(uring.UringEngine, "slots", slots)
+    return log
+
+
+def counted_exactly(rec, total: int) -> None:
+    assert rec.transfers == rec.lat_count == sum(n for _, n in rec.hist) == total
+    assert 0 < rec.lat_min <= rec.lat_sum // rec.lat_count <= rec.lat_max
+
+
+@pytest.mark.parametrize("argv", [[], ["-ramp", "0.05"], ["-p", "2", "-sample", "0"]])
+def test_batches_make_exactly_the_measured_transfers_and_check_each_slot(key, monkeypatch,
+                                                                          argv):
+    pattern_file(Path("cached.dat"), 256 * KB)
+    log = engine_log(monkeypatch)
+    out = run(key, "-engine", "uring", "-fbc", "-f", "cached.dat", "-f", "cached.dat",
+              "-n", "700", "-i", "3", "-KB", "4", "-mfileKB", "256", *argv, "-aio", "8")
+    assert not out.failures                        # check(): every slot's last read is the file's
+    for rec in out.records:
+        assert batch.NOTE in rec.info
+        counted_exactly(rec, 2100)
+        assert "-sample" not in argv or \
+            [k for _, k in rec.samples] == list(range(1, MAX_SAMPLES + 1))
+    # every transfer went through the batches: measured, ramp, one per slot claimed at the end
+    made = sum(r.transfers + r.ramp_transfers + r.extra_transfers for r in out.records)
+    assert len(log) == made
+    assert "-ramp" not in argv or out.records[0].ramp_transfers > 0
+
+
+def test_under_t_the_latencies_are_the_transfers_counted(key):
+    pattern_file(Path("cached.dat"), 256 * KB)
+    out = run(key, "-engine", "uring", "-fbc", "-f", "cached.dat", "-t", "0.3", "-KB", "4",
+              "-mfileKB", "256", "-aio", "16")
+    assert not out.failures
+    (rec,) = out.records
+    assert batch.NOTE in rec.info and rec.transfers > 16
+    counted_exactly(rec, rec.transfers)
+
+
+def test_mixed_reads_and_writes_are_counted_apart_as_claimed(key, monkeypatch):
+    log = engine_log(monkeypatch)
+    out = run(key, "-engine", "uring", "-n", "600", "-i", "1", "-KB", "4", "-mfileKB", "128",
+              "-percR", "60", "-aio", "8")
+    assert not out.failures                        # the scratch file holds every stamp
+    (rec,) = out.records
+    assert batch.NOTE in rec.info
+    counted_exactly(rec, 600)
+    reads, writes = rec.rw
+    assert merge(rec.rw) == rec.lat
+    assert writes.count == sum(w for w, _ in log[:600]) and reads.count == 600 - writes.count
+    assert 0 < writes.count < 600
+    assert no_scratch_left()
+
+
+def test_a_planted_wrong_offset_is_caught_by_the_data_check(key, monkeypatch):
+    pattern_file(Path("pattern.dat"), 256 * KB)
+    engine_log(monkeypatch, lambda write, fd, offset: (write, fd, max(offset - 4096, 0)))
+    out = run(key, "-engine", "uring", "-fbc", "-f", "pattern.dat", "-n", "64", "-i", "1",
+              "-KB", "4", "-mfileKB", "256", "-aio", "4")
+    assert len(out.failures) == 1 and "read 4096 bytes at byte" in out.failures[0]
+
+
+def test_a_failed_transfer_in_a_batch_ends_the_test_naming_its_file_and_place(key,
+                                                                              monkeypatch):
+    pattern_file(Path("cached.dat"), 256 * KB)
+    bad = []
+
+    def failing(write, fd, offset):
+        if len(log) == 40:                         # one transfer of a batch: a closed descriptor
+            bad.append(offset)
+            fd = 1 << 20
+        return write, fd, offset
+    log = engine_log(monkeypatch, failing)
+    out = run(key, "-engine", "uring", "-fbc", "-f", "cached.dat", "-n", "5000", "-i", "1",
+              "-KB", "4", "-mfileKB", "256", "-aio", "8")
+    (failure,) = out.failures
+    assert f"read of 4096 bytes at byte {bad[0]} of cached.dat: Bad file descriptor" in failure
+    assert len(log) < 5000                         # it ended the test
+
+
+def test_slow_keeps_the_batches_going_and_counts_the_extra_transfers(key):
+    out = run(key, "-slow", "-engine", "uring", "-n", "16", "-i", "1", "-KB", "4",
+              "-mfileKB", "64", "-percR", "50", "-aio", "4",
+              "-memStreams", "r", "1", "64", "10", "0", "0.5", "1")
+    assert not out.failures                        # the check accounts for every write made
+    aio, _ = out.records
+    assert batch.NOTE in aio.info
+    counted_exactly(aio, 16)
+    assert aio.extra_transfers > 0
+    assert no_scratch_left()
+
+
+@pytest.mark.parametrize("argv", [["-rmw"], ["-T", "100", "-aio", "2"],
+                                  ["-p", "2", "-extraReadKB", "4", "-r"]])
+def test_what_is_not_plain_runs_as_lanes(key, monkeypatch, argv):
+    log = engine_log(monkeypatch)
+    out = run(key, "-engine", "uring", "-n", "20", "-i", "1", "-KB", "4", *argv)
+    assert not out.failures
+    for rec in out.records:
+        assert batch.NOTE not in rec.info and rec.transfers == rec.lat_count == 20
+    assert log == []                               # no transfer through the batches

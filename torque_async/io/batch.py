@@ -1,0 +1,105 @@
+"""The file tests' fast path on io_uring: plain transfers driven by the engine, no lane each.
+
+A plain transfer is one I/O (not -rmw, no -extraRead*, no cache drop) and its test has no -T.
+FileTest.setup chooses this path for such a test when its engine has `batches` (io_uring);
+everything else runs as lanes (FileTest.lane). The test hands the engine `depth` Slots instead
+of a coroutine each: the engine's completion reader calls completed(slot, res, t) for every
+completion of a batch, which records it (the same FileTest.recorded as a lane's: Meter.record
+stores the latency in the Summary's preallocated batch, folded every 1024) and at once claims
+the next transfer number (FileTest.claim, in order: the measured transfers stay consecutive
+and exact under -n/-i, -t, -ramp, -slow and the stop flag), looks up its file, place and
+direction in the layout's block lists, stamps a write's buffer and prepares the slot's SQE. The
+engine submits what a batch prepared together once the batch is answered (buffered) or each at
+once (O_DIRECT), as it does for lanes: no coroutine switch, no generator, no per-transfer
+submit call. A failed or short transfer ends the test naming its file and place
+(FileTest.failed); each slot's last transfer is kept for the data check (FileTest.last).
+
+Timer: a transfer's latency runs from the clock read just before its SQE is prepared to the one
+clock read of the completion batch that returned it. Its own submit follows at once, or, for a
+buffered transfer prepared while a batch was answered, when the whole batch is submitted: its
+latency then includes preparing that batch's later transfers (as on the lane path).
+"""
+from __future__ import annotations
+
+import os
+
+from . import filetest
+from .engine import now, short
+
+NOTE = "I/O path = the engine's batches (plain transfers, no lane each)"
+
+
+async def drive(test) -> None:
+    """Run a FileTest's transfers on its engine's slots until every slot has stopped."""
+    EXTRA, MASK, MEASURED, SHIFT, STOP = (filetest.EXTRA, filetest.MASK, filetest.MEASURED,
+                                          filetest.SHIFT, filetest.STOP)
+    engine = test.engine
+    finished = engine.loop.create_future()
+    take, decide, record, failed, ended = test.take, test.decide, test.record, test.failed, \
+        test.ended
+    meter, halt = test.meter, test.stop
+    lists, fds, last, mixed, stamps = test.at.lists, test.fds, test.last, test.mixed, test.writes
+    gear = [test.gear(j) for j in range(test.depth)]
+    stampers = [g[2] for g in gear]
+    touches = [g[3] for g in gear]
+    extras = [0] * test.depth
+    left = test.depth
+    block, files, offsets, writes = -1, [], [], []
+
+    def completed(slot, res: int, t: int) -> tuple[bool, int, int] | None:
+        """The engine's reader: slot's transfer completed (res: the kernel's result) in the
+        batch whose clock read is t; record it, then claim the slot's next transfer and return
+        it, (write, fd, offset), for the engine to prepare (None: the slot ends)."""
+        nonlocal block, files, offsets, writes
+        try:
+            if res != slot.want:
+                raise OSError(-res, os.strerror(-res)) if res < 0 else \
+                    short(slot.write, slot.what, res, slot.want)
+            kind, j = slot.kind, slot.j
+            if kind == MEASURED:                  # FileTest.recorded, whose t never falls here
+                test.t_last = t
+                if (record(t - slot.t0, t, slot.write) if mixed else
+                        record(t - slot.t0, t)) == meter.total:
+                    test.finish(t)
+            elif kind == EXTRA:
+                extras[j] += 1
+            if kind != STOP:                      # STOP: not a transfer (start(), below)
+                last[j] = slot.k
+                if touches[j] is not None and not slot.write:
+                    touches[j].sum()              # the processor reads the data
+            k = take()                            # FileTest.claim, its first case inline
+            kind = MEASURED if k < test.until and test.error is None and not halt[0] else \
+                decide(k)
+            slot.k = k
+            if kind == STOP:
+                stop(slot)
+                return None
+            b, i = k >> SHIFT, k & MASK
+            if b != block:
+                block, (files, offsets, writes) = b, lists(b)
+            slot.f = f = files[i]
+            offset, write = offsets[i], writes[i]
+            if write and stamps:
+                stampers[j](f, offset)
+            slot.kind = kind
+            slot.t0 = now()                       # the engine prepares it next
+            return write, fds[f], offset
+        except Exception as e:  # noqa: BLE001 - the first failure ends every slot, run raises
+            failed(e, slot.f, slot.what, slot.write)
+            stop(slot)
+        return None
+
+    def stop(slot) -> None:
+        """The slot ends at its transfer k (not made); the last slot to end ends drive()."""
+        nonlocal left
+        ended(slot.k, extras[slot.j])
+        left -= 1
+        if not left:
+            finished.set_result(None)
+
+    r, w = test.slot["read"], test.slot["write"]
+    slots = engine.slots(completed, test.ids[r:r + test.depth], test.ids[w:w + test.depth])
+    for slot in slots:                 # start: as if a non-transfer (STOP) had completed
+        slot.kind = STOP
+    engine.start(slots)
+    await engine.hold(slots, finished)

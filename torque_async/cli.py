@@ -285,8 +285,11 @@ def finish(plan, done: runs.Runs, info, job, began: startup.Began | None = None)
     machine = {}
     if s.json or s.csv:
         from . import export
+        alone_info = [[r.info for r in recs] for _, recs in done.alone_records()] \
+            if alone else None
         doc = export.document(plan, records, procs, info, date, done.failures,
-                              [o.records for o in done.complete], alone, found, began)
+                              [o.records for o in done.complete], alone, found, began,
+                              alone_info)
         doc = report_cluster.document([o.cluster for o in done.complete], doc) if run else doc
         machine = {path: make(doc) for path, make in ((s.json, export.json_text),
                                                       (s.csv, export.csv_text)) if path}
@@ -338,13 +341,15 @@ def repeated(plan, done: runs.Runs, procs, run=None) \
     (the blocks get Host and Rank columns)."""
     per_test = done.per_test(procs)
     alone = done.alone_figures(procs) if plan.settings.baseline else None
+    alone_records = [recs for _, recs in done.alone_records()] if alone else None
     found = figures.changes(alone, [figures.medians(t) for t in per_test], procs) \
         if alone else None
     blocks = [*(report.repeat_lines([figures.spreads(t) for t in per_test], procs,
                                     len(done.complete), run) if len(done.complete) > 1 else []),
               "", *(report_cluster.skew_lines([o.cluster for o in done.complete])
                 if run and len(done.complete) > 1 else []),
-              "", *(report.baseline_lines(found, run) if found is not None else [])]
+              "", *(report.baseline_lines(found, run) if found is not None else []),
+              "", *report.choice_lines([o.records for o in done.complete], alone_records, procs)]
     if done.interrupted and not done.first.interrupted:   # a later repetition was stopped
         blocks += ["", f"INTERRUPTED by {signal.Signals(done.interrupted).name} after "
                        f"{len(done.complete)} complete repetitions: the figures are theirs"]

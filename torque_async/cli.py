@@ -152,7 +152,7 @@ def error(message: str) -> None:
     if len(shown) > ERROR_WIDTH:              # a megabyte of NULs: its start and its end
         cut = len(shown) - ERROR_WIDTH
         shown = f"{shown[:ERROR_WIDTH - 100]}... ({cut} characters left out) ...{shown[-100:]}"
-    print(f"torque-async: error: {shown}", file=sys.stderr)
+    say([f"torque-async: error: {shown}"], err=True)
 
 
 def fail(message: str, code: int) -> None:
@@ -166,7 +166,8 @@ def say(lines: list[str], err: bool = False) -> None:
         text = "\n".join(lines).encode("utf-8", "surrogateescape").decode("utf-8", "replace")
         stream = sys.stderr if err else sys.stdout
         try:
-            print(text, file=stream, flush=True)
+            stream.write(text + "\n")        # one write: ranks' lines never interleave
+            stream.flush()
         except BrokenPipeError:            # the reader stopped early (| head): not a failure;
             os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())   # the rest goes nowhere
 

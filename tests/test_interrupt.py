@@ -16,7 +16,7 @@ import psutil
 import pytest
 
 from torque_async import orchestrator
-from torque_async.results import DONE, READY, RUNNING, free_segment, segment_name
+from torque_async.results import DONE, MEASURED, READY, RUNNING, free_segment, segment_name
 
 from conftest import assert_one_clean_line, rows_of, run_cli, start, table, wait_for_rows
 
@@ -108,6 +108,21 @@ def test_a_signal_ends_a_long_wait_of_a_test_at_once(tmp_path, sig, wait, args):
     interrupt(proc, sig)
     assert_clean(key, children, tmp_path, sems)
     assert len(rows) == args.count("-n")
+
+
+def test_a_test_the_signal_cut_short_is_named_and_one_that_had_finished_is_not():
+    """A test that ends at the stop flag ends as DONE too: its last measured transfer came
+    after the signal, so it is listed as cut short; one whose count was complete is not."""
+    key = 0x7511
+    proc = start("-smkey", hex(key), "-n", "4", "-KB", "64", "-bzero", "-t", "60", "-cyclic",
+                 "10000")
+    rows = wait_for_rows(key, 2, RUNNING)
+    while not (rows["state"][0] >= MEASURED and rows["transfers"][1]):   # bzero's part over
+        time.sleep(0.02)
+        rows = rows_of(key)
+    out, _ = interrupt(proc, signal.SIGINT)
+    assert "test 1 (-cyclic 10000, group 1, process 0) stopped while running" in out
+    assert "test 0 " not in out
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGHUP])

@@ -141,3 +141,34 @@ def test_the_group_block_of_loop_tests_says_their_pid_is_torque_async_s_own():
     assert "PID 700 is torque-async itself: its 2 processes run as coroutines on one event " \
            "loop" in reading
     assert not any(ln.startswith("PID") for ln in loading)
+
+
+def test_a_figure_that_does_not_apply_leaves_no_blank_line_in_its_block():
+    plan = cmdline.parse("-p 2 -n 8 -i 10 -MB 4 -checkpoint -load".split())
+    phase = (990 * MS, 995 * MS, 1000 * MS, 1900 * MS, 1910 * MS)
+    recs = tuple(replace(r, phase=phase) for r in man_page_example()[1])
+    lines = report.render(plan, recs, plan.procs(), INFO, "today", began=None)   # -baseline's
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("All 2 tests ran together"))
+    assert lines[at + 1].startswith("checkpoint proc 0 (ms since the start)")
+    assert all(a or b for a, b in zip(lines, lines[1:]))                 # never two blanks
+
+
+def test_kernel_choices_are_labelled_by_process_when_they_differ():
+    same = (record(0, 0, MS, 1, MB, info="4 x 1 bytes; Triad in blocks of 1M bytes"),
+            record(1, 0, MS, 1, MB, info="4 x 1 bytes; Triad in blocks of 1M bytes"))
+    assert report.info_lines(same) == ["4 x 1 bytes; Triad in blocks of 1M bytes"]
+    apart = (same[0], replace(same[1], info="4 x 1 bytes; Triad in blocks of 4M bytes"))
+    assert report.info_lines(apart) == ["proc 0: 4 x 1 bytes; Triad in blocks of 1M bytes",
+                                        "proc 1: 4 x 1 bytes; Triad in blocks of 4M bytes"]
+
+
+def test_choices_that_differ_between_repetitions_or_alone_and_together_are_said():
+    procs = cmdline.parse("-p 2 -Striad".split()).procs()
+    one, four = "Triad in blocks of 1M bytes", "Triad in blocks of 4M bytes"
+    reps = [(record(0, 0, MS, 1, MB, info=one), record(1, 0, MS, 1, MB, info=one)),
+            (record(0, 0, MS, 1, MB, info=four), record(1, 0, MS, 1, MB, info=one))]
+    assert report.choice_lines(reps, None, procs) == [
+        f"proc 0: set-up chose differently in each repetition: 1: {one} | 2: {four}"]
+    (line,) = report.choice_lines(reps[:1], [[reps[0][0]], [reps[1][0]]], procs)
+    assert line.startswith(f"proc 1: alone (-baseline) its set-up chose {four}; together {one}")
+    assert report.choice_lines(reps[:1], [[reps[0][0]], [reps[0][1]]], procs) == []

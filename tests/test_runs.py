@@ -152,6 +152,7 @@ def test_baseline_s_alone_figures_match_a_run_alone_and_reach_json_and_csv(tmp_p
     alone_bw = doc["tests"][0]["alone"]["bw"]
     solo_bw = json.loads((tmp_path / "a.json").read_text())["tests"][0]["figures"]["bw"]
     assert solo_bw / 3 < alone_bw < solo_bw * 3
+    assert [len(t["alone_info"]) for t in doc["tests"]] == [1, 1]      # one run alone each
     spin = doc["tests"][1]
     assert spin["spin"]["alone_per_s"] == spin["alone"]["loops_per_s"] > 0   # one mechanism
     changes = doc["baseline"]["changes"]

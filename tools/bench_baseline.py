@@ -41,7 +41,7 @@ def spread(values: list[float]) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--option", default="-baseline", help="the option measured, e.g. '-repeat 3'")
     ap.add_argument("plan", nargs="*", default=PLAN)

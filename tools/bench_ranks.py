@@ -44,7 +44,7 @@ def spread(values: list[float]) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("args", nargs="*", help="torque-async's arguments (after --)")

@@ -105,7 +105,7 @@ def workers_of(plan: list[str]) -> int:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--before", type=Path, help="another checkout's root, run the same way")
     ap.add_argument("--reference-parent", type=int, help=argparse.SUPPRESS)

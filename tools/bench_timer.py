@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import itertools
 import os
 import re
 import shutil
@@ -31,14 +30,13 @@ import sys
 import tempfile
 from fractions import Fraction
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import uvloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from torque_async import cmdline                          # noqa: E402
-from torque_async.meter import Meter, now                 # noqa: E402
+from torque_async.meter import Limit, Meter, now          # noqa: E402
 from torque_async.results import Results, segment_name    # noqa: E402
 from torque_async.streams.stream import MemStreamTest     # noqa: E402
 from torque_async.testing.api import TestContext                       # noqa: E402
@@ -113,23 +111,33 @@ def call_at(interval: int, loops: int) -> np.ndarray:
     return uvloop.run(run())
 
 
+class KeepingMeter(Meter):
+    """The real Meter that also keeps each wake-up's lateness (the bench's histogram)."""
+    __slots__ = ("late",)
+
+    def record(self, latency: int, t_end: int) -> int:
+        self.late.append(latency)
+        return super().record(latency, t_end)
+
+
 def cyclic(interval: int, loops: int) -> np.ndarray:
     """Lateness of `loops` wake-ups of the -cyclic worker's own measure (CyclicTest.measure,
-    the garbage collector off, the overrun skip) on a meter that keeps each one."""
+    the garbage collector off, the overrun skip) on the real Meter, keeping each one."""
     proc = cmdline.parse(["-n", str(loops), "-i", "1", "-cyclic", str(interval)]).procs()[0]
     test = CyclicTest(TestContext(proc.group, 0, 0, np.random.default_rng(0), 64))
-    late, k = np.zeros(loops, np.int64), itertools.count()
-
-    def record(ns: int, t: int) -> None:
-        late[next(k)] = ns
-    meter = SimpleNamespace(stop=[0], record=record, begin=now, end=lambda t: None,
-                            publish=lambda *figures: None, keep_going=lambda: False, row={})
-    test.measure(meter, proc.group.local)
-    return late
+    results = Results.create(segment_name(0x7C00 + os.getpid() % 0x100), 1)
+    try:
+        meter = KeepingMeter(results, 0, None, slow=False, limit=Limit.of(proc.group.local))
+        meter.late = []
+        test.measure(meter, proc.group.local)
+        return np.array(meter.late)
+    finally:
+        results.shm.unlink()
+        results.release()
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--interval", type=int, default=1000, help="us between wake-ups")
     ap.add_argument("--loops", type=int, default=5000, help="wake-ups per method and round")
     ap.add_argument("--rounds", type=int, default=3)

@@ -61,7 +61,7 @@ def spread(values: list[float]) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("what", choices=("progress",))
     ap.add_argument("--runs", type=int, default=12, help="pairs of runs (default 12)")
     argv = sys.argv[1:]

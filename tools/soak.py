@@ -61,7 +61,7 @@ def ours_alive() -> list[psutil.Process]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=200)
     ap.add_argument("--workdir", default=None, help="where the runs start (default: a temp dir)")
     args = ap.parse_args()

@@ -153,7 +153,7 @@ def error(message: str) -> None:
     if len(shown) > ERROR_WIDTH:              # a megabyte of NULs: its start and its end
         cut = len(shown) - ERROR_WIDTH
         shown = f"{shown[:ERROR_WIDTH - 100]}... ({cut} characters left out) ...{shown[-100:]}"
-    print(f"torque-async: error: {shown}", file=sys.stderr)
+    say([f"torque-async: error: {shown}"], err=True)
 
 
 def fail(message: str, code: int) -> None:
@@ -167,7 +167,8 @@ def say(lines: list[str], err: bool = False) -> None:
         text = "\n".join(lines).encode("utf-8", "surrogateescape").decode("utf-8", "replace")
         stream = sys.stderr if err else sys.stdout
         try:
-            print(text, file=stream, flush=True)
+            stream.write(text + "\n")        # one write: ranks' lines never interleave
+            stream.flush()
         except BrokenPipeError:            # the reader stopped early (| head): not a failure;
             os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())   # the rest goes nowhere
 
@@ -291,8 +292,11 @@ def finish(plan, done: runs.Runs, info, job, began: startup.Began | None = None)
     machine = {}
     if s.json or s.csv:
         from . import export
+        alone_info = [[r.info for r in recs] for _, recs in done.alone_records()] \
+            if alone else None
         doc = export.document(plan, records, procs, info, date, done.failures,
-                              [o.records for o in done.complete], alone, found, began)
+                              [o.records for o in done.complete], alone, found, began,
+                              alone_info)
         doc = report_cluster.document([o.cluster for o in done.complete], doc) if run else doc
         machine = {path: make(doc) for path, make in ((s.json, export.json_text),
                                                       (s.csv, export.csv_text)) if path}
@@ -344,13 +348,15 @@ def repeated(plan, done: runs.Runs, procs, run=None) \
     (the blocks get Host and Rank columns)."""
     per_test = done.per_test(procs)
     alone = done.alone_figures(procs) if plan.settings.baseline else None
+    alone_records = [recs for _, recs in done.alone_records()] if alone else None
     found = figures.changes(alone, [figures.medians(t) for t in per_test], procs) \
         if alone else None
     blocks = [*(report.repeat_lines([figures.spreads(t) for t in per_test], procs,
                                     len(done.complete), run) if len(done.complete) > 1 else []),
               "", *(report_cluster.skew_lines([o.cluster for o in done.complete])
                 if run and len(done.complete) > 1 else []),
-              "", *(report.baseline_lines(found, run) if found is not None else [])]
+              "", *(report.baseline_lines(found, run) if found is not None else []),
+              "", *report.choice_lines([o.records for o in done.complete], alone_records, procs)]
     if done.interrupted and not done.first.interrupted:   # a later repetition was stopped
         blocks += ["", f"INTERRUPTED by {signal.Signals(done.interrupted).name} after "
                        f"{len(done.complete)} complete repetitions: the figures are theirs"]

@@ -174,14 +174,18 @@ def document(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], i
              date: str, failures: tuple[str, ...] = (),
              repetitions: list[tuple[Record, ...]] = (),
              alone: list[dict[str, float | None]] | None = None,
-             found: list[figures.Change] | None = None, began=None) -> dict[str, Any]:
+             found: list[figures.Change] | None = None, began=None,
+             alone_info: list[list[str]] | None = None) -> dict[str, Any]:
     """The whole run as one JSON-ready dict (see schema/results.schema.json): `records` are the
     first (or only) repetition; `repetitions` all of them (-repeat); `alone` each test's main
-    figures alone and `found` the changes (-baseline); `began` (a startup.Began) when the
-    command started."""
+    figures alone, `alone_info` its info in each run alone (the kernel variants its set-up
+    chose) and `found` the changes (-baseline); `began` (a startup.Began) when the command
+    started."""
     run = run_entries(plan, records, procs)
     for test, figs in zip(run["tests"], alone or [None] * len(procs)):
         test["alone"] = figs
+    for test, infos in zip(run["tests"], alone_info or ()):
+        test["alone_info"] = infos
     return plain({
         "schema": SCHEMA_NAME, "schema_version": SCHEMA_VERSION, "version": __version__,
         "command": plan.command, "date": date, "config": plan.config,

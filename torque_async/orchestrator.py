@@ -139,13 +139,13 @@ def in_process(plan: Plan, proc: Proc, results: Results, linesize: int) -> Outco
     """-sp: the one worker test in this process. A stop signal before it is released ends the
     run at once (Interrupted); once it measures, it sets the stop flag, so the test ends its
     measured part and the report shows it."""
-    caught = []
+    caught = []                  # (signal, when)
     state = results.rows["state"]
 
     def stop(signum: int, _frame) -> None:
         if state[proc.row] < RUNNING:
             raise Interrupted(signum)
-        caught.append(signum)
+        caught.append((signum, time.monotonic_ns()))
         results.header["stop"] = 1
     previous = {sig: signal.signal(sig, stop) for sig in STOP_SIGNALS}
     try:
@@ -154,16 +154,17 @@ def in_process(plan: Plan, proc: Proc, results: Results, linesize: int) -> Outco
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    interrupted = caught[0] if caught else 0
-    failed, cut = ended((proc,), results, {}, set(), interrupted)
+    interrupted, stopped_ns = caught[0] if caught else (0, 0)
+    failed, cut = ended((proc,), results, {}, set(), interrupted, stopped_ns)
     return Outcome(results.snapshot(), failed, interrupted, cut)
 
 
 def ended(procs, results: Results, exitcodes: dict[int, int | None], killed: set[int],
-          interrupted: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
+          interrupted: int, stopped_ns: int = 0) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """How every process that did not finish well ended, saying why: (the failures, the tests a
     stop signal cut short). A test the run's stop ended is a failure only when no signal
-    stopped the run."""
+    stopped the run; one that ended at the stop flag (its last measured transfer after the
+    signal came at `stopped_ns`) was cut short."""
     failed, cut = [], []
     for proc, rec in zip(procs, results.snapshot()):
         code, was_killed = exitcodes.get(proc.row, 0), proc.row in killed
@@ -175,6 +176,8 @@ def ended(procs, results: Results, exitcodes: dict[int, int | None], killed: set
                 f"{'interrupted' if interrupted else 'stopped'}")
         elif rec.state == DONE and was_killed:
             continue                     # its part was over: killed while it exited
+        elif rec.state == DONE and interrupted and rec.transfers and rec.finish > stopped_ns:
+            cut.append(f"{describe(proc)} stopped while running: measured until the stop")
         elif was_killed:
             (cut if interrupted else failed).append(
                 f"{describe(proc)} did not stop within {STOP_GRACE} s of the stop: killed "
@@ -226,7 +229,7 @@ class Supervisor:
         self.killed: set[int] = set()
         self.failed = asyncio.Event()
         self.problems: tuple[str, ...] = ()
-        self.interrupted = 0
+        self.interrupted = self.stopped_ns = 0          # the first stop signal, and when
         self.testing = False           # the barrier released the tests
 
     async def run(self) -> Outcome:
@@ -259,7 +262,7 @@ class Supervisor:
                 loop.remove_signal_handler(sig)
                 signal.signal(sig, handler)
         failed, cut = ended(self.procs, self.results, self.exitcodes, self.killed,
-                            self.interrupted)
+                            self.interrupted, self.stopped_ns)
         return Outcome(self.results.snapshot(), self.problems + failed, self.interrupted, cut)
 
     async def unless_failed(self, step, grace: float = 0) -> None:
@@ -279,7 +282,8 @@ class Supervisor:
             raise step.exception()
 
     def interrupt(self, signum: int) -> None:
-        self.interrupted = self.interrupted or signum
+        if not self.interrupted:
+            self.interrupted, self.stopped_ns = signum, time.monotonic_ns()
         self.abort()
 
     def spawn(self) -> None:

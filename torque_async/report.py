@@ -491,8 +491,29 @@ PACED = {"streams": ("size", "config", "procs"),     # their arguments, not -n x
 
 
 def info_lines(records) -> list[str]:
-    """The lines of a group's info fields, each once, in order."""
-    return list(dict.fromkeys(ln for r in records for ln in r.info.splitlines() if ln))
+    """The lines of a group's info fields, each once, in order; each process's, labelled, when
+    they differ (set-up chose a kernel variant per process)."""
+    if len({r.info for r in records}) <= 1:
+        return list(dict.fromkeys(ln for r in records for ln in r.info.splitlines() if ln))
+    return [f"proc {r.row}: {ln}" for r in records for ln in r.info.splitlines() if ln]
+
+
+def choice_lines(repetitions: list[tuple[Record, ...]], alone: list[list[Record]] | None,
+                 procs) -> list[str]:
+    """-repeat and -baseline: each test whose set-up chose differently (its info) between the
+    repetitions, or alone and together, so a change of kernel is not read as contention."""
+    lines = []
+    for i, proc in enumerate(procs):
+        infos = [recs[i].info for recs in repetitions]
+        if len(set(infos)) > 1:
+            lines.append(f"proc {proc.row}: set-up chose differently in each repetition: " +
+                         " | ".join(f"{k + 1}: {info}" for k, info in enumerate(infos)))
+        apart = sorted({r.info for r in alone[i]} - {infos[0]}) if alone else []
+        if apart:
+            lines.append(f"proc {proc.row}: alone (-baseline) its set-up chose "
+                         f"{' | '.join(apart)}; together {infos[0]}: the change is partly the "
+                         f"kernel's, not only contention")
+    return lines
 
 
 def group_lines(plan: Plan, group: Group, records, procs, rank=no_rank) -> list[str]:
@@ -544,12 +565,19 @@ def loop_pid_lines(loops: dict[tuple, list]) -> list[str]:
 
 
 def setup_line(records) -> str:
-    """The group's set-up time: each process's, from its start (a worker's process, a loop
-    test's set-up) until ready at the start barrier."""
-    times = sorted(r.setup_ns / NS_PER_MS for r in records if r.setup_ns)
-    each = f"{times[0]:.1f} ms" if len(times) == 1 else \
-        f"{times[0]:.1f} to {times[-1]:.1f} ms over {len(times)} processes"
-    return f"Set-up = {each} (from the start of each until ready at the start barrier)"
+    """The group's set-up: each process's own (from its code's start, the spawned mark, until
+    ready at the start barrier: -checkpoint's set-up) and, for spawned workers, how long after
+    its process was started it was ready (setup_ns: the interpreter and imports included)."""
+    def spread(times) -> str:
+        times = sorted(t / NS_PER_MS for t in times)
+        return f"{times[0]:.1f}" if len(times) == 1 else f"{times[0]:.1f} to {times[-1]:.1f}"
+    ready = [r for r in records if r.setup_ns]
+    over = f" over {len(ready)} processes" if len(ready) > 1 else ""
+    own = spread(r.phase[1] - r.phase[0] for r in ready)
+    spawned = any(r.phase[0] - r.launched for r in ready)       # a loop test starts at launch
+    started = f"; ready {spread(r.setup_ns for r in ready)} ms after its process was started " \
+        f"(interpreter and imports included)" if spawned else ""
+    return f"Set-up = {own} ms{over} (the test's own, until ready at the start barrier){started}"
 
 
 def startup_line(began, t0: int) -> str:
@@ -663,10 +691,9 @@ def render(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], inf
     lines += [table_row(r, p, t0).text() + where(cluster, r.row)
               for r, p in zip(rows, each) if r.transfers]
     lines += [*resolution_lines(rows), "", *summary_lines(plan, records, procs)]
-    for extra in (overlap_line(plan, records, t0, cluster), startup_line(began, t0),
-                  loop_line(records, procs, rank_of(cluster)), *spin_lines(records),
-                  *cyclic_lines(records, procs), *checkpoint_lines(records, procs, t0)):
-        lines.append(extra)
+    lines += filter(None, (overlap_line(plan, records, t0, cluster), startup_line(began, t0),
+                           loop_line(records, procs, rank_of(cluster)), *spin_lines(records),
+                           *cyclic_lines(records, procs), *checkpoint_lines(records, procs, t0)))
     for group in plan.groups:
         lines += ["", *web.lines(group, records, procs, SHORTEST_NS)]
     lines += ["", *runs, "", *(cluster.lines(t0) if cluster else ())]

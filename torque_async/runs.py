@@ -42,18 +42,23 @@ class Runs:
         return [[figures.main_figures(o.records[i], p) for o in self.complete]
                 for i, p in enumerate(procs)]
 
-    def alone_figures(self, procs: tuple[Proc, ...]) -> list[dict[str, float | None]]:
-        """-baseline: each test's main figures alone (medians over the repetitions), in the
-        order of the whole plan's processes (rank by rank: each rank's records of a group alone
-        follow the previous rank's)."""
+    def alone_records(self) -> list[tuple[Proc, list[Record]]]:
+        """-baseline: each test's process in its group's plan alone and its records there (one
+        per repetition), in the order of the whole plan's processes (rank by rank: each rank's
+        records of a group alone follow the previous rank's)."""
         out = []
         for rank in range(self.ranks):
             for group, outcomes in zip(self.plan.groups, self.alone):
                 mine = alone_plan(self.plan, group).procs()
-                for k in range(len(mine)):
-                    out.append(figures.medians([
-                        figures.main_figures(o.records[rank * len(mine) + k], mine[k])
-                        for o in outcomes]))
+                out += [(proc, [o.records[rank * len(mine) + k] for o in outcomes])
+                        for k, proc in enumerate(mine)]
+        return out
+
+    def alone_figures(self, procs: tuple[Proc, ...]) -> list[dict[str, float | None]]:
+        """-baseline: each test's main figures alone (medians over the repetitions), in the
+        order of the whole plan's processes."""
+        out = [figures.medians([figures.main_figures(r, proc) for r in recs])
+               for proc, recs in self.alone_records()]
         assert len(out) == len(procs)
         return out
 

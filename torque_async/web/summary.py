@@ -51,8 +51,10 @@ def lines(group, records, procs, shortest_ns: int) -> list[str]:
     out = [f"Web group {group.index}: {s['clients']} clients, {s['requests']} requests in "
            f"{s['span_ns'] / NS_PER_MS:.0f} ms ({s['measured']} timed): "
            f"{s['requests_per_s']:.0f} requests/s, "
-           f"{s['read_mb_per_s']:.1f} MB/s read, {s['append_mb_per_s']:.2f} MB/s appended; "
-           f"at most {s['most_open']} files open at once",
+           f"{s['read_mb_per_s']:.1f} MB/s read, {s['append_mb_per_s']:.2f} MB/s appended "
+           f"(every request over the group's span; BW: sums each client's timed ones over its "
+           f"own interval); at most {s['most_open']} file{'s' * (s['most_open'] != 1)} open "
+           f"at once",
            f"Web group {group.index} tree: {sizes['files']} files, mean "
            f"{sizes['mean'] / KB:.1f} KB, p50 {sizes['p50'] / KB:.1f} KB, "
            f"p99 {sizes['p99'] / KB:.1f} KB", HEADER]

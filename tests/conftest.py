@@ -50,6 +50,12 @@ def _in_tmp(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
 
 
+def never_alive(k: int = 0) -> int:
+    """A pid no process has (above the kernel's largest): a killed run's, for leftovers tests
+    (a reaped child's pid may be given again meanwhile, to a run of the suite even)."""
+    return int(Path("/proc/sys/kernel/pid_max").read_text()) + k
+
+
 def run_cli(*args: str, timeout: float = 120, cwd=None) -> subprocess.CompletedProcess:
     """The command as a user runs it (a fresh process: spawn, signals, exit codes)."""
     return subprocess.run([*CMD, *args], capture_output=True, text=True, timeout=timeout,

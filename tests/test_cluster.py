@@ -23,7 +23,8 @@ from torque_async.kinds import KINDS
 from torque_async.report_cluster import ClusterRun, Rank
 from torque_async.results import READY, RUNNING, owner_of, segment_name
 
-from conftest import CMD, ENV, REPO, assert_one_clean_line, start, table, wait_for_rows
+from conftest import (CMD, ENV, REPO, assert_one_clean_line, never_alive, start, table,
+                      wait_for_rows)
 
 MPIEXEC = str(Path(sysconfig.get_path("scripts")) / "mpiexec")   # the mpich wheel's
 HOST = socket.gethostname()
@@ -373,9 +374,7 @@ def test_a_rank_s_guard_removes_only_the_mpi_files_it_was_given_while_they_are_t
     (tmp_path / "new").write_text("another job's, made since")
     os.replace(tmp_path / "new", theirs)              # the same name, another inode
     assert theirs.stat().st_ino != given[1][0]
-    dead = subprocess.Popen(["true"])
-    dead.wait()
-    cleanup_guard.clean(dead.pid, segment_name(0x79f0), str(tmp_path / "none"), given)
+    cleanup_guard.clean(never_alive(), segment_name(0x79f0), str(tmp_path / "none"), given)
     assert not ours.exists() and theirs.exists()
 
 
@@ -393,12 +392,11 @@ def test_mpi_files_are_the_dev_shm_files_mapped_and_not_removed(tmp_path):
 def dead_segment(key: int) -> int:
     """A segment as a killed run leaves it; its owner's pid."""
     from torque_async.results import Results
-    dead = subprocess.Popen(["true"])
-    dead.wait()
+    dead = never_alive(key % 64)
     res = Results.create(segment_name(key), 1)
-    res.header["owner"] = dead.pid
+    res.header["owner"] = dead
     res.release()
-    return dead.pid
+    return dead
 
 
 def test_free_shared_memory_under_mpiexec_frees_every_rank_s_segment_and_scratch(tmp_path):

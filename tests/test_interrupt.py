@@ -18,7 +18,8 @@ import pytest
 from torque_async import orchestrator
 from torque_async.results import DONE, MEASURED, READY, RUNNING, free_segment, segment_name
 
-from conftest import assert_one_clean_line, rows_of, run_cli, start, table, wait_for_rows
+from conftest import (assert_one_clean_line, never_alive, rows_of, run_cli, start, table,
+                      wait_for_rows)
 
 LONG = ["-n", "16", "-i", "1000000", "-KB", "256", "-bzero", "-spinWait"]
 CODES = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
@@ -277,17 +278,16 @@ def test_free_shared_memory_removes_the_semaphores_a_killed_run_named(tmp_path):
     import _multiprocessing
     from torque_async.results import Results
     key, name = 0x7517, "/mp-torque-test"
-    dead = subprocess.Popen(["true"])
-    dead.wait()
+    dead = never_alive()
     res = Results.create(segment_name(key), 1)
-    res.header["owner"], res.header["sems"][0] = dead.pid, name.encode()
+    res.header["owner"], res.header["sems"][0] = dead, name.encode()
     res.release()
     sem = _multiprocessing.SemLock(1, 1, 1, name, False)       # left as a killed run leaves it
     assert Path("/dev/shm/sem.mp-torque-test").exists()
     r = run_cli("-smkey", hex(key), "-freeSharedMemory")
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines() == [
-        f"removed /dev/shm/{segment_name(key)} (created by pid {dead.pid})",
+        f"removed /dev/shm/{segment_name(key)} (created by pid {dead})",
         "removed the semaphore /dev/shm/sem.mp-torque-test of that run"]
     assert not Path("/dev/shm/sem.mp-torque-test").exists()
     del sem

@@ -60,11 +60,11 @@ WORKLOADS = [
     Workload("4 KiB random read O_DIRECT QD1", 0.9,
              ("--rw=randread", "--randrepeat=0", "--bs=4k", "--direct=1", "--ioengine=psync"),
              ("-KB", "4", "-rand")),
-    Workload("4 KiB random read O_DIRECT QD16", 0.8,
+    Workload("4 KiB random read O_DIRECT QD16", 0.9,
              ("--rw=randread", "--randrepeat=0", "--bs=4k", "--direct=1", "--ioengine=io_uring",
               "--iodepth=16"),
              ("-KB", "4", "-rand"), procs=16),
-    Workload("4 KiB random read buffered, warm, QD16", 0.5,
+    Workload("4 KiB random read buffered, warm, QD16", 0.75,
              ("--rw=randread", "--randrepeat=0", "--bs=4k", "--direct=0", "--invalidate=0",
               "--ioengine=io_uring", "--iodepth=16"), ("-fbc", "-KB", "4", "-rand"), procs=16, warm=True),
 ]

@@ -14,7 +14,7 @@ from torque_async.units import GB
 from conftest import assert_one_clean_line, execute
 
 Memory = namedtuple("Memory", "available")
-Space = namedtuple("Space", "f_bavail f_frsize")
+Space = namedtuple("Space", "f_bavail f_frsize f_favail f_files", defaults=(1 << 20, 1 << 20))
 
 
 @pytest.mark.parametrize("quit", [[], ["-quit"]])
@@ -55,6 +55,22 @@ def test_free_space_message_names_what_and_where(capsys, key, monkeypatch):
     assert_one_clean_line(*execute(capsys, "-smkey", key, "-n", "64", "-KB", "64", "-w"),
                           f"the run writes 4 MB (scratch files) on the file system of "
                           f"{os.getcwd()}, which has 1 MB free")
+
+
+@pytest.mark.parametrize("argv,files", [
+    (["-dir", "t", "-cfiles", "-mfileKB", "64", "-KB", "4", "-files", "2500"], 2500 + 2 + 2),
+    (["-dir", "w", "-cfiles", "-webFiles", "3000", "-n", "2", "-web"], None),
+])
+def test_inodes_are_checked_before_anything_is_written(capsys, key, monkeypatch, argv, files):
+    monkeypatch.setattr(limits.os, "statvfs", lambda path: Space(1 << 30, 4096, 50))
+    code, out, err = execute(capsys, "-smkey", key, *argv)
+    assert_one_clean_line(code, out, err, "files and directories (-cfiles) on the file system "
+                                          f"of {os.getcwd()}, which has room for 50 more (inodes)")
+    assert files is None or f"makes {files} files" in err
+    assert os.listdir() == []
+    monkeypatch.setattr(limits.os, "statvfs", lambda path: Space(1 << 30, 4096, 50, 0))
+    code, _, err = execute(capsys, "-smkey", key, "-quit", *argv)    # no count kept (btrfs)
+    assert code == 0, err
 
 
 def test_open_files_are_counted_and_the_soft_limit_raised(capsys, key, monkeypatch):

@@ -77,61 +77,76 @@ def check_memory(plan) -> None:
 
 
 def disk_needs(plan) -> dict[str, list[int]]:
-    """Bytes the run will write, by the directory they go to: [scratch files, -cfiles]."""
-    s, need = plan.settings, defaultdict(lambda: [0, 0])
+    """What the run will write, by the directory it goes to: [bytes of scratch files, bytes of
+    -cfiles, files and directories made]."""
+    s, need = plan.settings, defaultdict(lambda: [0, 0, 0])
     trees = set()
     for proc in plan.procs():
         group, local = proc.group, proc.group.local
         if group.action == "streams" and not s.files:
             g = Geometry.of(group.args, local)
             need["."][0] += g.tracks * g.track_bytes
+            need["."][2] += 2                            # its file, the scratch directory
         if group.action == "web" and local.cfiles and local.dir not in trees:
             trees.add(local.dir)
-            need[local.dir][1] += site.missing_bytes(local.dir, site.Law.of(local))
+            law = site.Law.of(local)
+            if missing := site.missing_bytes(local.dir, law):
+                need[local.dir][1] += missing
+                need[local.dir][2] += law.files + len(site.planned_dirs(law)) + 2  # manifest, log
         if KINDS[group.action].family != "file":
             continue
         spec = actions.SPECS[group.action]
         if spec.source == "tree" and local.cfiles and local.dir not in trees:
             trees.add(local.dir)
-            need[local.dir][1] += missing_tree_bytes(local.dir, group.args[0], local)
+            size, files = missing_tree(local.dir, group.args[0], local)
+            need[local.dir][1] += size
+            need[local.dir][2] += files + (files and group.args[0] // 1000 + 2)   # dirs, manifest
         elif spec.source == "list" and not s.files:
             layout = actions.layout(group, proc.row, s.seed, None, align=block_size("."))
             need["."][0] += layout.span + actions.extra_bytes(spec, local)
+            need["."][2] += 2
     return need
 
 
-def missing_tree_bytes(root: str, count: int, local) -> int:
-    """What -cfiles writes: the planned files that are missing or of another size."""
+def missing_tree(root: str, count: int, local) -> tuple[int, int]:
+    """What -cfiles writes: the bytes and the number of the planned files that are missing or
+    of another size."""
     limit = actions.tree_limit(local)
     sizes = tree.planned_sizes(count, limit, local.size)
-    total = 0
+    total = files = 0
     for i, size in enumerate(sizes):
         try:
             have = os.lstat(tree.path(root, i)).st_size
         except OSError:
             have = -1
-        total += size if have != size else 0
-    return total
+        if have != size:
+            total, files = total + size, files + 1
+    return total, files
 
 
 def check_space(plan) -> None:
     by_fs: dict[int, list] = {}
-    for where, (scratch, cfiles) in disk_needs(plan).items():
+    for where, (scratch, cfiles, files) in disk_needs(plan).items():
         existing = where
         while not os.path.exists(existing):
             existing = os.path.dirname(os.path.abspath(existing))
         fs = os.statvfs(existing)
-        entry = by_fs.setdefault(os.stat(existing).st_dev, [0, 0, fs.f_bavail * fs.f_frsize,
+        entry = by_fs.setdefault(os.stat(existing).st_dev, [0, 0, 0, fs.f_bavail * fs.f_frsize,
+                                                          fs.f_favail if fs.f_files else None,
                                                           os.path.abspath(existing)])
         entry[0] += scratch
         entry[1] += cfiles
-    for scratch, cfiles, free, where in by_fs.values():
+        entry[2] += files
+    for scratch, cfiles, files, free, inodes, where in by_fs.values():
+        what = " and ".join(w for w, n in (("scratch files", scratch), ("-cfiles", cfiles)) if n)
         if scratch + cfiles > free:
-            what = " and ".join(w for w, n in (("scratch files", scratch), ("-cfiles", cfiles))
-                                if n)
             raise UsageError(f"the run writes {(scratch + cfiles) // MB} MB ({what}) on the "
                              f"file system of {where}, which has {free // MB} MB free: lower -n, "
                              f"the transfer size or -mfile*, or name files with -f")
+        if inodes is not None and files > inodes:      # None: it keeps no count (btrfs)
+            raise UsageError(f"the run makes {files} files and directories ({what}) on the file "
+                             f"system of {where}, which has room for {inodes} more (inodes): "
+                             f"lower -files or -webFiles, or use another -dir")
 
 
 def open_files(plan) -> int:

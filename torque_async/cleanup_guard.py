@@ -3,7 +3,8 @@
 
 MPI ends the other ranks of a job with SIGKILL to their process groups when one rank dies or
 calls MPI_Abort, so a rank cannot clean up after itself then. The guard runs in its own
-session, waits for its rank's end (EOF on stdin) and, unless the rank said "done", kills what
+session, waits for its rank's end (EOF on stdin) and, unless the rank said "done" (after
+MPI_Finalize: then it only removes the MPI files below, which MPICH sometimes leaves), kills what
 is left of the rank's process group (its workers), removes the rank's results segment (if the
 rank made it), its scratch directory, and the MPI library's own files in /dev/shm that the rank
 had mapped (MPICH's mpich_shm_JOB_NODE, which only MPI_Finalize removes): each FILE only while
@@ -32,6 +33,11 @@ def clean(pid: int, segment: str, scratch_dir: str, mpi_files: list[tuple[int, s
         pass
     for made in glob.glob(f"{glob.escape(scratch_dir)}.*"):    # scratch.directory() + mkdtemp's
         shutil.rmtree(made, ignore_errors=True)                # random suffix (a link: refused)
+    remove_mpi_files(mpi_files)
+
+
+def remove_mpi_files(mpi_files: list[tuple[int, str]]) -> None:
+    """Each FILE still of its INODE: the rank's MPI job's own, left behind."""
     for inode, path in mpi_files:
         try:
             if os.lstat(path).st_ino == inode:
@@ -43,9 +49,11 @@ def clean(pid: int, segment: str, scratch_dir: str, mpi_files: list[tuple[int, s
 def main(argv: list[str]) -> None:
     pid, segment, scratch_dir, *pairs = argv
     signal.signal(signal.SIGINT, signal.SIG_IGN)     # a Ctrl-C meant for the run
+    mpi_files = [(int(inode), path) for inode, path in zip(pairs[::2], pairs[1::2])]
     if sys.stdin.buffer.read() != b"done":
-        clean(int(pid), segment, scratch_dir,
-              [(int(inode), path) for inode, path in zip(pairs[::2], pairs[1::2])])
+        clean(int(pid), segment, scratch_dir, mpi_files)
+    else:                        # the rank ended MPI (MPI_Finalize), which may leave the file
+        remove_mpi_files(mpi_files)
 
 
 if __name__ == "__main__":

@@ -166,7 +166,9 @@ class Cluster:
                         else f"the other ranks did not all set up within {timeout + 5:.0f} s")
             time.sleep(POLL)
         self.take_arrivals(arrived)
-        arrival.wait()
+        while not self.rank and len(arrived) < self.size:     # the barrier may pass before
+            arrived.add(self.comm.recv(tag=TAG_ARRIVED))       # every arrival can be matched:
+        arrival.wait()                                         # one left unread fails Finalize
         return ""
 
     def take_arrivals(self, arrived: set[int]) -> None:
@@ -261,6 +263,12 @@ class Cluster:
             sys.stderr.flush()
             self.comm.Abort(code)
         self.settle()             # no rank leaves while another may still fail
+        from mpi4py import MPI
+        try:                      # before "done": the guard then removes what MPI left
+            MPI.Finalize()
+        except MPI.Exception as e:
+            print(f"torque-async: note: {self.name(self.rank)}: MPI_Finalize: "
+                  f"{e.Get_error_string().splitlines()[0]}", file=sys.stderr)
         if self.guard:
             self.guard.communicate(b"done")
         return code

@@ -113,6 +113,10 @@ def test_a_busy_loop_says_it_limited_the_loop_tests():
         "Event loop: busy 95% of proc 0's measured 1000 ms (its thread's CPU time): the loop "
         "tests were limited by torque-async, not by the system")
     assert report.loop_line((idle, *loads), plan.procs()).endswith("(its thread's CPU time)")
+    short = replace(busy, finish=busy.start + 2 * MS, cpu_user=2 * MS + MS // 5, cpu_sys=0)
+    assert report.loop_line((short, *loads), plan.procs()) == (         # 110%: a tick's error
+        "Event loop: busy 110% of proc 0's measured 2 ms (its thread's CPU time): not resolved "
+        "(< 100 ms)")
     cpu = report.cpu_lines((busy, *loads), plan.procs())
     assert cpu[2] == "0, 900.0, 50.0, 95, 0, 0, loop, Read" and cpu[3].endswith("process, Load")
 

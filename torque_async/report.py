@@ -285,7 +285,9 @@ def loop_busy(records, procs, rank=no_rank) -> dict | None:
     busiest = max(({"proc": rec.row, "rank": where, "interval_ns": rec.elapsed,
                     "busy_pct": cpu_figures(rec, proc)["busy_pct"]}
                    for where, (rec, proc) in measured), key=lambda b: b["busy_pct"])
-    return {**busiest, "loops": len(measured), "limited": busiest["busy_pct"] > 100 * LOOP_LIMITED}
+    return {**busiest, "loops": len(measured), "resolved": busiest["interval_ns"] >= SHORTEST_NS,
+            "limited": busiest["busy_pct"] > 100 * LOOP_LIMITED
+            and busiest["interval_ns"] >= SHORTEST_NS}
 
 
 def loop_line(records, procs, rank=no_rank) -> str:
@@ -297,7 +299,9 @@ def loop_line(records, procs, rank=no_rank) -> str:
     if busy["loops"] > 1:
         line = (f"Event loops: {busy['loops']}, one per rank; the busiest, rank "
                 f"{busy['rank']}'s:{line[len('Event loop:'):]}")
-    if busy["limited"]:
+    if not busy["resolved"]:      # a few clock ticks of CPU time: no conclusion
+        line += f": not resolved (< {SHORTEST_NS // NS_PER_MS} ms)"
+    elif busy["limited"]:
         line += ": the loop tests were limited by torque-async, not by the system"
     return line
 

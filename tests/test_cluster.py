@@ -384,8 +384,9 @@ def test_a_killed_or_interrupted_rank_ends_every_rank_and_nothing_is_left(tmp_pa
     assert code == (130 if sig == signal.SIGINT else 9), err
     if target == "rank" and sig == signal.SIGINT:
         assert f"torque-async: rank 1 on {HOST}: interrupted by SIGINT" in err
-    elif target == "mpiexec":          # each rank gets it; the first to abort speaks
-        assert re.search(rf"torque-async: rank [01] on {HOST}: interrupted by SIGINT", err)
+    elif target == "mpiexec":          # each rank gets it; the first to abort speaks, though
+        assert not err or re.search(   # mpiexec, itself interrupted, may end before passing it on
+            rf"torque-async: rank [01] on {HOST}: interrupted by SIGINT", err), err
     _, alive = psutil.wait_procs(everyone, timeout=15)
     assert not alive, "a rank or a test process outlived the run"
     assert gone([Path("/dev/shm", segment_name(key + k)) for k in range(2)] + mpis)

@@ -145,51 +145,41 @@ def test_shift_puts_every_time_on_rank_0_s_clock_and_keeps_unset_times_unset():
     assert moved.phase == (1, 9, 10, 0, 0)
 
 
+class Meeting(FakeComm):
+    """Rank 0 of 3 at the barrier: its arrivals `probed` (matchable while it polls), then
+    `late` ones (read only by a blocking recv); the barrier `passes` or never does."""
+
+    def __init__(self, probed: list[int], late: list[int], passes: bool):
+        super().__init__(3, [])
+        self.probed, self.late, self.passes = probed, late, passes
+
+    def isend(self, obj, dest, tag):
+        return type("Done", (), {"wait": lambda self: None})()
+
+    def Ibarrier(self):
+        return type("Barrier", (), {"Test": lambda _: self.passes})()
+
+    def improbe(self, tag):
+        probed = self.probed
+        return probed and type("Msg", (), {"recv": lambda self: probed.pop()})() or None
+
+    def recv(self, tag):
+        return self.late.pop()
+
+
 def test_a_rank_that_never_sets_up_is_named_after_the_timeout():
-    class Never(FakeComm):
-        def __init__(self):
-            super().__init__(3, [])
-            self.arrivals = [2, 0]
-
-        def isend(self, obj, dest, tag):
-            return type("Done", (), {"wait": lambda self: None})()
-
-        def Ibarrier(self):
-            return type("Never", (), {"Test": lambda self: False})()
-
-        def improbe(self, tag):
-            arrivals = self.arrivals
-            return arrivals and type("Msg", (), {"recv": lambda self: arrivals.pop()})() or None
-
     ticks = iter(range(0, 10 ** 12, 10 ** 9))           # one second per look at the clock
-    rank0 = Cluster(Never(), clock=ticks.__next__)
+    rank0 = Cluster(Meeting([2, 0], [], passes=False), clock=ticks.__next__)
     assert rank0.meet(lambda: False, timeout=3) == f"rank 1 on {HOST} did not set up within 3 s"
-    assert Cluster(Never(), clock=ticks.__next__).meet(lambda: True, timeout=3) == ""
+    assert Cluster(Meeting([2, 0], [], passes=False), clock=ticks.__next__).meet(
+        lambda: True, timeout=3) == ""
 
 
 def test_rank_0_reads_every_arrival_even_one_matched_only_after_the_barrier():
     """MPI orders no point-to-point message against a collective: an arrival may be matchable
     only once the barrier passed. Left unread, it fails MPI_Finalize (MPICH then leaves its
     /dev/shm file)."""
-    class Late(FakeComm):
-        def __init__(self):
-            super().__init__(3, [])
-            self.probed, self.late = [0], [1, 2]
-
-        def isend(self, obj, dest, tag):
-            return type("Done", (), {"wait": lambda self: None})()
-
-        def Ibarrier(self):
-            return type("Passed", (), {"Test": lambda self: True})()
-
-        def improbe(self, tag):
-            probed = self.probed
-            return probed and type("Msg", (), {"recv": lambda self: probed.pop()})() or None
-
-        def recv(self, tag):
-            return self.late.pop()
-
-    comm = Late()
+    comm = Meeting([0], [1, 2], passes=True)
     assert Cluster(comm, clock=iter(range(10 ** 6)).__next__).meet(lambda: False) == ""
     assert comm.late == [] and comm.probed == []
 

@@ -107,13 +107,15 @@ def start(*args: str, **popen) -> subprocess.Popen:
     return subprocess.Popen([*CMD, *args], **{**pipes, **popen})
 
 
-def wait_for_rows(key: int, count: int, state: int, timeout: float = 60) -> np.ndarray:
-    """Poll the results until `count` rows reached `state` (polling, not a sleep-as-sync)."""
+def wait_for_rows(key: int, count: int, state: int, timeout: float = 60,
+                  until=lambda rows: True) -> np.ndarray:
+    """Poll the results until `count` rows reached `state` and `until(rows)` holds (polling,
+    not a sleep-as-sync)."""
     deadline = time.monotonic() + timeout
     rows = _NONE
     while time.monotonic() < deadline:
         rows = rows_of(key)
-        if len(rows) == count and (rows["state"] >= state).all():
+        if len(rows) == count and (rows["state"] >= state).all() and until(rows):
             return rows
         time.sleep(0.05)
     raise AssertionError(f"rows of {key:#x} never reached state {state}: {rows['state']}")

@@ -117,10 +117,8 @@ def test_a_test_the_signal_cut_short_is_named_and_one_that_had_finished_is_not()
     key = 0x7511
     proc = start("-smkey", hex(key), "-n", "4", "-KB", "64", "-bzero", "-t", "60", "-cyclic",
                  "10000")
-    rows = wait_for_rows(key, 2, RUNNING)
-    while not (rows["state"][0] >= MEASURED and rows["transfers"][1]):   # bzero's part over
-        time.sleep(0.02)
-        rows = rows_of(key)
+    wait_for_rows(key, 2, RUNNING,                                     # bzero's part over
+                  until=lambda rows: rows["state"][0] >= MEASURED and rows["transfers"][1])
     out, _ = interrupt(proc, signal.SIGINT)
     assert "test 1 (-cyclic 10000, group 1, process 0) stopped while running" in out
     assert "test 0 " not in out
@@ -143,9 +141,7 @@ def test_a_stop_signal_ignored_when_the_command_started_stays_ignored(tmp_path, 
 def test_sp_interrupted_prints_its_report():
     key = 0x7510
     proc = start("-smkey", hex(key), "-sp", "-n", "16", "-i", "1000000", "-KB", "256", "-bzero")
-    wait_for_rows(key, 1, RUNNING)
-    while not rows_of(key)["transfers"].any():        # something measured to report
-        time.sleep(0.02)
+    wait_for_rows(key, 1, RUNNING, until=lambda rows: rows["transfers"].any())  # to report
     out, _ = interrupt(proc, signal.SIGINT)
     (row,) = table(out)
     assert int(row[4]) > 0 and int(row[10]) == proc.pid

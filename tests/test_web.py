@@ -163,6 +163,10 @@ def test_symbolic_links_and_foreign_files_are_refused(capsys, key):
     code, _, err = web(capsys, key, "-allowForeign", *argv)
     assert code == 0, err
     assert Path("site", "notes.txt").read_text() == "mine"
+    manifest = next(Path("site").glob("*.json"))
+    manifest.unlink()
+    os.mkfifo(manifest)                             # read without O_NONBLOCK, it would hang
+    assert_one_clean_line(*web(capsys, key, *argv), "it is a FIFO, not a regular file")
     assert Path("elsewhere").read_bytes() == b"x"
 
 
@@ -222,3 +226,14 @@ def test_t_ends_each_client_at_its_deadline_and_ramp_goes_first(capsys, key):
     assert summary["ops"]["open"]["count"] == summary["measured"]
     log = Path("site", site.LOG).stat().st_size
     assert log >= summary["appended_bytes"] > 0                   # -ramp appended too
+
+
+def test_a_request_s_latency_leaves_out_its_throttle_pauses(capsys, key):
+    """-T pauses between a request's reads (and other clients' turns) are not the request's."""
+    code, out, err = web(capsys, key, "-dir", "site", "-cfiles", "-webFiles", "4", "-webMeanKB",
+                         "64", "-KB", "4", "-T", "20000", "-n", "2", "-web")
+    assert code == 0, err
+    request = next(ln for ln in out.splitlines() if ln.startswith("request, "))
+    reads = next(ln for ln in out.splitlines() if ln.startswith("read, "))
+    assert int(reads.split(", ")[1]) > 2 * int(request.split(", ")[1])   # several reads each
+    assert float(request.split(", ")[3]) < 20000          # avg (us): not one 20 ms pause in it

@@ -137,7 +137,7 @@ class WebTest:
     async def run(self, meter) -> None:
         shared, local = self.site, self.local
         tree = shared.tree
-        meter.row["file"], meter.row["file_bytes"] = tree.root.encode(), shared.largest
+        meter.row["file"], meter.row["file_bytes"] = os.fsencode(tree.root), shared.largest
         self.meter, self.published, self.until = meter, False, 0
         names, sizes, rootfd, log = tree.names, shared.sizes, tree.fd, shared.log
         iov, chunk, gate = self.iov, local.size, shared.gate
@@ -166,11 +166,11 @@ class WebTest:
             shared.open += 1
             if shared.open > shared.most:
                 shared.most = shared.open
-            t0 = now()
-            fd = os.open(names[f], OPEN_FLAGS, dir_fd=rootfd)
-            ta = t1 = now()
-            got, size = 0, sizes[f]
+            fd, got, size, paused = -1, 0, sizes[f], 0     # paused: -T and other clients' turns
             try:
+                t0 = now()
+                fd = os.open(names[f], OPEN_FLAGS, dir_fd=rootfd)
+                ta = t1 = now()
                 while True:
                     n = os.readv(fd, iov)
                     tb = now()
@@ -181,12 +181,15 @@ class WebTest:
                         break
                     if throttle:
                         await asyncio.sleep(throttle)
-                        ta = turn = now()
                     elif tb - turn > TURN_NS:
                         await asyncio.sleep(0)
-                        ta = turn = now()
+                    else:
+                        continue
+                    ta = turn = now()
+                    paused += ta - tb
             finally:
-                os.close(fd)
+                if fd >= 0:
+                    os.close(fd)
                 shared.open -= 1
                 if gate is not None:
                     gate.release()
@@ -217,7 +220,7 @@ class WebTest:
                 so(t1 - t0)
                 sc(t - ta)
                 read += got
-                record(t - t0, t)
+                record(t - t0 - paused, t)                # the request's own time
             elif what == EXTRA:
                 extra += 1
             if t - turn > TURN_NS:                   # the next client's turn

@@ -26,7 +26,8 @@ from typing import Callable
 
 import numpy as np
 
-from ..inputs import named_link
+from ..inputs import named_link, read_bounded
+from ..io.tree import MANIFEST_LIMIT
 from ..io.data import pattern
 from ..units import KB
 
@@ -128,21 +129,19 @@ def own_names(manifest: dict) -> set[str]:
 def read_manifest(root: str) -> dict | None:
     """The manifest under root, None if there is none; ValueError if it is not one."""
     where = os.path.join(root, MANIFEST)
-    try:
-        fd = os.open(where, os.O_RDONLY | NOFOLLOW)
-    except FileNotFoundError:
+    if not os.path.lexists(where):
         return None
-    except OSError as e:
-        raise ValueError(f"{where} cannot be read: {e.strerror}") from None
-    with os.fdopen(fd) as fh:
-        try:
-            made = json.load(fh)
-            if made.get("format") != FORMAT:
-                raise ValueError
-            Law(**made["law"]), own_names(made), made["sizes"]
-            return made
-        except (ValueError, TypeError, KeyError, AttributeError):
-            raise ValueError(f"{where} is not a torque-async -web manifest") from None
+    if named_link(where):
+        raise ValueError(f"{where} is a symbolic link")
+    text = read_bounded(where, MANIFEST_LIMIT)   # a FIFO or a huge file there: one line
+    try:
+        made = json.loads(text)
+        if made.get("format") != FORMAT:
+            raise ValueError
+        Law(**made["law"]), own_names(made), made["sizes"]
+        return made
+    except (ValueError, TypeError, KeyError, AttributeError):
+        raise ValueError(f"{where} is not a torque-async -web manifest") from None
 
 
 @dataclass(frozen=True)

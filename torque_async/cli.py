@@ -205,9 +205,9 @@ def run_plan(argv: list[str], began: startup.Began) -> int:
             return 0
         s = plan.settings
         rank = cluster.launcher_rank()            # under mpiexec: this rank's key and scratch
-        tag = cluster.tag(rank) if rank is not None else ""
+        key, tag = cluster.own(s.smkey, rank)
         if s.freeSharedMemory:
-            free_leftovers(s.smkey + (rank or 0), tag,
+            free_leftovers(key, tag,
                            f"rank {rank} on {socket.gethostname()}: " if tag else "")
             if not plan.groups or plan.from_config:
                 return 0

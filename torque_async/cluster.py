@@ -56,9 +56,10 @@ def launcher_rank() -> int | None:
     return None
 
 
-def tag(rank: int) -> str:
-    """What names a rank's scratch directory and -files tree: .HOST.rRANK."""
-    return f".{socket.gethostname()}.r{rank}"
+def own(smkey: int, rank: int | None) -> tuple[int, str]:
+    """A rank's segment key and what names its scratch directory and -files tree (.HOST.rRANK);
+    without a launcher (rank None) the run's own key and no tag."""
+    return (smkey, "") if rank is None else (smkey + rank, f".{socket.gethostname()}.r{rank}")
 
 
 def refuse(plan: Plan) -> None:
@@ -136,10 +137,10 @@ class Cluster:
         """This rank's plan: its own segment key and -files tree (the default -dir gets the host
         and rank); scratch files go into a directory named by host and rank. Starts the rank's
         clean-up guard."""
-        scratch.TAG = tag(self.rank)
+        key, scratch.TAG = own(plan.settings.smkey, self.rank)
         groups = tuple(replace(g, local=replace(g.local, dir=g.local.dir + scratch.TAG))
                        if g.local.dir == LOCAL_DEFAULTS["dir"] else g for g in plan.groups)
-        settings = replace(plan.settings, smkey=plan.settings.smkey + self.rank)
+        settings = replace(plan.settings, smkey=key)
         self.guard = subprocess.Popen(                   # see cleanup_guard.py
             [sys.executable, "-m", "torque_async.cleanup_guard", str(os.getpid()),
              segment_name(settings.smkey), scratch.directory(),

@@ -20,6 +20,8 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from .figures import Spread
+
 
 # Local options that say how a test runs, not what work it does: runs that differ only in them
 # are the same test (a run with -affinityNumber against one without is a question to answer).
@@ -248,10 +250,10 @@ def machines(doc: dict[str, Any]) -> list[str]:
 def value_text(values: tuple[float, ...]) -> str:
     """The median, and with several values their spread as the -repeat block gives it:
     (max - min) / median."""
-    mid = statistics.median(values)
-    if len(values) < 2 or not mid:
-        return f"{mid:.1f}"
-    return f"{mid:.1f} (spread {100 * (max(values) - min(values)) / abs(mid):.1f}%)"
+    got = Spread.of(list(values))
+    if len(values) < 2 or got.spread_pct is None:
+        return f"{got.median:.1f}"
+    return f"{got.median:.1f} (spread {got.spread_pct:.1f}%)"
 
 
 def lines(found: Comparison, docs: tuple[dict[str, Any], dict[str, Any]],

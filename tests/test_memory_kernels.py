@@ -549,6 +549,7 @@ def test_a_calibration_pass_covers_twice_the_largest_cache_over_all_arrays(monke
     assert make("bzero", n=100, size=1024).calibration_chunks() == 6     # 6 KiB, one array
     assert make("Sadd", n=100, size=1024).calibration_chunks() == 2      # 3 arrays of 2 KiB
     assert make("bzero", n=4, size=1024).calibration_chunks() == 4       # at most n
+    assert make("load", n=100, size=1024, stride=256).calibration_chunks() == 24   # 4 lines
     monkeypatch.setattr(memory.sysinfo, "cache_sizes", dict)             # none known: 1 MiB
     assert make("bzero", n=1000, size=1 << 16).calibration_chunks() == 32
 

@@ -85,10 +85,12 @@ class MemoryTest:
         patterns.fill(words, self._ctx.local, self._ctx.rng, self._ctx.row, invert=invert)
 
     def calibration_chunks(self) -> int:
-        """Chunks a calibration pass covers: enough that the test's arrays together hold
-        CALIBRATION_CACHES x the largest cache (so it runs from memory), at most n."""
+        """Chunks a calibration pass covers: enough that the lines it touches in the test's
+        arrays hold CALIBRATION_CACHES x the largest cache (so it runs from memory), at most n.
+        A chunk's lines: its size, or fewer under a -stride above the line (system_bytes)."""
         largest = max(sysinfo.cache_sizes().values(), default=1024) << 10
-        need = -(-CALIBRATION_CACHES * largest // (len(self.arrays) * self.size))
+        touched = self.system_bytes // self.traffic
+        need = -(-CALIBRATION_CACHES * largest // (len(self.arrays) * touched))
         return max(1, min(self.n, need))
 
     def choose(self, what: str, candidates: dict[str, Any],

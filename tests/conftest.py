@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from torque_async import cli, cmdline, orchestrator, report, validate
+from torque_async.io import uring
 from torque_async.options import GLOBAL_DEFAULTS
 from torque_async.results import HEADER, ROW, Results, SegmentExists, segment_name
 
@@ -23,6 +24,9 @@ for _sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):     # a suite starte
     if signal.getsignal(_sig) == signal.SIG_IGN:              # a script's background: the runs
         signal.signal(_sig, signal.SIG_DFL)                   # it starts take signals as a user's
 ENV = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(REPO)}   # this checkout's code
+NO_URING = uring.unavailable()       # e.g. a CPU without the AVX-512 liburing's wheel is built for
+needs_uring = pytest.mark.skipif(NO_URING is not None, reason=f"io_uring: {NO_URING}")
+AUTO = "io_uring" if NO_URING is None else f"threads (io_uring unavailable: {NO_URING})"  # -engine auto
 
 
 @pytest.fixture(scope="session", autouse=True)

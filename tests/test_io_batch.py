@@ -10,7 +10,9 @@ from torque_async.io import batch, uring
 from torque_async.results import MAX_SAMPLES
 from torque_async.stats import merge
 
-from conftest import run
+from conftest import needs_uring, run
+
+pytestmark = needs_uring
 from test_io_run import no_scratch_left, pattern_file
 
 KB = 1024

@@ -4,6 +4,7 @@ from __future__ import annotations
 import asyncio
 import mmap
 import os
+import signal
 import sys
 import threading
 import time
@@ -14,7 +15,9 @@ import uvloop
 from torque_async.io import engine as engines
 from torque_async.io import uring
 
-ENGINES = ["uring", "threads", "sync"]
+from conftest import NO_URING, needs_uring
+
+ENGINES = [pytest.param("uring", marks=needs_uring), "threads", "sync"]
 
 
 def on_loop(body):
@@ -162,6 +165,7 @@ def test_a_lane_that_fails_fails_its_drive(name):
     assert on_loop(body) == ["fine", "fine"]
 
 
+@needs_uring
 def test_the_ring_is_shared_and_closed_by_its_last_user():
     async def body():
         one, two = engines.open_engine("uring"), engines.open_engine("uring")
@@ -173,6 +177,7 @@ def test_the_ring_is_shared_and_closed_by_its_last_user():
     assert on_loop(body) is None
 
 
+@needs_uring
 def test_forget_waits_for_a_transfer_in_flight():
     r, w = os.pipe()
 
@@ -198,7 +203,8 @@ def test_forget_waits_for_a_transfer_in_flight():
 
 
 def test_auto_falls_back_to_threads_and_says_why(tmp_path, monkeypatch):
-    assert engines.choose("auto", False) == ("uring", "")
+    assert engines.choose("auto", False) == (
+        ("uring", "") if NO_URING is None else ("threads", f"io_uring unavailable: {NO_URING}"))
     disabled = tmp_path / "io_uring_disabled"
     disabled.write_text("2\n")
     monkeypatch.setattr(uring, "DISABLED", str(disabled))
@@ -210,6 +216,18 @@ def test_auto_falls_back_to_threads_and_says_why(tmp_path, monkeypatch):
     assert uring.unavailable() == "no liburing package"
 
 
+def test_a_liburing_whose_code_this_cpu_lacks_is_unavailable_not_a_crash():
+    """The package's wheels use AVX-512: on a CPU without it a ring dies of SIGILL. The trial
+    ring runs in a forked child, so the command lives on and says why."""
+    class Illegal:                     # a ring's construction executes an illegal instruction
+        def Ring(self):
+            os.kill(os.getpid(), signal.SIGILL)
+
+    assert uring.probe(Illegal()) == ("the liburing package's code does not run on this CPU "
+                                      "(SIGILL in a trial ring)")
+
+
+@needs_uring
 def test_uring_transfers_are_awaited_only_inside_lanes(tmp_path):
     async def body():
         eng = engines.open_engine("uring")
@@ -223,6 +241,7 @@ def test_uring_transfers_are_awaited_only_inside_lanes(tmp_path):
     on_loop(body)
 
 
+@needs_uring
 def test_two_tests_share_the_ring_and_each_lane_gets_its_own_data(tmp_path):
     path = tmp_path / "f"
     path.write_bytes(b"".join(bytes([i]) * 4096 for i in range(64)))
@@ -250,6 +269,7 @@ def test_two_tests_share_the_ring_and_each_lane_gets_its_own_data(tmp_path):
     assert len({j for j, _ in seen[:16]}) == 8              # the lanes took turns
 
 
+@needs_uring
 def test_a_cancelled_drive_closes_its_lanes_and_forget_waits_for_their_transfers():
     r, w = os.pipe()
 
@@ -302,6 +322,7 @@ def test_serial_makes_what_thread_lanes_share_safe():
     assert sorted(got) == list(range(1, 2401))
 
 
+@needs_uring
 def test_a_uring_lane_that_awaits_anything_but_the_engine_fails_its_drive():
     async def body():
         eng = engines.open_engine("uring")
@@ -316,6 +337,7 @@ def test_a_uring_lane_that_awaits_anything_but_the_engine_fails_its_drive():
     on_loop(body)
 
 
+@needs_uring
 def test_a_batch_of_completions_reaches_each_lane_its_own_data_and_error():
     """16 lanes of cached reads (answered in batches: one clock read each) and a transfer()
     coroutine on one ring: every completion wakes the lane that issued it with its own block,
@@ -364,6 +386,7 @@ def test_a_batch_of_completions_reaches_each_lane_its_own_data_and_error():
     assert len(times) == 16 * 40 - 1 and len(set(times)) < len(times) // 4    # batches
 
 
+@needs_uring
 def test_uring_answers_every_cached_completion_of_a_long_run_once():
     """Batch after batch inside one wake-up (reap's loop): each transfer completes once, in
     its lane's order, and the completion times a lane sees never go back."""

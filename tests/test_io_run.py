@@ -15,11 +15,11 @@ from torque_async.io import actions, data, filetest as filetests, uring
 from torque_async.io.layout import Cursor
 from torque_async.stats import merge
 
-from conftest import execute, run, run_cli, table
+from conftest import AUTO, NO_URING, needs_uring, execute, run, run_cli, table
 from test_report import record
 
 KB = 1024
-ENGINES = ["uring", "threads"]
+ENGINES = [pytest.param("uring", marks=needs_uring), "threads"]
 
 
 def pattern_file(path: Path, size: int) -> bytes:
@@ -99,7 +99,8 @@ ACTIONS = {                                       # argv, system bytes per trans
 MIXED = ("rand", "rw", "aio", "files")           # they read and write
 
 
-RUNS = [(e, a) for e in [*ENGINES, "sync"] for a in ACTIONS
+RUNS = [pytest.param(e, a, marks=[needs_uring] * (e == "uring"))
+        for e in ("uring", "threads", "sync") for a in ACTIONS
         if (e, a) != ("sync", "aio")]             # refused: see test_plan_errors
 
 
@@ -208,7 +209,8 @@ def test_rmw_leaves_the_modified_pattern(key, engine, tmp_path):
 def test_the_seed_fixes_every_file_offset_and_direction(key, recorded, argv):
     log, _, _ = recorded
     runs = {}
-    for name, seed, engine in (("a", "7", "uring"), ("b", "7", "threads"), ("c", "8", "uring")):
+    ring = "uring" if NO_URING is None else "sync"
+    for name, seed, engine in (("a", "7", ring), ("b", "7", "threads"), ("c", "8", ring)):
         log.clear()
         assert not run(key, "-seed", seed, "-engine", engine, "-n", "200", "-i", "1", "-KB", "4",
                        *argv).failures
@@ -343,9 +345,9 @@ def test_the_group_block_says_how_the_cache_was_kept_out(capsys, key, argv, line
 
 @pytest.mark.parametrize("argv,engine", [
     (["-r"], "sync (auto: the only transfer outstanding on the loop)"),
-    (["-aio", "4"], "io_uring"),
-    (["-p", "2", "-r"], "io_uring"),
-    (["-r", "-streams", "r", "1", "4", "10", "0", "1", "1"], "io_uring"),
+    (["-aio", "4"], AUTO),
+    (["-p", "2", "-r"], AUTO),
+    (["-r", "-streams", "r", "1", "4", "10", "0", "1", "1"], AUTO),
 ])
 def test_auto_blocks_only_for_the_loops_one_transfer_outstanding(capsys, key, argv, engine):
     code, out, err = execute(capsys, "-smkey", key, "-n", "8", "-i", "1", *argv)
@@ -480,6 +482,7 @@ def test_slow_keeps_writing_and_the_check_accounts_for_every_transfer_made(key, 
     assert no_scratch_left()
 
 
+@needs_uring
 def test_batched_cached_reads_record_one_latency_per_measured_transfer(key):
     """Two tests of 16 lanes each on one ring, cached reads answered in batches: each test's
     latencies (count, histogram) are exactly its measured transfers, and every lane's last

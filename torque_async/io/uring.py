@@ -33,6 +33,7 @@ import errno
 import functools
 import itertools
 import os
+import signal
 import types
 from typing import Coroutine
 
@@ -60,7 +61,19 @@ def unavailable() -> str | None:
 
 @functools.cache
 def probe(liburing) -> str | None:
-    """Why a ring cannot be made, or None; tried once per process."""
+    """Why a ring cannot be made, or None; tried once per process, first in a forked child: a
+    liburing build whose machine code this CPU lacks (its wheels use AVX-512) kills the process
+    that runs it with SIGILL, which must not be the command's."""
+    pid = os.fork()
+    if not pid:
+        try:
+            trial(liburing)
+        finally:
+            os._exit(0)                  # whatever it raised: only a signal's death matters
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):
+        return f"the liburing package's code does not run on this CPU " \
+               f"({signal.Signals(os.WTERMSIG(status)).name} in a trial ring)"
     ring = liburing.Ring()
     try:
         liburing.io_uring_queue_init(2, ring)
@@ -68,6 +81,16 @@ def probe(liburing) -> str | None:
         return f"io_uring_setup: {e.strerror}"
     liburing.io_uring_queue_exit(ring)
     return None
+
+
+def trial(L) -> None:
+    """A ring through the engine's own calls: one no-op submitted and its completion read."""
+    ring, cqe = L.Ring(), L.Cqe()
+    L.io_uring_queue_init(2, ring)
+    L.io_uring_prep_nop(L.io_uring_get_sqe(ring))
+    L.io_uring_submit(ring)
+    L.io_uring_cq_advance(ring, sum(1 for _ in L.CqeIter(ring, cqe)))
+    L.io_uring_queue_exit(ring)
 
 
 class Crew:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from torque_async import export
+from torque_async import cmdline, export
 from torque_async.results import segment_name
 
 from conftest import assert_one_clean_line, run_cli
@@ -59,6 +59,21 @@ def test_an_enormous_offending_token_is_cut_short(tmp_path):
     r = run_cli("-c", "zero.cfg", cwd=tmp_path)
     assert_one_clean_line(r.returncode, r.stdout, r.stderr, "characters left out) ...")
     assert len(r.stderr) < 1000
+
+
+def test_a_megabyte_line_needing_shell_quoting_is_refused_not_split_for_a_minute(tmp_path):
+    (tmp_path / "quoted.cfg").write_text('-n 4 "' + "x" * (1 << 20) + '" -load\n')
+    r = run_cli("-c", "quoted.cfg", cwd=tmp_path)
+    assert_one_clean_line(r.returncode, r.stdout, r.stderr, "quoted.cfg:1: a line of 1048589 "
+                          "characters with quotes, escapes or a comment (at most 65536)")
+
+
+@pytest.mark.parametrize("line", ["-n 4\t-KB  8 -load", "\x01-r\x7f \x00", "-a\xa0b -c", ""])
+def test_a_line_without_quoting_splits_as_the_shell_would(tmp_path, line):
+    import shlex
+    (tmp_path / "plain.cfg").write_text(line + "\n")
+    assert [w for _, words in cmdline.read_lines(str(tmp_path / "plain.cfg"), "x")
+            for w in words] == shlex.split(line, comments=True)
 
 
 def test_checkpoint_prints_no_times_for_a_run_that_never_started():

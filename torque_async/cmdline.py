@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import importlib.resources
 import os
+import re
 import shlex
 import time
 from dataclasses import dataclass, replace
@@ -23,6 +24,10 @@ from .plan import Group, Plan
 DEFAULT_CONFIG = "Torque.config"
 MAX_ALIAS_DEPTH = 64              # aliases within aliases
 MAX_TOKENS = 100_000              # tokens after expanding every alias
+SHELL_LINE_LIMIT = 1 << 16         # characters of a line that needs shell quoting: shlex takes
+                                   # quadratic time over one token (a MiB line: a minute)
+QUOTING = re.compile(r"['\"\\#]")   # what only shlex understands: quotes, escapes, comments
+BLANKS = re.compile(r"[ \t\r\n]+")   # shlex's whitespace
 PACKAGED_CONFIG = str(importlib.resources.files("torque_async") / DEFAULT_CONFIG)  # the default
                                    # workload where the working directory has no Torque.config
 COMMAND_LINE = "command line"
@@ -51,10 +56,16 @@ def read_lines(path: str, what: str) -> list[tuple[int, list[str]]]:
         raise UsageError(str(e)) from None
     lines = []
     for number, line in enumerate(raw, 1):
-        try:
-            words = shlex.split(line, comments=True)
-        except ValueError as e:
-            raise UsageError(f"{path}:{number}: {e}") from None
+        if not QUOTING.search(line):
+            words = [w for w in BLANKS.split(line) if w]
+        elif len(line) > SHELL_LINE_LIMIT:
+            raise UsageError(f"{path}:{number}: a line of {len(line)} characters with quotes, "
+                             f"escapes or a comment (at most {SHELL_LINE_LIMIT})")
+        else:
+            try:
+                words = shlex.split(line, comments=True)
+            except ValueError as e:
+                raise UsageError(f"{path}:{number}: {e}") from None
         if words:
             lines.append((number, words))
     return lines

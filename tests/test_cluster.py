@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -363,7 +364,9 @@ def test_a_killed_or_interrupted_rank_ends_every_rank_and_nothing_is_left(tmp_pa
         wait_for_rows(key + k, 3, RUNNING)
     owners = [psutil.Process(owner_of(segment_name(key + k))) for k in range(2)]
     scratch = list(tmp_path.glob("torque-async-scratch.*"))
-    assert len(scratch) == 2
+    servers = [d for o in owners                        # the workers' servers' socket dirs
+               for d in Path(tempfile.gettempdir()).glob(f"torque-async-forkserver.{o.pid}.*")]
+    assert len(scratch) == 2 and len(servers) == 2
     mpis = [Path("/dev/shm", n) for n in shm_now() - before if not n.startswith("torque-async")]
     assert mpis, "MPICH made no file of its own in /dev/shm: this test would prove nothing"
     everyone = owners + [c for o in owners for c in o.children(recursive=True)]
@@ -380,7 +383,7 @@ def test_a_killed_or_interrupted_rank_ends_every_rank_and_nothing_is_left(tmp_pa
     _, alive = psutil.wait_procs(everyone, timeout=15)
     assert not alive, "a rank or a test process outlived the run"
     assert gone([Path("/dev/shm", segment_name(key + k)) for k in range(2)] + mpis)
-    assert gone(scratch)
+    assert gone(scratch) and gone(servers)
     assert shm_now() <= before
 
 

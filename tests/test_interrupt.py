@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -206,15 +207,19 @@ def test_a_killed_orchestrator_leaves_what_the_next_run_names_and_free_removes(t
     os.killpg(proc.pid, signal.SIGKILL)          # the run, its workers and its resource tracker
     proc.wait()
     (scratch,) = tmp_path.glob(f"torque-async-scratch.{proc.pid}.*")
-    assert scratch.is_dir()
+    (server,) = Path(tempfile.gettempdir()).glob(f"torque-async-forkserver.{proc.pid}.*")
+    assert scratch.is_dir() and server.is_dir()  # the workers' server's socket directory
     assert Path("/dev/shm", segment_name(key)).exists()
     again = run_cli("-smkey", hex(key), "-load", cwd=tmp_path)
     assert again.returncode == 2
     assert f"a killed run (pid {proc.pid}) left shared memory" in again.stderr
     assert f"left the scratch directory {scratch}" in again.stderr
+    assert f"left the workers' server directory {server}" in again.stderr
     free = run_cli("-smkey", hex(key), "-freeSharedMemory", cwd=tmp_path)
     assert free.returncode == 0 and "removed /dev/shm/" in free.stdout
-    assert not scratch.exists() and not Path("/dev/shm", segment_name(key)).exists()
+    assert f"removed the workers' server directory {server} of a run that is gone" in free.stdout
+    assert not scratch.exists() and not server.exists()
+    assert not Path("/dev/shm", segment_name(key)).exists()
 
 
 def held_back(key: int) -> subprocess.Popen:

@@ -5,10 +5,11 @@ MPI ends the other ranks of a job with SIGKILL to their process groups when one 
 calls MPI_Abort, so a rank cannot clean up after itself then. The guard runs in its own
 session, waits for its rank's end (EOF on stdin) and, unless the rank said "done" (after
 MPI_Finalize: then it only removes the MPI files below, which MPICH sometimes leaves), kills what
-is left of the rank's process group (its workers), removes the rank's results segment (if the
-rank made it), its scratch directory, and the MPI library's own files in /dev/shm that the rank
-had mapped (MPICH's mpich_shm_JOB_NODE, which only MPI_Finalize removes): each FILE only while
-it is still the file of that INODE, so another job's file of the same name is never touched.
+is left of the rank's process group (its workers and their server), removes the rank's results
+segment (if the rank made it), its scratch directory, its workers' server's socket directory,
+and the MPI library's own files in /dev/shm that the rank had mapped (MPICH's
+mpich_shm_JOB_NODE, which only MPI_Finalize removes): each FILE only while it is still the file
+of that INODE, so another job's file of the same name is never touched.
 """
 from __future__ import annotations
 
@@ -17,8 +18,10 @@ import os
 import shutil
 import signal
 import sys
+import tempfile
 
 from .results import NotASegment, free_segment, owner_of
+from .workstart import PREFIX
 
 
 def clean(pid: int, segment: str, scratch_dir: str, mpi_files: list[tuple[int, str]]) -> None:
@@ -31,8 +34,10 @@ def clean(pid: int, segment: str, scratch_dir: str, mpi_files: list[tuple[int, s
             free_segment(segment)
     except NotASegment:                        # not the rank's: left alone
         pass
-    for made in glob.glob(f"{glob.escape(scratch_dir)}.*"):    # scratch.directory() + mkdtemp's
-        shutil.rmtree(made, ignore_errors=True)                # random suffix (a link: refused)
+    server = os.path.join(tempfile.gettempdir(), f"{PREFIX}{pid}")      # workstart.py's
+    for made in [*glob.glob(f"{glob.escape(scratch_dir)}.*"),  # scratch.directory() + mkdtemp's
+                 *glob.glob(f"{glob.escape(server)}.*")]:      # random suffix (a link: refused)
+        shutil.rmtree(made, ignore_errors=True)
     remove_mpi_files(mpi_files)
 
 

@@ -10,6 +10,7 @@ import shutil
 import signal
 import socket
 import sys
+import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -18,7 +19,7 @@ import click
 from click.shell_completion import CompletionItem
 
 from . import __version__, cmdline, figures, helptext, orchestrator, outputs, report
-from . import runs, startup, sysinfo
+from . import runs, startup, sysinfo, workstart
 from . import cluster, report_cluster, validate
 from .io import scratch
 from .options import OPTIONS
@@ -253,15 +254,23 @@ def free_leftovers(smkey: int, tag: str, who: str) -> None:
         say([who + line for line in free_shared_memory(smkey)])
     except cmdline.UsageError as e:
         raise cmdline.UsageError(who + str(e)) from None
-    for left in scratch.leftovers(tag=tag):
+    for what, left in leftovers(tag):
         shutil.rmtree(left, ignore_errors=True)
-        say([f"{who}removed the scratch directory {left} of a run that is gone"])
+        say([f"{who}removed the {what} {left} of a run that is gone"])
 
 
 def note_leftovers(tag: str) -> None:
-    for left in scratch.leftovers(tag=tag):
-        print(f"torque-async: note: a killed run left the scratch directory {left}: "
+    for what, left in leftovers(tag):
+        print(f"torque-async: note: a killed run left the {what} {left}: "
               f"-freeSharedMemory removes it", file=sys.stderr)
+
+
+def leftovers(tag: str) -> list[tuple[str, str]]:
+    """What killed runs left here: scratch directories, and their workers' servers' socket
+    directories in the temp dir (named by pid alone: the temp dir is this host's)."""
+    return [*(("scratch directory", d) for d in scratch.leftovers(tag=tag)),
+            *(("workers' server directory", d)
+              for d in scratch.leftovers(tempfile.gettempdir(), prefix=workstart.PREFIX))]
 
 
 def finish(plan, done: runs.Runs, info, job, began: startup.Began | None = None) -> int:

@@ -259,8 +259,8 @@ _L = [
            (Arg("path", text),), group="Files"),
     Option("display", LOCAL, "display (EGL device index) used by the video test",
            (Arg("display", text),), group="Video"),
-    Option("execChild", LOCAL, "exec the child rather than fork it (every worker is spawned "
-           "anyway)", group="Processes"),
+    Option("execChild", LOCAL, "exec the child rather than fork it: each worker a new "
+           "interpreter, not a fork of the workers' server", group="Processes"),
     *_sizes("extraRead", "extraRead", "extra read and seek back after each read",
             units=(("B", 1), ("KB", KB), ("MB", MB)), lo=0),
     Option("dropLate", LOCAL, "streams: skip a frame already a whole period past its deadline "

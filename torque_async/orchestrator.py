@@ -27,7 +27,7 @@ from typing import Any, Callable
 import psutil
 import uvloop
 
-from . import progress, semaphores
+from . import progress, semaphores, workstart
 from .cmdline import UsageError
 from .kinds import KINDS, LOOP, WORKER, resolve
 from .loop import LoopSide
@@ -110,10 +110,12 @@ def open_segment(plan: Plan, rows: int) -> Results:
                          f"remove it with -freeSharedMemory") from None
 
 
-def spec_for(plan: Plan, proc: Proc, segment: str, linesize: int) -> WorkerSpec:
+def spec_for(plan: Plan, proc: Proc, segment: str, linesize: int,
+             cpus: set[int] | None = None) -> WorkerSpec:
     """A worker's spec, stamped now: made just before its process is started."""
     return WorkerSpec(segment, proc, plan.settings.seed, linesize, plan.slow,
-                      calibrate=not plan.settings.baseline, launched=time.monotonic_ns())
+                      calibrate=not plan.settings.baseline, launched=time.monotonic_ns(),
+                      cpus=frozenset(cpus) if cpus else None)
 
 
 def run(plan: Plan, linesize: int,
@@ -216,13 +218,12 @@ class Supervisor:
     def __init__(self, plan: Plan, procs, results: Results, linesize: int, meet=None):
         self.plan, self.procs, self.results, self.linesize = plan, procs, results, linesize
         self.meet = meet
-        self.ctx = mp.get_context("spawn")
         self.workers = [p for p in procs if KINDS[p.group.action].runs_in == WORKER]
         self.loop_side = LoopSide(plan, [p for p in procs if KINDS[p.group.action].runs_in == LOOP],
                                   results, linesize, self.abort)
         (self.barrier, self.calibration_lock), self.sems = semaphores.made_by(
-            lambda: (self.ctx.Barrier(len(self.workers) + 1),
-                     self.ctx.Lock()))        # spinWait measures its idle rate alone
+            lambda: (workstart.FORKED.Barrier(len(self.workers) + 1),
+                     workstart.FORKED.Lock()))        # spinWait measures its idle rate alone
         results.header["sems"][:len(self.sems)] = [n.encode() for n in self.sems]
         self.children: dict[int, mp.process.BaseProcess] = {}
         self.exitcodes: dict[int, int | None] = {}
@@ -287,15 +288,19 @@ class Supervisor:
         self.abort()
 
     def spawn(self) -> None:
+        """Start the workers (workstart.py: forked from the server, or -execChild's new
+        interpreters), each on the CPUs the command has at its launch (-affinityParent's)."""
         segment = self.results.shm.name.lstrip("/")
+        workstart.start_server(self.plan)
         for proc in self.workers:
             local = proc.group.local
             parent_cpus = os.sched_getaffinity(0)
             if local.affinityParent is not None:
                 os.sched_setaffinity(0, {local.affinityParent})
-            child = self.ctx.Process(target=resolve(WORKER_PROCESS), name=f"torque-async {describe(proc)}",
-                                     args=(spec_for(self.plan, proc, segment, self.linesize),
-                                           self.barrier, self.calibration_lock))
+            spec = spec_for(self.plan, proc, segment, self.linesize, os.sched_getaffinity(0))
+            child = workstart.context(local).Process(
+                target=resolve(WORKER_PROCESS), name=f"torque-async {describe(proc)}",
+                args=(spec, self.barrier, self.calibration_lock))
             child.start()
             if local.affinityParent is not None and not local.noResetParentAffinity:
                 os.sched_setaffinity(0, parent_cpus)

@@ -542,7 +542,8 @@ def group_lines(plan: Plan, group: Group, records, procs, rank=no_rank) -> list[
     keep = PACED.get(kind.family, lines.keys())
     lines = [text for name, text in lines.items() if name in keep and text]
     lines += info_lines([r for r, _ in mine])
-    lines += [setup_line([r for r, _ in mine])] if any(r.setup_ns for r, _ in mine) else []
+    lines += [setup_line([r for r, _ in mine], local.execChild)] \
+        if any(r.setup_ns for r, _ in mine) else []
     ramped = sum(r.ramp_transfers for r, _ in mine)
     if ramped:
         lines.append(f"Unmeasured ramp transfers (-ramp) = {ramped}")
@@ -568,10 +569,11 @@ def loop_pid_lines(loops: dict[tuple, list]) -> list[str]:
             for (where, pid), tests in sorted(loops.items())] if loops else []
 
 
-def setup_line(records) -> str:
+def setup_line(records, execed: bool) -> str:
     """The group's set-up: each process's own (from its code's start, the spawned mark, until
-    ready at the start barrier: -checkpoint's set-up) and, for spawned workers, how long after
-    its process was started it was ready (setup_ns: the interpreter and imports included)."""
+    ready at the start barrier: -checkpoint's set-up) and, for workers, how long after its
+    process was started it was ready (setup_ns: a fork of the workers' server, or under
+    -execChild a new interpreter's start and imports, included)."""
     def spread(times) -> str:
         times = sorted(t / NS_PER_MS for t in times)
         return f"{times[0]:.1f}" if len(times) == 1 else f"{times[0]:.1f} to {times[-1]:.1f}"
@@ -579,8 +581,10 @@ def setup_line(records) -> str:
     over = f" over {len(ready)} processes" if len(ready) > 1 else ""
     own = spread(r.phase[1] - r.phase[0] for r in ready)
     spawned = any(r.phase[0] - r.launched for r in ready)       # a loop test starts at launch
+    how = "a new interpreter and its imports included: -execChild" if execed else \
+        "forked from the workers' server"
     started = f"; ready {spread(r.setup_ns for r in ready)} ms after its process was started " \
-        f"(interpreter and imports included)" if spawned else ""
+        f"({how})" if spawned else ""
     return f"Set-up = {own} ms{over} (the test's own, until ready at the start barrier){started}"
 
 

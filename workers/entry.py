@@ -17,7 +17,6 @@ from threading import BrokenBarrierError
 
 from torque_async.kinds import CALIBRATION, KINDS, OWN_LOOP
 from torque_async.meter import Limit, Meter, harness_cost, word
-from torque_async.plan import Proc
 from torque_async.results import ABORTED, DONE, RUNNING, STOP_SIGNALS, Results
 from torque_async.testing.api import WorkerSpec, make_test
 from torque_async.testing.rows import mark_closed, mark_failed, mark_ready, mark_spawned
@@ -45,7 +44,7 @@ def main(spec: WorkerSpec, barrier, calibration_lock, in_process: bool = False) 
     test = None
     needs = KINDS[spec.proc.group.action].needs
     try:
-        pin(spec.proc)
+        pin(spec)
         test = make_test(spec.proc, spec.seed, spec.linesize)
         row["harness_ns"] = harness_cost()
         mark_ready(row, test)
@@ -84,12 +83,14 @@ def main(spec: WorkerSpec, barrier, calibration_lock, in_process: bool = False) 
         results.release()
 
 
-def pin(proc: Proc) -> None:
-    local = proc.group.local
+def pin(spec: WorkerSpec) -> None:
+    local = spec.proc.group.local
+    if spec.cpus:                        # the command's at launch (-affinityParent), inherited
+        os.sched_setaffinity(0, spec.cpus)
     if local.affinityNumber is not None:
         os.sched_setaffinity(0, {local.affinityNumber})
     elif local.affinityNumberDiff is not None:
-        os.sched_setaffinity(0, {local.affinityNumberDiff + proc.index})
+        os.sched_setaffinity(0, {local.affinityNumberDiff + spec.proc.index})
 
 
 if __name__ == "__main__":       # pragma: no cover - workers are started by the orchestrator

@@ -46,11 +46,12 @@ def directory() -> str:
     return os.path.abspath(f"{PREFIX}{os.getpid()}{TAG}")
 
 
-def leftovers(where: str = ".", tag: str = "") -> list[str]:
+def leftovers(where: str = ".", tag: str = "", prefix: str = PREFIX) -> list[str]:
     """Scratch directories in `where` whose run is gone (a run killed with SIGKILL): PID.RANDOM,
     or under mpiexec PID TAG .RANDOM of this host and rank (another host's pids mean nothing
-    here; a rank's guard removes its own, see cleanup_guard.py)."""
-    mine = re.compile(re.escape(PREFIX) + r"(\d+)" + re.escape(tag) + r"\.[^.]+")
+    here; a rank's guard removes its own, see cleanup_guard.py); or other directories named
+    the same way after another prefix (the workers' server's, workstart.py)."""
+    mine = re.compile(re.escape(prefix) + r"(\d+)" + re.escape(tag) + r"\.[^.]+")
     return [os.path.abspath(os.path.join(where, name)) for name in sorted(os.listdir(where))
             if (found := mine.fullmatch(name)) and not psutil.pid_exists(int(found[1]))]
 

@@ -53,6 +53,8 @@ class WorkerSpec:
     calibrate: bool = True        # spinWait measures its idle rate before the start (not
                                   # with -baseline: its run alone is that figure)
     launched: int = 0             # CLOCK_MONOTONIC ns just before its process was started
+    cpus: frozenset[int] | None = None   # the command's CPUs at its launch: the worker's, as
+                                         # a spawned child inherits them (a forked one may not)
 
 
 class WorkerTest(Protocol):

@@ -1,0 +1,84 @@
+"""Where workers start from: forked from the workers' server (started while the command still
+imports), or under -execChild as new interpreters of the command's own."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import psutil
+import pytest
+
+from torque_async.results import READY
+
+from conftest import ENV, start, wait_for_rows
+
+EARLY = """
+import json, sys
+from multiprocessing import forkserver
+from torque_async import launch
+launch.early(sys.argv[1:])
+print(json.dumps([forkserver._forkserver._forkserver_pid is not None,
+                  sorted(m for m in ("numpy", "torque_async.cli") if m in sys.modules)]))
+"""
+
+
+@pytest.mark.parametrize("argv,started", [
+    (["-p", "2", "-bcopy"], True),
+    (["run", "-n", "4", "-load"], True),
+    (["-r"], False),                          # a loop test: no worker
+    (["-execChild", "-bcopy"], False),        # new interpreters: no server
+    (["-quit", "-bcopy"], False),
+    (["-help"], False),
+    (["plot", "RESULTS.json"], False),        # not a run
+    (["-bcopy", "-nosuch"], False),           # the command reports it
+])
+def test_the_server_starts_before_the_imports_only_for_a_plan_with_forked_workers(
+        tmp_path, argv, started):
+    done = subprocess.run([sys.executable, "-c", EARLY, *argv], capture_output=True, text=True,
+                          env=ENV, cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [started, []]      # nothing heavy imported by then
+
+
+def test_workers_fork_from_the_server_and_exec_child_workers_are_the_command_s(key, tmp_path):
+    proc = start("-smkey", key, "-g", "-n", "4", "-KB", "64", "-bzero", "-execChild", "-n", "4",
+                 "-KB", "64", "-load", stdin=subprocess.PIPE, cwd=tmp_path)
+    rows = wait_for_rows(int(key, 16), 2, READY)          # set up, held back by -g
+    forked, execed = (psutil.Process(int(pid)) for pid in rows["pid"])
+    server, execed_parent = forked.parent(), execed.ppid()
+    server_parent, server_line = server.ppid(), " ".join(server.cmdline())
+    server_dirs = list(Path(tempfile.gettempdir()).glob(f"torque-async-forkserver.{proc.pid}.*"))
+    out, err = proc.communicate("\n", timeout=120)
+    assert proc.returncode == 0, err
+    assert execed_parent == proc.pid != server.pid and server_parent == proc.pid
+    assert "multiprocessing.forkserver" in server_line
+    assert "(forked from the workers' server)" in out
+    assert "(a new interpreter and its imports included: -execChild)" in out
+    assert len(server_dirs) == 1 and not server_dirs[0].exists()    # removed at the end
+    assert ended(server)
+
+
+def ended(p: psutil.Process) -> bool:
+    """Gone, or only its exit status left to collect (its parent, the command, is gone too)."""
+    try:
+        p.wait(timeout=10)
+    except psutil.TimeoutExpired:
+        return p.status() == psutil.STATUS_ZOMBIE
+    return True
+
+
+def test_a_forked_worker_starts_on_the_cpu_affinity_parent_gave_the_command(key, tmp_path):
+    cpu = max(os.sched_getaffinity(0))
+    proc = start("-smkey", key, "-g", "-affinityParent", str(cpu), "-n", "4", "-KB", "64",
+                 "-load", stdin=subprocess.PIPE, cwd=tmp_path)
+    (row,) = wait_for_rows(int(key, 16), 1, READY)
+    worker = psutil.Process(int(row["pid"]))
+    on = worker.cpu_affinity()
+    command = psutil.Process(proc.pid).cpu_affinity()      # reset after the launch
+    out, err = proc.communicate("\n", timeout=120)
+    assert proc.returncode == 0, err
+    assert on == [cpu] and set(command) == os.sched_getaffinity(0)

@@ -1,0 +1,59 @@
+"""How a worker process starts. Forked, by default, from multiprocessing's forkserver: a server
+process, itself a new interpreter that never ran any of the command's code, imports numpy and
+the plan's worker modules once; each worker is a fork of that clean, single-threaded process.
+A worker inherits none of the command's state (its event loop, threads, MPI, open files), as a
+spawned one would not, and is ready in milliseconds instead of after an interpreter's start and
+imports of its own. The command starts the server as soon as its plan is known to have workers
+(launch.py), so the server imports while the command does. A group's -execChild starts its
+workers as new interpreters (spawn): torque's choice between fork and exec.
+
+The server listens on a socket in a private directory of the temp dir, PREFIX PID.RANDOM,
+removed at exit; a killed command's is found and removed as its scratch directories are."""
+from __future__ import annotations
+
+import atexit
+import multiprocessing as mp
+import os
+import shutil
+import signal
+import tempfile
+from multiprocessing import forkserver, process
+
+from .kinds import KINDS, WORKER
+from .plan import Plan
+
+FORKED, EXECED = mp.get_context("forkserver"), mp.get_context("spawn")
+PREFIX = "torque-async-forkserver."
+HELD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)    # the stop signals, ignored ones too
+
+
+def context(local):
+    """Where a group's workers start from (a multiprocessing context)."""
+    return EXECED if local.execChild else FORKED
+
+
+def forked_modules(plan: Plan) -> list[str]:
+    """The modules the plan's forked workers run: the server imports them once, for all."""
+    groups = [g for g in plan.groups if KINDS[g.action].runs_in == WORKER and not g.local.execChild]
+    return ["numpy", "workers.entry", *sorted({KINDS[g.action].impl.split(":")[0]
+                                              for g in groups})] if groups else []
+
+
+def start_server(plan: Plan) -> None:
+    """Start the server for the plan's forked workers, if it has any and none runs yet. The stop
+    signals are blocked meanwhile: the server, and every worker forked from it, starts with
+    them blocked (a worker unblocks them once it ignores them; the server never takes them and
+    ends when the command does)."""
+    preload = forked_modules(plan)
+    if not preload:
+        return
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, HELD)
+    try:
+        config = process.current_process()._config     # multiprocessing's own temp dir setting
+        if "tempdir" not in config:
+            config["tempdir"] = tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}.")
+            atexit.register(shutil.rmtree, config["tempdir"], ignore_errors=True)
+        FORKED.set_forkserver_preload(preload)
+        forkserver.ensure_running()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)

@@ -14,7 +14,7 @@ import pytest
 
 from torque_async.results import READY
 
-from conftest import ENV, start, wait_for_rows
+from conftest import CMD, ENV, start, wait_for_rows
 
 EARLY = """
 import json, sys
@@ -82,3 +82,22 @@ def test_a_forked_worker_starts_on_the_cpu_affinity_parent_gave_the_command(key,
     out, err = proc.communicate("\n", timeout=120)
     assert proc.returncode == 0, err
     assert on == [cpu] and set(command) == os.sched_getaffinity(0)
+
+
+def test_the_server_and_its_workers_end_with_a_command_killed_alone(key, tmp_path):
+    """SIGKILL to the command only (not its group): nothing of it runs on. The server holds
+    no pipe end that could keep it waiting (its workers hold copies of its "alive" pipe);
+    it is killed at its parent's death, and its workers at theirs."""
+    proc = start("-smkey", key, "-n", "16", "-i", "1000000", "-KB", "64", "-bzero",
+                 "-spinWait", cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    rows = wait_for_rows(int(key, 16), 2, READY)
+    workers = [psutil.Process(int(pid)) for pid in rows["pid"]]
+    server = workers[0].parent()
+    proc.kill()
+    proc.wait()
+    _, alive = psutil.wait_procs([server, *workers], timeout=10)
+    assert not [p for p in alive if p.status() != psutil.STATUS_ZOMBIE]
+    (left,) = Path(tempfile.gettempdir()).glob(f"torque-async-forkserver.{proc.pid}.*")
+    free = subprocess.run([*CMD, "-smkey", key, "-freeSharedMemory"], capture_output=True,
+                          text=True, env=ENV, cwd=tmp_path, timeout=120)
+    assert f"removed the workers' server directory {left}" in free.stdout and not left.exists()

@@ -5,7 +5,8 @@ A worker inherits none of the command's state (its event loop, threads, MPI, ope
 spawned one would not, and is ready in milliseconds instead of after an interpreter's start and
 imports of its own. The command starts the server as soon as its plan is known to have workers
 (launch.py), so the server imports while the command does. A group's -execChild starts its
-workers as new interpreters (spawn): torque's choice between fork and exec.
+workers as new interpreters (spawn): torque's choice between fork and exec. The server dies
+with the command, however that ends, and its workers with it (tied.py).
 
 The server listens on a socket in a private directory of the temp dir, PREFIX PID.RANDOM,
 removed at exit; a killed command's is found and removed as its scratch directories are."""
@@ -35,8 +36,8 @@ def context(local):
 def forked_modules(plan: Plan) -> list[str]:
     """The modules the plan's forked workers run: the server imports them once, for all."""
     groups = [g for g in plan.groups if KINDS[g.action].runs_in == WORKER and not g.local.execChild]
-    return ["numpy", "workers.entry", *sorted({KINDS[g.action].impl.split(":")[0]
-                                              for g in groups})] if groups else []
+    return ["torque_async.tied", "numpy", "workers.entry",
+            *sorted({KINDS[g.action].impl.split(":")[0] for g in groups})] if groups else []
 
 
 def start_server(plan: Plan) -> None:

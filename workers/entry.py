@@ -36,8 +36,8 @@ def main(spec: WorkerSpec, barrier, calibration_lock, in_process: bool = False) 
     if not in_process:
         for sig in STOP_SIGNALS:       # the orchestrator ends the run: they reach it alone
             signal.signal(sig, signal.SIG_IGN)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)   # blocked since the spawn
-        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)   # blocked since its start
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)   # with its parent's end
     results = Results.attach(spec.segment)
     row = results.row(spec.proc.row)
     mark_spawned(row, spec.launched)

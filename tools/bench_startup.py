@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Start-up: from the command's start to the start barrier's release, against the bare cost of
-the same number of spawned interpreters that import numpy, interleaved in one invocation.
+the same number of spawned interpreters that import numpy, interleaved in one invocation
+(torque-async's workers are forks of a server that imported numpy once, see
+torque_async/workstart.py; the reference is what spawning them would cost at least).
 
     python3 tools/bench_startup.py [--rounds 5] [--before DIR] [-- PLAN ...]
                                                   (default PLAN: -p 4 -n 64 -MB 4 -bcopy)
@@ -9,9 +11,9 @@ Each round runs, in alternating order:
   torque     `python3 -m torque_async -nh -noProgress PLAN -json F`: the time from just before
              the command's process is started to its barrier's release (the JSON's time_zero_ns;
              both CLOCK_MONOTONIC), and from the JSON's stamps where the time went: the parent
-             until it started its first worker, the workers' interpreter start and imports (their
-             "launched" to "spawned" stamps), their set-up (arrays made and filled), and the
-             wait for the last of them;
+             until it started its first worker, the workers' start (their "launched" to
+             "spawned" stamps: a fork of the server; with -execChild an interpreter and its
+             imports), their set-up (arrays made and filled), and the wait for the last;
   reference  this script as a parent that spawns as many processes as the plan has workers,
              each importing numpy and meeting the parent at a barrier: the same time span for
              the least a Python plan of spawned numpy workers can cost here;
@@ -55,7 +57,7 @@ def torque(plan: list[str], where: str, key: int, code: Path = REPO) -> dict[str
     if marks:                      # the stamps this checkout records (none before them)
         first = min(r["launched"] for r in marks)
         parts.update(parent=(first - began) / 1e9,
-                     imports=statistics.median(r["phase"]["spawned"] - r["launched"]
+                     start=statistics.median(r["phase"]["spawned"] - r["launched"]
                                                for r in marks) / 1e9,
                      setup=statistics.median(r["phase"]["set_up"] - r["phase"]["spawned"]
                                              for r in marks) / 1e9,

@@ -18,13 +18,16 @@ from test_io_run import no_scratch_left, pattern_file
 KB = 1024
 
 
-def engine_log(monkeypatch, change=lambda write, fd, offset: (write, fd, offset)) -> list:
+def engine_log(monkeypatch, change=lambda write, fd, offset: (write, fd, offset),
+               seen=lambda slot, t: None) -> list:
     """Every transfer the batches hand the engine, (write, offset), in the order claimed;
-    `change` may alter each before the engine prepares it."""
+    `change` may alter each before the engine prepares it; `seen(slot, t)` is told of each
+    completion before the test takes it."""
     log, real = [], uring.UringEngine.slots
 
     def slots(self, done, reads, writes):
         def logged(slot, res, t):
+            seen(slot, t)
             place = done(slot, res, t)
             if place is None:
                 return None
@@ -57,6 +60,31 @@ def test_batches_make_exactly_the_measured_transfers_and_check_each_slot(key, mo
     made = sum(r.transfers + r.ramp_transfers + r.extra_transfers for r in out.records)
     assert len(log) == made
     assert "-ramp" not in argv or out.records[0].ramp_transfers > 0
+
+
+def test_the_transfers_submitted_together_share_their_start_whichever_test_made_them(
+        key, monkeypatch):
+    """A transfer starts at the clock read just before the io_uring_enter that submits it: two
+    tests' cached reads answered in one batch are submitted together and start together (a
+    start read per transfer as it was prepared favoured the test whose slots came later)."""
+    import liburing
+    pattern_file(Path("cached.dat"), 256 * KB)
+    submits, starts, real = [], [], liburing.io_uring_submit
+
+    def submit(ring):
+        submits.append(ring)
+        return real(ring)
+    monkeypatch.setattr(liburing, "io_uring_submit", submit)
+    engine_log(monkeypatch, seen=lambda slot, t: t and starts.append((slot.t0, slot.done)))
+    out = run(key, "-engine", "uring", "-fbc", "-f", "cached.dat", "-f", "cached.dat",
+              "-n", "700", "-i", "3", "-KB", "4", "-mfileKB", "256", "-p", "2", "-aio", "8")
+    assert not out.failures
+    assert len(submits) < len(starts) // 4         # the cached reads went in batches
+    tests = {}
+    for t0, test in starts:
+        tests.setdefault(t0, set()).add(test)
+    assert len(tests) <= len(submits)              # one start per submit, not per transfer
+    assert any(len(both) == 2 for both in tests.values())
 
 
 def test_under_t_the_latencies_are_the_transfers_counted(key):

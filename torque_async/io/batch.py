@@ -14,17 +14,18 @@ once (O_DIRECT), as it does for lanes: no coroutine switch, no generator, no per
 submit call. A failed or short transfer ends the test naming its file and place
 (FileTest.failed); each slot's last transfer is kept for the data check (FileTest.last).
 
-Timer: a transfer's latency runs from the clock read just before its SQE is prepared to the one
-clock read of the completion batch that returned it. Its own submit follows at once, or, for a
-buffered transfer prepared while a batch was answered, when the whole batch is submitted: its
-latency then includes preparing that batch's later transfers (as on the lane path).
+Timer: a transfer's latency runs from the clock read just before the io_uring_enter that
+submits it (the engine's, slot.t0) to the one clock read of the completion batch that returned
+it, as fio's clat runs from issue to completion. The buffered transfers prepared while a batch
+was answered are submitted by one io_uring_enter and share its clock read, whichever test
+prepared them; an O_DIRECT transfer is submitted at once, after a clock read of its own.
 """
 from __future__ import annotations
 
 import os
 
 from . import filetest
-from .engine import now, short
+from .engine import short
 
 NOTE = "I/O path = the engine's batches (plain transfers, no lane each)"
 
@@ -81,9 +82,8 @@ async def drive(test) -> None:
             offset, write = offsets[i], writes[i]
             if write and stamps:
                 stampers[j](f, offset)
-            slot.kind = kind
-            slot.t0 = now()                       # the engine prepares it next
-            return write, fds[f], offset
+            slot.kind = kind                      # the engine prepares it next and sets
+            return write, fds[f], offset          # slot.t0 when it submits it
         except Exception as e:  # noqa: BLE001 - the first failure ends every slot, run raises
             failed(e, slot.f, slot.what, slot.write)
             stop(slot)

@@ -22,7 +22,8 @@ batch that returned it. A transfer is submitted
 whose completions the reader passes to a plain function, done(slot, res, t), no coroutine
 (io/batch.py: the file tests' plain transfers); it returns the slot's next transfer, which the
 reader prepares at once, so a batch of completions is answered and submitted again in one
-pass. `transfer` is the same transfer for an ordinary coroutine (a paced stream): its Waiter holds a future instead of a lane, and the same reader
+pass; a slot's transfer starts (Slot.t0) at the clock read just before the io_uring_enter that
+submits it, which the slots submitted together share (their latency leaves out the preparing). `transfer` is the same transfer for an ordinary coroutine (a paced stream): its Waiter holds a future instead of a lane, and the same reader
 resolves it with the batch's completion time. A test's buffers are forgotten only when
 none of its transfers is in flight, so the kernel never writes into memory given back.
 """
@@ -117,8 +118,9 @@ class Waiter:
 class Slot(Waiter):
     """One transfer outstanding of a batch driver: done(slot, res, t) gets each completion
     (res: the kernel's result). Its read and write buffers are fixed (`iovecs`, of one length,
-    `want`; `buf` is the read one's id, which is what forget() looks for); j, k, kind, t0 and
-    f are the driver's own (which slot, the transfer number, what it is, its start, its file)."""
+    `want`; `buf` is the read one's id, which is what forget() looks for); j, k, kind and f
+    are the driver's own (which slot, the transfer number, what it is, its file); t0 is the
+    engine's: the clock read just before the io_uring_enter that submitted its transfer."""
     __slots__ = ("iovecs", "j", "k", "kind", "t0", "f")
 
     def __init__(self, key: int, j: int, done, read: tuple, write: tuple, buf: int):
@@ -310,9 +312,11 @@ class UringEngine:
         """Hand each (waiter, result) of a batch completed at t to its waiter: a Slot's done()
         returns its next transfer, (write, fd, offset) or None, which is queued here; a lane
         runs on to its next submit; a future is resolved. `together`: what they queue is
-        submitted once, after the batch is answered, else each at once."""
+        submitted once, after the batch is answered, else each at once; a Slot's t0 is the
+        clock read just before its submit."""
         self.holding, step = together, self.step
         get_sqe, ring, preps, waiting = self.get_sqe, self.ring, self.preps, self.waiting
+        held: list[Slot] = []              # slots whose transfers go with the batch's submit
         for waiter, res in batch:
             done = waiter.done
             if done is not None:           # a Slot
@@ -325,8 +329,9 @@ class UringEngine:
                     sqe.user_data = key = waiter.key
                     waiting[key] = waiter
                     if together:
-                        self.held += 1
+                        held.append(waiter)
                     else:
+                        waiter.t0 = now()
                         self.submit_all(ring)
                 continue
             if res == waiter.want:
@@ -348,9 +353,11 @@ class UringEngine:
                 else:
                     lane.set_exception(error)
         self.holding = False
-        if self.held:
-            self.held = 0
+        if self.held or held:
+            self.held, t0 = 0, now()
             self.submit_all(ring)
+            for slot in held:
+                slot.t0 = t0
 
     async def forget(self, ids: list[int]) -> None:
         mine = set(ids)

@@ -150,7 +150,8 @@ class Meter:
 
     def record(self, latency: int, t_end: int) -> int:
         """One measured transfer completed at t_end after `latency` ns; returns how many have.
-        The latency goes straight into the Summary's batch (Summary.add, without the call)."""
+        The latency goes straight into the Summary's batch (Summary.add, without the call).
+        io/batch.py makes its common case (no sample due, the batch not full) inline."""
         lat = self.lat
         i = lat.held
         lat.batch[i] = latency

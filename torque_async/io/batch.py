@@ -4,14 +4,15 @@ A plain transfer is one I/O (not -rmw, no -extraRead*, no cache drop) and its te
 FileTest.setup chooses this path for such a test when its engine has `batches` (io_uring);
 everything else runs as lanes (FileTest.lane). The test hands the engine `depth` Slots instead
 of a coroutine each: the engine's completion reader calls completed(slot, res, t) for every
-completion of a batch, which records it (the same FileTest.recorded as a lane's: Meter.record
-stores the latency in the Summary's preallocated batch, folded every 1024) and at once claims
-the next transfer number (FileTest.claim, in order: the measured transfers stay consecutive
-and exact under -n/-i, -t, -ramp, -slow and the stop flag), looks up its file, place and
-direction in the layout's block lists, stamps a write's buffer and prepares the slot's SQE. The
-engine submits what a batch prepared together once the batch is answered (buffered) or each at
-once (O_DIRECT), as it does for lanes: no coroutine switch, no generator, no per-transfer
-submit call. A failed or short transfer ends the test naming its file and place
+completion of a batch, which records it (FileTest.recorded, with Meter.record's common case
+inline: the latency stored in the Summary's preallocated batch, folded every 1024, the count
+and the shared counter; a due sample, a full batch or a mixed test's record_rw call it) and at
+once claims the next transfer number (FileTest.claim, in order: the measured transfers stay
+consecutive and exact under -n/-i, -t, -ramp, -slow and the stop flag), looks up its file,
+place and direction in the layout's block lists, stamps a write's buffer and prepares the
+slot's SQE. The engine submits what a batch prepared together once the batch is answered
+(buffered) or each at once (O_DIRECT), as it does for lanes: no coroutine switch, no generator,
+no per-transfer submit call. A failed or short transfer ends the test naming its file and place
 (FileTest.failed); each slot's last transfer is kept for the data check (FileTest.last).
 
 Timer: a transfer's latency runs from the clock read just before the io_uring_enter that
@@ -25,6 +26,7 @@ from __future__ import annotations
 import os
 
 from . import filetest
+from ..stats import BATCH
 from .engine import short
 
 NOTE = "I/O path = the engine's batches (plain transfers, no lane each)"
@@ -39,6 +41,7 @@ async def drive(test) -> None:
     take, decide, record, failed, ended = test.take, test.decide, test.record, test.failed, \
         test.ended
     meter, halt = test.meter, test.stop
+    lat, live = meter.lat, meter.live
     lists, fds, last, mixed, stamps = test.at.lists, test.fds, test.last, test.mixed, test.writes
     gear = [test.gear(j) for j in range(test.depth)]
     stampers = [g[2] for g in gear]
@@ -59,8 +62,13 @@ async def drive(test) -> None:
             kind, j = slot.kind, slot.j
             if kind == MEASURED:                  # FileTest.recorded, whose t never falls here
                 test.t_last = t
-                if (record(t - slot.t0, t, slot.write) if mixed else
-                        record(t - slot.t0, t)) == meter.total:
+                n, i = meter.count + 1, lat.held  # Meter.record, its common case inline
+                if mixed or n == meter.next_sample or i + 1 == BATCH:
+                    n = record(t - slot.t0, t, slot.write) if mixed else record(t - slot.t0, t)
+                else:
+                    lat.batch[i], lat.held, meter.count = t - slot.t0, i + 1, n
+                    live[0] = n
+                if n == meter.total:
                     test.finish(t)
             elif kind == EXTRA:
                 extras[j] += 1

@@ -21,11 +21,13 @@ batch that returned it. A transfer is submitted
 (tools/bench_io.py compares the choices). A test may instead hand the engine `slots`: Waiters
 whose completions the reader passes to a plain function, done(slot, res, t), no coroutine
 (io/batch.py: the file tests' plain transfers); it returns the slot's next transfer, which the
-reader prepares at once, so a batch of completions is answered and submitted again in one
-pass; a slot's transfer starts (Slot.t0) at the clock read just before the io_uring_enter that
-submits it, which the slots submitted together share (their latency leaves out the preparing). `transfer` is the same transfer for an ordinary coroutine (a paced stream): its Waiter holds a future instead of a lane, and the same reader
-resolves it with the batch's completion time. A test's buffers are forgotten only when
-none of its transfers is in flight, so the kernel never writes into memory given back.
+reader prepares at once, so a batch of completions is answered and submitted again in one pass;
+a slot's transfer starts (Slot.t0) at the clock read just before the io_uring_enter that
+submits it, which the slots submitted together share (their latency leaves out the preparing).
+`transfer` is the same transfer for an ordinary coroutine (a paced stream): its Waiter holds a
+future instead of a lane, and the same reader resolves it with the batch's completion time. A
+test's buffers are forgotten only when none of its transfers is in flight, so the kernel never
+writes into memory given back.
 """
 from __future__ import annotations
 

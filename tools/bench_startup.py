@@ -17,6 +17,8 @@ Each round runs, in alternating order:
   reference  this script as a parent that spawns as many processes as the plan has workers,
              each importing numpy and meeting the parent at a barrier: the same time span for
              the least a Python plan of spawned numpy workers can cost here;
+  forked     the same, its workers forked from a forkserver that imported numpy (started
+             first thing, as torque-async starts its own): the least for forked workers;
   pass       `python3 -c pass`: one interpreter's start and exit (site and .pth files included);
   before     with --before DIR: torque with the code of another checkout (an older commit).
 Prints every round, then the median [min-max] of each and the ratio torque / reference, and the
@@ -33,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from multiprocessing import forkserver
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -71,9 +74,13 @@ def numpy_at_barrier(barrier) -> None:
     barrier.wait()
 
 
-def reference_parent(workers: int) -> None:
-    """The reference's parent: spawn the workers, meet them, print the release's stamp."""
-    ctx = mp.get_context("spawn")
+def reference_parent(workers: int, method: str) -> None:
+    """The reference's parent: start the workers (spawned, or forked from a forkserver that
+    imported numpy, started first thing), meet them, print the release's stamp."""
+    ctx = mp.get_context(method)
+    if method == "forkserver":
+        ctx.set_forkserver_preload(["numpy"])
+        forkserver.ensure_running()
     barrier = ctx.Barrier(workers + 1)
     procs = [ctx.Process(target=numpy_at_barrier, args=(barrier,)) for _ in range(workers)]
     for p in procs:
@@ -84,9 +91,9 @@ def reference_parent(workers: int) -> None:
         p.join()
 
 
-def reference(workers: int) -> dict[str, float]:
+def reference(workers: int, method: str = "spawn") -> dict[str, float]:
     began = time.monotonic_ns()
-    done = subprocess.run([sys.executable, __file__, "--reference-parent", str(workers)],
+    done = subprocess.run([sys.executable, __file__, "--reference-parent", str(workers), method],
                           capture_output=True, text=True, check=True)
     return {"total": (int(done.stdout.split()[0]) - began) / 1e9}
 
@@ -110,16 +117,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--before", type=Path, help="another checkout's root, run the same way")
-    ap.add_argument("--reference-parent", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--reference-parent", nargs=2, help=argparse.SUPPRESS)
     ap.add_argument("plan", nargs="*", default=PLAN)
     a = ap.parse_args()
     if a.reference_parent:
-        return reference_parent(a.reference_parent)
+        return reference_parent(int(a.reference_parent[0]), a.reference_parent[1])
     load = os.getloadavg()
     where = tempfile.mkdtemp(prefix="bench-startup-")
     key = 0x5A0000 + os.getpid() % 0xFFFF
     runs = {"torque": lambda: torque(a.plan, where, key),
-            "reference": lambda: reference(workers_of(a.plan)), "pass": bare_interpreter}
+            "reference": lambda: reference(workers_of(a.plan)),
+            "forked": lambda: reference(workers_of(a.plan), "forkserver"), "pass": bare_interpreter}
     if a.before:
         runs["before"] = lambda: torque(a.plan, where, key, a.before.resolve())
     got: dict[str, list[dict[str, float]]] = {name: [] for name in runs}
@@ -136,8 +144,9 @@ def main() -> None:
     for name, rounds in got.items():
         print(f"{name:9s} {spread([x['total'] for x in rounds])} s")
     for name in ("torque", "before")[:1 + bool(a.before)]:
-        ratios = [t["total"] / ref["total"] for t, ref in zip(got[name], got["reference"])]
-        print(f"{name} / reference: {spread(ratios)}")
+        for ref in ("reference", "forked"):
+            ratios = [t["total"] / r["total"] for t, r in zip(got[name], got[ref])]
+            print(f"{name} / {ref}: {spread(ratios)}")
     parts = [k for k in got["torque"][0] if k != "total"]
     if parts:
         print("torque, where the time went (s, median [min-max]): " + "; ".join(

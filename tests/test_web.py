@@ -146,6 +146,13 @@ def test_clients_are_one_summary_unless_verbose(capsys, key):
     assert out.count(", Web, site,") == 3
 
 
+def test_a_files_tree_s_directory_is_named_as_one_not_as_foreign_files(capsys, key):
+    assert web(capsys, key, "-n", "4", "-KB", "4", "-cfiles", "-files", "4")[0] == 0
+    assert_one_clean_line(*web(capsys, key, "-n", "4", "-web"), "-web: -dir filestest holds a "
+                          "-files tree (its torque-files.json): a -web site needs a -dir of its "
+                          "own")
+
+
 def test_symbolic_links_and_foreign_files_are_refused(capsys, key):
     argv = ("-dir", "site", "-cfiles", "-webFiles", "30", "-n", "5", "-web")
     assert web(capsys, key, *argv)[0] == 0

@@ -27,6 +27,7 @@ from typing import Callable
 import numpy as np
 
 from ..inputs import named_link, read_bounded
+from ..io import tree
 from ..io.tree import MANIFEST_LIMIT
 from ..io.data import pattern
 from ..units import KB
@@ -193,6 +194,9 @@ def problem(root: str, law: Law, allow_foreign: bool) -> str | None:
     if found.unsafe:
         return (f"{found.unsafe[0]} is a symbolic link or has other hard links: a -web tree "
                 f"holds only its own files, and its writes never leave it")
+    if os.path.exists(os.path.join(root, tree.MANIFEST)):
+        return (f"-dir {root} holds a -files tree (its {tree.MANIFEST}): a -web site needs a "
+                f"-dir of its own")
     if found.foreign and not allow_foreign:
         return (f"-dir {root} holds {found.foreign[0]}, which torque-async did not make: use a "
                 f"directory of its own, or add -allowForeign")

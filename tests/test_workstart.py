@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -101,3 +102,59 @@ def test_the_server_and_its_workers_end_with_a_command_killed_alone(key, tmp_pat
     free = subprocess.run([*CMD, "-smkey", key, "-freeSharedMemory"], capture_output=True,
                           text=True, env=ENV, cwd=tmp_path, timeout=120)
     assert f"removed the workers' server directory {left}" in free.stdout and not left.exists()
+
+
+def test_the_tracker_and_the_server_start_with_the_stop_signals_blocked(key, tmp_path):
+    """A signal to the process group while they start (Ctrl-C, a closed terminal) must reach
+    the command alone: the resource tracker's own start unblocked SIGINT and SIGTERM before
+    the server's, which then died of a Ctrl-C with a traceback, and a SIGHUP killed the
+    tracker."""
+    proc = start("-smkey", key, "-g", "-n", "4", "-KB", "64", "-load", stdin=subprocess.PIPE,
+                 cwd=tmp_path)
+    (row,) = wait_for_rows(int(key, 16), 1, READY)
+    server = psutil.Process(int(row["pid"])).parent()
+    tracker, = [p for p in psutil.Process(proc.pid).children()
+                if "resource_tracker" in " ".join(p.cmdline())]
+    masks = [signals(p.pid, "SigBlk") | signals(p.pid, "SigIgn") for p in (server, tracker)]
+    out, err = proc.communicate("\n", timeout=120)
+    assert proc.returncode == 0, err
+    stops = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+    assert all(stops <= mask for mask in masks), masks     # (the tracker ignores two itself)
+
+
+def signals(pid: int, field: str) -> set[int]:
+    """The signals a process has blocked or ignored (/proc's SigBlk or SigIgn)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    bits = int(status.split(f"{field}:")[1].split()[0], 16)
+    return {n for n in range(1, 65) if bits >> (n - 1) & 1}
+
+
+LOADING = """
+import os, signal, sys
+from torque_async import launch
+real, sig, key = launch.early, int(sys.argv[1]), sys.argv[2]
+def early(argv):
+    real(argv)                                   # the server started, its directory made
+    os.kill(os.getpid(), sig)                    # while the rest of the modules would load
+launch.early = early
+sys.argv = ["torque-async", "-smkey", key, "-nh", "-n", "4", "-KB", "64", "-load"]
+launch.main()
+"""
+
+
+@pytest.mark.parametrize("sig,ignored", [(signal.SIGTERM, False), (signal.SIGHUP, False),
+                                         (signal.SIGHUP, True)])
+def test_a_stop_signal_while_the_modules_load_is_one_line_and_its_exit_code(key, tmp_path, sig,
+                                                                              ignored):
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    done = subprocess.run([sys.executable, "-c", LOADING, str(int(sig)), key], capture_output=True,
+                          text=True, env={**ENV, "TMPDIR": str(temp)}, cwd=tmp_path,
+                          timeout=120, preexec_fn=(lambda: signal.signal(sig, signal.SIG_IGN))
+                          if ignored else None)
+    if ignored:                                     # nohup's SIGHUP: the command goes on
+        assert done.returncode == 0 and ", Load," in done.stdout, done.stderr
+    else:
+        assert done.returncode == 128 + sig and done.stdout == ""
+        assert done.stderr == f"torque-async: interrupted by {signal.Signals(sig).name}\n"
+    assert not list(temp.iterdir())                # the server's directory went at exit

@@ -18,10 +18,9 @@ import os
 import shutil
 import signal
 import sys
-import tempfile
 
 from .results import NotASegment, free_segment, owner_of
-from .workstart import PREFIX
+from .workstart import PREFIX, base
 
 
 def clean(pid: int, segment: str, scratch_dir: str, mpi_files: list[tuple[int, str]]) -> None:
@@ -34,7 +33,7 @@ def clean(pid: int, segment: str, scratch_dir: str, mpi_files: list[tuple[int, s
             free_segment(segment)
     except NotASegment:                        # not the rank's: left alone
         pass
-    server = os.path.join(tempfile.gettempdir(), f"{PREFIX}{pid}")      # workstart.py's
+    server = os.path.join(base(pid), f"{PREFIX}{pid}")                  # workstart.py's
     for made in [*glob.glob(f"{glob.escape(scratch_dir)}.*"),  # scratch.directory() + mkdtemp's
                  *glob.glob(f"{glob.escape(server)}.*")]:      # random suffix (a link: refused)
         shutil.rmtree(made, ignore_errors=True)

@@ -10,7 +10,6 @@ import shutil
 import signal
 import socket
 import sys
-import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -270,7 +269,8 @@ def leftovers(tag: str) -> list[tuple[str, str]]:
     directories in the temp dir (named by pid alone: the temp dir is this host's)."""
     return [*(("scratch directory", d) for d in scratch.leftovers(tag=tag)),
             *(("workers' server directory", d)
-              for d in scratch.leftovers(tempfile.gettempdir(), prefix=workstart.PREFIX))]
+              for where in workstart.places()
+              for d in scratch.leftovers(where, prefix=workstart.PREFIX))]
 
 
 def finish(plan, done: runs.Runs, info, job, began: startup.Began | None = None) -> int:

@@ -1,17 +1,35 @@
-"""The command's entry point: a Ctrl-C while the modules still load ends it as a run's interrupt
-would (one line, 130), not with a traceback from inside an import."""
+"""The command's entry point: a stop signal while the modules still load (Ctrl-C, SIGTERM,
+SIGHUP) ends it as a run's interrupt would (one line, 128 + the signal, its exit hooks run: the
+workers' server's directory is removed), not with a traceback from inside an import or no word
+at all. A signal ignored at the start (nohup) stays ignored."""
 from __future__ import annotations
 
+import signal
 import sys
 
 
+class Stopped(BaseException):
+    """SIGTERM or SIGHUP while the modules load."""
+
+
+def stopped(signum: int, _frame) -> None:
+    raise Stopped(signum)
+
+
 def main() -> None:
+    loading = [sig for sig in (signal.SIGTERM, signal.SIGHUP)
+               if signal.getsignal(sig) != signal.SIG_IGN]
+    for sig in loading:
+        signal.signal(sig, stopped)
     try:
         early(sys.argv[1:])
         from .cli import main as command
-    except KeyboardInterrupt:
-        print("torque-async: interrupted by SIGINT", file=sys.stderr)
-        sys.exit(130)
+        for sig in loading:            # as before the command ran; a run sets its own
+            signal.signal(sig, signal.SIG_DFL)
+    except (KeyboardInterrupt, Stopped) as e:
+        signum = e.args[0] if isinstance(e, Stopped) else signal.SIGINT
+        print(f"torque-async: interrupted by {signal.Signals(signum).name}", file=sys.stderr)
+        sys.exit(128 + signum)
     command(prog_name="torque-async")
 
 

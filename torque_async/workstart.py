@@ -8,8 +8,9 @@ imports of its own. The command starts the server as soon as its plan is known t
 workers as new interpreters (spawn): torque's choice between fork and exec. The server dies
 with the command, however that ends, and its workers with it (tied.py).
 
-The server listens on a socket in a private directory of the temp dir, PREFIX PID.RANDOM,
-removed at exit; a killed command's is found and removed as its scratch directories are."""
+The server listens on a socket in a private directory of the temp dir (base()), PREFIX
+PID.RANDOM, removed at exit; a killed command's is found and removed as its scratch
+directories are."""
 from __future__ import annotations
 
 import atexit
@@ -18,7 +19,7 @@ import os
 import shutil
 import signal
 import tempfile
-from multiprocessing import forkserver, process
+from multiprocessing import forkserver, process, resource_tracker
 
 from .kinds import KINDS, WORKER
 from .plan import Plan
@@ -26,6 +27,7 @@ from .plan import Plan
 FORKED, EXECED = mp.get_context("forkserver"), mp.get_context("spawn")
 PREFIX = "torque-async-forkserver."
 HELD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)    # the stop signals, ignored ones too
+SUN_PATH = 108                     # bytes of an AF_UNIX socket's path, its NUL included
 
 
 def context(local):
@@ -40,19 +42,36 @@ def forked_modules(plan: Plan) -> list[str]:
             *sorted({KINDS[g.action].impl.split(":")[0] for g in groups})] if groups else []
 
 
+def base(pid: int) -> str:
+    """Where the server of command `pid` has its directory: the temp dir, unless the socket's
+    path would be too long for AF_UNIX there (108 bytes with its NUL: a long TMPDIR), then /tmp
+    (as Python 3.14's multiprocessing does)."""
+    here = tempfile.gettempdir()
+    socket = os.path.join(here, f"{PREFIX}{pid}.12345678", "listener-12345678")
+    return here if len(os.fsencode(socket)) < SUN_PATH else "/tmp"
+
+
+def places() -> list[str]:
+    """Where a killed command's server directory may be."""
+    return sorted({tempfile.gettempdir(), "/tmp"})
+
+
 def start_server(plan: Plan) -> None:
-    """Start the server for the plan's forked workers, if it has any and none runs yet. The stop
-    signals are blocked meanwhile: the server, and every worker forked from it, starts with
-    them blocked (a worker unblocks them once it ignores them; the server never takes them and
-    ends when the command does)."""
+    """Start the server for the plan's forked workers, if it has any and none runs yet (and
+    multiprocessing's resource tracker before it). The stop signals are blocked meanwhile: the
+    tracker, the server and every worker forked from it start with them blocked (a worker
+    unblocks them once it ignores them; the server never takes them and ends when the command
+    does), so a signal to the process group reaches the command alone."""
     preload = forked_modules(plan)
     if not preload:
         return
     held = signal.pthread_sigmask(signal.SIG_BLOCK, HELD)
     try:
+        resource_tracker.ensure_running()  # it unblocks SIGINT and SIGTERM on its way out:
+        signal.pthread_sigmask(signal.SIG_BLOCK, HELD)           # blocked again for the server
         config = process.current_process()._config     # multiprocessing's own temp dir setting
         if "tempdir" not in config:
-            config["tempdir"] = tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}.")
+            config["tempdir"] = tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}.", dir=base(os.getpid()))
             atexit.register(shutil.rmtree, config["tempdir"], ignore_errors=True)
         FORKED.set_forkserver_preload(preload)
         forkserver.ensure_running()

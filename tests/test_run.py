@@ -110,6 +110,21 @@ def test_g_prints_pids_and_waits_for_enter():
     assert proc.returncode == 0 and table(out)[0][10] == str(pid)
 
 
+def test_a_worker_killed_at_the_start_barrier_ends_the_run_not_hangs_it():
+    """A multiprocessing Barrier's abort waits for each party waiting at it to wake: a dead one
+    never does, and the loop that aborted it was stuck for good (no signal stopped it)."""
+    proc = start("-smkey", "0x7009", "-g", "-n", "2", "-MB", "1", "-bcopy", "-spinWait",
+                 stdin=subprocess.PIPE)                   # Enter never comes
+    victim = int(wait_for_rows(0x7009, 2, READY)["pid"][0])
+    os.kill(victim, signal.SIGKILL)
+    assert proc.wait(timeout=60) == 1
+    err = proc.stderr.read()
+    assert "test 0 (-bcopy, group 0, process 0) died: SIGKILL" in err
+    assert "test 1 (-spinWait, group 1, process 0) not started: the run was stopped" in err
+    assert not shm_left(0x7009)
+    proc.stdin.close()
+
+
 def test_a_killed_worker_ends_the_run_cleanly_and_names_the_test():
     proc = start("-smkey", "0x7008", "-n", "16", "-i", "1000000", "-KB", "64", "-bzero",
                  "-spinWait")

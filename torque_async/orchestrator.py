@@ -194,6 +194,28 @@ def ended(procs, results: Results, exitcodes: dict[int, int | None], killed: set
     return tuple(failed), tuple(cut)
 
 
+def on_own_thread(loop: asyncio.AbstractEventLoop, fn: Callable[[], None]) -> asyncio.Future:
+    """fn() on a daemon thread, its end a future of the loop: a party that died at the barrier
+    may leave that thread blocked for good, and the command never waits for it (at exit
+    either, as it would for an executor's thread)."""
+    done = loop.create_future()
+
+    def settle(error: BaseException | None) -> None:
+        if not done.done():
+            done.set_exception(error) if error else done.set_result(None)
+
+    def run() -> None:
+        try:
+            fn()
+            error = None
+        except BaseException as e:  # noqa: BLE001 - handed to the loop, which raises it
+            error = e
+        with contextlib.suppress(RuntimeError):         # the loop closed meanwhile
+            loop.call_soon_threadsafe(settle, error)
+    threading.Thread(target=run, daemon=True, name="torque-async barrier").start()
+    return done
+
+
 def progress_of(rows) -> bytes:
     """What changes in the rows while any test makes progress: states, measured transfers and
     latencies (sub-streams too), phase marks."""
@@ -232,6 +254,7 @@ class Supervisor:
         self.problems: tuple[str, ...] = ()
         self.interrupted = self.stopped_ns = 0          # the first stop signal, and when
         self.testing = False           # the barrier released the tests
+        self.broken = False            # its abort was started
 
     async def run(self) -> Outcome:
         self.loop = loop = asyncio.get_running_loop()
@@ -248,7 +271,7 @@ class Supervisor:
             if self.plan.settings.g:
                 await self.unless_failed(self.key_pressed())
             ticker = progress.start(self.plan, self.procs, self.results, sys.stderr)
-            await self.unless_failed(loop.run_in_executor(None, self.pass_barrier))
+            await self.unless_failed(on_own_thread(loop, self.pass_barrier))
             if not self.failed.is_set():
                 self.testing = True
                 testing = asyncio.ensure_future(asyncio.gather(self.loop_side.run(), *ended_))
@@ -395,14 +418,23 @@ class Supervisor:
 
     def abort(self) -> None:
         self.results.header["stop"] = 1
-        self.barrier.abort()
+        self.break_barrier()
         self.failed.set()
+
+    def break_barrier(self) -> None:
+        """Abort the barrier, once, on a thread of its own: a multiprocessing Barrier's abort
+        waits for every party waiting at it to wake, and one that died there never does (the
+        loop, blocked, could then be stopped by no signal)."""
+        if not self.broken:
+            self.broken = True
+            threading.Thread(target=self.barrier.abort, daemon=True,
+                             name="torque-async barrier abort").start()
 
     def stop(self) -> None:
         """Stop every worker: the stop flag first, then SIGKILL to those still running
         STOP_GRACE after it; one that never started testing has nothing to lose: at once."""
         self.results.header["stop"] = 1
-        self.barrier.abort()
+        self.break_barrier()
         deadline = time.monotonic() + STOP_GRACE
         states = self.results.rows["state"]
         for row, child in self.children.items():

@@ -111,11 +111,11 @@ def open_segment(plan: Plan, rows: int) -> Results:
 
 
 def spec_for(plan: Plan, proc: Proc, segment: str, linesize: int,
-             cpus: set[int] | None = None) -> WorkerSpec:
+             cpus: set[int] | None = None, parent: int = 0) -> WorkerSpec:
     """A worker's spec, stamped now: made just before its process is started."""
     return WorkerSpec(segment, proc, plan.settings.seed, linesize, plan.slow,
                       calibrate=not plan.settings.baseline, launched=time.monotonic_ns(),
-                      cpus=frozenset(cpus) if cpus else None)
+                      cpus=frozenset(cpus) if cpus else None, parent=parent)
 
 
 def run(plan: Plan, linesize: int,
@@ -320,7 +320,8 @@ class Supervisor:
             parent_cpus = os.sched_getaffinity(0)
             if local.affinityParent is not None:
                 os.sched_setaffinity(0, {local.affinityParent})
-            spec = spec_for(self.plan, proc, segment, self.linesize, os.sched_getaffinity(0))
+            spec = spec_for(self.plan, proc, segment, self.linesize, os.sched_getaffinity(0),
+                            workstart.parent(local))
             child = workstart.context(local).Process(
                 target=resolve(WORKER_PROCESS), name=f"torque-async {describe(proc)}",
                 args=(spec, self.barrier, self.calibration_lock))

@@ -35,6 +35,11 @@ def context(local):
     return EXECED if local.execChild else FORKED
 
 
+def parent(local) -> int:
+    """The pid a group's worker starts as the child of: the command, or the server."""
+    return os.getpid() if local.execChild else forkserver._forkserver._forkserver_pid
+
+
 def forked_modules(plan: Plan) -> list[str]:
     """The modules the plan's forked workers run: the server imports them once, for all."""
     groups = [g for g in plan.groups if KINDS[g.action].runs_in == WORKER and not g.local.execChild]

@@ -38,6 +38,8 @@ def main(spec: WorkerSpec, barrier, calibration_lock, in_process: bool = False) 
             signal.signal(sig, signal.SIG_IGN)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)   # blocked since its start
         ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)   # with its parent's end
+        if os.getppid() != spec.parent:    # which came before that: nothing would end it
+            return 1
     results = Results.attach(spec.segment)
     row = results.row(spec.proc.row)
     mark_spawned(row, spec.launched)

@@ -55,6 +55,7 @@ class WorkerSpec:
     launched: int = 0             # CLOCK_MONOTONIC ns just before its process was started
     cpus: frozenset[int] | None = None   # the command's CPUs at its launch: the worker's, as
                                          # a spawned child inherits them (a forked one may not)
+    parent: int = 0               # the pid it is started as the child of (it ends if that is gone)
 
 
 class WorkerTest(Protocol):

@@ -1,10 +1,13 @@
 """Shared helpers: run the real command in-process or as a subprocess, in a clean directory."""
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import zlib
 from multiprocessing import resource_tracker
@@ -23,6 +26,9 @@ CMD = [sys.executable, "-m", "torque_async"]
 for _sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):     # a suite started by nohup or in
     if signal.getsignal(_sig) == signal.SIG_IGN:              # a script's background: the runs
         signal.signal(_sig, signal.SIG_DFL)                   # it starts take signals as a user's
+TEMP = tempfile.mkdtemp(prefix="ta-tests.")  # the suite's temp dir (short: a socket goes in it)
+tempfile.tempdir = os.environ["TMPDIR"] = TEMP  # what runs killed elsewhere left in /tmp (their
+atexit.register(shutil.rmtree, TEMP, ignore_errors=True)   # workers' servers') is not here
 ENV = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(REPO)}   # this checkout's code
 NO_URING = uring.unavailable()       # e.g. a CPU without the AVX-512 liburing's wheel is built for
 needs_uring = pytest.mark.skipif(NO_URING is not None, reason=f"io_uring: {NO_URING}")

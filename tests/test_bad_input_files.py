@@ -28,11 +28,17 @@ def results(path) -> str:
     return write(document(PLAN, {"load": 1000, "bcopy": 500, "spinWait": 100}), path)
 
 
+def test_a_configuration_file_of_too_many_tokens_does_not_blame_aliases(capsys):
+    Path("big.cfg").write_text("-n 2\n" * 50001)
+    assert_one_clean_line(*execute(capsys, "-c", "big.cfg", "-load"),
+                          "big.cfg:50001: more than 100000 tokens\n")
+
+
 def test_alias_expansion_is_bounded_in_depth_and_length(capsys):
     doubling = [f"a{i} = -a{i + 1} -a{i + 1}" for i in range(40)] + ["a40 = -n 2"]
     Path("double.alias").write_text("\n".join(doubling) + "\n")
     assert_one_clean_line(*execute(capsys, "-aliasFile", "double.alias", "-a0", "-load"),
-                          "aliases expand to more than 100000 tokens")
+                          "more than 100000 tokens once aliases are expanded (a0 -> a1 -> ")
     chain = [f"b{i} = -b{i + 1}" for i in range(3000)] + ["b3000 = -n 2"]
     Path("chain.alias").write_text("\n".join(chain) + "\n")
     assert_one_clean_line(*execute(capsys, "-aliasFile", "chain.alias", "-b0", "-load"),

@@ -266,11 +266,11 @@ def note_leftovers(tag: str) -> None:
 
 def leftovers(tag: str) -> list[tuple[str, str]]:
     """What killed runs left here: scratch directories, and their workers' servers' socket
-    directories in the temp dir (named by pid alone: the temp dir is this host's)."""
+    directories where this command's would be (named by pid alone: the temp dir is this
+    host's)."""
     return [*(("scratch directory", d) for d in scratch.leftovers(tag=tag)),
             *(("workers' server directory", d)
-              for where in workstart.places()
-              for d in scratch.leftovers(where, prefix=workstart.PREFIX))]
+              for d in scratch.leftovers(workstart.base(os.getpid()), prefix=workstart.PREFIX))]
 
 
 def finish(plan, done: runs.Runs, info, job, began: startup.Began | None = None) -> int:

@@ -101,7 +101,9 @@ def expand(tokens: Iterable[Token], aliases: dict[str, tuple[Token, ...]]) -> li
         if not (tok.text.startswith("-") and name in aliases and name not in OPTIONS):
             out.append(tok)
             if len(out) > MAX_TOKENS:
-                raise UsageError(f"{tok.where()}aliases expand to more than {MAX_TOKENS} tokens")
+                raise UsageError(f"{tok.where()}more than {MAX_TOKENS} tokens"
+                                 + (f" once aliases are expanded ({' -> '.join(chain)})"
+                                    if chain else ""))
             continue
         if name in chain:
             raise UsageError(f"{tok.where()}alias loop: {' -> '.join((*chain, name))}")

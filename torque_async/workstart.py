@@ -56,10 +56,6 @@ def base(pid: int) -> str:
     return here if len(os.fsencode(socket)) < SUN_PATH else "/tmp"
 
 
-def places() -> list[str]:
-    """Where a killed command's server directory may be."""
-    return sorted({tempfile.gettempdir(), "/tmp"})
-
 
 def start_server(plan: Plan) -> None:
     """Start the server for the plan's forked workers, if it has any and none runs yet (and

@@ -50,10 +50,20 @@ def leftovers(where: str = ".", tag: str = "", prefix: str = PREFIX) -> list[str
     """Scratch directories in `where` whose run is gone (a run killed with SIGKILL): PID.RANDOM,
     or under mpiexec PID TAG .RANDOM of this host and rank (another host's pids mean nothing
     here; a rank's guard removes its own, see cleanup_guard.py); or other directories named
-    the same way after another prefix (the workers' server's, workstart.py)."""
+    the same way after another prefix (the workers' server's, workstart.py). This user's
+    only."""
     mine = re.compile(re.escape(prefix) + r"(\d+)" + re.escape(tag) + r"\.[^.]+")
-    return [os.path.abspath(os.path.join(where, name)) for name in sorted(os.listdir(where))
-            if (found := mine.fullmatch(name)) and not psutil.pid_exists(int(found[1]))]
+    return [path for name in sorted(os.listdir(where))
+            if (found := mine.fullmatch(name)) and not psutil.pid_exists(int(found[1]))
+            and owned(path := os.path.abspath(os.path.join(where, name)))]
+
+
+def owned(path: str) -> bool:
+    """Whether this user made it (another user's, in a shared temp dir, is theirs to free)."""
+    try:
+        return os.lstat(path).st_uid == os.getuid()
+    except OSError:
+        return False
 
 
 def create(name: str) -> tuple[str, int]:

@@ -1,8 +1,8 @@
 """The worker's timed loops: `measure` (-ramp's unmeasured transfers, then the measured ones
 the meter's limit allows between its begin and end, then unmeasured ones while -slow keeps the
 test busy), `idle_rate` (a calibrating test's
-loop rate alone, the reference its loops under load are compared with) and `best_ns` (set-up's
-untimed timing of a kernel variant, see MemoryTest.choose)."""
+loop rate alone, the reference its loops under load are compared with) and `pass_ns` (set-up's
+untimed timing of a kernel variant's pass, see MemoryTest.choose)."""
 from __future__ import annotations
 
 import time
@@ -11,18 +11,14 @@ from torque_async.meter import Meter
 from torque_async.timer import wait_until
 
 CALIBRATION_NS = 250_000_000       # how long a calibrating test measures its idle loop rate
-CALIBRATION_PASSES = 3             # passes timed per kernel variant at set-up (the best is kept)
+CALIBRATION_PASSES = 3             # rounds of set-up's timing of kernel variants (the best kept)
 
 
-def best_ns(run) -> int:
-    """The fastest of CALIBRATION_PASSES calls of run() in ns (set-up: choosing a variant)."""
-    best = None
-    for _ in range(CALIBRATION_PASSES):
-        t = time.perf_counter_ns()
-        run()
-        t = time.perf_counter_ns() - t
-        best = t if best is None else min(best, t)
-    return best
+def pass_ns(run) -> int:
+    """How long one call of run() takes in ns (set-up: timing a kernel variant's pass)."""
+    t = time.perf_counter_ns()
+    run()
+    return time.perf_counter_ns() - t
 
 
 def idle_rate(test) -> float:

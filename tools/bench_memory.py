@@ -31,8 +31,9 @@ BW(MB/s), the sixth column of its table.
 What depends on the machine is chosen by the kernels themselves at set-up, untimed
 (MemoryTest.choose in workers/memory.py; the group block and the JSON's `info` name it): bzero's
 fill or libc memset, the loads' np.dot (the sum in a general register, as C's `s += p[i]`) or
-np.add.reduce (a vector register), the stores' fill or np.copyto, Copy's vector a|0 or memmove,
-and Triad's block size (s * c into a scratch block: into a's own block was ~25% slower).
+np.add.reduce (a vector register), the stores' fill, np.copyto or np.bitwise_or, Copy's vector
+a|0 or memmove, and Triad's block size (s * c into a scratch block: into a's own block was ~25%
+slower).
 """
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from torque_async.io import batch, uring
+from torque_async.io import batch, ring as rings, uring
 from torque_async.results import MAX_SAMPLES
 from torque_async.stats import merge
 
@@ -67,14 +67,13 @@ def test_the_transfers_submitted_together_share_their_start_whichever_test_made_
     """A transfer starts at the clock read just before the io_uring_enter that submits it: two
     tests' cached reads answered in one batch are submitted together and start together (a
     start read per transfer as it was prepared favoured the test whose slots came later)."""
-    import liburing
     pattern_file(Path("cached.dat"), 256 * KB)
-    submits, starts, real = [], [], liburing.io_uring_submit
+    submits, starts, real = [], [], rings.Ring.submit
 
-    def submit(ring):
+    def submit(ring, wait=0):
         submits.append(ring)
-        return real(ring)
-    monkeypatch.setattr(liburing, "io_uring_submit", submit)
+        return real(ring, wait)
+    monkeypatch.setattr(rings.Ring, "submit", submit)
     engine_log(monkeypatch, seen=lambda slot, t: t and starts.append((slot.t0, slot.done)))
     out = run(key, "-engine", "uring", "-fbc", "-f", "cached.dat", "-f", "cached.dat",
               "-n", "700", "-i", "3", "-KB", "4", "-mfileKB", "256", "-p", "2", "-aio", "8")

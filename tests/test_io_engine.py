@@ -2,10 +2,9 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import mmap
 import os
-import signal
-import sys
 import threading
 import time
 
@@ -13,7 +12,7 @@ import pytest
 import uvloop
 
 from torque_async.io import engine as engines
-from torque_async.io import uring
+from torque_async.io import ring as rings, uring
 
 from conftest import NO_URING, needs_uring
 
@@ -212,19 +211,20 @@ def test_auto_falls_back_to_threads_and_says_why(tmp_path, monkeypatch):
     assert engines.choose("sync", False) == ("sync", "")
     assert engines.choose("auto", True) == ("sync", "auto: the only transfer outstanding on the loop")
     assert engines.choose("uring", True) == ("uring", "")
-    monkeypatch.setitem(sys.modules, "liburing", None)
-    assert uring.unavailable() == "no liburing package"
+    monkeypatch.setattr(rings.platform, "machine", lambda: "aarch64")
+    assert uring.unavailable() == ("the ring is driven without memory barriers, which only "
+                                   "x86-64 allows (aarch64)")
 
 
-def test_a_liburing_whose_code_this_cpu_lacks_is_unavailable_not_a_crash():
-    """The package's wheels use AVX-512: on a CPU without it a ring dies of SIGILL. The trial
-    ring runs in a forked child, so the command lives on and says why."""
-    class Illegal:                     # a ring's construction executes an illegal instruction
-        def Ring(self):
-            os.kill(os.getpid(), signal.SIGILL)
-
-    assert uring.probe(Illegal()) == ("the liburing package's code does not run on this CPU "
-                                      "(SIGILL in a trial ring)")
+def test_a_kernel_that_refuses_the_ring_makes_it_unavailable_saying_why(monkeypatch):
+    def refused(entries):
+        raise OSError(errno.ENOSYS, "io_uring_setup: Function not implemented")
+    monkeypatch.setattr(rings, "Ring", refused)
+    uring.probe.cache_clear()
+    try:
+        assert uring.unavailable() == "io_uring_setup: Function not implemented"
+    finally:
+        uring.probe.cache_clear()
 
 
 @needs_uring

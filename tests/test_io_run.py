@@ -131,9 +131,7 @@ def test_every_action_runs_checks_its_data_and_cleans_up(key, engine, action):
     assert no_scratch_left()
 
 
-# not uring: liburing's Iovec keeps the buffer export of the memoryview it is given, so the
-# buffers of a test that used the ring stay mapped until the process ends
-@pytest.mark.parametrize("engine", ["threads", "sync"])
+@pytest.mark.parametrize("engine", ENGINES + ["sync"])
 def test_a_test_unmaps_its_buffers_when_it_closes(key, engine, monkeypatch):
     closed = []
 

@@ -1,15 +1,16 @@
-"""The io_uring backend, through the liburing package: one ring for every file test on the loop.
+"""The io_uring backend: one ring for every file test on the loop (ring.py: the kernel's rings,
+mapped, and its system calls; no liburing).
 
-Each registered buffer gets an Iovec built once; a transfer is io_uring_prep_readv/writev of it.
-The engine steps the lanes itself, not as asyncio tasks: a lane's `await submit(...)` prepares
-the transfer and suspends the lane's coroutine at a bare yield (no future, no task wake-up).
-Each lane keeps one Waiter, reused for every transfer (its key is the SQE's user_data), rather
-than a new entry per transfer. When the eventfd the loop watches fires,
-the reader takes every queued completion in one pass (one advance), reads the clock once for
-the batch and sends that time into each completion's lane, which runs on to its next submit;
-cached reads complete inside that batch's own submission, so the reader answers batch after
-batch while there are more, giving the loop a turn every YIELD_NS. A lane takes its start
-time just before its submit: a transfer's latency runs from there to the clock read of the
+A registered buffer is its address and length, its export held until forget(); a transfer is a
+read or write at that address. The engine steps the lanes itself, not as asyncio tasks: a
+lane's `await submit(...)` prepares the transfer and suspends the lane's coroutine at a bare
+yield (no future, no task wake-up). Each lane keeps one Waiter, reused for every transfer (its
+key is the SQE's user_data), rather than a new entry per transfer. When the eventfd the loop
+watches fires, the reader takes every queued completion in one pass (one advance), reads the
+clock once for the batch and sends that time into each completion's lane, which runs on to its
+next submit; cached reads complete inside that batch's own submission, so the reader answers
+batch after batch while there are more, giving the loop a turn every YIELD_NS. A lane takes its
+start time just before its submit: a transfer's latency runs from there to the clock read of the
 batch that returned it. A transfer is submitted
 
     at once            the default (one io_uring_enter each): the device starts on it sooner
@@ -21,37 +22,41 @@ batch that returned it. A transfer is submitted
 (tools/bench_io.py compares the choices). A test may instead hand the engine `slots`: Waiters
 whose completions the reader passes to a plain function, done(slot, res, t), no coroutine
 (io/batch.py: the file tests' plain transfers); it returns the slot's next transfer, which the
-reader prepares at once, so a batch of completions is answered and submitted again in one pass;
-a slot's transfer starts (Slot.t0) at the clock read just before the io_uring_enter that
-submits it, which the slots submitted together share (their latency leaves out the preparing).
-`transfer` is the same transfer for an ordinary coroutine (a paced stream): its Waiter holds a
-future instead of a lane, and the same reader resolves it with the batch's completion time. A
-test's buffers are forgotten only when none of its transfers is in flight, so the kernel never
-writes into memory given back.
+reader prepares at once, so a batch of completions is answered and submitted again in one pass.
+A slot owns an SQE while the ring has them to spare: its fields stay written, and a transfer to
+the same file in the same direction only changes its offset. A slot's transfer starts (Slot.t0)
+at the clock read just before the io_uring_enter that submits it, which the slots submitted
+together share (their latency leaves out the preparing). `transfer` is the same transfer for an
+ordinary coroutine (a paced stream): its Waiter holds a future instead of a lane, and the same
+reader resolves it with the batch's completion time. A test's buffers are forgotten only when
+none of its transfers is in flight, so the kernel never writes into memory given back.
 """
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import errno
 import functools
 import itertools
+import operator
 import os
-import signal
 import types
 from typing import Coroutine
 
+from . import ring as rings
 from .engine import NAMES, YIELD_NS, now, short
 
 DISABLED = "/proc/sys/kernel/io_uring_disabled"
-ENTRIES = 1024                     # submission queue; completions in flight may exceed it
+ENTRIES = 4096                     # SQEs; completions in flight may exceed it
+OPS = (rings.OP_READ, rings.OP_WRITE)
+WAITER, BUFFERED = operator.itemgetter(0), operator.attrgetter("buffered")
 
 
 def unavailable() -> str | None:
     """Why io_uring cannot be used here, or None when it can."""
-    try:
-        import liburing
-    except ImportError:
-        return "no liburing package"
+    why = rings.unusable()
+    if why:
+        return why
     try:
         with open(DISABLED) as fh:
             setting = fh.read().strip()
@@ -59,41 +64,39 @@ def unavailable() -> str | None:
         setting = "0"
     if setting == "2":
         return f"{DISABLED} = 2"
-    return probe(liburing)
+    return probe()
 
 
 @functools.cache
-def probe(liburing) -> str | None:
-    """Why a ring cannot be made, or None; tried once per process, first in a forked child: a
-    liburing build whose machine code this CPU lacks (its wheels use AVX-512) kills the process
-    that runs it with SIGILL, which must not be the command's."""
-    pid = os.fork()
-    if not pid:
-        try:
-            trial(liburing)
-        finally:
-            os._exit(0)                  # whatever it raised: only a signal's death matters
-    _, status = os.waitpid(pid, 0)
-    if os.WIFSIGNALED(status):
-        return f"the liburing package's code does not run on this CPU " \
-               f"({signal.Signals(os.WTERMSIG(status)).name} in a trial ring)"
-    ring = liburing.Ring()
+def probe() -> str | None:
+    """Why a ring cannot be made and used, or None; tried once per process: a byte read from a
+    pipe through a ring of the engine's own calls."""
     try:
-        liburing.io_uring_queue_init(2, ring)
+        trial()
     except OSError as e:
-        return f"io_uring_setup: {e.strerror}"
-    liburing.io_uring_queue_exit(ring)
+        return e.strerror or str(e)
     return None
 
 
-def trial(L) -> None:
-    """A ring through the engine's own calls: one no-op submitted and its completion read."""
-    ring, cqe = L.Ring(), L.Cqe()
-    L.io_uring_queue_init(2, ring)
-    L.io_uring_prep_nop(L.io_uring_get_sqe(ring))
-    L.io_uring_submit(ring)
-    L.io_uring_cq_advance(ring, sum(1 for _ in L.CqeIter(ring, cqe)))
-    L.io_uring_queue_exit(ring)
+def trial() -> None:
+    ring = rings.Ring(2)
+    r, w = os.pipe()
+    try:
+        os.write(w, b"x")
+        got = bytearray(1)
+        addr, held = rings.address(memoryview(got))
+        i = ring.lend()
+        ring.write(i, rings.OP_READ, r, addr, 1, 0, 7)
+        ring.queue(i)
+        ring.submit(wait=1)
+        done = ring.completions(int)
+        del held
+        if done != [(7, 1)] or got != b"x":
+            raise OSError(errno.EIO, f"a trial read through the ring returned {done}")
+    finally:
+        os.close(r)
+        os.close(w)
+        ring.close()
 
 
 class Crew:
@@ -109,29 +112,30 @@ class Waiter:
     future of transfer()'s (crew None), or nobody (both None: its drive() was cancelled), and
     what was asked. A lane keeps one Waiter, reused for each of its transfers (one at a time).
     A Slot's completions go to its `done` instead (see slots())."""
-    __slots__ = ("lane", "crew", "key", "want", "buf", "buffered", "write", "what", "done")
+    __slots__ = ("lane", "crew", "key", "want", "buf", "buffered", "write", "what", "done", "sqe")
 
     def __init__(self, lane, crew: Crew | None, key: int):
         self.lane, self.crew, self.key = lane, crew, key
         self.want, self.buf, self.buffered, self.write, self.what = 0, -1, False, False, 0
-        self.done = None
+        self.done, self.sqe = None, -1         # sqe: the SQE it owns (a Slot's), or -1
 
 
 class Slot(Waiter):
     """One transfer outstanding of a batch driver: done(slot, res, t) gets each completion
-    (res: the kernel's result). Its read and write buffers are fixed (`iovecs`, of one length,
-    `want`; `buf` is the read one's id, which is what forget() looks for); j, k, kind and f
-    are the driver's own (which slot, the transfer number, what it is, its file); t0 is the
-    engine's: the clock read just before the io_uring_enter that submitted its transfer."""
-    __slots__ = ("iovecs", "j", "k", "kind", "t0", "f")
+    (res: the kernel's result). Its read and write buffers are fixed (`bufs`: their address
+    and length, `want`; `buf` is the read one's id, which is what forget() looks for); j, k,
+    kind and f are the driver's own (which slot, the transfer number, what it is, its file);
+    t0 is the engine's: the clock read just before the io_uring_enter that submitted its
+    transfer; fd is the file its SQE was last written for."""
+    __slots__ = ("bufs", "j", "k", "kind", "t0", "f", "fd")
 
-    def __init__(self, key: int, j: int, done, read: tuple, write: tuple, buf: int):
+    def __init__(self, key: int, j: int, done, read: tuple, write: tuple, buf: int, sqe: int):
         super().__init__(None, None, key)
-        (riov, self.want, self.buffered, _), (wiov, wlen, _, _) = read, write
+        (raddr, self.want, self.buffered, _), (waddr, wlen, _, _) = read, write
         if wlen != self.want:
             raise ValueError(f"a slot's buffers differ in length: {self.want} and {wlen}")
-        self.iovecs, self.done, self.buf = (riov, wiov), done, buf
-        self.j, self.k, self.kind, self.t0, self.f = j, -1, 0, 0, 0
+        self.bufs, self.done, self.buf, self.sqe = (raddr, waddr), done, buf, sqe
+        self.j, self.k, self.kind, self.t0, self.f, self.fd = j, -1, 0, 0, 0, -1
 
 
 class UringEngine:
@@ -148,20 +152,14 @@ class UringEngine:
         return cls._shared
 
     def __init__(self):
-        import liburing as L
-        self.L = L
-        self.get_sqe, self.submit_all = L.io_uring_get_sqe, L.io_uring_submit
-        self.preps = (L.io_uring_prep_readv, L.io_uring_prep_writev)
         self.loop = asyncio.get_running_loop()
-        self.ring = L.Ring()
-        L.io_uring_queue_init(ENTRIES, self.ring)
+        self.ring = rings.Ring(ENTRIES)
         self.efd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
-        L.io_uring_register_eventfd(self.ring, self.efd)
+        self.ring.register_eventfd(self.efd)
         self.loop.add_reader(self.efd, self.reap)
-        self.cqe = L.Cqe()
         self.holding, self.held = False, 0
         self.users = 0
-        self.iovecs: dict[int, tuple] = {}     # id -> (Iovec, length, buffered, its view)
+        self.iovecs: dict[int, tuple] = {}     # id -> (address, length, buffered, its export)
         self.ids = itertools.count()
         self.keys = itertools.count()
         self.current: Waiter | None = None     # the lane being stepped
@@ -170,7 +168,8 @@ class UringEngine:
     def register(self, views: list[memoryview], buffered: bool = False) -> list[int]:
         ids = [next(self.ids) for _ in views]
         for i, view in zip(ids, views):
-            self.iovecs[i] = (self.L.Iovec([view]), len(view), buffered, view)
+            addr, held = rings.address(view)
+            self.iovecs[i] = (addr, len(view), buffered, held)
         return ids
 
     serial = staticmethod(lambda fn: fn)     # every lane runs on the loop
@@ -187,22 +186,17 @@ class UringEngine:
         return future
 
     def prepare(self, waiter: Waiter, write: bool, fd: int, buf: int, offset: int) -> None:
-        iovec, length, buffered, _ = self.iovecs[buf]
-        sqe = self.get_sqe(self.ring)
-        self.preps[write](sqe, fd, iovec, offset)
+        addr, length, buffered, _ = self.iovecs[buf]
         waiter.want, waiter.buf, waiter.buffered, waiter.write, waiter.what = \
             length, buf, buffered, write, offset
-        self.issue(sqe, waiter)
+        self.issue(waiter, OPS[write], fd, addr, length, offset)
 
     @types.coroutine
     def pause(self, until: int):
-        L, waiter = self.L, self.lane()
-        ts = L.timespec(0)
-        ts.sec, ts.nsec = divmod(until, 1_000_000_000)
-        sqe = L.io_uring_get_sqe(self.ring)
-        L.io_uring_prep_timeout(sqe, ts, 0, L.IORING_TIMEOUT_ABS)     # CLOCK_MONOTONIC
+        waiter = self.lane()
+        ts = (ctypes.c_int64 * 2)(*divmod(until, 1_000_000_000))      # CLOCK_MONOTONIC
         waiter.want, waiter.buf, waiter.buffered, waiter.what = -errno.ETIME, -1, False, ts
-        self.issue(sqe, waiter)
+        self.issue(waiter, rings.OP_TIMEOUT, -1, ctypes.addressof(ts), 1, 0, rings.TIMEOUT_ABS)
         yield
 
     def lane(self) -> Waiter:
@@ -211,14 +205,19 @@ class UringEngine:
             raise RuntimeError("io_uring transfers are awaited only by lanes that drive() runs")
         return self.current
 
-    def issue(self, sqe, waiter: Waiter) -> None:
-        """Queue sqe, its completion to go to `waiter`."""
-        sqe.user_data = key = waiter.key
-        self.waiting[key] = waiter
+    def issue(self, waiter: Waiter, op: int, fd: int, addr: int, length: int, offset: int,
+              flags: int = 0) -> None:
+        """Queue the transfer in an SQE lent until it is submitted, its completion to go to
+        `waiter`."""
+        ring = self.ring
+        i = ring.lend()
+        ring.write(i, op, fd, addr, length, offset, waiter.key, flags)
+        self.waiting[waiter.key] = waiter
+        ring.queue(i)
         if self.holding:
             self.held += 1
         else:
-            self.submit_all(self.ring)
+            ring.submit()
 
     async def drive(self, lanes: list[Coroutine]) -> None:
         crew = Crew(len(lanes), self.loop.create_future())
@@ -238,7 +237,8 @@ class UringEngine:
         """A Slot for each pair of registered buffers (reads[j], writes[j]), its completions to
         go to done(slot, res, t), which returns the slot's next transfer (write, fd, offset) or
         None (the slot ends); the caller start()s them and awaits hold()."""
-        return [Slot(next(self.keys), j, done, self.iovecs[r], self.iovecs[w], r)
+        return [Slot(next(self.keys), j, done, self.iovecs[r], self.iovecs[w], r,
+                     self.ring.take())
                 for j, (r, w) in enumerate(zip(reads, writes))]
 
     def start(self, slots: list[Slot]) -> None:
@@ -293,21 +293,11 @@ class UringEngine:
     def answer(self) -> int:
         """Take every completion queued (one pass, then one advance), take the clock once for
         the batch and hand each completion to its waiter; returns that time (0: none)."""
-        cqe, pop, batch, buffered = self.cqe, self.waiting.pop, [], 0
-        for _ in self.L.CqeIter(self.ring, cqe):
-            entry = cqe[0]
-            try:
-                res = entry.res
-            except OSError as e:           # liburing raises for a negative result
-                res = -e.errno
-            waiter = pop(entry.user_data)
-            buffered += waiter.buffered
-            batch.append((waiter, res))
+        batch = self.ring.completions(self.waiting.pop)
         if not batch:
             return 0
-        self.L.io_uring_cq_advance(self.ring, len(batch))
         t = now()
-        self.serve(batch, t, buffered > 1)
+        self.serve(batch, t, sum(map(BUFFERED, map(WAITER, batch))) > 1)
         return t
 
     def serve(self, batch: list[tuple[Waiter, int]], t: int, together: bool) -> None:
@@ -316,25 +306,37 @@ class UringEngine:
         runs on to its next submit; a future is resolved. `together`: what they queue is
         submitted once, after the batch is answered, else each at once; a Slot's t0 is the
         clock read just before its submit."""
-        self.holding, step = together, self.step
-        get_sqe, ring, preps, waiting = self.get_sqe, self.ring, self.preps, self.waiting
+        self.holding, step, ring = together, self.step, self.ring
+        waiting, offsets, write_sqe = self.waiting, ring.offsets, ring.write
+        array, mask, u32 = ring.sq_array, ring.sq_mask, ring.u32       # ring.queue, inline
         held: list[Slot] = []              # slots whose transfers go with the batch's submit
         for waiter, res in batch:
             done = waiter.done
             if done is not None:           # a Slot
                 place = done(waiter, res, t)
-                if place is not None:
-                    write, fd, offset = place
-                    sqe = get_sqe(ring)
-                    preps[write](sqe, fd, waiter.iovecs[write], offset)
-                    waiter.write, waiter.what = write, offset
-                    sqe.user_data = key = waiter.key
-                    waiting[key] = waiter
-                    if together:
-                        held.append(waiter)
-                    else:
-                        waiter.t0 = now()
-                        self.submit_all(ring)
+                if place is None:
+                    self.release(waiter)
+                    continue
+                write, fd, offset = place
+                i = waiter.sqe
+                if i < 0:                  # it owns none: one lent until its submit
+                    i, waiter.fd = ring.lend(), -1
+                if write == waiter.write and fd == waiter.fd:
+                    offsets[i] = offset
+                else:
+                    write_sqe(i, OPS[write], fd, waiter.bufs[write], waiter.want, offset,
+                              waiter.key)
+                    waiter.write, waiter.fd = write, fd
+                waiter.what = offset
+                waiting[waiter.key] = waiter
+                tail = ring.tail
+                u32[array + (tail & mask)] = i
+                ring.tail = (tail + 1) & rings.WRAP
+                if together:
+                    held.append(waiter)
+                else:
+                    waiter.t0 = now()
+                    ring.submit()
                 continue
             if res == waiter.want:
                 if waiter.crew is not None:
@@ -345,7 +347,8 @@ class UringEngine:
                 error = OSError(-res, os.strerror(-res)) if res < 0 else \
                     short(waiter.write, waiter.what, res, waiter.want)
             lane = waiter.lane
-            if lane is None:               # its drive() was cancelled
+            if lane is None:               # its drive() or hold() was cancelled
+                self.release(waiter)
                 continue
             if waiter.crew is not None:
                 step(waiter, None, error)
@@ -357,9 +360,15 @@ class UringEngine:
         self.holding = False
         if self.held or held:
             self.held, t0 = 0, now()
-            self.submit_all(ring)
+            ring.submit()
             for slot in held:
                 slot.t0 = t0
+
+    def release(self, waiter: Waiter) -> None:
+        """A waiter done with the ring gives back the SQE it owns."""
+        if waiter.sqe >= 0:
+            self.ring.give(waiter.sqe)
+            waiter.sqe = -1
 
     async def forget(self, ids: list[int]) -> None:
         mine = set(ids)
@@ -374,5 +383,5 @@ class UringEngine:
             return
         UringEngine._shared = None
         self.loop.remove_reader(self.efd)
-        self.L.io_uring_queue_exit(self.ring)
+        self.ring.close()
         os.close(self.efd)

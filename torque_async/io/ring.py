@@ -1,0 +1,185 @@
+"""io_uring itself, nothing between: the rings mapped from the kernel, its system calls made
+through ctypes (no liburing, so no build of someone else's for a CPU this one may not be).
+
+Only what the I/O engine uses: read and write at an address, absolute timeouts, a no-op, and
+an eventfd that the kernel signals as completions arrive. The SQ array's indirection lets each
+transfer's owner keep an SQE of its own (`take`): its fields are written once and only the file
+offset changes from one transfer to the next (`prep` writes an SQE whole, `offsets[i]` is its
+offset); `queue(i)` puts SQE i next in the submission queue, `submit()` hands the kernel what is
+queued (one io_uring_enter), `completions(who)` reads the CQEs that arrived and advances the head.
+
+The rings are read and written from Python without memory barriers: x86-64 keeps stores in
+order and loads in order, which is all io_uring asks (liburing itself compiles its barriers to
+nothing but the compiler's there); `unusable()` refuses other processors.
+"""
+from __future__ import annotations
+
+import ctypes
+import errno
+import mmap
+import os
+import platform
+import struct
+
+SETUP, ENTER, REGISTER = 425, 426, 427         # the same numbers on every architecture but alpha
+OP_NOP, OP_TIMEOUT, OP_READ, OP_WRITE = 0, 11, 22, 23
+ENTER_GETEVENTS = 1
+REGISTER_EVENTFD = 4
+FEAT_SINGLE_MMAP, FEAT_NODROP = 1, 2
+SQ_CQ_OVERFLOW = 2                             # sq flags: completions wait in the kernel's list
+TIMEOUT_ABS = 1
+OFF_SQ_RING, OFF_SQES = 0, 0x10000000
+# struct io_uring_params: 10 u32 (entries, flags, features, ...), then io_sqring_offsets and
+# io_cqring_offsets, each 8 u32 and a u64
+PARAMS = struct.Struct("<10I8IQ8IQ")
+# struct io_uring_sqe: opcode, flags, ioprio, fd, off, addr, len, rw_flags, user_data, buf_index,
+# personality, splice_fd_in, addr3, pad
+SQE = struct.Struct("<BBHiQQIIQHHiQQ")
+WRAP = 0xFFFFFFFF                              # heads and tails are u32 that wrap
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_syscall = _libc.syscall
+_syscall.restype = ctypes.c_long               # no argtypes: each is a C int or a pointer; the
+                                               # prototype's conversions cost 2 us a call
+
+
+def unusable() -> str | None:
+    """Why this processor cannot drive the rings from Python, or None."""
+    machine = platform.machine()
+    if machine != "x86_64":
+        return f"the ring is driven without memory barriers, which only x86-64 allows ({machine})"
+    return None
+
+
+def check(result: int, call: str) -> int:
+    if result < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{call}: {os.strerror(err)}")
+    return result
+
+
+class Ring:
+    """One io_uring of `entries` SQEs (a power of two) and twice as many CQEs."""
+
+    def __init__(self, entries: int):
+        params = ctypes.create_string_buffer(PARAMS.size)
+        self.fd = check(_syscall(SETUP, entries, params), "io_uring_setup")
+        try:
+            p = PARAMS.unpack(params.raw)
+            features = p[5]
+            if features & (FEAT_SINGLE_MMAP | FEAT_NODROP) != FEAT_SINGLE_MMAP | FEAT_NODROP:
+                raise OSError(errno.ENOSYS, "io_uring_setup: this kernel's io_uring is older "
+                              "than Linux 5.5 (no single mapping, completions may be dropped)")
+            self.entries, cq_entries = p[0], p[1]
+            sq_head, sq_tail, sq_mask, _, sq_flags, _, sq_array = p[10:17]
+            cq_head, cq_tail, cq_mask, _, _, cqes = p[19:25]
+            size = max(sq_array + 4 * self.entries, cqes + 16 * cq_entries)
+            self.map = mmap.mmap(self.fd, size, mmap.MAP_SHARED | mmap.MAP_POPULATE,
+                                 offset=OFF_SQ_RING)
+            self.sqe_map = mmap.mmap(self.fd, SQE.size * self.entries,
+                                     mmap.MAP_SHARED | mmap.MAP_POPULATE, offset=OFF_SQES)
+        except BaseException:
+            os.close(self.fd)
+            raise
+        u32, u64, i32 = (memoryview(self.map).cast(f) for f in "IQi")
+        self.u32, self.u64, self.i32 = u32, u64, i32
+        self.sq_head, self.sq_tail, self.sq_flags = sq_head >> 2, sq_tail >> 2, sq_flags >> 2
+        self.sq_mask, self.sq_array = u32[sq_mask >> 2], sq_array >> 2
+        self.cq_head, self.cq_tail, self.cq_mask = cq_head >> 2, cq_tail >> 2, u32[cq_mask >> 2]
+        self.cqe_u64, self.cqe_i32 = cqes >> 3, cqes >> 2
+        self.tail = u32[self.sq_tail]
+        self.offsets = memoryview(self.sqe_map).cast("Q")[1::8]   # each SQE's file offset
+        self.free = list(range(self.entries - 1, -1, -1))
+        self.lent: list[int] = []
+        self.prep = SQE.pack_into
+        self.enter = _syscall
+
+    def take(self) -> int:
+        """An SQE of the caller's own until it gives it back, or -1: half of them are kept for
+        lend()."""
+        return self.free.pop() if len(self.free) > self.entries // 2 else -1
+
+    def give(self, i: int) -> None:
+        self.free.append(i)
+
+    def lend(self) -> int:
+        """An SQE for one transfer: it comes back by itself once a submit has handed the kernel
+        everything queued (submitting now when none is left)."""
+        if not self.free:
+            self.submit()
+            if not self.free:
+                raise OSError(errno.EBUSY, "io_uring: every SQE is queued and the kernel takes "
+                              "no more before completions are read")
+        i = self.free.pop()
+        self.lent.append(i)
+        return i
+
+    def write(self, i: int, op: int, fd: int, addr: int, length: int, offset: int,
+              user_data: int, rw_flags: int = 0) -> None:
+        """Write SQE i whole."""
+        self.prep(self.sqe_map, i << 6, op, 0, 0, fd, offset, addr, length, rw_flags,
+                  user_data, 0, 0, 0, 0, 0)
+
+    def queue(self, i: int) -> None:
+        """Put SQE i next in the submission queue (the kernel sees it at the next submit). The
+        queue cannot overflow: it has a place for every SQE, and one is queued at most once
+        before a submit takes it (an owner's after its completion, a lent one until a submit
+        has taken everything)."""
+        tail = self.tail
+        self.u32[self.sq_array + (tail & self.sq_mask)] = i
+        self.tail = (tail + 1) & WRAP
+
+    def submit(self, wait: int = 0) -> int:
+        """Hand the kernel every SQE queued (and with `wait`, return once that many completions
+        are there); returns how many it took. Those it could not take yet (EBUSY, EAGAIN: its
+        completions must be read first) stay queued for the next submit."""
+        u32 = self.u32
+        u32[self.sq_tail] = tail = self.tail
+        n = (tail - u32[self.sq_head]) & WRAP
+        while True:
+            r = self.enter(ENTER, self.fd, n, wait, ENTER_GETEVENTS if wait else 0, None, 0)
+            if r >= 0:
+                if self.lent and u32[self.sq_head] == tail:
+                    self.free += self.lent
+                    self.lent.clear()
+                return r
+            err = ctypes.get_errno()
+            if err in (errno.EBUSY, errno.EAGAIN):
+                return 0
+            if err != errno.EINTR:
+                raise OSError(err, f"io_uring_enter: {os.strerror(err)}")
+
+    def completions(self, who) -> list[tuple[object, int]]:
+        """(who(user_data), result) of every completion that has arrived, the head moved past
+        them; completions the CQ had no room for (kept in the kernel's list) are fetched too."""
+        u32, u64, i32 = self.u32, self.u64, self.i32
+        done: list[tuple[object, int]] = []
+        while True:
+            head, mask, base, res = u32[self.cq_head], self.cq_mask, self.cqe_u64, self.cqe_i32
+            n = (u32[self.cq_tail] - head) & WRAP
+            for j in range(head, head + n):
+                c = j & mask
+                done.append((who(u64[base + 2 * c]), i32[res + 4 * c + 2]))
+            u32[self.cq_head] = (head + n) & WRAP
+            if not u32[self.sq_flags] & SQ_CQ_OVERFLOW:
+                return done
+            check(self.enter(ENTER, self.fd, 0, 0, ENTER_GETEVENTS, None, 0), "io_uring_enter")
+
+    def register_eventfd(self, efd: int) -> None:
+        arg = ctypes.c_int(efd)
+        check(_syscall(REGISTER, self.fd, REGISTER_EVENTFD, ctypes.byref(arg), 1),
+              "io_uring_register")
+
+    def close(self) -> None:
+        for view in (self.offsets, self.u32, self.u64, self.i32):
+            view.release()
+        self.map.close()
+        self.sqe_map.close()
+        os.close(self.fd)
+
+
+def address(view: memoryview) -> tuple[int, object]:
+    """The address of a writable buffer and the export that keeps it mapped while the kernel
+    may use it (the caller holds it until then)."""
+    held = (ctypes.c_char * len(view)).from_buffer(view)
+    return ctypes.addressof(held), held

@@ -184,7 +184,9 @@ def test_checkpoint_prints_durations_whose_test_step_is_the_measured_time():
     steps = {k: float(v)
              for k, v in (step.rsplit(" ", 1) for step in line.split(": ")[1].split(", "))}
     assert set(steps) == {"set-up", "barrier wait", "test", "wind-down"}
-    assert abs(steps["test"] - int(row[3])) <= 1
+    # the measured span (Diff, whole ms) lies inside the test step, which begins at the
+    # barrier's release: a preemption before the first transfer widens the step, never Diff
+    assert int(row[3]) - 1 <= steps["test"] <= wall_ms
     report_ms = re.search(r"^checkpoint report \(ms\): ([\d.]+)$", r.stdout, re.M)
     assert report_ms and float(report_ms[1]) <= wall_ms           # a part of the run's time
 

@@ -30,7 +30,7 @@ TEMP = tempfile.mkdtemp(prefix="ta-tests.")  # the suite's temp dir (short: a so
 tempfile.tempdir = os.environ["TMPDIR"] = TEMP  # what runs killed elsewhere left in /tmp (their
 atexit.register(shutil.rmtree, TEMP, ignore_errors=True)   # workers' servers') is not here
 ENV = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(REPO)}   # this checkout's code
-NO_URING = uring.unavailable()       # e.g. a CPU without the AVX-512 liburing's wheel is built for
+NO_URING = uring.unavailable()       # e.g. io_uring_disabled, a seccomp filter
 needs_uring = pytest.mark.skipif(NO_URING is not None, reason=f"io_uring: {NO_URING}")
 AUTO = "io_uring" if NO_URING is None else f"threads (io_uring unavailable: {NO_URING})"  # -engine auto
 

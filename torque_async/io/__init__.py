@@ -5,7 +5,8 @@
     actions.py    what each action does (Spec), its files, sizes and layout
     layout.py     transfer k -> (file, offset, write), a pure function of plan, seed, file sizes
     engine.py     the engine interface; the threads and sync backends
-    uring.py      the io_uring backend (liburing)
+    uring.py      the io_uring backend: the engine over ring.py
+    ring.py       io_uring itself: the kernel's rings mapped, its system calls through ctypes
     files.py      opening files: O_DIRECT, or buffered I/O where it cannot be had
     scratch.py    scratch files for tests given no -f file
     tree.py       the -files tree and its manifest

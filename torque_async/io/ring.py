@@ -1,12 +1,14 @@
 """io_uring itself, nothing between: the rings mapped from the kernel, its system calls made
-through ctypes (no liburing, so no build of someone else's for a CPU this one may not be).
+through ctypes (no liburing: no compiled package, so nothing built for another CPU's
+instructions).
 
 Only what the I/O engine uses: read and write at an address, absolute timeouts, a no-op, and
-an eventfd that the kernel signals as completions arrive. The SQ array's indirection lets each
+an eventfd that the kernel signals as completions arrive. The SQ array's indirection lets a
 transfer's owner keep an SQE of its own (`take`): its fields are written once and only the file
-offset changes from one transfer to the next (`prep` writes an SQE whole, `offsets[i]` is its
-offset); `queue(i)` puts SQE i next in the submission queue, `submit()` hands the kernel what is
-queued (one io_uring_enter), `completions(who)` reads the CQEs that arrived and advances the head.
+offset changes from one transfer to the next (`write` writes an SQE whole, `offsets[i]` is its
+offset); any other transfer borrows one until it is submitted (`lend`). `queue(i)` puts SQE i
+next in the submission queue, `submit()` hands the kernel what is queued (one io_uring_enter),
+`completions(who)` reads the CQEs that arrived and moves the head past them.
 
 The rings are read and written from Python without memory barriers: x86-64 keeps stores in
 order and loads in order, which is all io_uring asks (liburing itself compiles its barriers to

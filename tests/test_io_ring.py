@@ -138,3 +138,23 @@ def test_the_eventfd_is_signalled_by_a_completion(ring):
         assert os.eventfd_read(efd) >= 1
     finally:
         os.close(efd)
+
+
+def test_a_kernel_older_than_coop_taskrun_gets_a_ring_without_it(monkeypatch):
+    asked, real = [], rings._syscall
+
+    def syscall(number, *args):
+        if number == rings.SETUP:
+            flags = rings.PARAMS.unpack(args[1].raw)[2]
+            asked.append(flags)
+            if flags:                  # as Linux before 5.19 answers an unknown flag
+                ctypes.set_errno(errno.EINVAL)
+                return -1
+        return real(number, *args)
+    monkeypatch.setattr(rings, "_syscall", syscall)
+    r = rings.Ring(4)
+    try:
+        assert asked == [rings.SETUP_COOP_TASKRUN, 0]
+        assert one(r, rings.OP_NOP, -1, 0, 0, 0, 1) == [(1, 0)]
+    finally:
+        r.close()

@@ -26,6 +26,9 @@ import struct
 SETUP, ENTER, REGISTER = 425, 426, 427         # the same numbers on every architecture but alpha
 OP_NOP, OP_TIMEOUT, OP_READ, OP_WRITE = 0, 11, 22, 23
 ENTER_GETEVENTS = 1
+SETUP_COOP_TASKRUN = 1 << 8                    # Linux 5.19: completions wait for the task's next
+                                               # entry into the kernel, not an interrupt (fio's
+                                               # io_uring engine sets it too)
 REGISTER_EVENTFD = 4
 FEAT_SINGLE_MMAP, FEAT_NODROP = 1, 2
 SQ_CQ_OVERFLOW = 2                             # sq flags: completions wait in the kernel's list
@@ -64,8 +67,13 @@ class Ring:
     """One io_uring of `entries` SQEs (a power of two) and twice as many CQEs."""
 
     def __init__(self, entries: int):
-        params = ctypes.create_string_buffer(PARAMS.size)
-        self.fd = check(_syscall(SETUP, entries, params), "io_uring_setup")
+        for flags in (SETUP_COOP_TASKRUN, 0):      # EINVAL: a kernel older than the flag
+            params = ctypes.create_string_buffer(PARAMS.size)
+            struct.pack_into("<I", params, 8, flags)
+            fd = _syscall(SETUP, entries, params)
+            if fd >= 0 or ctypes.get_errno() != errno.EINVAL:
+                break
+        self.fd = check(fd, "io_uring_setup")
         try:
             p = PARAMS.unpack(params.raw)
             features = p[5]

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import inspect
 import mmap
 import os
 import threading
@@ -296,6 +297,48 @@ def test_a_cancelled_drive_closes_its_lanes_and_forget_waits_for_their_transfers
     early, after = on_loop(body)
     os.close(r), os.close(w)
     assert not early and after == []
+
+
+def test_threads_start_every_lane_before_any_runs():
+    """A thread's start waits for the GIL, which running lanes hold: started one by one among
+    running lanes, thousands took minutes (and the loop, busy starting them, no signal)."""
+    count = 200
+
+    async def body():
+        eng = engines.ThreadEngine()
+        seen = []
+
+        async def lane():
+            seen.append(sum(t.ident is not None for t in eng.threads))     # started
+        await eng.drive([lane() for _ in range(count)])
+        await eng.forget([])
+        return seen
+    assert on_loop(body) == [count] * count
+
+
+def test_a_threads_drive_cancelled_while_starting_closes_the_lanes_not_started(monkeypatch):
+    monkeypatch.setattr(engines, "STARTS", 1)              # a loop turn after every start
+
+    async def body():
+        eng = engines.ThreadEngine()
+        ran = []
+
+        async def lane(i):
+            ran.append(i)
+        lanes = [lane(i) for i in range(50)]
+        drive = asyncio.ensure_future(eng.drive(lanes))
+        for _ in range(3):
+            await asyncio.sleep(0)
+        drive.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await drive
+        started = len(eng.threads)
+        await eng.forget([])
+        return started, ran, [inspect.getcoroutinestate(c) for c in lanes]
+    started, ran, states = on_loop(body)
+    assert 0 < started < 50
+    assert sorted(ran) == list(range(started))             # the started lanes ran to their end
+    assert states == [inspect.CORO_CLOSED] * 50            # the others were closed, not left
 
 
 def test_serial_makes_what_thread_lanes_share_safe():

@@ -44,6 +44,7 @@ YIELD_NS = 1_000_000               # blocking transfers give the loop a turn at 
 NEAR_NS = 2_000_000                # sync -T waits on the loop until this near (its timers are
                                    # coarse: ~1 ms), then blocks to the end
 IN_FLIGHT = 64                     # threads engine: transfer() calls in flight without queueing
+STARTS = 64                        # threads engine: lane threads started between loop turns
 now = time.monotonic_ns
 
 
@@ -180,6 +181,7 @@ class ThreadEngine(SyncEngine):
 
         def run(lane: Coroutine) -> None:
             error = None
+            go.wait()
             try:
                 while True:            # a lane awaits only blocking calls: it never suspends
                     lane.send(None)
@@ -188,11 +190,24 @@ class ThreadEngine(SyncEngine):
             except BaseException as e:  # noqa: BLE001 - handed to drive(), which raises it
                 error = e
             loop.call_soon_threadsafe(one_less, error)
-        self.threads = [threading.Thread(target=run, args=(lane,), daemon=True,
-                                         name=f"torque-async lane {i}")
-                        for i, lane in enumerate(lanes)]
-        for t in self.threads:
-            t.start()
+        # every thread is started before any lane runs: a thread's start waits for the GIL,
+        # which lanes already running would hold (thousands of lanes took minutes to start);
+        # the loop gets a turn between starts, for a signal or a cancel
+        go, self.threads = threading.Event(), []
+        try:
+            for i, lane in enumerate(lanes):
+                t = threading.Thread(target=run, args=(lane,), daemon=True,
+                                     name=f"torque-async lane {i}")
+                t.start()
+                self.threads.append(t)
+                if i % STARTS == STARTS - 1:
+                    await asyncio.sleep(0)
+        except asyncio.CancelledError:
+            for lane in lanes[len(self.threads):]:
+                lane.close()
+            raise
+        finally:
+            go.set()                   # cancelled: the started lanes end at the stop flag
         await finished
 
     async def forget(self, ids: list[int]) -> None:

@@ -140,7 +140,8 @@ def test_a_memory_only_plan_launches_its_workers_before_the_event_loop_and_the_r
     report and the package versions of sysctl.current (after the launch)."""
     out = tmp_path / "modules.json"
     plan = ["-smkey", key, "-nh", "-p", "2", "-n", "2", "-KB", "64", "-bcopy"]
-    done = subprocess.run([sys.executable, "-c", AT_LAUNCH, str(out), *plan], capture_output=True, text=True, env=ENV, cwd=tmp_path, timeout=120)
+    done = subprocess.run([sys.executable, "-c", AT_LAUNCH, str(out), *plan], capture_output=True,
+                          text=True, env=ENV, cwd=tmp_path, timeout=120)
     assert done.returncode == 0 and ", Bcopy," in done.stdout, done.stderr
     loaded = set(json.loads(out.read_text()))
     later = {"asyncio", "uvloop", "aiofiles", "importlib.metadata", "torque_async.report",

@@ -83,8 +83,8 @@ class Supervisor:
         self.plan, self.procs, self.results, self.linesize = plan, plan.procs(), results, linesize
         self.workers, self.meet = workers, meet
         self.children, self.barrier = workers.children, workers.barrier
-        self.loop_side = LoopSide(plan, [p for p in self.procs if KINDS[p.group.action].runs_in == LOOP],
-                                  results, linesize, self.abort)
+        loop_procs = [p for p in self.procs if KINDS[p.group.action].runs_in == LOOP]
+        self.loop_side = LoopSide(plan, loop_procs, results, linesize, self.abort)
         self.exitcodes: dict[int, int | None] = {}
         self.failed = asyncio.Event()
         self.problems: tuple[str, ...] = ()

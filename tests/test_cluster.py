@@ -580,7 +580,7 @@ def test_each_rank_s_tests_get_their_own_figures_alone(monkeypatch):
                            for r in outcome.records)
             return replace(outcome, records=outcome.records + theirs)
 
-    def fake_run(plan, linesize, meet=None, meanwhile=None):
+    def fake_run(plan, linesize, meet=None):
         return orchestrator.Outcome(tuple(rec(p.row, 0, 10 ** 9, 100 * (p.group.index + 1), MB)
                                           for p in plan.procs()), ())
     monkeypatch.setattr(runs.orchestrator, "run", fake_run)

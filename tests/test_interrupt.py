@@ -80,14 +80,14 @@ def test_a_signal_before_the_start_ends_the_run_cleanly(sig, code):
     assert_clean(key, children)
 
 
-IN_SET_UP = """
+AT_LAUNCH = """
 import os, signal, sys
-from torque_async import cli, launch
-real = cli.survey
-def survey(plan, job):        # the machine's description: once the workers are launched, and
-    os.kill(os.getpid(), signal.SIGTERM)           # before the event loop has the signals
-    return real(plan, job)
-cli.survey = survey
+from torque_async import launch, workstart
+real = workstart.context
+def context(local):           # as each worker is launched (the signals held), before the event
+    os.kill(os.getpid(), signal.SIGTERM)           # loop has them
+    return real(local)
+workstart.context = context
 sys.argv = ["torque-async", *sys.argv[1:]]
 launch.main()
 """
@@ -97,7 +97,7 @@ def test_a_signal_between_the_launch_and_the_event_loop_waits_for_the_loop(tmp_p
     """It stops the run as a signal during the set-up does: the report, every test not
     started, nothing left."""
     key = 0x7203
-    done = subprocess.run([sys.executable, "-c", IN_SET_UP, "-smkey", hex(key), "-p", "2",
+    done = subprocess.run([sys.executable, "-c", AT_LAUNCH, "-smkey", hex(key), "-p", "2",
                            *LONG], capture_output=True, text=True, env=ENV, cwd=tmp_path,
                           timeout=120)
     assert done.returncode == 143, done.stderr

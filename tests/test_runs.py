@@ -198,7 +198,7 @@ def test_baseline_runs_each_group_alone_first_and_a_failure_ends_the_series(monk
     plan = cmdline.parse("-repeat 3 -baseline -n 8 -load -p 2 -n 4 -bzero".split())
     ran, fail_at = [], [5]
 
-    def fake_run(p, linesize, meet=None, meanwhile=None):
+    def fake_run(p, linesize, meet=None):
         ran.append(tuple(g.action for g in p.groups))
         recs = tuple(record(i, 0, 1000 * MS, 100 * len(ran), MB) for i in range(len(p.procs())))
         return orchestrator.Outcome(recs, ("test 0 failed: planted",) if len(ran) == fail_at[0]

@@ -137,7 +137,7 @@ def test_a_memory_only_plan_launches_its_workers_before_the_event_loop_and_the_r
         tmp_path, key):
     """The command launches a plan's forked workers before it imports what it needs only
     later: the event loop (asyncio, uvloop, aiofiles; imported while the workers set up), the
-    report and the package versions of sysctl.current (after the launch)."""
+    report and the package versions of sysctl.current (after the run)."""
     out = tmp_path / "modules.json"
     plan = ["-smkey", key, "-nh", "-p", "2", "-n", "2", "-KB", "64", "-bcopy"]
     done = subprocess.run([sys.executable, "-c", AT_LAUNCH, str(out), *plan], capture_output=True,

@@ -4,7 +4,6 @@ and compare are imported where used, and the report's modules once the run is ov
 workers start without waiting for them."""
 from __future__ import annotations
 
-import functools
 import io
 import math
 import os
@@ -220,16 +219,17 @@ def run_plan(argv: list[str], began: startup.Began) -> int:
         plan = job.plan_for(plan) if job else plan
         if s.vl >= 3:
             plan = trace_every_transfer(plan)
-        machine = functools.cache(lambda: survey(plan, job))   # once, while the first
-        done = runs.run(plan, sysinfo.cache_line(), job, machine)   # run's workers set up
+        done = runs.run(plan, sysinfo.cache_line(), job)
+        info = survey(plan, job)
     except cmdline.UsageError as e:
         error(str(e))
         return 2
-    return finish(plan, done, machine(), job, began)
+    return finish(plan, done, info, job, began)
 
 
 def survey(plan, job) -> sysinfo.SysInfo:
-    """This machine's description (sysctl.current written; under mpiexec every host's)."""
+    """This machine's description (sysctl.current written; under mpiexec every host's), read
+    once the runs are over: neither the start nor a measurement waits for it."""
     info = sysinfo.collect()
     details = sysinfo.detail_lines(info, [os.getcwd(), *plan.settings.files])
     if job:                                  # rank 0: every host's; the others: none

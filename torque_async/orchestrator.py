@@ -111,29 +111,26 @@ def spec_for(plan: Plan, proc: Proc, segment: str, linesize: int,
                       cpus=frozenset(cpus) if cpus else None, parent=parent)
 
 
-def run(plan: Plan, linesize: int, meet: Callable[[Callable[[], bool]], str] | None = None,
-        meanwhile: Callable[[], object] | None = None) -> Outcome:
+def run(plan: Plan, linesize: int,
+        meet: Callable[[Callable[[], bool]], str] | None = None) -> Outcome:
     """The run; `meet` (several hosts, see cluster.py) is called once every test here is set up
     and before their release, with a function that tells whether this run was stopped; it
-    returns '' or why the run cannot start. `meanwhile` is called once the workers are
-    launched, while they set up (the command's own work that the tests do not wait for)."""
+    returns '' or why the run cannot start."""
     procs = plan.procs()
     with signals_held():           # the resource tracker, started here, never sees them
         resource_tracker.ensure_running()
     results = open_segment(plan, len(procs))
     try:
         if plan.settings.sp and KINDS[procs[0].group.action].runs_in == WORKER:
-            if meanwhile:
-                meanwhile()
             return in_process(plan, procs[0], results, linesize)
-        return launched(plan, results, linesize, meet, meanwhile)
+        return launched(plan, results, linesize, meet)
     finally:
         results.header["stop"] = 1
         results.unlink()
         results.release()
 
 
-def launched(plan: Plan, results: Results, linesize: int, meet, meanwhile) -> Outcome:
+def launched(plan: Plan, results: Results, linesize: int, meet) -> Outcome:
     """Launch the workers, then supervise the run on the event loop. A stop signal that comes
     before the loop takes the signals waits for it (`caught`): it stops the run as one during
     set-up does."""
@@ -143,8 +140,6 @@ def launched(plan: Plan, results: Results, linesize: int, meet, meanwhile) -> Ou
     workers = Workers.meeting(plan, results)
     try:
         workers.launch(plan, results, linesize)
-        if meanwhile:
-            meanwhile()
         from .supervisor import supervise         # the event loop's modules, while they set up
         return supervise(plan, results, linesize, workers, meet, caught)
     except BaseException:          # (before the loop ran, or from its end)

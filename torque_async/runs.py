@@ -68,15 +68,15 @@ def alone_plan(plan: Plan, group: Group) -> Plan:
     return replace(plan, groups=(group,))
 
 
-def series(plan: Plan, linesize: int, times: int, name: str, job=None, meanwhile=None) \
+def series(plan: Plan, linesize: int, times: int, name: str, job=None) \
         -> tuple[list[Outcome], list[str]]:
     """Run the plan `times` times, stopping at a failure or an interrupt; the outcomes and the
     failures, each line saying which run (`name` and the repetition). `job` (under mpiexec, a
     cluster.Cluster): every rank's run meets the others' (job.meet) and its records are
-    gathered (job.gather). `meanwhile`: see orchestrator.run."""
+    gathered (job.gather)."""
     outcomes, lines = [], []
     for k in range(times):
-        outcome = orchestrator.run(plan, linesize, job and job.meet, meanwhile)
+        outcome = orchestrator.run(plan, linesize, job and job.meet)
         outcomes.append(job.gather(outcome, plan) if job else outcome)
         which = ", ".join(filter(None, (name, times > 1 and f"repetition {k + 1} of {times}")))
         lines += [f"{which}: {f}" if which else f for f in outcome.failures]
@@ -85,21 +85,21 @@ def series(plan: Plan, linesize: int, times: int, name: str, job=None, meanwhile
     return outcomes, lines
 
 
-def run(plan: Plan, linesize: int, job=None, meanwhile=None) -> Runs:
-    """-baseline's alone runs (if asked), then the plan's -repeat repetitions; `job` and
-    `meanwhile` (called in each run): see series (rank 0's Runs then counts every rank)."""
+def run(plan: Plan, linesize: int, job=None) -> Runs:
+    """-baseline's alone runs (if asked), then the plan's -repeat repetitions; `job`: see
+    series (rank 0's Runs then counts every rank)."""
     times, alone, failures = plan.settings.repeat, [], []
     ranks = job.size if job and not job.rank else 1
     if plan.settings.baseline:
         for group in plan.groups:
             outcomes, lines = series(alone_plan(plan, group), linesize, times,
-                                     f"group {group.index} alone (-baseline)", job, meanwhile)
+                                     f"group {group.index} alone (-baseline)", job)
             alone.append(tuple(outcomes))
             failures += lines
             if lines or outcomes[-1].interrupted:
                 return Runs(plan, (), tuple(alone), tuple(failures), outcomes[-1].interrupted,
                             ranks)
-    together, lines = series(plan, linesize, times, "", job, meanwhile)
+    together, lines = series(plan, linesize, times, "", job)
     return Runs(plan, tuple(together), tuple(alone), tuple(failures + lines),
                 together[-1].interrupted, ranks)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -19,7 +20,7 @@ import pytest
 from torque_async import orchestrator
 from torque_async.results import DONE, MEASURED, READY, RUNNING, free_segment, segment_name
 
-from conftest import (assert_one_clean_line, never_alive, rows_of, run_cli, start, table,
+from conftest import (ENV, assert_one_clean_line, never_alive, rows_of, run_cli, start, table,
                       wait_for_rows)
 
 LONG = ["-n", "16", "-i", "1000000", "-KB", "256", "-bzero", "-spinWait"]
@@ -77,6 +78,32 @@ def test_a_signal_before_the_start_ends_the_run_cleanly(sig, code):
     out, _ = interrupt(proc, sig)
     assert out.count("not started: the run was interrupted") == 2
     assert_clean(key, children)
+
+
+AT_LAUNCH = """
+import os, signal, sys
+from torque_async import launch, workstart
+real = workstart.context
+def context(local):           # as each worker is launched (the signals held), before the event
+    os.kill(os.getpid(), signal.SIGTERM)           # loop has them
+    return real(local)
+workstart.context = context
+sys.argv = ["torque-async", *sys.argv[1:]]
+launch.main()
+"""
+
+
+def test_a_signal_between_the_launch_and_the_event_loop_waits_for_the_loop(tmp_path):
+    """It stops the run as a signal during the set-up does: the report, every test not
+    started, nothing left."""
+    key = 0x7203
+    done = subprocess.run([sys.executable, "-c", AT_LAUNCH, "-smkey", hex(key), "-p", "2",
+                           *LONG], capture_output=True, text=True, env=ENV, cwd=tmp_path,
+                          timeout=120)
+    assert done.returncode == 143, done.stderr
+    assert "INTERRUPTED by SIGTERM" in done.stdout and "Traceback" not in done.stderr
+    assert done.stdout.count("not started: the run was interrupted") == 3
+    assert_clean(key, [], tmp_path)
 
 
 def test_a_signal_while_a_scratch_file_is_written_ends_the_set_up(tmp_path):

@@ -113,3 +113,37 @@ def test_a_spawned_worker_imports_none_of_the_command_s_modules():
                 "torque_async.report", "torque_async.export", "torque_async.orchestrator",
                 "torque_async.cmdline", "importlib.metadata"}
     assert "numpy" in loaded and not unwanted & loaded, unwanted & loaded
+
+
+AT_LAUNCH = """
+import json, sys
+from torque_async import launch, workstart
+out, real, seen = sys.argv[1], workstart.context, []
+def context(local):                    # called as each worker is launched
+    if not seen:
+        seen.append(sorted(sys.modules))
+    return real(local)
+workstart.context = context
+sys.argv = ["torque-async", *sys.argv[2:]]
+try:
+    launch.main()
+finally:
+    with open(out, "w") as f:
+        json.dump(seen[0] if seen else None, f)
+"""
+
+
+def test_a_memory_only_plan_launches_its_workers_before_the_event_loop_and_the_report_load(
+        tmp_path, key):
+    """The command launches a plan's forked workers before it imports what it needs only
+    later: the event loop (asyncio, uvloop, aiofiles; imported while the workers set up), the
+    report and the package versions of sysctl.current (after the run)."""
+    out = tmp_path / "modules.json"
+    plan = ["-smkey", key, "-nh", "-p", "2", "-n", "2", "-KB", "64", "-bcopy"]
+    done = subprocess.run([sys.executable, "-c", AT_LAUNCH, str(out), *plan], capture_output=True,
+                          text=True, env=ENV, cwd=tmp_path, timeout=120)
+    assert done.returncode == 0 and ", Bcopy," in done.stdout, done.stderr
+    loaded = set(json.loads(out.read_text()))
+    later = {"asyncio", "uvloop", "aiofiles", "importlib.metadata", "torque_async.report",
+             "torque_async.report_cluster", "torque_async.export", "torque_async.loop"}
+    assert "torque_async.results" in loaded and not later & loaded, sorted(later & loaded)

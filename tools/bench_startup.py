@@ -21,8 +21,9 @@ Each round runs, in alternating order:
              first thing, as torque-async starts its own): the least for forked workers;
   pass       `python3 -c pass`: one interpreter's start and exit (site and .pth files included);
   before     with --before DIR: torque with the code of another checkout (an older commit).
-Prints every round, then the median [min-max] of each and the ratio torque / reference, and the
-load average before and after.
+Prints every round, then the median [min-max] of each, the ratios of each round's figures
+(torque / reference; with --before also torque / before), and the load average before and
+after.
 """
 from __future__ import annotations
 
@@ -143,10 +144,12 @@ def main() -> None:
           f"{os.getloadavg()[0]:.2f} after; {os.cpu_count()} CPUs)")
     for name, rounds in got.items():
         print(f"{name:9s} {spread([x['total'] for x in rounds])} s")
-    for name in ("torque", "before")[:1 + bool(a.before)]:
-        for ref in ("reference", "forked"):
-            ratios = [t["total"] / r["total"] for t, r in zip(got[name], got[ref])]
-            print(f"{name} / {ref}: {spread(ratios)}")
+    pairs = [("torque", ref) for ref in ("reference", "forked")]
+    if a.before:                       # each round's pair ran side by side: the change itself
+        pairs += [("before", "reference"), ("before", "forked"), ("torque", "before")]
+    for name, ref in pairs:
+        ratios = [t["total"] / r["total"] for t, r in zip(got[name], got[ref])]
+        print(f"{name} / {ref}: {spread(ratios)}")
     parts = [k for k in got["torque"][0] if k != "total"]
     if parts:
         print("torque, where the time went (s, median [min-max]): " + "; ".join(

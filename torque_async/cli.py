@@ -1,6 +1,7 @@
 """The torque-async command. click handles only subcommands and --long options; everything
 else is torque's own order-dependent grammar, forwarded untouched to the scanner. export, plot
-and compare are imported where used: a run's workers start without waiting for them."""
+and compare are imported where used, and the report's modules once the run is over: a run's
+workers start without waiting for them."""
 from __future__ import annotations
 
 import io
@@ -17,10 +18,8 @@ from pathlib import Path
 import click
 from click.shell_completion import CompletionItem
 
-from . import __version__, cmdline, figures, helptext, orchestrator, outputs, report
-from . import runs, startup, sysinfo, workstart
-from . import cluster, report_cluster, validate
-from .io import scratch
+from . import __version__, cmdline, helptext, orchestrator, outputs, runs, startup, sysinfo
+from . import cluster, validate, workstart
 from .options import OPTIONS
 from .results import NotASegment, SegmentInUse, free_segment, segment_name
 
@@ -220,17 +219,24 @@ def run_plan(argv: list[str], began: startup.Began) -> int:
         plan = job.plan_for(plan) if job else plan
         if s.vl >= 3:
             plan = trace_every_transfer(plan)
-        info = sysinfo.collect()
-        details = sysinfo.detail_lines(info, [os.getcwd(), *s.files])
-        if job:                                  # rank 0: every host's; the others: none
-            details = job.survey(info, details)
-        if details:
-            outputs.write_sysctl(details)
-        done = runs.run(plan, info.cache_line, job)
+        done = runs.run(plan, sysinfo.cache_line(), job)
+        info = survey(plan, job)
     except cmdline.UsageError as e:
         error(str(e))
         return 2
     return finish(plan, done, info, job, began)
+
+
+def survey(plan, job) -> sysinfo.SysInfo:
+    """This machine's description (sysctl.current written; under mpiexec every host's), read
+    once the runs are over: neither the start nor a measurement waits for it."""
+    info = sysinfo.collect()
+    details = sysinfo.detail_lines(info, [os.getcwd(), *plan.settings.files])
+    if job:                                  # rank 0: every host's; the others: none
+        details = job.survey(info, details)
+    if details:
+        outputs.write_sysctl(details)
+    return info
 
 
 def answers(plan) -> list[str] | None:
@@ -268,6 +274,7 @@ def leftovers(tag: str) -> list[tuple[str, str]]:
     """What killed runs left here: scratch directories, and their workers' servers' socket
     directories where this command's would be (named by pid alone: the temp dir is this
     host's)."""
+    from .io import scratch
     return [*(("scratch directory", d) for d in scratch.leftovers(tag=tag)),
             *(("workers' server directory", d)
               for d in scratch.leftovers(workstart.base(os.getpid()), prefix=workstart.PREFIX))]
@@ -277,6 +284,7 @@ def finish(plan, done: runs.Runs, info, job, began: startup.Began | None = None)
     """Render the report, write -json/-csv, name every failure; the exit status. Under mpiexec
     a rank whose run failed says so and ends every rank (cluster.finish); rank 0 reports every
     rank's run."""
+    from . import report, report_cluster
     if job:
         code = job.ended(done.failures, done.interrupted)
         if code or job.rank:
@@ -355,6 +363,7 @@ def repeated(plan, done: runs.Runs, procs, run=None) \
     """-repeat and -baseline: each test's figures alone, their changes, and the report's
     blocks (none for a single plain run); `run`: under mpiexec, rank 0's gathered first run
     (the blocks get Host and Rank columns)."""
+    from . import figures, report, report_cluster
     per_test = done.per_test(procs)
     alone = done.alone_figures(procs) if plan.settings.baseline else None
     alone_records = [recs for _, recs in done.alone_records()] if alone else None

@@ -1,7 +1,8 @@
 """One plan on many hosts under an MPI launcher (mpiexec): detection, the MPI barrier, clock
 offsets, the gather to rank 0.
 
-Without a launcher's environment nothing here runs and mpi4py is never imported. Under one,
+Without a launcher's environment nothing here runs and mpi4py is never imported (nor are the
+scratch files' and the cluster report's modules, imported where used). Under one,
 every rank runs the plan with its own results segment (-smkey + rank) and its own scratch
 directory and -files tree (named by host and rank); all ranks set up, meet at an MPI barrier
 (polled, so a rank that never comes ends the run after the set-up timeout), then pass their
@@ -27,11 +28,9 @@ from dataclasses import dataclass, replace
 from typing import Callable
 
 from .cmdline import UsageError
-from .io import scratch
 from .options import LOCAL_DEFAULTS
 from .orchestrator import SETUP_TIMEOUT, Outcome
 from .plan import Plan
-from .report_cluster import ClusterRun, Rank
 from .results import SHM_DIR, Record, segment_name
 from .sysinfo import SysInfo
 
@@ -137,6 +136,7 @@ class Cluster:
         """This rank's plan: its own segment key and -files tree (the default -dir gets the host
         and rank); scratch files go into a directory named by host and rank. Starts the rank's
         clean-up guard."""
+        from .io import scratch
         key, scratch.TAG = own(plan.settings.smkey, self.rank)
         groups = tuple(replace(g, local=replace(g.local, dir=g.local.dir + scratch.TAG))
                        if g.local.dir == LOCAL_DEFAULTS["dir"] else g for g in plan.groups)
@@ -238,6 +238,7 @@ class Cluster:
         sent = self.comm.gather((self.host, os.getpid(), outcome.records), root=0)
         if self.rank:
             return outcome
+        from .report_cluster import ClusterRun, Rank
         run = ClusterRun(tuple(Rank(r, host, pid, off, unc, tuple(shift(x, off) for x in recs),
                                     self.shares_clock(r))
                                for r, ((host, pid, recs), (off, unc))
@@ -259,6 +260,7 @@ class Cluster:
         """The run's exit status: a rank that did not succeed ends every rank (MPI_Abort, after
         its own clean-up); the guard is told this rank is done."""
         if code:
+            from .io import scratch
             scratch.remove()
             sys.stdout.flush()
             sys.stderr.flush()

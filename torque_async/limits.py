@@ -17,12 +17,11 @@ from collections import defaultdict
 import psutil
 
 from .cmdline import UsageError
-from .io import actions, tree
+from .io import actions
 from .io.files import block_size
 from .kinds import KINDS, WORKER
 from .streams.schedule import Geometry
 from .units import MB
-from .web import site
 
 # Resident memory of one spawned worker beyond its buffers, measured here with psutil (RSS) on
 # a run holding it idle (-sleepEnd 5): 39 MB for -spinWait (Python, numpy), 99 MB for -V 1 with
@@ -88,6 +87,7 @@ def disk_needs(plan) -> dict[str, list[int]]:
             need["."][0] += g.tracks * g.track_bytes
             need["."][2] += 2                            # its file, the scratch directory
         if group.action == "web" and local.cfiles and local.dir not in trees:
+            from .web import site          # (its modules are a file test's: imported for one)
             trees.add(local.dir)
             law = site.Law.of(local)
             if missing := site.missing_bytes(local.dir, law):
@@ -111,6 +111,7 @@ def disk_needs(plan) -> dict[str, list[int]]:
 def missing_tree(root: str, count: int, local) -> tuple[int, int]:
     """What -cfiles writes: the bytes and the number of the planned files that are missing or
     of another size."""
+    from .io import tree
     limit = actions.tree_limit(local)
     sizes = tree.planned_sizes(count, limit, local.size)
     total = files = 0

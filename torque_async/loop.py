@@ -16,13 +16,12 @@ import asyncio
 import os
 from typing import Awaitable, Callable, Protocol
 
-from .cmdline import UsageError
-from .kinds import KINDS, LOOP
 from .meter import Limit, Meter, harness_cost, thread_usage
 from .plan import Plan, Proc
 from .results import DONE, RUNNING, Results
 from .testing.api import make_test
 from .testing.rows import mark_closed, mark_failed, mark_ready, mark_spawned
+from .validate import loop_cpu
 
 
 class LoopTest(Protocol):
@@ -37,29 +36,6 @@ class LoopTest(Protocol):
 
 
 STOP_POLL = 0.1                    # s: a -sleepEnd wait looks at the stop flag this often
-
-
-def loop_cpu(plan: Plan) -> int | None:
-    """The CPU the event loop's thread is pinned to: what the loop groups' -affinityNumber (or
-    -affinityNumberDiff of a single process) ask for; UsageError when they disagree."""
-    asked = {}
-    for g in plan.groups:
-        if KINDS[g.action].runs_in != LOOP:
-            continue
-        local = g.local
-        if local.affinityNumberDiff is not None and local.p > 1:
-            raise UsageError(f"-affinityNumberDiff before -{g.action}: its {local.p} processes "
-                             f"are coroutines on one event loop thread; pin it with "
-                             f"-affinityNumber")
-        cpu = local.affinityNumber if local.affinityNumber is not None else \
-            local.affinityNumberDiff
-        if cpu is not None:
-            asked[g.index] = cpu
-    if len(set(asked.values())) > 1:
-        (g1, c1), (g2, c2) = [(g, c) for g, c in asked.items()][:2]
-        raise UsageError(f"the loop tests share one thread: group {g1} pins it to CPU {c1}, "
-                         f"group {g2} to CPU {c2}")
-    return next(iter(asked.values()), None)
 
 
 class LoopSide:

@@ -6,8 +6,7 @@ import stat
 
 from . import cluster, limits, outputs
 from .cmdline import UsageError
-from .kinds import KINDS, resolve
-from .loop import loop_cpu
+from .kinds import KINDS, LOOP, resolve
 from .plan import Plan
 
 
@@ -78,3 +77,26 @@ def check_key_input() -> None:
     if stat.S_ISREG(mode) or stat.S_ISDIR(mode) or (stat.S_ISCHR(mode) and not os.isatty(0)):
         raise UsageError("-g waits for Enter on stdin, which is a file or device that cannot be "
                          "waited on: run it from a terminal or pipe a line into it")
+
+
+def loop_cpu(plan: Plan) -> int | None:
+    """The CPU the event loop's thread is pinned to: what the loop groups' -affinityNumber (or
+    -affinityNumberDiff of a single process) ask for; UsageError when they disagree."""
+    asked = {}
+    for g in plan.groups:
+        if KINDS[g.action].runs_in != LOOP:
+            continue
+        local = g.local
+        if local.affinityNumberDiff is not None and local.p > 1:
+            raise UsageError(f"-affinityNumberDiff before -{g.action}: its {local.p} processes "
+                             f"are coroutines on one event loop thread; pin it with "
+                             f"-affinityNumber")
+        cpu = local.affinityNumber if local.affinityNumber is not None else \
+            local.affinityNumberDiff
+        if cpu is not None:
+            asked[g.index] = cpu
+    if len(set(asked.values())) > 1:
+        (g1, c1), (g2, c2) = [(g, c) for g, c in asked.items()][:2]
+        raise UsageError(f"the loop tests share one thread: group {g1} pins it to CPU {c1}, "
+                         f"group {g2} to CPU {c2}")
+    return next(iter(asked.values()), None)

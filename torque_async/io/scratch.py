@@ -8,11 +8,11 @@ exit hook removes it too if a run ends any other way. Its files are made new
 working directory is ever followed. Files are written in full with the data pattern before the
 test (a sparse or fallocated file would read from no disk at all), by write_pattern: large
 O_DIRECT writes where the file system takes them, several in flight; then flushed and dropped
-from the page cache.
+from the page cache. The writer imports asyncio and aiofiles itself: the command looks for
+leftovers() before its workers start, and loads the event loop's modules only after that.
 """
 from __future__ import annotations
 
-import asyncio
 import atexit
 import contextlib
 import errno
@@ -22,7 +22,6 @@ import re
 import shutil
 import tempfile
 
-import aiofiles.os
 import numpy as np
 import psutil
 
@@ -124,6 +123,7 @@ class _Chunks:
     of_loop: dict = {}
 
     def __init__(self):
+        import asyncio
         self.free: asyncio.Queue = asyncio.Queue()
         for _ in range(IN_FLIGHT):
             self.free.put_nowait(mmap.mmap(-1, CHUNK))
@@ -132,6 +132,7 @@ class _Chunks:
     @classmethod
     @contextlib.contextmanager
     def use(cls):
+        import asyncio
         loop = asyncio.get_running_loop()
         chunks = cls.of_loop.get(loop) or cls.of_loop.setdefault(loop, cls())
         chunks.users += 1
@@ -172,6 +173,9 @@ async def write_pattern(fd: int, size: int, tag: int = 0, path: str = "", opener
     buffer by a thread of the loop's executor (aiofiles' threads) while others are being
     written, up to IN_FLIGHT at once on the loop; a cancel or a failure waits for those in
     flight (no write outlives the call). An OSError names `path`."""
+    import asyncio
+
+    import aiofiles.os
     direct, writing, failed = -1, set(), []
     loop = asyncio.get_running_loop()
 

@@ -492,3 +492,22 @@ def test_batched_cached_reads_record_one_latency_per_measured_transfer(key):
     for rec in out.records:
         assert rec.transfers == rec.lat_count == 3000
         assert sum(n for _, n in rec.hist) == 3000 and 0 < rec.lat_min <= rec.lat_max
+
+
+@pytest.mark.parametrize("stopped", [False, True])
+def test_a_stopped_run_skips_the_data_check(key, monkeypatch, stopped):
+    """A signal or a failure sets the stop flag: the data check (a read of every lane's place,
+    seconds with thousands of lanes) is skipped, so the run ends at once."""
+    checked, real = [], filetests.FileTest.run
+
+    async def measured(self, meter):
+        await real(self, meter)
+        if stopped:
+            meter.stop[0] = 1          # as the run's signal handler or a failure sets it
+
+    async def check(self):
+        checked.append(self.size)
+    monkeypatch.setattr(filetests.FileTest, "run", measured)
+    monkeypatch.setattr(filetests.FileTest, "check", check)
+    assert not run(key, "-n", "8", "-i", "1", "-KB", "4", "-w").failures
+    assert checked == ([] if stopped else [4096])

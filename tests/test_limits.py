@@ -8,8 +8,8 @@ from collections import namedtuple
 
 import pytest
 
-from torque_async import cmdline, limits
-from torque_async.units import GB
+from torque_async import cmdline, limits, units
+from torque_async.units import GB, KB, MB
 
 from conftest import assert_one_clean_line, execute
 
@@ -20,7 +20,7 @@ Space = namedtuple("Space", "f_bavail f_frsize f_favail f_files", defaults=(1 <<
 @pytest.mark.parametrize("quit", [[], ["-quit"]])
 def test_file_buffers_count_as_memory(capsys, key, quit):
     assert_one_clean_line(*execute(capsys, "-smkey", key, *quit, "-MB", "64", "-aio", "1024"),
-                          "the tests need 65540 MB of memory")
+                          "the tests need 64.0 GB of memory")
     assert os.listdir() == []                                # nothing written
 
 
@@ -34,7 +34,7 @@ def test_video_images_and_worker_processes_count_as_memory(capsys, key, monkeypa
     monkeypatch.setattr(limits.psutil, "virtual_memory", lambda: Memory(16 * GB))
     assert_one_clean_line(*execute(capsys, "-smkey", key, "-IH", "16384", "-IW", "16384",
                                    "-p", "2", "-V", "1"),
-                          "(buffers, images and 2 worker processes) but only 16384 MB")
+                          "(buffers, images and 2 worker processes) but only 16 GB")
 
 
 @pytest.mark.parametrize("argv,what", [
@@ -79,7 +79,7 @@ def test_open_files_are_counted_and_the_soft_limit_raised(capsys, key, monkeypat
     argv = ["-smkey", key, "-quit", "-dir", "t", "-cfiles", "-mfileKB", "8", "-KB", "4",
             "-files", "2000"]
     monkeypatch.setattr(resource, "getrlimit", lambda what: (1024, 1024))
-    assert_one_clean_line(*execute(capsys, *argv), "the run holds about 2071 files open at once "
+    assert_one_clean_line(*execute(capsys, *argv), "the run holds about 4070 files open at once "
                           "(-files opens every file of its tree) but the limit is 1024")
     monkeypatch.setattr(resource, "getrlimit", lambda what: (1024, 4096))
     code, _, err = execute(capsys, *argv)
@@ -93,3 +93,21 @@ def test_a_scratch_layout_that_cannot_fit_is_refused_with_the_plan(capsys, key):
                           "-rand: no 4096-byte transfer fits between byte 8192 and the file's "
                           "end at byte 8192")
     assert os.listdir() == []
+
+
+def test_outstanding_transfers_hold_no_files_of_their_own(capsys, key, monkeypatch):
+    """-aio's depth is transfers in flight, not descriptors: 24 tests of depth 1024 on one file
+    each hold 2 (it was counted 1024 each and refused, blaming -files)."""
+    monkeypatch.setattr(resource, "getrlimit", lambda what: (1024, 1024))
+    code, _, err = execute(capsys, "-smkey", key, "-quit", "-KB", "4", "-mfileKB", "64",
+                           "-n", "16", "-p", "24", "-aio", "1024")
+    assert code == 0, err
+    argv = ["-smkey", key, "-quit", "-KB", "4", "-mfileKB", "64", "-n", "16", "-p", "200", "-r"]
+    assert_one_clean_line(*execute(capsys, *argv), "(each file test holds its files open, "
+                          "twice while it checks them) but the limit is 1024 (ulimit -n): raise "
+                          "it or lower -p or the files given")
+
+
+def test_sizes_in_messages_are_not_rounded_to_nothing():
+    assert [units.amount(n) for n in (0, 1000, 2044 * KB, MB, 1536 * KB, 250 * MB, 3 * GB // 2)] \
+        == ["0 bytes", "1000 bytes", "2044 KB", "1 MB", "1536 KB", "250 MB", "1536 MB"]

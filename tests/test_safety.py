@@ -23,7 +23,7 @@ def test_disk_full_during_a_write_names_the_test_and_the_file():
 def test_an_unwritable_working_directory_is_refused_before_the_run():
     r = run_cli("-smkey", "0x7402", "-n", "4", "-KB", "4", "-r", cwd="/proc")
     assert r.returncode == 2 and r.stderr.count("\n") == 1
-    assert "(scratch files) on the file system of /proc, which has 0 MB free" in r.stderr
+    assert "(scratch files) on the file system of /proc, which has 0 bytes free" in r.stderr
 
 
 def test_a_worker_failing_in_set_up_ends_the_run_at_once():

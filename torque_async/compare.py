@@ -18,7 +18,7 @@ import json
 import math
 import statistics
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from .figures import Spread
 
@@ -274,6 +274,6 @@ def lines(found: Comparison, docs: tuple[dict[str, Any], dict[str, Any]],
     told = sum(c.significant is not None for c in found.changes)
     summary = (f"significant changes beyond {threshold:g}%: {worse} worse, {better} better; "
                f"{told - len(sig)} not significant" if told else
-               f"no figure has repetitions on both sides: no change can be told from noise "
-               f"(run both with -repeat N)")
+               "no figure has repetitions on both sides: no change can be told from noise "
+               "(run both with -repeat N)")
     return out + ["", summary]

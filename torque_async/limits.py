@@ -21,7 +21,7 @@ from .io import actions
 from .io.files import block_size
 from .kinds import KINDS, WORKER
 from .streams.schedule import Geometry
-from .units import MB
+from .units import MB, amount
 
 # Resident memory of one spawned worker beyond its buffers, measured here with psutil (RSS) on
 # a run holding it idle (-sleepEnd 5): 39 MB for -spinWait (Python, numpy), 99 MB for -V 1 with
@@ -70,8 +70,8 @@ def check_memory(plan) -> None:
     workers = sum(KINDS[p.group.action].runs_in == WORKER for p in procs)
     have = psutil.virtual_memory().available
     if need > have * 0.9:
-        raise UsageError(f"the tests need {need // MB} MB of memory (buffers, images and "
-                         f"{workers} worker processes) but only {have // MB} MB of memory is "
+        raise UsageError(f"the tests need {amount(need)} of memory (buffers, images and "
+                         f"{workers} worker processes) but only {amount(have)} of memory is "
                          f"available: lower -n, the transfer size, -aio or the process count")
 
 
@@ -141,8 +141,8 @@ def check_space(plan) -> None:
     for scratch, cfiles, files, free, inodes, where in by_fs.values():
         what = " and ".join(w for w, n in (("scratch files", scratch), ("-cfiles", cfiles)) if n)
         if scratch + cfiles > free:
-            raise UsageError(f"the run writes {(scratch + cfiles) // MB} MB ({what}) on the "
-                             f"file system of {where}, which has {free // MB} MB free: lower -n, "
+            raise UsageError(f"the run writes {amount(scratch + cfiles)} ({what}) on the "
+                             f"file system of {where}, which has {amount(free)} free: lower -n, "
                              f"the transfer size or -mfile*, or name files with -f")
         if inodes is not None and files > inodes:      # None: it keeps no count (btrfs)
             raise UsageError(f"the run makes {files} files and directories ({what}) on the file "
@@ -159,7 +159,8 @@ def open_files(plan) -> int:
             need += FILES_PER_WORKER
         elif KINDS[group.action].family == "file":
             files = group.args[0] if group.action == "files" else 1
-            need += files + files // 1000 + actions.depth(group) + 4   # checks, dirs, engine
+            need += 2 * files + files // 1000 + 4   # each file twice (the data check's own
+                                                    # descriptor), its directories, the engine
         elif group.action == "web":            # a client holds one file, or -webOpen caps them
             need += 1 + (2 if proc.index == 0 else 0)                  # (+ the tree and log)
             need -= 1 if group.local.webOpen and proc.index >= group.local.webOpen else 0
@@ -174,9 +175,11 @@ def check_open_files(plan) -> None:
     if need <= soft:
         return
     if hard != resource.RLIM_INFINITY and need > hard:
-        web = any(g.action == "web" for g in plan.groups)
-        why, fix = ("each -web client one unless -webOpen caps them", "set -webOpen") if web \
-            else ("-files opens every file of its tree", "lower -files")
+        actions_ = {g.action for g in plan.groups}
+        why, fix = ("each -web client one unless -webOpen caps them", "set -webOpen") \
+            if "web" in actions_ else ("-files opens every file of its tree", "lower -files") \
+            if "files" in actions_ else ("each file test holds its files open, twice while it "
+                                         "checks them", "lower -p or the files given")
         raise UsageError(f"the run holds about {need} files open at once ({why}) but the limit "
                          f"is {hard} (ulimit -n): raise it or {fix}")
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))

@@ -23,6 +23,18 @@ def human(nbytes: int) -> str:
     return str(nbytes)
 
 
+def amount(nbytes: int) -> str:
+    """A size for a message: in a unit it is at least 10 of (or a whole number of), so two
+    sizes a message compares never look alike: 2093056 -> '2044 KB', 1 MB -> '1 MB',
+    16.2 GB -> '16.2 GB'."""
+    for unit, size in (("GB", GB), ("MB", MB), ("KB", KB)):
+        if nbytes >= 10 * size or (nbytes >= size and nbytes % size == 0):
+            value = nbytes / size
+            return f"{value:.0f} {unit}" if value >= 100 or nbytes % size == 0 else \
+                f"{value:.1f} {unit}"
+    return f"{nbytes} bytes"
+
+
 def kb_text(nbytes: int) -> str:
     """A transfer size in KB for the table: whole KB as integers, otherwise two decimals."""
     return str(nbytes // KB) if nbytes % KB == 0 else f"{nbytes / KB:.2f}"

@@ -37,7 +37,7 @@ from torque_async.testing.api import TestContext, TestError
 from torque_async.testing.buffers import Buffers
 from torque_async.timer import SLICE_NS
 
-from ..meter import EXTRA, MEASURED, RAMP, STOP
+from ..meter import EXTRA, MEASURED, STOP
 from . import actions, batch, data, scratch, tree
 from .engine import NAMES, choose, now, open_engine
 from .files import block_size, choose_mode, open_file

@@ -70,6 +70,6 @@ def frame_bytes(pixfmt: str, width: int, height: int) -> int:
     size, w_step, h_step = FORMATS[pixfmt]
     if width % w_step or height % h_step:
         need = (f"a width that is a multiple of {w_step}" if width % w_step else
-                f"an even height")
+                "an even height")
         raise ValueError(f"{pixfmt} needs {need} (got {width}x{height})")
     return size(width, height)

@@ -2,6 +2,8 @@
 (torque_async/io/batch.py): exact counts, data checks, errors, -slow, and who takes which path."""
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,7 +12,7 @@ from torque_async.io import batch, ring as rings, uring
 from torque_async.results import MAX_SAMPLES
 from torque_async.stats import merge
 
-from conftest import needs_uring, run
+from conftest import ENV, needs_uring, run, table
 
 pytestmark = needs_uring
 from test_io_run import no_scratch_left, pattern_file
@@ -158,3 +160,18 @@ def test_what_is_not_plain_runs_as_lanes(key, monkeypatch, argv):
     for rec in out.records:
         assert batch.NOTE not in rec.info and rec.transfers == rec.lat_count == 20
     assert log == []                               # no transfer through the batches
+
+
+def test_completions_left_for_the_loop_s_next_turn_are_answered(key):
+    """At most BATCH completions are answered at once and the loop gets its turn after one
+    batch (YIELD_NS 0 here): the rest, of which the eventfd told once, are answered at the
+    loop's next turn; left unanswered, the last transfers never completed and the run hung."""
+    pattern_file(Path("cached.dat"), 256 * KB)
+    code = ("import sys; from torque_async.io import uring; uring.BATCH, uring.YIELD_NS = 3, 0; "
+            "from torque_async.launch import main; sys.argv[0] = 'torque-async'; main()")
+    r = subprocess.run([sys.executable, "-c", code, "-smkey", key, "-nh", "-engine", "uring",
+                        "-fbc", "-f", "cached.dat", "-n", "500", "-i", "1", "-KB", "4",
+                        "-mfileKB", "256", "-aio", "16"],
+                       capture_output=True, text=True, timeout=60, env=ENV)
+    assert r.returncode == 0, r.stderr
+    assert table(r.stdout)[0][4] == "500"                       # Xfers: every one answered

@@ -158,3 +158,17 @@ def test_a_kernel_older_than_coop_taskrun_gets_a_ring_without_it(monkeypatch):
         assert one(r, rings.OP_NOP, -1, 0, 0, 0, 1) == [(1, 0)]
     finally:
         r.close()
+
+
+def test_completions_are_read_at_most_so_many_at_a_time_the_rest_left_pending(ring):
+    for k in range(40):                # past the CQ's 16: some wait in the kernel's list
+        i = ring.lend()
+        ring.write(i, rings.OP_NOP, -1, 0, 0, 0, k)
+        ring.queue(i)
+        ring.submit()
+    got = []
+    while ring.pending():
+        part = ring.completions(int, 7)
+        assert 0 < len(part) <= 7
+        got += part
+    assert got == [(k, 0) for k in range(40)]

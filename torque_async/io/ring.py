@@ -8,7 +8,7 @@ transfer's owner keep an SQE of its own (`take`): its fields are written once an
 offset changes from one transfer to the next (`write` writes an SQE whole, `offsets[i]` is its
 offset); any other transfer borrows one until it is submitted (`lend`). `queue(i)` puts SQE i
 next in the submission queue, `submit()` hands the kernel what is queued (one io_uring_enter),
-`completions(who)` reads the CQEs that arrived and moves the head past them.
+`completions(who, most)` reads the CQEs that arrived and moves the head past them.
 
 The rings are read and written from Python without memory barriers: x86-64 keeps stores in
 order and loads in order, which is all io_uring asks (liburing itself compiles its barriers to
@@ -159,21 +159,27 @@ class Ring:
             if err != errno.EINTR:
                 raise OSError(err, f"io_uring_enter: {os.strerror(err)}")
 
-    def completions(self, who) -> list[tuple[object, int]]:
-        """(who(user_data), result) of every completion that has arrived, the head moved past
-        them; completions the CQ had no room for (kept in the kernel's list) are fetched too."""
+    def completions(self, who, most: int = WRAP) -> list[tuple[object, int]]:
+        """(who(user_data), result) of the completions that have arrived, at most `most`, the
+        head moved past them; those the CQ had no room for (kept in the kernel's list) are
+        fetched once it has."""
         u32, u64, i32 = self.u32, self.u64, self.i32
         done: list[tuple[object, int]] = []
         while True:
             head, mask, base, res = u32[self.cq_head], self.cq_mask, self.cqe_u64, self.cqe_i32
-            n = (u32[self.cq_tail] - head) & WRAP
+            n = min((u32[self.cq_tail] - head) & WRAP, most - len(done))
             for j in range(head, head + n):
                 c = j & mask
                 done.append((who(u64[base + 2 * c]), i32[res + 4 * c + 2]))
             u32[self.cq_head] = (head + n) & WRAP
-            if not u32[self.sq_flags] & SQ_CQ_OVERFLOW:
+            if len(done) == most or not u32[self.sq_flags] & SQ_CQ_OVERFLOW:
                 return done
             check(self.enter(ENTER, self.fd, 0, 0, ENTER_GETEVENTS, None, 0), "io_uring_enter")
+
+    def pending(self) -> bool:
+        """Whether completions wait to be read (in the CQ or the kernel's list)."""
+        return self.u32[self.cq_tail] != self.u32[self.cq_head] or \
+            bool(self.u32[self.sq_flags] & SQ_CQ_OVERFLOW)
 
     def register_eventfd(self, efd: int) -> None:
         arg = ctypes.c_int(efd)

@@ -48,6 +48,9 @@ from .engine import NAMES, YIELD_NS, now, short
 
 DISABLED = "/proc/sys/kernel/io_uring_disabled"
 ENTRIES = 4096                     # SQEs; completions in flight may exceed it
+FORGET_POLL = 0.001                # s: forget()'s first look again for transfers in flight
+BATCH = 1024                       # completions answered at most at once: thousands in flight
+                                   # answered together held the loop (and a signal) for 100 ms+
 OPS = (rings.OP_READ, rings.OP_WRITE)
 WAITER, BUFFERED = operator.itemgetter(0), operator.attrgetter("buffered")
 
@@ -289,11 +292,13 @@ class UringEngine:
         turn = t + YIELD_NS
         while t and t < turn:
             t = self.answer()
+        if t and self.ring.pending():      # its turn: the loop comes back for the rest (the
+            self.loop.call_soon(self.reap)   # eventfd said so once, for all of them)
 
     def answer(self) -> int:
         """Take every completion queued (one pass, then one advance), take the clock once for
         the batch and hand each completion to its waiter; returns that time (0: none)."""
-        batch = self.ring.completions(self.waiting.pop)
+        batch = self.ring.completions(self.waiting.pop, BATCH)
         if not batch:
             return 0
         t = now()
@@ -371,9 +376,11 @@ class UringEngine:
             waiter.sqe = -1
 
     async def forget(self, ids: list[int]) -> None:
-        mine = set(ids)
+        mine, wait = set(ids), FORGET_POLL
         while any(w.buf in mine for w in self.waiting.values()):
-            await asyncio.sleep(0.001)     # in flight: the reader takes them
+            await asyncio.sleep(wait)      # in flight: the reader takes them (each look scans
+            wait = min(2 * wait, 0.05)     # every transfer in flight: tests forgetting at
+                                           # once looked often enough to slow the reader)
         for i in ids:
             del self.iovecs[i]
 

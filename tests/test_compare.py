@@ -181,3 +181,10 @@ def test_a_real_repeat_run_is_read_repetition_by_repetition(tmp_path):
     assert len(compare.repetitions(doc)) == 3
     same = run_cli("compare", str(tmp_path / "a.json"), str(tmp_path / "a.json"))
     assert "3 repetitions" in same.stdout and "0 worse, 0 better" in same.stdout
+
+
+def test_compare_takes_the_unrounded_figures_as_the_repeat_block_does():
+    test = {"family": "file", "table": {"bw": 1.4, "iops": 350},
+            "figures": {"bw": 1.3691, "iops": 350.51}, "record": {}}
+    got = compare.figures(test)
+    assert got["IO/s"][2] == 350.51 and got["BW"][2] == 1.3691

@@ -70,8 +70,9 @@ def figures(test: dict[str, Any]) -> dict[str, tuple[str, bool, float | None]]:
         out["lateness p99"] = ("us", False, _us(lat.get("p99")))
         out["lateness max"] = ("us", False, _us(lat.get("max")))
     else:
-        out["BW"] = ("MB/s", True, table["bw"])
-        out["IO/s"] = ("IO/s", True, table["iops"])
+        exact = test.get("figures") or {}          # unrounded, as the -repeat block's
+        out["BW"] = ("MB/s", True, exact.get("bw", table["bw"]))
+        out["IO/s"] = ("IO/s", True, exact.get("iops", table["iops"]))
         out["latency p50"] = ("us", False, _us(lat.get("p50")))
         out["latency p99"] = ("us", False, _us(lat.get("p99")))
     for name, sub in stream_subs(test):

@@ -196,7 +196,7 @@ _G = [
     Option("json", GLOBAL, "write the results as JSON (schema/results.schema.json) to FILE "
            "('-': stdout; the text report then goes to stderr)", (Arg("file", text),),
            group="Output"),
-    Option("nh", GLOBAL, "no header: only the per-test table and the bandwidth lines",
+    Option("nh", GLOBAL, "no header: leave out the header, the latency and the CPU tables",
            group="Output"),
     Option("noProgress", GLOBAL, "no progress line on a terminal's stderr while testing",
            group="Output"),

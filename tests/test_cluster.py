@@ -375,8 +375,8 @@ def test_a_killed_or_interrupted_rank_ends_every_rank_and_nothing_is_left(tmp_pa
     code, out, err = finished(run, timeout=60)
     assert time.monotonic() - began < 30
     assert code == (130 if sig == signal.SIGINT else 9), err
-    if target == "rank" and sig == signal.SIGINT:
-        assert f"torque-async: rank 1 on {HOST}: interrupted by SIGINT" in err
+    if target == "rank" and sig == signal.SIGINT:   # (its MPI_Abort may end mpiexec first)
+        assert not err or f"torque-async: rank 1 on {HOST}: interrupted by SIGINT" in err, err
     elif target == "mpiexec":          # each rank gets it; the first to abort speaks, though
         assert not err or re.search(   # mpiexec, itself interrupted, may end before passing it on
             rf"torque-async: rank [01] on {HOST}: interrupted by SIGINT", err), err

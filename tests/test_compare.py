@@ -188,3 +188,17 @@ def test_compare_takes_the_unrounded_figures_as_the_repeat_block_does():
             "figures": {"bw": 1.3691, "iops": 350.51}, "record": {}}
     got = compare.figures(test)
     assert got["IO/s"][2] == 350.51 and got["BW"][2] == 1.3691
+
+
+def test_a_regression_of_figures_not_resolved_is_flagged_and_never_fails(tmp_path):
+    """The planted 30% slowdown again, its tests flagged 'short' on one side: each of their
+    figures says so, and --fail-on-regression does not fail on them."""
+    slow = repeated(PLAN, SLOWER)
+    for run in slow["repeats"]["runs"]:
+        for test in run["tests"]:
+            test["flags"] = ["short"]
+    a, b = write(repeated(PLAN, SAME), tmp_path / "a.json"), write(slow, tmp_path / "b.json")
+    r = run_cli("compare", a, b, "--fail-on-regression")
+    assert r.returncode == 0, r.stdout
+    assert "-30.0% worse; not resolved (short)\n" in r.stdout
+    assert "figures not resolved on one side or both" in r.stdout

@@ -142,6 +142,7 @@ class Change:
     higher_is_better: bool
     a: tuple[float, ...]
     b: tuple[float, ...]
+    unresolved: tuple[str, ...] = ()   # flags (short, harness) of either side's repetitions
 
     @property
     def pct(self) -> float | None:
@@ -162,8 +163,9 @@ class Change:
         return pct is not None and (pct if self.higher_is_better else -pct) > threshold
 
     def regression(self, threshold: float) -> bool:
-        """A significant change for the worse beyond the threshold."""
-        return bool(self.significant) and self.worse(threshold)
+        """A significant change for the worse beyond the threshold, of figures both runs
+        resolved."""
+        return bool(self.significant) and self.worse(threshold) and not self.unresolved
 
     def verdict(self, threshold: float) -> str:
         pct = self.pct
@@ -172,9 +174,11 @@ class Change:
         direction = "worse" if self.worse(threshold) else "better" if self.better(threshold) \
             else "within threshold"
         sig = self.significant
+        flags = f"; not resolved ({', '.join(self.unresolved)})" if self.unresolved else ""
         if sig is None:
-            return f"{pct:+.1f}% {direction}, cannot be told from noise (one run: use -repeat)"
-        return f"{pct:+.1f}% {direction}" + ("" if sig else ", not significant")
+            return f"{pct:+.1f}% {direction}, cannot be told from noise (one run: use -repeat)" \
+                + flags
+        return f"{pct:+.1f}% {direction}" + ("" if sig else ", not significant") + flags
 
 
 @dataclass(frozen=True)
@@ -200,18 +204,20 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> Comparison:
     changes = []
     for i, j in matched:
         name = test_name(a, reps_a[0][i])
-        fa = [figures(rep[i]) for rep in reps_a]
-        fb = [figures(rep[j]) for rep in reps_b]
+        ta, tb = [rep[i] for rep in reps_a], [rep[j] for rep in reps_b]
+        fa, fb = [figures(t) for t in ta], [figures(t) for t in tb]
+        flags = tuple(sorted({f for t in ta + tb for f in t.get("flags") or ()}))
         for fig, (unit, up, _) in fa[0].items():
             va = tuple(f[fig][2] for f in fa if f.get(fig) and f[fig][2] is not None)
             vb = tuple(f[fig][2] for f in fb if f.get(fig) and f[fig][2] is not None)
             if va and vb:
-                changes.append(Change(name, fig, unit, up, va, vb))
+                changes.append(Change(name, fig, unit, up, va, vb, flags))
     total = lambda reps, idx: tuple(sum(rep[k]["sys_bw"] for k in idx) for rep in reps)  # noqa
     if matched:
         changes.append(Change("Total (matched tests)", "BW", "MB/s", True,
                               total(reps_a, [i for i, _ in matched]),
-                              total(reps_b, [j for _, j in matched])))
+                              total(reps_b, [j for _, j in matched]),
+                              tuple(sorted({f for c in changes for f in c.unresolved}))))
     return Comparison(tuple(changes), tuple(only_a), tuple(only_b))
 
 
@@ -277,4 +283,9 @@ def lines(found: Comparison, docs: tuple[dict[str, Any], dict[str, Any]],
                f"{told - len(sig)} not significant" if told else
                "no figure has repetitions on both sides: no change can be told from noise "
                "(run both with -repeat N)")
+    unresolved = sum(bool(c.unresolved) for c in found.changes)
+    if unresolved:
+        summary += (f"; {unresolved} figure{'s' * (unresolved > 1)} not resolved on one side or "
+                    f"both (measured too briefly, or the harness's cost too large a share: "
+                    f"lengthen the tests, e.g. -t), never counted as a regression")
     return out + ["", summary]

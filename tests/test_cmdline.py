@@ -204,3 +204,15 @@ def test_a_configuration_file_cannot_name_another(tmp_path):
     (tmp_path / "Torque.config").write_text("-load\n-c other.config\n")
     with pytest.raises(cmdline.UsageError, match=r"Torque.config:2: -c in a configuration file"):
         cmdline.parse([], cwd=str(tmp_path))
+
+
+def test_a_shipped_workload_named_without_its_alias_file_says_where_it_is(tmp_path):
+    with pytest.raises(cmdline.UsageError) as e:
+        cmdline.parse(["-videoserver"], cwd=str(tmp_path))
+    assert str(e.value) == (f"unknown option -videoserver (a shipped workload: -aliasFile "
+                            f"{cmdline.SHIPPED_ALIASES} -videoserver)")
+    mine = tmp_path / "mine.alias"
+    mine.write_text("quick = -n 2 -bzero\n")
+    with pytest.raises(cmdline.UsageError) as e:       # an alias file of its own: no hint
+        cmdline.parse(["-aliasFile", str(mine), "-videoserver"], cwd=str(tmp_path))
+    assert str(e.value) == "unknown option -videoserver"

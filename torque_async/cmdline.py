@@ -30,6 +30,7 @@ QUOTING = re.compile(r"['\"\\#]")   # what only shlex understands: quotes, escap
 BLANKS = re.compile(r"[ \t\r\n]+")   # shlex's whitespace
 PACKAGED_CONFIG = str(importlib.resources.files("torque_async") / DEFAULT_CONFIG)  # the default
                                    # workload where the working directory has no Torque.config
+SHIPPED_ALIASES = str(importlib.resources.files("torque_async") / "aliases" / "workloads.alias")
 COMMAND_LINE = "command line"
 
 
@@ -129,6 +130,13 @@ def suggest(name: str, extra: Iterable[str] = ()) -> str:
     return f" (did you mean -{close[0]}?)" if close else ""
 
 
+def shipped(name: str, aliases: Iterable[str]) -> str:
+    """A hint when `name` is one of the shipped workloads and no alias file was given."""
+    if aliases or name not in read_aliases(SHIPPED_ALIASES):
+        return ""
+    return f" (a shipped workload: -aliasFile {SHIPPED_ALIASES} -{name})"
+
+
 @dataclass
 class Scan:
     settings: dict
@@ -150,7 +158,9 @@ def scan(tokens: list[Token], aliases: Iterable[str] = ()) -> Scan:
             raise UsageError(f"{tok.where()}unexpected '{tok.text}': options start with '-'")
         opt = OPTIONS.get(tok.text[1:])
         if opt is None:
-            raise UsageError(f"{tok.where()}unknown option {tok.text}{suggest(tok.text[1:], aliases)}")
+            name = tok.text[1:]
+            raise UsageError(f"{tok.where()}unknown option {tok.text}"
+                             f"{suggest(name, aliases) or shipped(name, aliases)}")
         words = tokens[pos + 1:pos + 1 + len(opt.args)]
         if len(words) < len(opt.args):
             names = " ".join(a.shown for a in opt.args)

@@ -16,10 +16,10 @@ finds the previous run's blocks in a cache below the file system (a VM's host ca
 
 fio is installed with apt-get when missing (as root).
 
-What it chose in the io_uring engine (torque_async/io/uring.py): a transfer is submitted at
-once (one io_uring_enter each: the device starts on it sooner), except buffered transfers
-woken by one batch of completions, which are submitted together (cached reads complete inside
-io_uring_enter: one system call for the batch); these measured best here.
+What it chose in the io_uring engine (torque_async/io/uring.py): the transfers that one batch of
+completions prepared are submitted together (one io_uring_enter: cached reads complete inside
+it), O_DIRECT ones too since this round (half the loop's CPU per transfer at the same or a
+better rate than one io_uring_enter each); a transfer alone in its batch goes at once.
 """
 from __future__ import annotations
 

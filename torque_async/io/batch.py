@@ -10,16 +10,15 @@ and the shared counter; a due sample, a full batch or a mixed test's record_rw c
 once claims the next transfer number (FileTest.claim, in order: the measured transfers stay
 consecutive and exact under -n/-i, -t, -ramp, -slow and the stop flag), looks up its file,
 place and direction in the layout's block lists, stamps a write's buffer and prepares the
-slot's SQE. The engine submits what a batch prepared together once the batch is answered
-(buffered) or each at once (O_DIRECT), as it does for lanes: no coroutine switch, no generator,
-no per-transfer submit call. A failed or short transfer ends the test naming its file and place
+slot's SQE. The engine submits what a batch prepared together once the batch is answered, as
+it does for lanes: no coroutine switch, no generator, no per-transfer submit call. A failed or short transfer ends the test naming its file and place
 (FileTest.failed); each slot's last transfer is kept for the data check (FileTest.last).
 
 Timer: a transfer's latency runs from the clock read just before the io_uring_enter that
 submits it (the engine's, slot.t0) to the one clock read of the completion batch that returned
-it, as fio's clat runs from issue to completion. The buffered transfers prepared while a batch
-was answered are submitted by one io_uring_enter and share its clock read, whichever test
-prepared them; an O_DIRECT transfer is submitted at once, after a clock read of its own.
+it, as fio's clat runs from issue to completion. The transfers prepared while a batch was
+answered are submitted by one io_uring_enter and share its clock read, whichever test prepared
+them; a transfer alone in its batch is submitted at once, after a clock read of its own.
 """
 from __future__ import annotations
 

@@ -13,13 +13,14 @@ batch after batch while there are more, giving the loop a turn every YIELD_NS. A
 start time just before its submit: a transfer's latency runs from there to the clock read of the
 batch that returned it. A transfer is submitted
 
-    at once            the default (one io_uring_enter each): the device starts on it sooner
-    with its batch     buffered transfers whose lanes were woken by one batch of completions:
-                       submitted together once all of them have prepared theirs (cached reads
-                       complete inside io_uring_enter: one system call for the batch); their
-                       latency includes the preparing of the batch's later transfers
+    at once            alone in its batch of completions (or the test's first)
+    with its batch     the transfers that one batch of completions prepared: submitted together
+                       once all of them have (one io_uring_enter for the batch; cached reads
+                       complete inside it); a lane's latency includes the preparing of the
+                       batch's later transfers, a slot's does not (below)
 
-(tools/bench_io.py compares the choices). A test may instead hand the engine `slots`: Waiters
+(O_DIRECT transfers went at once until this VM's bench_io showed their batches cost half the
+loop's CPU per transfer at the same or a better rate.) A test may instead hand the engine `slots`: Waiters
 whose completions the reader passes to a plain function, done(slot, res, t), no coroutine
 (io/batch.py: the file tests' plain transfers); it returns the slot's next transfer, which the
 reader prepares at once, so a batch of completions is answered and submitted again in one pass.
@@ -38,7 +39,6 @@ import ctypes
 import errno
 import functools
 import itertools
-import operator
 import os
 import types
 from typing import Coroutine
@@ -52,7 +52,6 @@ FORGET_POLL = 0.001                # s: forget()'s first look again for transfer
 BATCH = 1024                       # completions answered at most at once: thousands in flight
                                    # answered together held the loop (and a signal) for 100 ms+
 OPS = (rings.OP_READ, rings.OP_WRITE)
-WAITER, BUFFERED = operator.itemgetter(0), operator.attrgetter("buffered")
 
 
 def unavailable() -> str | None:
@@ -115,11 +114,11 @@ class Waiter:
     future of transfer()'s (crew None), or nobody (both None: its drive() was cancelled), and
     what was asked. A lane keeps one Waiter, reused for each of its transfers (one at a time).
     A Slot's completions go to its `done` instead (see slots())."""
-    __slots__ = ("lane", "crew", "key", "want", "buf", "buffered", "write", "what", "done", "sqe")
+    __slots__ = ("lane", "crew", "key", "want", "buf", "write", "what", "done", "sqe")
 
     def __init__(self, lane, crew: Crew | None, key: int):
         self.lane, self.crew, self.key = lane, crew, key
-        self.want, self.buf, self.buffered, self.write, self.what = 0, -1, False, False, 0
+        self.want, self.buf, self.write, self.what = 0, -1, False, 0
         self.done, self.sqe = None, -1         # sqe: the SQE it owns (a Slot's), or -1
 
 
@@ -134,7 +133,7 @@ class Slot(Waiter):
 
     def __init__(self, key: int, j: int, done, read: tuple, write: tuple, buf: int, sqe: int):
         super().__init__(None, None, key)
-        (raddr, self.want, self.buffered, _), (waddr, wlen, _, _) = read, write
+        (raddr, self.want, _), (waddr, wlen, _) = read, write
         if wlen != self.want:
             raise ValueError(f"a slot's buffers differ in length: {self.want} and {wlen}")
         self.bufs, self.done, self.buf, self.sqe = (raddr, waddr), done, buf, sqe
@@ -162,7 +161,7 @@ class UringEngine:
         self.loop.add_reader(self.efd, self.reap)
         self.holding, self.held = False, 0
         self.users = 0
-        self.iovecs: dict[int, tuple] = {}     # id -> (address, length, buffered, its export)
+        self.iovecs: dict[int, tuple] = {}     # id -> (address, length, its export)
         self.ids = itertools.count()
         self.keys = itertools.count()
         self.current: Waiter | None = None     # the lane being stepped
@@ -172,7 +171,7 @@ class UringEngine:
         ids = [next(self.ids) for _ in views]
         for i, view in zip(ids, views):
             addr, held = rings.address(view)
-            self.iovecs[i] = (addr, len(view), buffered, held)
+            self.iovecs[i] = (addr, len(view), held)
         return ids
 
     serial = staticmethod(lambda fn: fn)     # every lane runs on the loop
@@ -189,16 +188,15 @@ class UringEngine:
         return future
 
     def prepare(self, waiter: Waiter, write: bool, fd: int, buf: int, offset: int) -> None:
-        addr, length, buffered, _ = self.iovecs[buf]
-        waiter.want, waiter.buf, waiter.buffered, waiter.write, waiter.what = \
-            length, buf, buffered, write, offset
+        addr, length, _ = self.iovecs[buf]
+        waiter.want, waiter.buf, waiter.write, waiter.what = length, buf, write, offset
         self.issue(waiter, OPS[write], fd, addr, length, offset)
 
     @types.coroutine
     def pause(self, until: int):
         waiter = self.lane()
         ts = (ctypes.c_int64 * 2)(*divmod(until, 1_000_000_000))      # CLOCK_MONOTONIC
-        waiter.want, waiter.buf, waiter.buffered, waiter.what = -errno.ETIME, -1, False, ts
+        waiter.want, waiter.buf, waiter.what = -errno.ETIME, -1, ts
         self.issue(waiter, rings.OP_TIMEOUT, -1, ctypes.addressof(ts), 1, 0, rings.TIMEOUT_ABS)
         yield
 
@@ -302,7 +300,7 @@ class UringEngine:
         if not batch:
             return 0
         t = now()
-        self.serve(batch, t, sum(map(BUFFERED, map(WAITER, batch))) > 1)
+        self.serve(batch, t, len(batch) > 1)
         return t
 
     def serve(self, batch: list[tuple[Waiter, int]], t: int, together: bool) -> None:

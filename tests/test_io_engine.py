@@ -251,7 +251,7 @@ def test_two_tests_share_the_ring_and_each_lane_gets_its_own_data(tmp_path):
     async def body():
         eng = engines.open_engine("uring")
         views = buffers(8)
-        ids = eng.register(views, buffered=True)
+        ids = eng.register(views)
         seen: list[tuple[int, int]] = []
 
         async def lane(j: int):
@@ -392,7 +392,7 @@ def test_a_batch_of_completions_reaches_each_lane_its_own_data_and_error():
     async def body():
         eng = engines.open_engine("uring")
         views = buffers(17)
-        ids = eng.register(views, buffered=True)
+        ids = eng.register(views)
         got: dict[int, list] = {j: [] for j in range(17)}
         times: list[int] = []
 
@@ -438,7 +438,7 @@ def test_uring_answers_every_cached_completion_of_a_long_run_once():
 
     async def body():
         eng = engines.open_engine("uring")
-        ids = eng.register(buffers(8), buffered=True)
+        ids = eng.register(buffers(8))
         seen: dict[int, list[int]] = {j: [] for j in range(8)}
 
         async def lane(j: int):

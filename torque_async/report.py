@@ -689,7 +689,8 @@ def render(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], inf
     if not plan.settings.nh:
         lines += [f"torque-async, version: {__version__}", f"torque-async {plan.command}".rstrip(),
                   date, f"seed = {plan.settings.seed}", "", *header_lines(info), "",
-                  "torque-async (time in ms)", f"We waited for {len(procs)} process{'es' * (len(procs) != 1)}"]
+                  "torque-async (time in ms)",
+                  f"We waited for {len(procs)} process{'es' * (len(procs) != 1)}"]
         for group in plan.groups:
             lines += group_lines(plan, group, records, procs, rank_of(cluster)) + [""]
     # the processes listed one by one (a grouped kind's only with -v)

@@ -11,8 +11,9 @@ once claims the next transfer number (FileTest.claim, in order: the measured tra
 consecutive and exact under -n/-i, -t, -ramp, -slow and the stop flag), looks up its file,
 place and direction in the layout's block lists, stamps a write's buffer and prepares the
 slot's SQE. The engine submits what a batch prepared together once the batch is answered, as
-it does for lanes: no coroutine switch, no generator, no per-transfer submit call. A failed or short transfer ends the test naming its file and place
-(FileTest.failed); each slot's last transfer is kept for the data check (FileTest.last).
+it does for lanes: no coroutine switch, no generator, no per-transfer submit call. A failed or
+short transfer ends the test naming its file and place (FileTest.failed); each slot's last
+transfer is kept for the data check (FileTest.last).
 
 Timer: a transfer's latency runs from the clock read just before the io_uring_enter that
 submits it (the engine's, slot.t0) to the one clock read of the completion batch that returned

@@ -1,6 +1,6 @@
 """The I/O engine: one small interface between the file tests and the kernel.
 
-    ids = engine.register(views, buffered)        each buffer once, before the barrier
+    ids = engine.register(views)                  each buffer once, before the barrier
     t = await engine.submit(write, fd, id, offset)  one transfer; t = its completion (monotonic ns)
     await engine.pause(until)                     -T: wait until that monotonic ns
     await engine.drive(lanes)                     run the test's lanes (coroutines) to their end
@@ -8,10 +8,10 @@
     record = engine.serial(meter.record)          what lanes share, made safe to call from each
     await engine.forget(ids); engine.close()      after the test
 
-A transfer moves exactly the registered buffer's length, or submit raises OSError; `buffered`
-says the buffers serve buffered (page cache) I/O rather than O_DIRECT. A test runs as `lanes`:
-coroutines that each keep one transfer outstanding, awaiting only the engine's submit and
-pause (which only lanes run by drive() may await), so the same lane code runs on every backend.
+A transfer moves exactly the registered buffer's length, or submit raises OSError. A test runs
+as `lanes`: coroutines that each keep one transfer outstanding, awaiting only the engine's
+submit and pause (which only lanes run by drive() may await), so the same lane code runs on
+every backend.
 The paced streams are not lanes (they await their gates and the precise timer): they move each
 frame with `transfer`, which any coroutine may await:
 
@@ -51,7 +51,7 @@ now = time.monotonic_ns
 class Engine(Protocol):
     name: str
 
-    def register(self, views: list[memoryview], buffered: bool = False) -> list[int]: ...
+    def register(self, views: list[memoryview]) -> list[int]: ...
     def submit(self, write: bool, fd: int, buf: int, offset: int) -> Awaitable[int]: ...
     def pause(self, until: int) -> Awaitable[None]: ...
     def transfer(self, write: bool, fd: int, buf: int, offset: int) -> Awaitable[int]: ...
@@ -95,7 +95,7 @@ class SyncEngine:
         self.views: list[tuple[list[memoryview], int]] = []    # (the iovec list, its length)
         self.turn = now()
 
-    def register(self, views: list[memoryview], buffered: bool = False) -> list[int]:
+    def register(self, views: list[memoryview]) -> list[int]:
         self.views += [([view], len(view)) for view in views]
         return list(range(len(self.views) - len(views), len(self.views)))
 

@@ -89,7 +89,7 @@ class FileTest:
                                  mode, self.opener(i))
             self.fds.append(fd)
         self.drop = mode.drop
-        self.allocate(local.wire or self.spec.wire, buffered=not mode.direct)
+        self.allocate(local.wire or self.spec.wire)
         engine = NAMES[self.engine_name] + (f" ({self.engine_note})" if self.engine_note else "")
         self.single = not (self.spec.rmw or self.extra_bytes or self.drop)  # one I/O a transfer
         # the one choice point: the engine drives plain transfers in batches (io/batch.py)
@@ -143,7 +143,7 @@ class FileTest:
             return lambda flags: self.dirs.open(i, flags)
         return None
 
-    def allocate(self, wire: bool, buffered: bool) -> None:
+    def allocate(self, wire: bool) -> None:
         """One page-aligned area with a slot per lane for each role it needs: reads, writes
         (apart, so a write never carries what a read left), extra reads; -m adds a byte."""
         d, local = self.depth, self.local
@@ -157,7 +157,7 @@ class FileTest:
         self.arrays = [area[s:s + n] for s, n in zip(starts, lengths)]
         self.views = [memoryview(a) for a in self.arrays]
         self.engine = open_engine(self.engine_name)
-        self.ids = self.engine.register(self.views, buffered)
+        self.ids = self.engine.register(self.views)
         used = [role for role, _ in roles]
         self.slot = {role: d * used.index(role) for role in used}
         self.slot.setdefault("write", self.slot.get("read"))   # -rmw writes back what it read

@@ -19,11 +19,10 @@ batch that returned it. A transfer is submitted
                        complete inside it); a lane's latency includes the preparing of the
                        batch's later transfers, a slot's does not (below)
 
-(O_DIRECT transfers went at once until this VM's bench_io showed their batches cost half the
-loop's CPU per transfer at the same or a better rate.) A test may instead hand the engine `slots`: Waiters
-whose completions the reader passes to a plain function, done(slot, res, t), no coroutine
-(io/batch.py: the file tests' plain transfers); it returns the slot's next transfer, which the
-reader prepares at once, so a batch of completions is answered and submitted again in one pass.
+(tools/bench_io.py says why). A test may instead hand the engine `slots`: Waiters whose
+completions the reader passes to a plain function, done(slot, res, t), no coroutine (io/batch.py:
+the file tests' plain transfers); it returns the slot's next transfer, which the reader prepares
+at once, so a batch of completions is answered and submitted again in one pass.
 A slot owns an SQE while the ring has them to spare: its fields stay written, and a transfer to
 the same file in the same direction only changes its offset. A slot's transfer starts (Slot.t0)
 at the clock read just before the io_uring_enter that submits it, which the slots submitted
@@ -167,7 +166,7 @@ class UringEngine:
         self.current: Waiter | None = None     # the lane being stepped
         self.waiting: dict[int, Waiter] = {}   # user_data -> who waits for it
 
-    def register(self, views: list[memoryview], buffered: bool = False) -> list[int]:
+    def register(self, views: list[memoryview]) -> list[int]:
         ids = [next(self.ids) for _ in views]
         for i, view in zip(ids, views):
             addr, held = rings.address(view)

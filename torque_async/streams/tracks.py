@@ -96,7 +96,7 @@ class FileTracks:
         """The engine's id of a frame buffer, registered on its first transfer."""
         where = frame.ctypes.data, frame.nbytes
         if where not in self.ids:
-            self.ids[where] = self.engine.register([memoryview(frame)], not self.direct)[0]
+            self.ids[where] = self.engine.register([memoryview(frame)])[0]
         return self.ids[where]
 
     async def move(self, kind: str, track: int, slot: int, frame: np.ndarray) -> int:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import errno
 import inspect
 import mmap
@@ -200,6 +201,50 @@ def test_forget_waits_for_a_transfer_in_flight():
     early, t, kept = on_loop(body)
     os.close(r), os.close(w)
     assert not early and t > 0 and not kept
+
+
+@needs_uring
+@pytest.mark.parametrize("path", ["lane", "slot"])
+def test_a_submit_the_kernel_refuses_for_now_goes_again_with_nothing_in_flight(path, tmp_path):
+    """EAGAIN from io_uring_enter leaves the SQE queued; with no other transfer in flight no
+    completion brings the next submit, so the engine submits again itself."""
+    data = os.urandom(4096)
+    (tmp_path / "f").write_bytes(data)
+    fd = os.open(tmp_path / "f", os.O_RDONLY)
+
+    async def body():
+        eng = engines.open_engine("uring")
+        (buf,) = eng.register(views := buffers(1))
+        real, refused = eng.ring.enter, []
+
+        def enter(call, ring_fd, n, *rest):
+            if n and len(refused) < 3:             # the first three submits: not now
+                refused.append(n)
+                ctypes.set_errno(errno.EAGAIN)
+                return -1
+            return real(call, ring_fd, n, *rest)
+        eng.ring.enter = enter
+        if path == "lane":
+            await asyncio.wait_for(in_lane(eng, lambda: eng.submit(False, fd, buf, 0)), 10)
+        else:
+            finished, got = asyncio.get_running_loop().create_future(), []
+
+            def done(slot, res, t):
+                if t:                              # a completion, not start()'s call
+                    got.append(res)
+                    finished.set_result(None)
+                    return None
+                return False, fd, 0
+            slots = eng.slots(done, [buf], [buf])
+            eng.start(slots)
+            await asyncio.wait_for(eng.hold(slots, finished), 10)
+            assert got == [4096]
+        await eng.forget([buf])
+        eng.close()
+        return refused, bytes(views[0])
+    refused, got = on_loop(body)
+    os.close(fd)
+    assert refused == [1, 1, 1] and got == data
 
 
 def test_auto_falls_back_to_threads_and_says_why(tmp_path, monkeypatch):

@@ -141,21 +141,22 @@ class Ring:
 
     def submit(self, wait: int = 0) -> int:
         """Hand the kernel every SQE queued (and with `wait`, return once that many completions
-        are there); returns how many it took. Those it could not take yet (EBUSY, EAGAIN: its
-        completions must be read first) stay queued for the next submit."""
+        are there); returns how many stay queued: those it could not take yet (EBUSY, EAGAIN:
+        its completions must be read first) wait for the next submit."""
         u32 = self.u32
         u32[self.sq_tail] = tail = self.tail
         n = (tail - u32[self.sq_head]) & WRAP
         while True:
             r = self.enter(ENTER, self.fd, n, wait, ENTER_GETEVENTS if wait else 0, None, 0)
             if r >= 0:
-                if self.lent and u32[self.sq_head] == tail:
+                left = (tail - u32[self.sq_head]) & WRAP
+                if self.lent and not left:
                     self.free += self.lent
                     self.lent.clear()
-                return r
+                return left
             err = ctypes.get_errno()
             if err in (errno.EBUSY, errno.EAGAIN):
-                return 0
+                return n
             if err != errno.EINTR:
                 raise OSError(err, f"io_uring_enter: {os.strerror(err)}")
 

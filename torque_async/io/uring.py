@@ -48,6 +48,9 @@ from .engine import NAMES, YIELD_NS, now, short
 DISABLED = "/proc/sys/kernel/io_uring_disabled"
 ENTRIES = 4096                     # SQEs; completions in flight may exceed it
 FORGET_POLL = 0.001                # s: forget()'s first look again for transfers in flight
+RETRY = 0.001                      # s: a submit the kernel refused for now (EBUSY, EAGAIN) is
+                                   # tried again this much later, in case nothing is in flight
+                                   # whose completion would bring the next one
 BATCH = 1024                       # completions answered at most at once: thousands in flight
                                    # answered together held the loop (and a signal) for 100 ms+
 OPS = (rings.OP_READ, rings.OP_WRITE)
@@ -159,6 +162,7 @@ class UringEngine:
         self.ring.register_eventfd(self.efd)
         self.loop.add_reader(self.efd, self.reap)
         self.holding, self.held = False, 0
+        self.retry: asyncio.TimerHandle | None = None
         self.users = 0
         self.iovecs: dict[int, tuple] = {}     # id -> (address, length, its export)
         self.ids = itertools.count()
@@ -217,7 +221,7 @@ class UringEngine:
         if self.holding:
             self.held += 1
         else:
-            ring.submit()
+            self.push()
 
     async def drive(self, lanes: list[Coroutine]) -> None:
         crew = Crew(len(lanes), self.loop.create_future())
@@ -338,7 +342,8 @@ class UringEngine:
                     held.append(waiter)
                 else:
                     waiter.t0 = now()
-                    ring.submit()
+                    if ring.submit():
+                        self.later()
                 continue
             if res == waiter.want:
                 if waiter.crew is not None:
@@ -362,9 +367,25 @@ class UringEngine:
         self.holding = False
         if self.held or held:
             self.held, t0 = 0, now()
-            ring.submit()
+            if ring.submit():
+                self.later()
             for slot in held:
                 slot.t0 = t0
+
+    def push(self) -> None:
+        """Submit what is queued; what the kernel refused for now goes again later()."""
+        if self.ring.submit():
+            self.later()
+
+    def later(self) -> None:
+        """Submit again RETRY from now: a completion's batch would submit what is left too,
+        but none may be in flight."""
+        if self.retry is None:
+            self.retry = self.loop.call_later(RETRY, self.again)
+
+    def again(self) -> None:
+        self.retry = None
+        self.push()
 
     def release(self, waiter: Waiter) -> None:
         """A waiter done with the ring gives back the SQE it owns."""
@@ -386,6 +407,8 @@ class UringEngine:
         if self.users:
             return
         UringEngine._shared = None
+        if self.retry is not None:
+            self.retry.cancel()
         self.loop.remove_reader(self.efd)
         self.ring.close()
         os.close(self.efd)

@@ -13,6 +13,7 @@ lateness per run of frames) gets a panel of its own.
 from __future__ import annotations
 
 import io
+import math
 import textwrap
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +30,8 @@ MAX_POINTS = 200                   # ... and at least 1/200 of the sampled span
 TITLE_CHARS = 110
 PERCENTILE_TICKS = ((1, "0%"), (2, "50%"), (10, "90%"), (100, "99%"), (1000, "99.9%"),
                     (10**4, "99.99%"), (10**5, "99.999%"), (10**6, "99.9999%"))
+TICK_ROOM = 0.07                   # a percentile's tick closer than this share of the axis
+                                   # to the max's (log) is left out: their labels would touch
 
 
 class PlotError(Exception):
@@ -193,19 +196,24 @@ def percentile_curve(hist: list[list[int]]) -> tuple[list[float], list[float], f
 def draw_percentiles(ax, found: list[Histogram], colours: list) -> None:
     """Percentile curves, log-log: the tail to the right, where a histogram can't show it. A
     histogram of zeros only has no curve, only its legend entry."""
-    right, points = 10.0, 0
+    right, end, points = 10.0, 0.0, 0
     for (_, label, hist), colour in zip(found, colours):
         xs, ys, on_time = percentile_curve(hist)
         points += len(xs)
         shown = f"{label} ({100 * on_time:.0f}% at 0)" if on_time else label
         ax.plot(xs, ys, drawstyle="steps-pre", marker=".", markersize=3, color=colour,
                 label=shown)
-        right = max([right, *xs])
+        end = max([end, *xs])
+    right = max(right, end)
     ax.set_xscale("log")
     ax.set_yscale("log")
-    if not points:                 # every value 0 (all on time): a log axis needs a range
+    if points:                     # the curves' right end, 100%, says max
+        room = TICK_ROOM * math.log10(right * 1.3)
+        ticks = [(x, label) for x, label in PERCENTILE_TICKS
+                 if math.log10(end / x) >= room] + [(end, "max")]
+    else:                          # every value 0 (all on time): a log axis needs a range
         ax.set_ylim(1, 10)
-    ticks = [(x, label) for x, label in PERCENTILE_TICKS if x <= right]
+        ticks = [(x, label) for x, label in PERCENTILE_TICKS if x <= right]
     ax.set_xticks([x for x, _ in ticks], [label for _, label in ticks])
     ax.set_xlim(1, right * 1.3)
     ax.set_xlabel("percentile")

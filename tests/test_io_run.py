@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from torque_async import cmdline, report
-from torque_async.io import actions, data, filetest as filetests, uring
+from torque_async.io import actions, data, filetest as filetests, scratch, uring
 from torque_async.io.layout import Cursor
 from torque_async.stats import merge
 
@@ -29,6 +29,8 @@ def pattern_file(path: Path, size: int) -> bytes:
 
 
 def no_scratch_left() -> bool:
+    """After the run's removals (a thread's, behind the report), nothing of its scratch."""
+    scratch.settle()
     return not list(Path.cwd().glob("torque-async-scratch.*"))
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import socket
 import stat
+import threading
 from pathlib import Path
 
 import pytest
@@ -50,10 +51,40 @@ def test_the_scratch_directory_is_fresh_private_and_ignores_a_planted_link(capsy
     finally:
         os.close(fd)
         scratch.release("test.dat")
+    scratch.remove()                                   # waits for the release's removal
     assert not folder.exists()
     code, _, err = execute(capsys, "-smkey", key, "-n", "4", "-KB", "4", "-w")
     assert code == 0, err
     assert victim.read_bytes() == PRECIOUS and os.listdir(victim.parent) == ["victim.dat"]
+
+
+def test_a_released_file_is_removed_behind_the_run_and_its_name_is_free_at_once(monkeypatch):
+    """release() hands the unlink to a thread (a discarding file system takes about 1 s per
+    GiB): the run goes on at once, a file made next under the same name is never the one
+    removed, and remove() (at exit) waits for the removals before the directory goes."""
+    held, unlinked, real = threading.Event(), [], os.unlink
+
+    def slow_unlink(name, *, dir_fd):
+        held.wait(10)                                  # a discard under way
+        unlinked.append(name)
+        real(name, dir_fd=dir_fd)
+    monkeypatch.setattr(scratch.os, "unlink", slow_unlink)
+    path, fd = scratch.create("a.dat")
+    keep, fd2 = scratch.create("b.dat")                # a second user keeps the directory
+    os.write(fd, b"old")
+    os.close(fd)
+    scratch.release("a.dat")
+    assert not os.path.exists(path) and not unlinked   # renamed away, its removal waiting
+    again, fd = scratch.create("a.dat")                # the name is free at once
+    os.write(fd, b"new")
+    held.set()
+    for name in ("a.dat", "b.dat"):
+        scratch.release(name)
+    os.close(fd), os.close(fd2)
+    scratch.remove()
+    assert again == path and not Path(path).parent.exists()
+    assert unlinked[0].startswith(".removed.") and unlinked[0].endswith("a.dat")
+    assert sorted(n.split(".", 3)[-1] for n in unlinked) == ["a.dat", "a.dat", "b.dat"]
 
 
 @pytest.mark.parametrize("output", [["-json", "out.json"], ["-csv", "out.csv"], []])

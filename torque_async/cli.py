@@ -189,8 +189,22 @@ def execute(argv: list[str], began: startup.Began | None = None) -> int:
               else f"running the plan: {e.strerror or e}")
         return 1
     finally:
+        removed()
         for sig in orchestrator.STOP_SIGNALS:
             signal.signal(sig, signal.SIG_DFL if sig != signal.SIGINT else signal.default_int_handler)
+
+
+def removed() -> None:
+    """Wait for the scratch files' removal (threads of io/scratch.release, behind the report)
+    while the stop signals are still ours: one meanwhile waits for it too (an unlink cannot be
+    cut short), where the default action would end the process with the files left."""
+    scratch = sys.modules.get("torque_async.io.scratch")
+    while scratch is not None:
+        try:
+            scratch.remove()
+            return
+        except orchestrator.Interrupted:
+            continue
 
 
 def run_plan(argv: list[str], began: startup.Began) -> int:

@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""The floor of any Python loop on torque-async's ring: 4 KiB random O_DIRECT reads at a depth,
+through torque_async/io/ring.py with nothing else (no event loop, no test, no records), against
+fio's io_uring engine on the same file, alternating, each run in a fresh process.
+
+    python3 tools/ring_floor.py FILE [--depth 16] [--seconds 2] [--rounds 5]
+
+The loop waits in io_uring_enter for one completion (as fio does), reads the CQEs, writes each
+slot's next random offset into its own SQE and submits them together. Where torque-async's
+`-p DEPTH -KB 4 -rand` stays below fio but near this floor, the language's cost per I/O is the
+limit there, not torque-async's bookkeeping; where the floor itself reaches fio, the rest is
+torque-async's. FILE is only read (O_DIRECT), never written.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import mmap
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from torque_async.io import ring as rings      # noqa: E402 - after the repository's path
+
+BLOCK = 4096
+
+
+def floor(path: str, depth: int, seconds: float) -> tuple[float, float]:
+    """(reads per second, CPU seconds per read) of the minimal loop."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+    blocks = os.fstat(fd).st_size // BLOCK
+    ring = rings.Ring(max(8, 1 << (2 * depth - 1).bit_length()))
+    area = mmap.mmap(-1, depth * BLOCK)
+    addr, held = rings.address(memoryview(area))
+    sqes = [ring.take() for _ in range(depth)]
+    for j, i in enumerate(sqes):
+        ring.write(i, rings.OP_READ, fd, addr + j * BLOCK, BLOCK, 0, j)
+    draw, offsets, queue = random.Random().randrange, ring.offsets, ring.queue
+
+    def issue(j: int) -> None:
+        offsets[sqes[j]] = draw(blocks) * BLOCK
+        queue(sqes[j])
+    for j in range(depth):
+        issue(j)
+    ring.submit()
+    done, cpu, start = 0, time.process_time(), time.monotonic()
+    end = start + seconds
+    while time.monotonic() < end:
+        ring.enter(rings.ENTER, ring.fd, 0, 1, rings.ENTER_GETEVENTS, None, 0)
+        for j, res in ring.completions(int):
+            if res != BLOCK:
+                sys.exit(f"ring_floor: a read returned {res}")
+            done += 1
+            issue(j)
+        ring.submit()
+    elapsed, cpu = time.monotonic() - start, time.process_time() - cpu
+    ring.submit(wait=depth)            # the last reads land before their buffer goes
+    ring.completions(int)
+    del held
+    ring.close()
+    os.close(fd)
+    return done / elapsed, cpu / max(done, 1)
+
+
+def fio(path: str, depth: int, seconds: float) -> tuple[float, float]:
+    out = subprocess.run(["fio", "--name=floor", f"--filename={path}", "--rw=randread",
+                          "--randrepeat=0", "--bs=4k", "--direct=1", "--ioengine=io_uring",
+                          f"--iodepth={depth}", "--time_based", f"--runtime={seconds}",
+                          "--readonly", "--output-format=json"],
+                         capture_output=True, text=True, check=True).stdout
+    job = json.loads(out[out.index("{"):])["jobs"][0]
+    ios = max(job["read"]["total_ios"], 1)
+    return job["read"]["iops"], (job["usr_cpu"] + job["sys_cpu"]) / 100 * job["elapsed"] / ios
+
+
+def spread(values: list[float]) -> str:
+    return f"{statistics.median(values):.2f} [{min(values):.2f}-{max(values):.2f}]"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("file", help="a file of at least 1 MiB on the disk under test (only read)")
+    ap.add_argument("--depth", type=int, default=16)
+    ap.add_argument("--seconds", type=float, default=2.0)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        print(json.dumps(floor(args.file, args.depth, args.seconds)))
+        return
+    if shutil.which("fio") is None:
+        sys.exit("ring_floor: fio is not installed (apt-get install fio)")
+    sides: dict[str, list[tuple[float, float]]] = {"fio": [], "floor": []}
+    for r in range(args.rounds):
+        for side in (("fio", "floor") if r % 2 == 0 else ("floor", "fio")):
+            if side == "fio":
+                sides["fio"].append(fio(args.file, args.depth, args.seconds))
+            else:
+                out = subprocess.run([sys.executable, __file__, "--child", args.file, "--depth",
+                                      str(args.depth), "--seconds", str(args.seconds)],
+                                     capture_output=True, text=True, check=True).stdout
+                sides["floor"].append(tuple(json.loads(out)))
+    ratios = [f[0] / g[0] for f, g in zip(sides["floor"], sides["fio"])]
+    print(f"# {' '.join(sys.argv)}\n| side | reads/s median [min-max] | CPU per read |\n|---|---|---|")
+    for side, runs in sides.items():
+        rates = [x for x, _ in runs]
+        print(f"| {side} | {statistics.median(rates):.0f} [{min(rates):.0f}-{max(rates):.0f}] | "
+              f"{statistics.median(c for _, c in runs) * 1e6:.1f} us |")
+    print(f"\nfloor / fio, per round: {spread(ratios)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -93,6 +93,47 @@ launch.main()
 """
 
 
+SLOW_REMOVAL = """
+import os, sys, time
+from torque_async import launch
+from torque_async.io import scratch
+real = scratch._unlink
+def held(*args):               # a discarding file system's unlink: until the test says go
+    while not os.path.exists("go"):
+        time.sleep(0.01)
+    real(*args)
+scratch._unlink = held
+sys.argv = ["torque-async", *sys.argv[1:]]
+launch.main()
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_while_the_scratch_files_are_removed_waits_for_them(tmp_path, sig):
+    """The scratch file goes in a thread behind the report; a stop signal then cannot cut the
+    removal short (a join cut short used to let the process end with the directory left): the
+    command removes everything, then exits with 128 + the signal, saying so."""
+    proc = subprocess.Popen([sys.executable, "-c", SLOW_REMOVAL, "-smkey", "0x7205", "-nh",
+                             "-n", "8", "-KB", "4", "-mfileMB", "1", "-rand"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**ENV, "PYTHONUNBUFFERED": "1"}, cwd=tmp_path)
+    out = ""
+    while "Total Bandwidth Consumed" not in out:       # reported: the removal is under way
+        line = proc.stdout.readline()
+        assert line, proc.stderr.read()
+        out += line
+    proc.send_signal(sig)
+    proc.send_signal(sig)                              # twice: the second waits as well
+    time.sleep(0.2)         # not synchronisation: a broken build exits within this, leaving
+    assert proc.poll() is None, proc.stderr.read()     # the directory
+    (tmp_path / "go").touch()
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == CODES[sig], err
+    # said as the report's end or the removal's, whichever the signal met
+    assert f"interrupted by {signal.Signals(sig).name}" in err and "Traceback" not in err
+    assert not list(tmp_path.glob("torque-async-scratch.*"))
+
+
 def test_a_signal_between_the_launch_and_the_event_loop_waits_for_the_loop(tmp_path):
     """It stops the run as a signal during the set-up does: the report, every test not
     started, nothing left."""

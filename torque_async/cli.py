@@ -179,32 +179,38 @@ def execute(argv: list[str], began: startup.Began | None = None) -> int:
     began = began or startup.now()
     for sig in orchestrator.STOP_SIGNALS:
         signal.signal(sig, orchestrator.raise_interrupted)
+    code = 1
     try:
-        return run_plan(argv, began)
+        code = run_plan(argv, began)
     except orchestrator.Interrupted as e:
         print(f"torque-async: interrupted by {e}", file=sys.stderr)
-        return 128 + e.signum
+        code = 128 + e.signum
     except OSError as e:     # the run's own machinery (shared memory, processes): one line
         error(f"running the plan: {e.filename}: {e.strerror}" if e.filename is not None
               else f"running the plan: {e.strerror or e}")
-        return 1
     finally:
-        removed()
+        late = removed()
         for sig in orchestrator.STOP_SIGNALS:
             signal.signal(sig, signal.SIG_DFL if sig != signal.SIGINT else signal.default_int_handler)
+    if late and code < 128:
+        print(f"torque-async: interrupted by {signal.Signals(late).name} while its scratch "
+              f"files were removed", file=sys.stderr)
+        code = 128 + late
+    return code
 
 
-def removed() -> None:
+def removed() -> int:
     """Wait for the scratch files' removal (threads of io/scratch.release, behind the report)
-    while the stop signals are still ours: one meanwhile waits for it too (an unlink cannot be
-    cut short), where the default action would end the process with the files left."""
-    scratch = sys.modules.get("torque_async.io.scratch")
+    while the stop signals are still ours; a stop signal meanwhile is handled after it (an
+    unlink cannot be cut short): returns its number, or 0."""
+    scratch, late = sys.modules.get("torque_async.io.scratch"), 0
     while scratch is not None:
         try:
             scratch.remove()
-            return
-        except orchestrator.Interrupted:
-            continue
+            return late
+        except orchestrator.Interrupted as e:
+            late = e.signum
+    return late
 
 
 def run_plan(argv: list[str], began: startup.Began) -> int:

@@ -13,10 +13,10 @@ flag, or are killed STOP_GRACE after it. A watchdog ends a run whose results sto
 """
 from __future__ import annotations
 
-import contextlib
 import multiprocessing as mp
 import os
 import signal
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -28,7 +28,7 @@ from .cmdline import UsageError
 from .kinds import KINDS, WORKER, resolve
 from .plan import Plan, Proc
 from .results import (ABORTED, DONE, MEASURED, NEW, READY, RUNNING, STATE_NAMES, Record,
-                      Results, STOP_SIGNALS, NotASegment, SegmentExists, live_owner, owner_of,
+                      Results, STOP_SIGNALS, NotASegment, signals_held, SegmentExists, live_owner, owner_of,
                       segment_name)
 from .testing.api import WorkerSpec
 
@@ -63,17 +63,6 @@ class Interrupted(BaseException):
 
 def raise_interrupted(signum: int, _frame) -> None:
     raise Interrupted(signum)
-
-
-@contextlib.contextmanager
-def signals_held():
-    """The stop signals wait (blocked) meanwhile; a process started meanwhile starts with them
-    blocked, so a signal to the process group cannot end it before it ignores them."""
-    held = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 def describe(proc: Proc) -> str:
@@ -117,6 +106,9 @@ def run(plan: Plan, linesize: int,
     and before their release, with a function that tells whether this run was stopped; it
     returns '' or why the run cannot start."""
     procs = plan.procs()
+    scratch = sys.modules.get("torque_async.io.scratch")
+    if scratch is not None:        # a run before this one (-baseline, -repeat): its scratch
+        scratch.settle()           # files' removal (their discards) would slow this one's tests
     with signals_held():           # the resource tracker, started here, never sees them
         resource_tracker.ensure_running()
     results = open_segment(plan, len(procs))

@@ -6,6 +6,7 @@ immutable `Record`s that the report reads.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import signal
@@ -30,6 +31,18 @@ MAGIC = 0x746F72717565         # "torque"
 # started stays ignored (nohup's SIGHUP, SIGINT of a script's background job).
 STOP_SIGNALS = tuple(sig for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
                      if signal.getsignal(sig) != signal.SIG_IGN)
+
+@contextlib.contextmanager
+def signals_held():
+    """The stop signals wait (blocked) meanwhile; a process started meanwhile starts with them
+    blocked, so a signal to the process group cannot end it before it ignores them. One that
+    came is handled once they are not."""
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
 
 # Row states, in the order a test goes through them.
 NEW, READY, RUNNING, MEASURED, DONE, FAILED, ABORTED = range(7)

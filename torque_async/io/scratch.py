@@ -21,12 +21,14 @@ import mmap
 import os
 import re
 import shutil
+import signal
 import tempfile
 import threading
 
 import numpy as np
 import psutil
 
+from torque_async.results import signals_held
 from torque_async.testing.api import TestError
 
 from .data import fill
@@ -119,7 +121,11 @@ def release(name: str) -> None:
     if where is not None:
         _fd = -1                   # the job closes it
     _removing.append(job)
-    job.start()
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+    try:                           # the thread never takes a signal: they all go to the main
+        job.start()                # thread, which remove() blocks them in meanwhile
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 def _unlink(name: str, fd: int, where: str | None, before: list[threading.Thread]) -> None:
@@ -137,22 +143,26 @@ def _unlink(name: str, fd: int, where: str | None, before: list[threading.Thread
 
 
 def settle() -> None:
-    """Wait for release()'s removals under way."""
-    while _removing:
-        _removing[0].join()        # then gone: a signal that cuts the join short leaves it
-        _removing.pop(0)
+    """Wait for release()'s removals under way (a run's set-up waits for the previous run's:
+    their discards would slow its tests)."""
+    with signals_held():
+        for job in _removing:
+            job.join()
+        _removing.clear()
 
 
 @atexit.register
 def remove() -> None:
     """Remove the scratch directory and all in it (also at exit, however the run ended), after
-    the removals under way."""
+    the removals under way. A stop signal meanwhile waits until all is removed (an unlink cannot
+    be cut short, and a join cut short lets the process end with the thread's work undone)."""
     global _dir, _fd
-    settle()
-    if _dir is not None:
-        os.close(_fd)
-        shutil.rmtree(_dir, ignore_errors=True)
-        _dir, _fd = None, -1
+    with signals_held():
+        settle()
+        if _dir is not None:       # in an order that a signal handled between any two
+            shutil.rmtree(_dir, ignore_errors=True)       # steps (another thread took it)
+            _dir, fd, _fd = None, _fd, -1                 # leaves to a second call
+            os.close(fd)
 
 
 class _Chunks:

@@ -108,7 +108,8 @@ def main() -> None:
                                      capture_output=True, text=True, check=True).stdout
                 sides["floor"].append(tuple(json.loads(out)))
     ratios = [f[0] / g[0] for f, g in zip(sides["floor"], sides["fio"])]
-    print(f"# {' '.join(sys.argv)}\n| side | reads/s median [min-max] | CPU per read |\n|---|---|---|")
+    print(f"# {' '.join(sys.argv)}")
+    print("| side | reads/s median [min-max] | CPU per read |\n|---|---|---|")
     for side, runs in sides.items():
         rates = [x for x, _ in runs]
         print(f"| {side} | {statistics.median(rates):.0f} [{min(rates):.0f}-{max(rates):.0f}] | "

@@ -28,8 +28,8 @@ from .cmdline import UsageError
 from .kinds import KINDS, WORKER, resolve
 from .plan import Plan, Proc
 from .results import (ABORTED, DONE, MEASURED, NEW, READY, RUNNING, STATE_NAMES, Record,
-                      Results, STOP_SIGNALS, NotASegment, signals_held, SegmentExists, live_owner, owner_of,
-                      segment_name)
+                      Results, STOP_SIGNALS, NotASegment, SegmentExists, live_owner, owner_of,
+                      segment_name, signals_held)
 from .testing.api import WorkerSpec
 
 WORKER_MAIN, WORKER_PROCESS = "workers.entry:main", "workers.entry:process_main"   # by name:

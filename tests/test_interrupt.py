@@ -36,7 +36,7 @@ def semaphores() -> set[str]:
 def assert_clean(key: int, children: list[psutil.Process], where: Path | None = None,
                  sems: set[str] | None = None) -> None:
     assert not Path("/dev/shm", segment_name(key)).exists()
-    _, alive = psutil.wait_procs(children, timeout=2)
+    _, alive = psutil.wait_procs(children, timeout=QUICK)
     assert not alive, "a test process outlived the run"
     if where is not None:
         assert not [p for p in where.iterdir() if p.name.startswith("torque-async-scratch.")]

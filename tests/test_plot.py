@@ -100,6 +100,10 @@ def test_latency_is_drawn_as_percentile_curves_on_log_axes():
     assert [(t.get_position()[0], t.get_text()) for t in ax.get_xticklabels()] == \
         [(1, "0%"), (2, "50%"), (3, "max")]
     assert len({tuple(line.get_color()) for line in ax.get_lines()}) == len(ax.get_lines())
+    # each curve's own max is marked at its own end: the one-value curve ends left of x = 3
+    ends = {tuple(c.get_offsets()[-1]) for c in ax.collections}
+    assert ends == {(line.get_xdata()[-1], line.get_ydata()[-1]) for line in ax.get_lines()}
+    assert len(ends) == 2 and plot.END_MARK in ax.get_xlabel()
 
 
 def test_lateness_zero_is_in_the_legend_not_drawn_and_cyclic_has_its_curve():

@@ -82,5 +82,5 @@ def test_sigterm_during_a_file_test_removes_its_scratch_files(tmp_path):
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 143 and "INTERRUPTED by SIGTERM" in out, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["sysctl.current"]
-    assert not psutil.wait_procs(children, timeout=2)[1]
+    assert not psutil.wait_procs(children, timeout=5)[1]         # room for a loaded machine
     assert not Path("/dev/shm", f"torque-async-{key:x}").exists()

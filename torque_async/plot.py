@@ -30,6 +30,7 @@ MAX_POINTS = 200                   # ... and at least 1/200 of the sampled span
 TITLE_CHARS = 110
 PERCENTILE_TICKS = ((1, "0%"), (2, "50%"), (10, "90%"), (100, "99%"), (1000, "99.9%"),
                     (10**4, "99.99%"), (10**5, "99.999%"), (10**6, "99.9999%"))
+END_MARK = "\u25b8"                # how the xlabel shows the triangle at each curve's end
 TICK_ROOM = 0.07                   # a percentile's tick closer than this share of the axis
                                    # to the max's (log) is left out: their labels would touch
 
@@ -203,11 +204,13 @@ def draw_percentiles(ax, found: list[Histogram], colours: list) -> None:
         shown = f"{label} ({100 * on_time:.0f}% at 0)" if on_time else label
         ax.plot(xs, ys, drawstyle="steps-pre", marker=".", markersize=3, color=colour,
                 label=shown)
+        if xs:                     # its own max: curves of fewer values end further left
+            ax.scatter(xs[-1:], ys[-1:], marker=">", s=30, color=colour, zorder=3)
         end = max([end, *xs])
     right = max(right, end)
     ax.set_xscale("log")
     ax.set_yscale("log")
-    if points:                     # the curves' right end, 100%, says max
+    if points:                     # the longest curve's right end, 100%, says max
         room = TICK_ROOM * math.log10(right * 1.3)
         ticks = [(x, label) for x, label in PERCENTILE_TICKS
                  if math.log10(end / x) >= room] + [(end, "max")]
@@ -216,7 +219,7 @@ def draw_percentiles(ax, found: list[Histogram], colours: list) -> None:
         ticks = [(x, label) for x, label in PERCENTILE_TICKS if x <= right]
     ax.set_xticks([x for x, _ in ticks], [label for _, label in ticks])
     ax.set_xlim(1, right * 1.3)
-    ax.set_xlabel("percentile")
+    ax.set_xlabel(f"percentile ({END_MARK}: a curve's max)" if points else "percentile")
     ax.set_ylabel("us (bucket upper bound)")
 
 

@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
-"""The floor of any Python loop on torque-async's ring: 4 KiB random O_DIRECT reads at a depth,
-through torque_async/io/ring.py with nothing else (no event loop, no test, no records), against
-fio's io_uring engine on the same file, alternating, each run in a fresh process.
+"""The floor of any Python loop on torque-async's ring: 4 KiB random O_DIRECT reads at a depth
+(--buffered: through the page cache, the file read into it first), through
+torque_async/io/ring.py with nothing else (no event loop, no test, no records), against fio's
+io_uring engine on the same file, alternating, each run in a fresh process.
 
-    python3 tools/ring_floor.py FILE [--depth 16] [--seconds 2] [--rounds 5]
+    python3 tools/ring_floor.py FILE [--depth 16] [--seconds 2] [--rounds 5] [--buffered]
 
 The loop waits in io_uring_enter for one completion (as fio does), reads the CQEs, writes each
 slot's next random offset into its own SQE and submits them together. Where torque-async's
 `-p DEPTH -KB 4 -rand` stays below fio but near this floor, the language's cost per I/O is the
 limit there, not torque-async's bookkeeping; where the floor itself reaches fio, the rest is
-torque-async's. FILE is only read (O_DIRECT), never written.
+torque-async's. FILE is only read, never written.
 """
 from __future__ import annotations
 
@@ -27,14 +28,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench_io import warm                       # noqa: E402 - tools/ is the script's path
 from torque_async.io import ring as rings      # noqa: E402 - after the repository's path
 
 BLOCK = 4096
 
 
-def floor(path: str, depth: int, seconds: float) -> tuple[float, float]:
+def floor(path: str, depth: int, seconds: float, buffered: bool) -> tuple[float, float]:
     """(reads per second, CPU seconds per read) of the minimal loop."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+    fd = os.open(path, os.O_RDONLY | (0 if buffered else os.O_DIRECT))
     blocks = os.fstat(fd).st_size // BLOCK
     ring = rings.Ring(max(8, 1 << (2 * depth - 1).bit_length()))
     area = mmap.mmap(-1, depth * BLOCK)
@@ -69,9 +71,10 @@ def floor(path: str, depth: int, seconds: float) -> tuple[float, float]:
     return done / elapsed, cpu / max(done, 1)
 
 
-def fio(path: str, depth: int, seconds: float) -> tuple[float, float]:
+def fio(path: str, depth: int, seconds: float, buffered: bool) -> tuple[float, float]:
     out = subprocess.run(["fio", "--name=floor", f"--filename={path}", "--rw=randread",
-                          "--randrepeat=0", "--bs=4k", "--direct=1", "--ioengine=io_uring",
+                          "--randrepeat=0", "--bs=4k", f"--direct={int(not buffered)}",
+                          "--invalidate=0", "--ioengine=io_uring",
                           f"--iodepth={depth}", "--time_based", f"--runtime={seconds}",
                           "--readonly", "--output-format=json"],
                          capture_output=True, text=True, check=True).stdout
@@ -90,21 +93,26 @@ def main() -> None:
     ap.add_argument("--depth", type=int, default=16)
     ap.add_argument("--seconds", type=float, default=2.0)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--buffered", action="store_true",
+                    help="through the page cache, the file read into it before each run")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        print(json.dumps(floor(args.file, args.depth, args.seconds)))
+        print(json.dumps(floor(args.file, args.depth, args.seconds, args.buffered)))
         return
     if shutil.which("fio") is None:
         sys.exit("ring_floor: fio is not installed (apt-get install fio)")
     sides: dict[str, list[tuple[float, float]]] = {"fio": [], "floor": []}
     for r in range(args.rounds):
         for side in (("fio", "floor") if r % 2 == 0 else ("floor", "fio")):
+            if args.buffered:
+                warm(args.file)
             if side == "fio":
-                sides["fio"].append(fio(args.file, args.depth, args.seconds))
+                sides["fio"].append(fio(args.file, args.depth, args.seconds, args.buffered))
             else:
                 out = subprocess.run([sys.executable, __file__, "--child", args.file, "--depth",
-                                      str(args.depth), "--seconds", str(args.seconds)],
+                                      str(args.depth), "--seconds", str(args.seconds),
+                                      *(["--buffered"] if args.buffered else [])],
                                      capture_output=True, text=True, check=True).stdout
                 sides["floor"].append(tuple(json.loads(out)))
     ratios = [f[0] / g[0] for f, g in zip(sides["floor"], sides["fio"])]

@@ -96,14 +96,19 @@ def test_latency_is_drawn_as_percentile_curves_on_log_axes():
     # 1000, 2000, 2000 ns: a third at most 1.007 us (its bucket), all at most 2.015 us
     assert list(xs) == pytest.approx([1, 1.5, 3])
     assert list(ys) == pytest.approx([1.007, 1.007, 2.015], rel=0.001)
-    # three transfers: 0% and 50%, then the right end, 100% (x = 3), says max; no 90% beside it
-    assert [(t.get_position()[0], t.get_text()) for t in ax.get_xticklabels()] == \
-        [(1, "0%"), (2, "50%"), (3, "max")]
     assert len({tuple(line.get_color()) for line in ax.get_lines()}) == len(ax.get_lines())
-    # each curve's own max is marked at its own end: the one-value curve ends left of x = 3
+    # each curve's own max is marked at its own end, the one-value curve's at x = 1, and no
+    # single place on the axis says max (it spans at least to 90%)
     ends = {tuple(c.get_offsets()[-1]) for c in ax.collections}
     assert ends == {(line.get_xdata()[-1], line.get_ydata()[-1]) for line in ax.get_lines()}
-    assert len(ends) == 2 and plot.END_MARK in ax.get_xlabel()
+    assert {x for x, _ in ends} == {1, 3} and plot.END_MARK in ax.get_xlabel()
+    assert [(t.get_position()[0], t.get_text()) for t in ax.get_xticklabels()] == \
+        [(1, "0%"), (2, "50%"), (10, "90%")]
+    # curves that end together: the right end, 100% (x = 3), says max; no 90% beside it
+    doc["tests"][1]["record"]["hist"] = doc["tests"][0]["record"]["hist"]
+    ax = plot.figure(doc)[0].axes[-1]
+    assert [(t.get_position()[0], t.get_text()) for t in ax.get_xticklabels()] == \
+        [(1, "0%"), (2, "50%"), (3, "max")]
 
 
 def test_lateness_zero_is_in_the_legend_not_drawn_and_cyclic_has_its_curve():
@@ -233,3 +238,24 @@ def test_a_lateness_panel_whose_values_are_all_zero_still_draws(tmp_path):
     plot.draw_percentiles(ax, [(0, "proc 0 MemStreams: sub-stream 0", [[0, 0, 50]])], ["C0"])
     fig.savefig(tmp_path / "zero.png")
     assert ax.get_ylim() == (1, 10) and not ax.lines[0].get_xdata().size
+
+
+def test_a_share_on_time_is_never_rounded_to_all_or_none():
+    """One late frame in 1500 was labelled (100% at 0) beside its curve's lone late value."""
+    assert [plot.percent(s) for s in (1, 1499 / 1500, 0.75, 0.58, 1 / 5000)] == \
+        ["100%", "99.9%", "75%", "58%", "<0.1%"]
+
+
+def test_a_histogram_of_empty_buckets_is_nothing_to_draw():
+    doc = sampled_doc("-bzero -load")
+    doc["tests"][1]["record"]["hist"] = [[1000, 1007, 0]]       # hand-edited: it divided by 0
+    assert [label for _, label, _ in plot.histograms(doc, lateness=False)] == \
+        ["proc 0 Bzero: latency per transfer"]
+
+
+def test_a_picture_not_named_png_is_refused(tmp_path):
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(sampled_doc("-bzero -load")))
+    result = CliRunner().invoke(cli.main, ["plot", str(path), "-o", str(tmp_path / "x.svg")])
+    assert result.exit_code == 2 and "name it FILE.png" in result.output
+    assert not (tmp_path / "x.svg").exists()

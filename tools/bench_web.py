@@ -31,7 +31,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_io import REPO, children_cpu, ensure_fio, spread  # noqa: E402
+from bench_io import REPO, children_cpu, ensure_fio, fio_cpu, runtime, spread  # noqa: E402
 
 SIZE_KB = 16
 TARGET = 0.8                       # requests/s at least this share of fio's
@@ -73,13 +73,13 @@ def run_fio(fio: str, root: Path, args) -> dict:
                           f"--bs={SIZE_KB}k", "--ioengine=psync", "--invalidate=0",
                           f"--file_service_type=zipf:{args.zipf}",
                           f"--openfiles={args.clients}", "--time_based",
-                          f"--runtime={args.seconds}", "--output-format=json"],
+                          runtime(args.seconds), "--output-format=json"],
                          capture_output=True, text=True, check=True).stdout
     job = json.loads(out[out.index("{"):])["jobs"][0]
     ios = max(job["read"]["total_ios"], 1)
     return {"rps": job["read"]["iops"], "ios": ios,
             "p99": job["read"]["clat_ns"]["percentile"]["99.000000"],
-            "cpu": (job["usr_cpu"] + job["sys_cpu"]) / 100 * job["elapsed"] / ios}
+            "cpu": fio_cpu(job) / ios}
 
 
 def main() -> None:

@@ -20,6 +20,7 @@ import mmap
 import os
 import random
 import shutil
+import stat
 import statistics
 import subprocess
 import sys
@@ -28,10 +29,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_io import warm                       # noqa: E402 - tools/ is the script's path
+from bench_io import fio_cpu, runtime, spread, warm   # noqa: E402 - tools/ is the script's path
 from torque_async.io import ring as rings      # noqa: E402 - after the repository's path
 
 BLOCK = 4096
+MAX_DEPTH = 4096                   # reads in flight: the engine's own ring size
 
 
 def floor(path: str, depth: int, seconds: float, buffered: bool) -> tuple[float, float]:
@@ -75,21 +77,34 @@ def fio(path: str, depth: int, seconds: float, buffered: bool) -> tuple[float, f
     out = subprocess.run(["fio", "--name=floor", f"--filename={path}", "--rw=randread",
                           "--randrepeat=0", "--bs=4k", f"--direct={int(not buffered)}",
                           "--invalidate=0", "--ioengine=io_uring",
-                          f"--iodepth={depth}", "--time_based", f"--runtime={seconds}",
+                          f"--iodepth={depth}", "--time_based", runtime(seconds),
                           "--readonly", "--output-format=json"],
                          capture_output=True, text=True, check=True).stdout
     job = json.loads(out[out.index("{"):])["jobs"][0]
     ios = max(job["read"]["total_ios"], 1)
-    return job["read"]["iops"], (job["usr_cpu"] + job["sys_cpu"]) / 100 * job["elapsed"] / ios
+    return job["read"]["iops"], fio_cpu(job) / ios
 
 
-def spread(values: list[float]) -> str:
-    return f"{statistics.median(values):.2f} [{min(values):.2f}-{max(values):.2f}]"
+def bad_input(args) -> str | None:
+    """Why these arguments cannot make a fair run, or None."""
+    try:
+        st = os.stat(args.file)
+    except OSError as e:
+        return f"{args.file}: {e.strerror}"
+    if not stat.S_ISREG(st.st_mode) or st.st_size < BLOCK:
+        return f"{args.file}: not a regular file of at least {BLOCK} bytes"
+    if not 1 <= args.depth <= MAX_DEPTH:
+        return f"--depth {args.depth}: from 1 to {MAX_DEPTH}"
+    if not args.seconds >= 0.1:
+        return f"--seconds {args.seconds:g}: at least 0.1 (fio's time is in whole ms)"
+    if args.rounds < 1:
+        return f"--rounds {args.rounds}: at least 1"
+    return None
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("file", help="a file of at least 1 MiB on the disk under test (only read)")
+    ap.add_argument("file", help="a regular file on the disk under test (only read)")
     ap.add_argument("--depth", type=int, default=16)
     ap.add_argument("--seconds", type=float, default=2.0)
     ap.add_argument("--rounds", type=int, default=5)
@@ -100,6 +115,9 @@ def main() -> None:
     if args.child:
         print(json.dumps(floor(args.file, args.depth, args.seconds, args.buffered)))
         return
+    if why := bad_input(args):
+        print(f"ring_floor: {why}", file=sys.stderr)
+        sys.exit(2)
     if shutil.which("fio") is None:
         sys.exit("ring_floor: fio is not installed (apt-get install fio)")
     sides: dict[str, list[tuple[float, float]]] = {"fio": [], "floor": []}

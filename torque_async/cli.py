@@ -110,6 +110,8 @@ def plot_command(results: str, output: str | None) -> None:
         fail(why, 2)
     if outputs.same(path, results):
         fail(f"plot: {path} is the results file itself: name another (-o FILE.png)", 2)
+    if Path(path).suffix.lower() != ".png":
+        fail(f"plot: {path}: the picture is a PNG; name it FILE.png", 2)
     try:
         drawn = plotting.render(doc, path)
     except plotting.PlotError as e:

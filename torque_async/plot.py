@@ -30,7 +30,7 @@ MAX_POINTS = 200                   # ... and at least 1/200 of the sampled span
 TITLE_CHARS = 110
 PERCENTILE_TICKS = ((1, "0%"), (2, "50%"), (10, "90%"), (100, "99%"), (1000, "99.9%"),
                     (10**4, "99.99%"), (10**5, "99.999%"), (10**6, "99.9999%"))
-END_MARK = "\u25b8"                # how the xlabel shows the triangle at each curve's end
+END_MARKER, END_MARK = "D", "\u25c6"  # each curve's max: a diamond, named in the xlabel
 TICK_ROOM = 0.07                   # a percentile's tick closer than this share of the axis
                                    # to the max's (log) is left out: their labels would touch
 
@@ -167,7 +167,16 @@ def histograms(doc: dict[str, Any], lateness: bool) -> list[Histogram]:
             subs = sub_stream_names(doc["plan"]["groups"][test["group"]]["args"])
             found += [(proc, f"{name(doc, test)}: sub-stream {sub}", s["hist"])
                       for sub, s in zip(subs, rec["subs"])]
-    return [h for h in found if h[2]]
+    return [h for h in found if any(n for *_, n in h[2])]
+
+
+def percent(share: float) -> str:
+    """A share as a percentage that never rounds to 0% or 100% unless it is exactly that: one
+    late frame in 1500 is 99.9%, not 100%."""
+    shown = math.floor(share * 1000 + 1e-6) / 10      # (0.58 * 1000 is 579.999...)
+    if share < 1:
+        shown = min(shown, 99.9)
+    return f"{shown:g}%" if shown or not share else "<0.1%"
 
 
 def nines(share: float, total: int) -> float:
@@ -197,29 +206,30 @@ def percentile_curve(hist: list[list[int]]) -> tuple[list[float], list[float], f
 def draw_percentiles(ax, found: list[Histogram], colours: list) -> None:
     """Percentile curves, log-log: the tail to the right, where a histogram can't show it. A
     histogram of zeros only has no curve, only its legend entry."""
-    right, end, points = 10.0, 0.0, 0
+    right, ends = 10.0, set()
     for (_, label, hist), colour in zip(found, colours):
         xs, ys, on_time = percentile_curve(hist)
-        points += len(xs)
-        shown = f"{label} ({100 * on_time:.0f}% at 0)" if on_time else label
+        shown = f"{label} ({percent(on_time)} at 0)" if on_time else label
         ax.plot(xs, ys, drawstyle="steps-pre", marker=".", markersize=3, color=colour,
                 label=shown)
-        if xs:                     # its own max: curves of fewer values end further left
-            ax.scatter(xs[-1:], ys[-1:], marker=">", s=30, color=colour, zorder=3)
-        end = max([end, *xs])
-    right = max(right, end)
+        if xs:                     # its own max: a curve of fewer values ends further left
+            ax.scatter(xs[-1:], ys[-1:], marker=END_MARKER, s=25, color=colour, zorder=3)
+            ends.add(xs[-1])
+    right = max([right, *ends])
     ax.set_xscale("log")
     ax.set_yscale("log")
-    if points:                     # the longest curve's right end, 100%, says max
+    if len(ends) == 1:             # every curve ends at the same 100%: the axis says max there
+        end, = ends
         room = TICK_ROOM * math.log10(right * 1.3)
         ticks = [(x, label) for x, label in PERCENTILE_TICKS
                  if math.log10(end / x) >= room] + [(end, "max")]
-    else:                          # every value 0 (all on time): a log axis needs a range
-        ax.set_ylim(1, 10)
+    else:                          # each curve's max is its own mark, not one place on the axis
+        if not ends:               # every value 0 (all on time): a log axis needs a range
+            ax.set_ylim(1, 10)
         ticks = [(x, label) for x, label in PERCENTILE_TICKS if x <= right]
     ax.set_xticks([x for x, _ in ticks], [label for _, label in ticks])
-    ax.set_xlim(1, right * 1.3)
-    ax.set_xlabel(f"percentile ({END_MARK}: a curve's max)" if points else "percentile")
+    ax.set_xlim(0.8, right * 1.3)         # a curve's first value (0%, x = 1) clear of the edge
+    ax.set_xlabel(f"percentile ({END_MARK} marks each curve's max)" if ends else "percentile")
     ax.set_ylabel("us (bucket upper bound)")
 
 

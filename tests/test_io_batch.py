@@ -27,7 +27,7 @@ def engine_log(monkeypatch, change=lambda write, fd, offset: (write, fd, offset)
     completion before the test takes it."""
     log, real = [], uring.UringEngine.slots
 
-    def slots(self, done, reads, writes):
+    def slots(self, done, reads, writes, split=False):
         def logged(slot, res, t):
             seen(slot, t)
             place = done(slot, res, t)
@@ -35,7 +35,7 @@ def engine_log(monkeypatch, change=lambda write, fd, offset: (write, fd, offset)
                 return None
             log.append((place[0], place[2]))
             return change(*place)
-        return real(self, logged, reads, writes)
+        return real(self, logged, reads, writes, split)
     monkeypatch.setattr(uring.UringEngine, "slots", slots)
     return log
 

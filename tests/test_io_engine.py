@@ -247,6 +247,57 @@ def test_a_submit_the_kernel_refuses_for_now_goes_again_with_nothing_in_flight(p
     assert refused == [1, 1, 1] and got == data
 
 
+@needs_uring
+@pytest.mark.parametrize("split", [False, True])
+def test_a_batch_of_o_direct_slots_is_submitted_split_at_a_time(split, tmp_path):
+    """Eight slots' cached reads complete inside their first submits, so their second transfers
+    are prepared as one batch: an O_DIRECT driver's (split) go SPLIT at a time, each group
+    timed from its own submit; a buffered driver's go in one io_uring_enter."""
+    data = os.urandom(8 * 4096)
+    (tmp_path / "f").write_bytes(data)
+    fd = os.open(tmp_path / "f", os.O_RDONLY)
+    assert os.pread(fd, len(data), 0) == data              # in the page cache
+
+    async def body():
+        eng = engines.open_engine("uring")
+        ids = eng.register(views := buffers(8))
+        real, submits = eng.ring.enter, []
+
+        def enter(call, ring_fd, n, *rest):
+            if n:
+                submits.append((n, time.monotonic_ns()))
+            return real(call, ring_fd, n, *rest)
+        eng.ring.enter = enter
+        finished, starts, left = asyncio.get_running_loop().create_future(), {}, [8]
+
+        def done(slot, res, t):
+            assert res == 4096
+            slot.k += 1
+            if slot.k == 2:                        # its second transfer completed
+                starts[slot.j] = slot.t0
+                left[0] -= 1
+                if not left[0]:
+                    finished.set_result(None)
+                return None
+            return False, fd, slot.j * 4096
+        slots = eng.slots(done, ids, ids, split)
+        eng.start(slots)
+        await asyncio.wait_for(eng.hold(slots, finished), 10)
+        await eng.forget(ids)
+        eng.close()
+        return submits, starts, [bytes(v) for v in views]
+    submits, starts, got = on_loop(body)
+    os.close(fd)
+    assert [n for n, _ in submits] == [1] * 8 + ([uring.SPLIT] * (8 // uring.SPLIT) if split
+                                                  else [8])
+    assert len(set(starts.values())) == (8 // uring.SPLIT if split else 1)
+    groups = sorted(set(starts.values()))
+    assert all(t < at for t, (_, at) in zip(groups, submits[8:]))
+    if split:                                      # the second group started after the first went
+        assert submits[8][1] < groups[1]
+    assert got == [data[j * 4096:(j + 1) * 4096] for j in range(8)]
+
+
 def test_auto_falls_back_to_threads_and_says_why(tmp_path, monkeypatch):
     assert engines.choose("auto", False) == (
         ("uring", "") if NO_URING is None else ("threads", f"io_uring unavailable: {NO_URING}"))

@@ -7,10 +7,12 @@ io_uring engine on the same file, alternating, each run in a fresh process.
     python3 tools/ring_floor.py FILE [--depth 16] [--seconds 2] [--rounds 5] [--buffered]
 
 The loop waits in io_uring_enter for one completion (as fio does), reads the CQEs, writes each
-slot's next random offset into its own SQE and submits them together. Where torque-async's
-`-p DEPTH -KB 4 -rand` stays below fio but near this floor, the language's cost per I/O is the
-limit there, not torque-async's bookkeeping; where the floor itself reaches fio, the rest is
-torque-async's. FILE is only read, never written.
+slot's next random offset into its own SQE and submits them together (O_DIRECT ones
+torque_async.io.uring.SPLIT at a time, as the engine does: the disk starts on the first while
+the kernel sets up the rest). Where torque-async's `-p DEPTH -KB 4 -rand` stays below fio but
+near this floor, the language's cost per I/O is the limit there, not torque-async's
+bookkeeping; where the floor itself reaches fio, the rest is torque-async's. FILE is only read,
+never written.
 """
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench_io import fio_cpu, runtime, spread, warm   # noqa: E402 - tools/ is the script's path
 from torque_async.io import ring as rings      # noqa: E402 - after the repository's path
+from torque_async.io.uring import SPLIT        # noqa: E402
 
 BLOCK = 4096
 MAX_DEPTH = 4096                   # reads in flight: the engine's own ring size
@@ -56,14 +59,19 @@ def floor(path: str, depth: int, seconds: float, buffered: bool) -> tuple[float,
     ring.submit()
     done, cpu, start = 0, time.process_time(), time.monotonic()
     end = start + seconds
+    group = depth if buffered else SPLIT   # O_DIRECT reads go SPLIT at a time, as the engine's
     while time.monotonic() < end:
         ring.enter(rings.ENTER, ring.fd, 0, 1, rings.ENTER_GETEVENTS, None, 0)
-        for j, res in ring.completions(int):
+        k = 0
+        for k, (j, res) in enumerate(ring.completions(int), 1):
             if res != BLOCK:
                 sys.exit(f"ring_floor: a read returned {res}")
             done += 1
             issue(j)
-        ring.submit()
+            if k % group == 0:
+                ring.submit()
+        if k % group:
+            ring.submit()
     elapsed, cpu = time.monotonic() - start, time.process_time() - cpu
     ring.submit(wait=depth)            # the last reads land before their buffer goes
     ring.completions(int)

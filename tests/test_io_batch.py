@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from torque_async.io import batch, ring as rings, uring
+from torque_async.io import batch, engine as engines, ring as rings, uring
 from torque_async.results import MAX_SAMPLES
 from torque_async.stats import merge
 
@@ -21,11 +21,11 @@ KB = 1024
 
 
 def engine_log(monkeypatch, change=lambda write, fd, offset: (write, fd, offset),
-               seen=lambda slot, t: None) -> list:
-    """Every transfer the batches hand the engine, (write, offset), in the order claimed;
-    `change` may alter each before the engine prepares it; `seen(slot, t)` is told of each
-    completion before the test takes it."""
-    log, real = [], uring.UringEngine.slots
+               seen=lambda slot, t: None, cls=uring.UringEngine) -> list:
+    """Every transfer the batches hand the engine (`cls`), (write, offset), in the order
+    claimed; `change` may alter each before the engine prepares it; `seen(slot, t)` is told of
+    each completion before the test takes it."""
+    log, real = [], cls.slots
 
     def slots(self, done, reads, writes, split=False):
         def logged(slot, res, t):
@@ -36,7 +36,7 @@ def engine_log(monkeypatch, change=lambda write, fd, offset: (write, fd, offset)
             log.append((place[0], place[2]))
             return change(*place)
         return real(self, logged, reads, writes, split)
-    monkeypatch.setattr(uring.UringEngine, "slots", slots)
+    monkeypatch.setattr(cls, "slots", slots)
     return log
 
 
@@ -61,6 +61,27 @@ def test_batches_make_exactly_the_measured_transfers_and_check_each_slot(key, mo
     # every transfer went through the batches: measured, ramp, one per slot claimed at the end
     made = sum(r.transfers + r.ramp_transfers + r.extra_transfers for r in out.records)
     assert len(log) == made
+    assert "-ramp" not in argv or out.records[0].ramp_transfers > 0
+
+
+@pytest.mark.parametrize("argv", [["-n", "700"], ["-n", "700", "-ramp", "0.05"],
+                                  ["-p", "2", "-n", "700", "-sample", "0"]])
+def test_sync_batches_make_exactly_the_measured_transfers_and_check_them(key, monkeypatch,
+                                                                         argv):
+    """-engine sync (what auto gives a lone depth-1 test) drives plain transfers through the
+    same batches: exact counts, -ramp, samples and the data check as on io_uring."""
+    pattern_file(Path("cached.dat"), 256 * KB)
+    log = engine_log(monkeypatch, cls=engines.SyncEngine)
+    out = run(key, "-engine", "sync", "-fbc", "-f", "cached.dat", "-f", "cached.dat",
+              "-i", "3", "-KB", "4", "-mfileKB", "256", *argv, "-rand")
+    assert not out.failures
+    for rec in out.records:
+        assert batch.NOTE in rec.info and "I/O engine = sync" in rec.info
+        counted_exactly(rec, 2100)
+        assert "-sample" not in argv or \
+            [k for _, k in rec.samples] == list(range(1, MAX_SAMPLES + 1))
+    made = sum(r.transfers + r.ramp_transfers + r.extra_transfers for r in out.records)
+    assert len(log) == made                        # one slot a test: no claim left at the end
     assert "-ramp" not in argv or out.records[0].ramp_transfers > 0
 
 

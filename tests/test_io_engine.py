@@ -298,6 +298,55 @@ def test_a_batch_of_o_direct_slots_is_submitted_split_at_a_time(split, tmp_path)
     assert got == [data[j * 4096:(j + 1) * 4096] for j in range(8)]
 
 
+def test_sync_batches_make_each_slot_s_transfers_in_turn_giving_the_loop_its_turns(
+        tmp_path, monkeypatch):
+    """The sync engine's slots: one blocking call a transfer, the slots in turn, each timed from
+    just before its call; with YIELD_NS 0 the loop gets a turn after every transfer, so another
+    coroutine runs between any two; a failed call reaches done() as io_uring's would, a
+    negative errno."""
+    monkeypatch.setattr(engines, "YIELD_NS", 0)
+    data = os.urandom(2 * 4096)
+    (tmp_path / "f").write_bytes(data)
+    fd = os.open(tmp_path / "f", os.O_RDONLY)
+    bad = -1                                       # no descriptor: EBADF
+
+    async def body():
+        eng = engines.open_engine("sync")
+        ids = eng.register(views := buffers(2))
+        order, turns, seen = [], [0], []
+        finished, left = asyncio.get_running_loop().create_future(), [2]
+
+        async def other():
+            while not finished.done():
+                turns[0] += 1
+                await asyncio.sleep(0)
+
+        def done(slot, res, t):
+            if t:
+                assert slot.t0 < t
+                order.append((slot.j, res, bytes(views[slot.j]) if res > 0 else b""))
+            slot.k += 1
+            if slot.k == 4 or res < 0:
+                left[0] -= 1
+                if not left[0]:
+                    finished.set_result(None)
+                return None
+            return False, bad if (slot.j, slot.k) == (1, 3) else fd, slot.j * 4096
+        slots = eng.slots(done, ids, ids)
+        eng.start(slots)
+        spinner = asyncio.ensure_future(other())
+        await asyncio.wait_for(eng.hold(slots, finished), 10)
+        await spinner
+        eng.close()
+        return order, turns[0]
+    order, turns = on_loop(body)
+    os.close(fd)
+    part = [data[:4096], data[4096:]]
+    assert order == [(0, 4096, part[0]), (1, 4096, part[1])] * 3 + \
+        [(0, 4096, part[0]), (1, -errno.EBADF, b"")]
+    assert turns >= len(order) - 1
+
+
 def test_auto_falls_back_to_threads_and_says_why(tmp_path, monkeypatch):
     assert engines.choose("auto", False) == (
         ("uring", "") if NO_URING is None else ("threads", f"io_uring unavailable: {NO_URING}"))

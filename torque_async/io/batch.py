@@ -24,6 +24,7 @@ them; a transfer alone in its batch is submitted at once, after a clock read of 
 """
 from __future__ import annotations
 
+import asyncio
 import os
 
 from . import filetest
@@ -38,7 +39,7 @@ async def drive(test) -> None:
     EXTRA, MASK, MEASURED, SHIFT, STOP = (filetest.EXTRA, filetest.MASK, filetest.MEASURED,
                                           filetest.SHIFT, filetest.STOP)
     engine = test.engine
-    finished = engine.loop.create_future()
+    finished = asyncio.get_running_loop().create_future()
     take, decide, record, failed, ended = test.take, test.decide, test.record, test.failed, \
         test.ended
     meter, halt = test.meter, test.stop

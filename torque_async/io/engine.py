@@ -26,11 +26,13 @@ frame with `transfer`, which any coroutine may await:
              stream keeps one per sub-stream). The fallback where io_uring is unavailable.
     sync     the lanes run on the loop, each transfer a blocking call; the loop gets a turn every
              millisecond. Lowest overhead at one outstanding transfer; it cannot keep more.
-             transfer() blocks the loop too.
+             transfer() blocks the loop too. It has `batches` too: its slots' transfers are
+             made in turn by one plain loop (hold()), no lane each
 """
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import threading
 import time
@@ -86,10 +88,25 @@ def open_engine(name: str) -> Engine:
     return ThreadEngine() if name == "threads" else SyncEngine()
 
 
+class Slot:
+    """One transfer outstanding of a batch driver (io/batch.py) on the sync engine: the fields
+    the driver reads and keeps (as uring.Slot's), its buffers as iovec lists (`bufs`: read,
+    write); t0 is the clock read just before the blocking call that made its transfer."""
+    __slots__ = ("done", "bufs", "want", "write", "what", "j", "k", "kind", "t0", "f")
+
+    def __init__(self, j: int, done, read: tuple[list, int], write: tuple[list, int]):
+        (riov, self.want), (wiov, wlen) = read, write
+        if wlen != self.want:
+            raise ValueError(f"a slot's buffers differ in length: {self.want} and {wlen}")
+        self.done, self.bufs, self.write, self.what = done, (riov, wiov), False, 0
+        self.j, self.k, self.kind, self.t0, self.f = j, -1, 0, 0, 0
+
+
 class SyncEngine:
     """Blocking transfers on the loop's own thread; the lanes are tasks taking turns."""
     name = NAMES["sync"]
     yields = True
+    batches = True                     # slots() and hold(): see io/batch.py
 
     def __init__(self):
         self.views: list[tuple[list[memoryview], int]] = []    # (the iovec list, its length)
@@ -129,6 +146,41 @@ class SyncEngine:
     async def drive(self, lanes: list[Coroutine]) -> None:
         await asyncio.gather(*lanes)
 
+    def slots(self, done, reads: list[int], writes: list[int], split: bool = False) -> list[Slot]:
+        """A Slot for each pair of registered buffers (reads[j], writes[j]): done(slot, res, t)
+        gets each transfer's result and returns the slot's next transfer (write, fd, offset) or
+        None (the slot ends); `split` is io_uring's (nothing waits here)."""
+        return [Slot(j, done, self.views[r], self.views[w]) for j, (r, w) in
+                enumerate(zip(reads, writes))]
+
+    def start(self, slots: list[Slot]) -> None:
+        """Each slot's first transfer: done(slot, slot.want, 0) says which (as io_uring's)."""
+        self.places = [(slot, slot.done(slot, slot.want, 0)) for slot in slots]
+
+    async def hold(self, slots: list[Slot], finished: asyncio.Future) -> None:
+        """Make the slots' transfers, one blocking call each, the slots in turn, until each has
+        ended (then `finished`, which their done() resolves, is done); the loop gets a turn
+        every YIELD_NS. A transfer's latency runs from the clock read just before its call to
+        the one just after."""
+        places, turn = [p for p in self.places if p[1] is not None], now()
+        calls = (os.preadv, os.pwritev)
+        while places:
+            for i, (slot, (write, fd, offset)) in enumerate(places):
+                slot.write, slot.what = write, offset
+                slot.t0 = now()
+                try:
+                    done = calls[write](fd, slot.bufs[write], offset)
+                except OSError as e:       # as io_uring says it: done() names file and place
+                    done = -(e.errno or errno.EIO)
+                t = now()
+                places[i] = (slot, slot.done(slot, done, t))
+                if t - turn > YIELD_NS:
+                    turn = t
+                    await asyncio.sleep(0)
+            if any(place is None for _, place in places):
+                places = [p for p in places if p[1] is not None]
+        await finished
+
     async def forget(self, ids: list[int]) -> None:
         pass
 
@@ -139,7 +191,7 @@ class SyncEngine:
 class ThreadEngine(SyncEngine):
     """Each lane in its own thread: a blocking loop that times its own transfers."""
     name = NAMES["threads"]
-    yields = False
+    yields = batches = False
 
     def __init__(self):
         super().__init__()

@@ -313,7 +313,7 @@ def test_sync_batches_make_each_slot_s_transfers_in_turn_giving_the_loop_its_tur
     async def body():
         eng = engines.open_engine("sync")
         ids = eng.register(views := buffers(2))
-        order, turns, seen = [], [0], []
+        order, turns = [], [0]
         finished, left = asyncio.get_running_loop().create_future(), [2]
 
         async def other():

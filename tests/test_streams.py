@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from torque_async import cmdline
+from torque_async.io import scratch
 from torque_async.meter import Meter
 from torque_async.results import Results, segment_name
 from torque_async.streams.frames import SOURCE, WRITTEN, Frames, header_of, stamp
@@ -320,6 +321,7 @@ def test_a_file_stream_reads_back_its_writes_and_removes_its_scratch_file(tmp_pa
     row = results.rows[0]
     assert len(trace) == 100 and list(row["sub_xfers"][:2]) == [50, 50]
     assert row["file"].decode().startswith(str(tmp_path))
+    scratch.settle()                                      # removed by a thread behind the run
     assert os.listdir(tmp_path) == []                     # the scratch directory is gone
     probe = tmp_path / "probe"
     probe.touch()

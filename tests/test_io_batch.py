@@ -27,7 +27,7 @@ def engine_log(monkeypatch, change=lambda write, fd, offset: (write, fd, offset)
     each completion before the test takes it."""
     log, real = [], cls.slots
 
-    def slots(self, done, reads, writes, split=False):
+    def slots(self, done, reads, writes):
         def logged(slot, res, t):
             seen(slot, t)
             place = done(slot, res, t)
@@ -35,7 +35,7 @@ def engine_log(monkeypatch, change=lambda write, fd, offset: (write, fd, offset)
                 return None
             log.append((place[0], place[2]))
             return change(*place)
-        return real(self, logged, reads, writes, split)
+        return real(self, logged, reads, writes)
     monkeypatch.setattr(cls, "slots", slots)
     return log
 

@@ -5,6 +5,7 @@ import asyncio
 import ctypes
 import errno
 import inspect
+import itertools
 import mmap
 import os
 import threading
@@ -247,57 +248,6 @@ def test_a_submit_the_kernel_refuses_for_now_goes_again_with_nothing_in_flight(p
     assert refused == [1, 1, 1] and got == data
 
 
-@needs_uring
-@pytest.mark.parametrize("split", [False, True])
-def test_a_batch_of_o_direct_slots_is_submitted_split_at_a_time(split, tmp_path):
-    """Eight slots' cached reads complete inside their first submits, so their second transfers
-    are prepared as one batch: an O_DIRECT driver's (split) go SPLIT at a time, each group
-    timed from its own submit; a buffered driver's go in one io_uring_enter."""
-    data = os.urandom(8 * 4096)
-    (tmp_path / "f").write_bytes(data)
-    fd = os.open(tmp_path / "f", os.O_RDONLY)
-    assert os.pread(fd, len(data), 0) == data              # in the page cache
-
-    async def body():
-        eng = engines.open_engine("uring")
-        ids = eng.register(views := buffers(8))
-        real, submits = eng.ring.enter, []
-
-        def enter(call, ring_fd, n, *rest):
-            if n:
-                submits.append((n, time.monotonic_ns()))
-            return real(call, ring_fd, n, *rest)
-        eng.ring.enter = enter
-        finished, starts, left = asyncio.get_running_loop().create_future(), {}, [8]
-
-        def done(slot, res, t):
-            assert res == 4096
-            slot.k += 1
-            if slot.k == 2:                        # its second transfer completed
-                starts[slot.j] = slot.t0
-                left[0] -= 1
-                if not left[0]:
-                    finished.set_result(None)
-                return None
-            return False, fd, slot.j * 4096
-        slots = eng.slots(done, ids, ids, split)
-        eng.start(slots)
-        await asyncio.wait_for(eng.hold(slots, finished), 10)
-        await eng.forget(ids)
-        eng.close()
-        return submits, starts, [bytes(v) for v in views]
-    submits, starts, got = on_loop(body)
-    os.close(fd)
-    assert [n for n, _ in submits] == [1] * 8 + ([uring.SPLIT] * (8 // uring.SPLIT) if split
-                                                  else [8])
-    assert len(set(starts.values())) == (8 // uring.SPLIT if split else 1)
-    groups = sorted(set(starts.values()))
-    assert all(t < at for t, (_, at) in zip(groups, submits[8:]))
-    if split:                                      # the second group started after the first went
-        assert submits[8][1] < groups[1]
-    assert got == [data[j * 4096:(j + 1) * 4096] for j in range(8)]
-
-
 def test_sync_batches_make_each_slot_s_transfers_in_turn_giving_the_loop_its_turns(
         tmp_path, monkeypatch):
     """The sync engine's slots: one blocking call a transfer, the slots in turn, each timed from
@@ -345,6 +295,49 @@ def test_sync_batches_make_each_slot_s_transfers_in_turn_giving_the_loop_its_tur
     assert order == [(0, 4096, part[0]), (1, 4096, part[1])] * 3 + \
         [(0, 4096, part[0]), (1, -errno.EBADF, b"")]
     assert turns >= len(order) - 1
+
+
+def test_sync_batches_of_two_tests_take_whole_turns_and_let_others_run_first(tmp_path,
+                                                                           monkeypatch):
+    """Two tests' sync batches on one loop, each call 0.3 ms on a fake clock: each runs a whole
+    slice (YIELD_NS) of transfers per turn (its slice counted from its turn's end: counted from
+    its start, the test just back yielded after one transfer and the other kept the loop); and
+    a coroutine ready before the batches start runs before their first transfer (a stream due
+    at the start was late)."""
+    clock = iter(range(0, 10**12, 300_000))
+    monkeypatch.setattr(engines, "now", lambda: next(clock))
+    (tmp_path / "f").write_bytes(bytes(4096))
+    fd = os.open(tmp_path / "f", os.O_RDONLY)
+
+    async def body():
+        order, finished = [], []
+
+        async def one(name):
+            eng = engines.open_engine("sync")
+            ids = eng.register(buffers(1))
+            done_f = asyncio.get_running_loop().create_future()
+            finished.append(done_f)
+
+            def done(slot, res, t):
+                if t:
+                    order.append(name)
+                slot.k += 1
+                if slot.k == 40:
+                    done_f.set_result(None)
+                    return None
+                return False, fd, 0
+            slots = eng.slots(done, ids, ids)
+            eng.start(slots)
+            if name == "a":                        # ready just before the batches start
+                asyncio.get_running_loop().call_soon(order.append, "other")
+            await eng.hold(slots, done_f)
+        await asyncio.gather(one("a"), one("b"))
+        return order
+    order = on_loop(body)
+    os.close(fd)
+    assert order[0] == "other" and order.count("a") == order.count("b") == 40
+    runs = [len(list(g)) for _, g in itertools.groupby(order[1:])]
+    assert min(runs[:-1]) >= 2, runs                 # whole slices, never one transfer a turn
 
 
 def test_auto_falls_back_to_threads_and_says_why(tmp_path, monkeypatch):

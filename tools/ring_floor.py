@@ -5,14 +5,13 @@ torque_async/io/ring.py with nothing else (no event loop, no test, no records), 
 io_uring engine on the same file, alternating, each run in a fresh process.
 
     python3 tools/ring_floor.py FILE [--depth 16] [--seconds 2] [--rounds 5] [--buffered]
+                                     [--group N]
 
 The loop waits in io_uring_enter for one completion (as fio does), reads the CQEs, writes each
-slot's next random offset into its own SQE and submits them together (O_DIRECT ones
-torque_async.io.uring.SPLIT at a time, as the engine does: the disk starts on the first while
-the kernel sets up the rest). Where torque-async's `-p DEPTH -KB 4 -rand` stays below fio but
-near this floor, the language's cost per I/O is the limit there, not torque-async's
-bookkeeping; where the floor itself reaches fio, the rest is torque-async's. FILE is only read,
-never written.
+slot's next random offset into its own SQE and submits them together (--group N: every N
+prepared). Where torque-async's `-p DEPTH -KB 4 -rand` stays below fio but near this floor, the
+language's cost per I/O is the limit there, not torque-async's bookkeeping; where the floor
+itself reaches fio, the rest is torque-async's. FILE is only read, never written.
 """
 from __future__ import annotations
 
@@ -33,13 +32,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench_io import fio_cpu, runtime, spread, warm   # noqa: E402 - tools/ is the script's path
 from torque_async.io import ring as rings      # noqa: E402 - after the repository's path
-from torque_async.io.uring import SPLIT        # noqa: E402
 
 BLOCK = 4096
 MAX_DEPTH = 4096                   # reads in flight: the engine's own ring size
 
 
-def floor(path: str, depth: int, seconds: float, buffered: bool) -> tuple[float, float]:
+def floor(path: str, depth: int, seconds: float, buffered: bool,
+          group: int) -> tuple[float, float]:
     """(reads per second, CPU seconds per read) of the minimal loop."""
     fd = os.open(path, os.O_RDONLY | (0 if buffered else os.O_DIRECT))
     blocks = os.fstat(fd).st_size // BLOCK
@@ -59,7 +58,7 @@ def floor(path: str, depth: int, seconds: float, buffered: bool) -> tuple[float,
     ring.submit()
     done, cpu, start = 0, time.process_time(), time.monotonic()
     end = start + seconds
-    group = depth if buffered else SPLIT   # O_DIRECT reads go SPLIT at a time, as the engine's
+    group = group or depth
     while time.monotonic() < end:
         ring.enter(rings.ENTER, ring.fd, 0, 1, rings.ENTER_GETEVENTS, None, 0)
         k = 0
@@ -107,6 +106,8 @@ def bad_input(args) -> str | None:
         return f"--seconds {args.seconds:g}: at least 0.1 (fio's time is in whole ms)"
     if args.rounds < 1:
         return f"--rounds {args.rounds}: at least 1"
+    if args.group < 0:
+        return f"--group {args.group}: 0 or more"
     return None
 
 
@@ -118,10 +119,13 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--buffered", action="store_true",
                     help="through the page cache, the file read into it before each run")
+    ap.add_argument("--group", type=int, default=0,
+                    help="submit every GROUP reads prepared (0: all of a batch at once, as "
+                         "torque-async's engine does)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        print(json.dumps(floor(args.file, args.depth, args.seconds, args.buffered)))
+        print(json.dumps(floor(args.file, args.depth, args.seconds, args.buffered, args.group)))
         return
     if why := bad_input(args):
         print(f"ring_floor: {why}", file=sys.stderr)
@@ -138,6 +142,7 @@ def main() -> None:
             else:
                 out = subprocess.run([sys.executable, __file__, "--child", args.file, "--depth",
                                       str(args.depth), "--seconds", str(args.seconds),
+                                      "--group", str(args.group),
                                       *(["--buffered"] if args.buffered else [])],
                                      capture_output=True, text=True, check=True).stdout
                 sides["floor"].append(tuple(json.loads(out)))

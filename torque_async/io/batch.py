@@ -11,8 +11,7 @@ once claims the next transfer number (FileTest.claim, in order: the measured tra
 consecutive and exact under -n/-i, -t, -ramp, -slow and the stop flag), looks up its file,
 place and direction in the layout's block lists, stamps a write's buffer and prepares the
 slot's SQE. The engine submits what a batch prepared together once the batch is answered, as
-it does for lanes (an O_DIRECT test's transfers a few at a time: uring.SPLIT): no coroutine
-switch, no generator, no per-transfer submit call. A failed or
+it does for lanes: no coroutine switch, no generator, no per-transfer submit call. A failed or
 short transfer ends the test naming its file and place (FileTest.failed); each slot's last
 transfer is kept for the data check (FileTest.last).
 
@@ -108,8 +107,7 @@ async def drive(test) -> None:
             finished.set_result(None)
 
     r, w = test.slot["read"], test.slot["write"]
-    slots = engine.slots(completed, test.ids[r:r + test.depth], test.ids[w:w + test.depth],
-                         test.direct)
+    slots = engine.slots(completed, test.ids[r:r + test.depth], test.ids[w:w + test.depth])
     for slot in slots:                 # start: as if a non-transfer (STOP) had completed
         slot.kind = STOP
     engine.start(slots)

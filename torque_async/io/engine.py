@@ -131,8 +131,8 @@ class SyncEngine:
     async def submit(self, write: bool, fd: int, buf: int, offset: int) -> int:
         t = self.blocking(write, fd, buf, offset)
         if self.yields and t - self.turn > YIELD_NS:
-            self.turn = t
             await asyncio.sleep(0)
+            self.turn = now()          # (as hold's)
         return t
 
     async def pause(self, until: int) -> None:
@@ -146,10 +146,10 @@ class SyncEngine:
     async def drive(self, lanes: list[Coroutine]) -> None:
         await asyncio.gather(*lanes)
 
-    def slots(self, done, reads: list[int], writes: list[int], split: bool = False) -> list[Slot]:
+    def slots(self, done, reads: list[int], writes: list[int]) -> list[Slot]:
         """A Slot for each pair of registered buffers (reads[j], writes[j]): done(slot, res, t)
         gets each transfer's result and returns the slot's next transfer (write, fd, offset) or
-        None (the slot ends); `split` is io_uring's (nothing waits here)."""
+        None (the slot ends)."""
         return [Slot(j, done, self.views[r], self.views[w]) for j, (r, w) in
                 enumerate(zip(reads, writes))]
 
@@ -160,8 +160,10 @@ class SyncEngine:
     async def hold(self, slots: list[Slot], finished: asyncio.Future) -> None:
         """Make the slots' transfers, one blocking call each, the slots in turn, until each has
         ended (then `finished`, which their done() resolves, is done); the loop gets a turn
-        every YIELD_NS. A transfer's latency runs from the clock read just before its call to
-        the one just after."""
+        every YIELD_NS, and first (a stream due at the start waited for the first slice). A
+        transfer's latency runs from the clock read just before its call to the one just
+        after."""
+        await asyncio.sleep(0)
         places, turn = [p for p in self.places if p[1] is not None], now()
         calls = (os.preadv, os.pwritev)
         while places:
@@ -175,8 +177,9 @@ class SyncEngine:
                 t = now()
                 places[i] = (slot, slot.done(slot, done, t))
                 if t - turn > YIELD_NS:
-                    turn = t
                     await asyncio.sleep(0)
+                    turn = now()       # a slice from the turn's end: taken at its start, the
+                                       # test just back yielded again after one transfer
             if any(place is None for _, place in places):
                 places = [p for p in places if p[1] is not None]
         await finished

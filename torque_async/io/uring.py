@@ -17,8 +17,7 @@ batch that returned it. A transfer is submitted
     with its batch     the transfers that one batch of completions prepared: submitted together
                        once all of them have (one io_uring_enter for the batch; cached reads
                        complete inside it); a lane's latency includes the preparing of the
-                       batch's later transfers, a slot's does not (below); a batch's O_DIRECT
-                       slots go SPLIT at a time, each group as soon as it is prepared
+                       batch's later transfers, a slot's does not (below)
 
 (tools/bench_io.py says why). A test may instead hand the engine `slots`: Waiters whose
 completions the reader passes to a plain function, done(slot, res, t), no coroutine (io/batch.py:
@@ -54,12 +53,6 @@ RETRY = 0.001                      # s: a submit the kernel refused for now (EBU
                                    # whose completion would bring the next one
 BATCH = 1024                       # completions answered at most at once: thousands in flight
                                    # answered together held the loop (and a signal) for 100 ms+
-SPLIT = 4                          # O_DIRECT transfers a batch submits at a time: the kernel
-                                   # sets each up inside io_uring_enter (about 5 us) and the disk
-                                   # sees none until the call returns, so 16 in one call left it
-                                   # idle for 81 us of every 300 (README: where O_DIRECT QD16
-                                   # stops); a buffered batch goes whole (its reads complete
-                                   # inside the call: more calls would only cost)
 OPS = (rings.OP_READ, rings.OP_WRITE)
 
 
@@ -137,19 +130,16 @@ class Slot(Waiter):
     and length, `want`; `buf` is the read one's id, which is what forget() looks for); j, k,
     kind and f are the driver's own (which slot, the transfer number, what it is, its file);
     t0 is the engine's: the clock read just before the io_uring_enter that submitted its
-    transfer; fd is the file its SQE was last written for; split: its files are O_DIRECT (a
-    batch submits them SPLIT at a time)."""
-    __slots__ = ("bufs", "j", "k", "kind", "t0", "f", "fd", "split")
+    transfer; fd is the file its SQE was last written for."""
+    __slots__ = ("bufs", "j", "k", "kind", "t0", "f", "fd")
 
-    def __init__(self, key: int, j: int, done, read: tuple, write: tuple, buf: int, sqe: int,
-                 split: bool):
+    def __init__(self, key: int, j: int, done, read: tuple, write: tuple, buf: int, sqe: int):
         super().__init__(None, None, key)
         (raddr, self.want, _), (waddr, wlen, _) = read, write
         if wlen != self.want:
             raise ValueError(f"a slot's buffers differ in length: {self.want} and {wlen}")
         self.bufs, self.done, self.buf, self.sqe = (raddr, waddr), done, buf, sqe
         self.j, self.k, self.kind, self.t0, self.f, self.fd = j, -1, 0, 0, 0, -1
-        self.split = split
 
 
 class UringEngine:
@@ -247,13 +237,12 @@ class UringEngine:
                     waiter.lane = waiter.crew = None
             raise
 
-    def slots(self, done, reads: list[int], writes: list[int], split: bool = False) -> list[Slot]:
+    def slots(self, done, reads: list[int], writes: list[int]) -> list[Slot]:
         """A Slot for each pair of registered buffers (reads[j], writes[j]), its completions to
         go to done(slot, res, t), which returns the slot's next transfer (write, fd, offset) or
-        None (the slot ends); `split`: their files are O_DIRECT (see SPLIT). The caller
-        start()s them and awaits hold()."""
+        None (the slot ends); the caller start()s them and awaits hold()."""
         return [Slot(next(self.keys), j, done, self.iovecs[r], self.iovecs[w], r,
-                     self.ring.take(), split)
+                     self.ring.take())
                 for j, (r, w) in enumerate(zip(reads, writes))]
 
     def start(self, slots: list[Slot]) -> None:
@@ -321,14 +310,12 @@ class UringEngine:
         """Hand each (waiter, result) of a batch completed at t to its waiter: a Slot's done()
         returns its next transfer, (write, fd, offset) or None, which is queued here; a lane
         runs on to its next submit; a future is resolved. `together`: what they queue is
-        submitted once, after the batch is answered (O_DIRECT slots' SPLIT at a time, as soon
-        as they are prepared), else each at once; a Slot's t0 is the clock read just before its
-        submit."""
+        submitted once, after the batch is answered, else each at once; a Slot's t0 is the
+        clock read just before its submit."""
         self.holding, step, ring = together, self.step, self.ring
         waiting, offsets, write_sqe = self.waiting, ring.offsets, ring.write
         array, mask, u32 = ring.sq_array, ring.sq_mask, ring.u32       # ring.queue, inline
-        held: list[Slot] = []              # slots whose transfers go with the next submit
-        direct = 0                         # O_DIRECT ones among them
+        held: list[Slot] = []              # slots whose transfers go with the batch's submit
         for waiter, res in batch:
             done = waiter.done
             if done is not None:           # a Slot
@@ -353,11 +340,6 @@ class UringEngine:
                 ring.tail = (tail + 1) & rings.WRAP
                 if together:
                     held.append(waiter)
-                    if waiter.split:
-                        direct += 1
-                        if direct == SPLIT:    # the disk starts on these meanwhile
-                            direct = 0
-                            self.flush(held)
                 else:
                     waiter.t0 = now()
                     if ring.submit():
@@ -384,16 +366,11 @@ class UringEngine:
                     lane.set_exception(error)
         self.holding = False
         if self.held or held:
-            self.flush(held)
-
-    def flush(self, held: list[Slot]) -> None:
-        """Submit what is queued (the lanes' held transfers too); the slots in `held` start at
-        the clock read just before (their t0) and leave the list."""
-        self.held, t0 = 0, now()
-        self.push()
-        for slot in held:
-            slot.t0 = t0
-        held.clear()
+            self.held, t0 = 0, now()
+            if ring.submit():
+                self.later()
+            for slot in held:
+                slot.t0 = t0
 
     def push(self) -> None:
         """Submit what is queued; what the kernel refused for now goes again later()."""

@@ -111,6 +111,7 @@ class SyncEngine:
     def __init__(self):
         self.views: list[tuple[list[memoryview], int]] = []    # (the iovec list, its length)
         self.turn = now()
+        self.places: list[tuple[Slot, tuple | None]] = []      # start(): each slot's first
 
     def register(self, views: list[memoryview]) -> list[int]:
         self.views += [([view], len(view)) for view in views]

@@ -32,6 +32,7 @@ MAGIC = 0x746F72717565         # "torque"
 STOP_SIGNALS = tuple(sig for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
                      if signal.getsignal(sig) != signal.SIG_IGN)
 
+
 @contextlib.contextmanager
 def signals_held():
     """The stop signals wait (blocked) meanwhile; a process started meanwhile starts with them

@@ -342,8 +342,7 @@ class UringEngine:
                     held.append(waiter)
                 else:
                     waiter.t0 = now()
-                    if ring.submit():
-                        self.later()
+                    self.push()
                 continue
             if res == waiter.want:
                 if waiter.crew is not None:
@@ -367,8 +366,7 @@ class UringEngine:
         self.holding = False
         if self.held or held:
             self.held, t0 = 0, now()
-            if ring.submit():
-                self.later()
+            self.push()
             for slot in held:
                 slot.t0 = t0
 

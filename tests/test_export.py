@@ -109,6 +109,22 @@ def test_load_refuses_what_is_not_a_results_file(tmp_path):
             export.load(str(path))
 
 
+def test_load_refuses_a_test_of_a_group_the_plan_does_not_have(tmp_path):
+    """A hand-edited group made compare fail with KeyError and plot with IndexError."""
+    plan, recs = man_page_example()
+    doc = export.document(plan, recs, plan.procs(), INFO, "today")
+    path = tmp_path / "run.json"
+    for group in (1, -1):
+        doc["tests"][1]["group"] = group
+        path.write_text(json.dumps(doc))
+        with pytest.raises(export.ResultsFileError,
+                           match=rf"tests\[1\]\.group is {group}, but the plan.s groups are numbered 0 to 0"):
+            export.load(str(path))
+    doc["tests"][1]["group"] = 0
+    path.write_text(json.dumps(doc))
+    assert export.load(str(path))["tests"][1]["group"] == 0
+
+
 def test_csv_columns_are_the_schema_s_scalars_with_units_whatever_the_run():
     plan, recs = man_page_example()
     recs = (replace(recs[0], info="line one\nline two", lat_count=1, lat_min=1500, lat_max=1500,

@@ -193,12 +193,16 @@ def test_a_real_stream_s_lateness_is_drawn_for_each_sub_stream(tmp_path):
     assert max(ns for _, ns in trace) == max(s["hi"] for s in subs)
 
 
-def test_nothing_to_plot_is_said_plainly(tmp_path):
+def test_nothing_to_plot_is_said_plainly_with_exit_2(tmp_path):
     plan = cmdline.parse(["-bzero"])
     doc = export.document(plan, (record(0, 0, 0, 0, 64),), plan.procs(), INFO, "today")
-    with pytest.raises(plot.PlotError, match="nothing to plot"):
+    with pytest.raises(plot.NothingToPlot, match="nothing to plot"):
         plot.render(doc, str(tmp_path / "x.png"))
     assert not (tmp_path / "x.png").exists()
+    (tmp_path / "x.json").write_text(json.dumps(doc))
+    result = CliRunner().invoke(cli.main, ["plot", str(tmp_path / "x.json")])
+    assert result.exit_code == 2 and result.output.strip() == (
+        "torque-async: error: nothing to plot: the results hold no samples and no latencies")
 
 
 def test_without_matplotlib_the_command_says_how_to_get_it(tmp_path, monkeypatch):
@@ -235,7 +239,8 @@ def test_a_lateness_panel_whose_values_are_all_zero_still_draws(tmp_path):
     matplotlib.use("Agg")
     from matplotlib import pyplot
     fig, ax = pyplot.subplots()
-    plot.draw_percentiles(ax, [(0, "proc 0 MemStreams: sub-stream 0", [[0, 0, 50]])], ["C0"])
+    plot.draw_percentiles(ax, [plot.Curve((None, 0), "proc 0 MemStreams: sub-stream 0",
+                                          [[0, 0, 50]])], {(None, 0): plot.Look("C0", ".")})
     fig.savefig(tmp_path / "zero.png")
     assert ax.get_ylim() == (1, 10) and not ax.lines[0].get_xdata().size
 
@@ -249,7 +254,7 @@ def test_a_share_on_time_is_never_rounded_to_all_or_none():
 def test_a_histogram_of_empty_buckets_is_nothing_to_draw():
     doc = sampled_doc("-bzero -load")
     doc["tests"][1]["record"]["hist"] = [[1000, 1007, 0]]       # hand-edited: it divided by 0
-    assert [label for _, label, _ in plot.histograms(doc, lateness=False)] == \
+    assert [c.label for c in plot.histograms(doc, lateness=False)] == \
         ["proc 0 Bzero: latency per transfer"]
 
 
@@ -259,3 +264,52 @@ def test_a_picture_not_named_png_is_refused(tmp_path):
     result = CliRunner().invoke(cli.main, ["plot", str(path), "-o", str(tmp_path / "x.svg")])
     assert result.exit_code == 2 and "name it FILE.png" in result.output
     assert not (tmp_path / "x.svg").exists()
+
+
+def many_doc(procs: int):
+    """procs tests of one group, each with latencies (not sampled: one panel)."""
+    plan = cmdline.parse(f"-p {procs} -bzero".split())
+    recs = tuple(record(p, 1, 8 * MS, 32, 65536,
+                        hist=hist_of(1000 * (p + 1), 2000 * (p + 1)), lat_count=2)
+                 for p in range(procs))
+    return export.document(plan, recs, plan.procs(), INFO, "today")
+
+
+def test_a_legend_of_many_curves_fits_in_the_picture_and_no_two_curves_look_alike():
+    """24 latency curves: the legend ran off the bottom (22 and 23 not shown), and tab20's
+    colours repeated from curve 20 on."""
+    fig, _ = plot.figure(many_doc(24))
+    FigureCanvasAgg(fig).draw()
+    ax = fig.axes[-1]
+    box, whole = ax.get_legend().get_window_extent(), fig.bbox
+    assert len(ax.get_legend().get_texts()) == 24
+    assert whole.y0 <= box.y0 and box.y1 <= whole.y1 and box.x1 <= whole.x1
+    looks = {(tuple(line.get_color()), line.get_marker()) for line in ax.get_lines()}
+    assert len(looks) == 24
+
+
+def test_a_test_keeps_its_colour_in_every_panel_and_sub_streams_differ_by_line_style():
+    plan = cmdline.parse("-n 8 -KB 64 -bzero -memStreams rw 2 64 62.5 0 1 1".split())
+    samples = tuple(((k + 2) * MS, (k + 1) * 4) for k in range(8))
+    subs = tuple(SubStream(transfers=4, late=1, late_run=1, lo=0, hi=5000 * (i + 1),
+                           total=5000 * (i + 1), hist=hist_of(0, 0, 0, 5000 * (i + 1)))
+                 for i in range(2))
+    recs = (record(0, 1, 8 * MS, 32, 65536, samples=samples, hist=hist_of(3000), lat_count=1),
+            record(1, 1, 8 * MS, 32, 65536, samples=samples, hist=hist_of(3000), lat_count=1,
+                   subs=subs))
+    doc = export.document(plan, recs, plan.procs(), INFO, "today")
+    fig, drawn = plot.figure(doc)
+    colour = [tuple(ax.patches[0].get_edgecolor()) for ax in fig.axes[:2]]   # bandwidth steps
+    latency, lateness = fig.axes[2], fig.axes[3]
+    assert [tuple(line.get_color()) for line in latency.get_lines()] == colour
+    late = [(tuple(line.get_color()), line.get_linestyle()) for line in lateness.get_lines()]
+    assert late == [(colour[1], "-"), (colour[1], "--")]
+
+
+def test_hand_edited_proc_numbers_still_draw():
+    """A proc beyond the tests' count (hand-edited) indexed past the palette: IndexError."""
+    doc = many_doc(2)
+    doc["tests"][0]["proc"] = 99
+    _, drawn = plot.figure(doc)
+    assert drawn[-1][1] == ["proc 99 Bzero: latency per transfer",
+                            "proc 1 Bzero: latency per transfer"]

@@ -115,7 +115,7 @@ def plot_command(results: str, output: str | None) -> None:
     try:
         drawn = plotting.render(doc, path)
     except plotting.PlotError as e:
-        fail(str(e), 1)
+        fail(str(e), 2 if isinstance(e, plotting.NothingToPlot) else 1)
     say([f"{path}: {'; '.join(title for title, _ in drawn)}"])
 
 

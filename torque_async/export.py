@@ -305,6 +305,21 @@ def misfit(value: Any, rule: dict[str, Any], root: dict[str, Any], where: str) -
     return ""
 
 
+def stray_group(doc: dict[str, Any]) -> str:
+    """A test whose group is not one of the plan's ('' when none): compare and plot look its
+    group up."""
+    groups = len(doc["plan"]["groups"])
+    runs = (doc.get("repeats") or {}).get("runs", [])
+    lists = [("tests", doc["tests"]),
+             *((f"repeats.runs[{i}].tests", run["tests"]) for i, run in enumerate(runs))]
+    for where, tests in lists:
+        for i, test in enumerate(tests):
+            if not 0 <= test["group"] < groups:
+                return (f"{where}[{i}].group is {test['group']}, but the plan's groups are "
+                        f"numbered 0 to {groups - 1}")
+    return ""
+
+
 def load(path: str) -> dict[str, Any]:
     """A results file written by -json, checked for its schema name, version and shape (read
     at most inputs.RESULTS_LIMIT bytes, from a regular file only)."""
@@ -324,7 +339,7 @@ def load(path: str) -> dict[str, Any]:
                                f"{doc.get('schema_version')!r}; "
                                f"this torque-async reads version {SCHEMA_VERSION}")
     rules = schema()
-    why = misfit(doc, rules, rules, "")
+    why = misfit(doc, rules, rules, "") or stray_group(doc)
     if why:
         raise ResultsFileError(f"{path} is not a torque-async results file: {why}")
     return doc

@@ -33,10 +33,18 @@ PERCENTILE_TICKS = ((1, "0%"), (2, "50%"), (10, "90%"), (100, "99%"), (1000, "99
 END_MARKER, END_MARK = "D", "\u25c6"  # each curve's max: a diamond, named in the xlabel
 TICK_ROOM = 0.07                   # a percentile's tick closer than this share of the axis
                                    # to the max's (log) is left out: their labels would touch
+MARKERS = ".x^+"                   # a test's marker: its place among the tests, per 20 (the
+                                   # palette's colours repeat beyond 20)
+SUB_STYLES = ("-", "--", ":")      # a stream's sub-streams (MAX_SUBS) in the lateness panel
+LEGEND_ROW_IN, LEGEND_MARGIN_IN = 0.16, 0.4   # a legend entry's height at fontsize 7
 
 
 class PlotError(Exception):
-    """Nothing can be drawn, or matplotlib is missing; says which."""
+    """The picture cannot be made: matplotlib is missing, or it cannot be written; says which."""
+
+
+class NothingToPlot(PlotError):
+    """The results hold nothing to draw (the input's doing: exit 2)."""
 
 
 def name(doc: dict[str, Any], test: dict[str, Any]) -> str:
@@ -124,50 +132,75 @@ def traced_streams(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return [t for t in doc["tests"] if t["record"].get("late_trace")]
 
 
-def draw_lateness(ax, doc: dict[str, Any], tests: list[dict[str, Any]], colours) -> None:
+def draw_lateness(ax, doc: dict[str, Any], tests: list[dict[str, Any]], look) -> None:
     """Each stream's greatest lateness per run of frames (ms) at the run's last completion."""
     t0 = doc["time_zero_ns"]
-    for test, colour in zip(tests, colours):
+    for test in tests:
         trace = test["record"]["late_trace"]
         ax.step([(t - t0) / 1e9 for t, _ in trace], [ns / 1e6 for _, ns in trace], where="pre",
-                label=name(doc, test), color=colour, linewidth=1.2)
+                label=name(doc, test), color=look[key(test)].colour, linewidth=1.2)
     ax.set_xlabel("seconds since the start")
     ax.set_ylabel("frame lateness, ms (greatest per point)")
 
 
-def draw_scan(ax, doc: dict[str, Any], tests: list[dict[str, Any]], shortest: int) -> None:
+def draw_scan(ax, doc: dict[str, Any], tests: list[dict[str, Any]], shortest: int,
+              look: dict[tuple, "Look"]) -> None:
     """Bandwidth of merged transfers against their place on the disk (transfer k of n at k/n)."""
     for test in tests:
         n = doc["plan"]["groups"][test["group"]]["locals"]["n"]
         spans = merged(test, shortest)
         ax.plot([100 * (s.first % n) / n for s in spans],
-                [s.bw(test["record"]["transfer_bytes"]) for s in spans], ".", markersize=3,
-                label=name(doc, test))
+                [s.bw(test["record"]["transfer_bytes"]) for s in spans], look[key(test)].marker,
+                markersize=3, color=look[key(test)].colour, label=name(doc, test))
     ax.set_ylim(bottom=0)
     ax.set_xlabel("place on the disk (% of the scan)")
     ax.set_ylabel("MB/s")
 
 
-Histogram = tuple[int, str, list[list[int]]]   # proc, label, sparse [lowest, highest ns, count]
+def key(test: dict[str, Any]) -> tuple:
+    """A test among the document's: its rank (under mpiexec) and proc."""
+    return test.get("rank"), test["proc"]
 
 
-def histograms(doc: dict[str, Any], lateness: bool) -> list[Histogram]:
+@dataclass(frozen=True)
+class Look:
+    colour: Any
+    marker: str
+
+
+def looks(doc: dict[str, Any]) -> dict[tuple, Look]:
+    """Each test's colour and marker, the same in every panel (by its place among the tests, so
+    any proc number has one)."""
+    tests = doc["tests"]
+    return {key(t): Look(colour, MARKERS[i // 20 % len(MARKERS)])
+            for i, (t, colour) in enumerate(zip(tests, palette(len(tests))))}
+
+
+@dataclass(frozen=True)
+class Curve:
+    test: tuple                    # key(test)
+    label: str
+    hist: list[list[int]]          # sparse [lowest, highest ns, count]
+    sub: int = 0                   # a stream's sub-stream: its line style
+
+
+def histograms(doc: dict[str, Any], lateness: bool) -> list[Curve]:
     """Each non-empty latency histogram, or with `lateness` each lateness histogram (stream
     sub-streams, -cyclic wake-ups)."""
     found = []
     for test in doc["tests"]:
-        rec, proc = test["record"], test["proc"]
+        rec, who = test["record"], key(test)
         if test["action"] == "cyclic":
             if lateness:
-                found.append((proc, f"{name(doc, test)}: wake-up lateness", rec["hist"]))
+                found.append(Curve(who, f"{name(doc, test)}: wake-up lateness", rec["hist"]))
             continue
         if not lateness:
-            found.append((proc, f"{name(doc, test)}: latency per transfer", rec["hist"]))
+            found.append(Curve(who, f"{name(doc, test)}: latency per transfer", rec["hist"]))
         elif rec["subs"]:
             subs = sub_stream_names(doc["plan"]["groups"][test["group"]]["args"])
-            found += [(proc, f"{name(doc, test)}: sub-stream {sub}", s["hist"])
-                      for sub, s in zip(subs, rec["subs"])]
-    return [h for h in found if any(n for *_, n in h[2])]
+            found += [Curve(who, f"{name(doc, test)}: sub-stream {sub}", s["hist"], i)
+                      for i, (sub, s) in enumerate(zip(subs, rec["subs"]))]
+    return [c for c in found if any(n for *_, n in c.hist)]
 
 
 def percent(share: float) -> str:
@@ -203,15 +236,16 @@ def percentile_curve(hist: list[list[int]]) -> tuple[list[float], list[float], f
     return xs, ys, zeros / total
 
 
-def draw_percentiles(ax, found: list[Histogram], colours: list) -> None:
+def draw_percentiles(ax, found: list[Curve], look: dict[tuple, Look]) -> None:
     """Percentile curves, log-log: the tail to the right, where a histogram can't show it. A
     histogram of zeros only has no curve, only its legend entry."""
     right, ends = 10.0, set()
-    for (_, label, hist), colour in zip(found, colours):
-        xs, ys, on_time = percentile_curve(hist)
-        shown = f"{label} ({percent(on_time)} at 0)" if on_time else label
-        ax.plot(xs, ys, drawstyle="steps-pre", marker=".", markersize=3, color=colour,
-                label=shown)
+    for curve in found:
+        xs, ys, on_time = percentile_curve(curve.hist)
+        shown = f"{curve.label} ({percent(on_time)} at 0)" if on_time else curve.label
+        colour = look[curve.test].colour
+        ax.plot(xs, ys, drawstyle="steps-pre", marker=look[curve.test].marker, markersize=3,
+                color=colour, linestyle=SUB_STYLES[curve.sub % len(SUB_STYLES)], label=shown)
         if xs:                     # its own max: a curve of fewer values ends further left
             ax.scatter(xs[-1:], ys[-1:], marker=END_MARKER, s=25, color=colour, zorder=3)
             ends.add(xs[-1])
@@ -248,39 +282,40 @@ class Panel:
     timeline: bool = False         # a bandwidth-over-time panel: they share the time axis
 
 
+def legend_room(base: float, entries: int) -> float:
+    """A panel's height: `base`, or more where its legend (beside it) needs it."""
+    return max(base, entries * LEGEND_ROW_IN + LEGEND_MARGIN_IN)
+
+
 def panels(doc: dict[str, Any]) -> list[Panel]:
     """Every panel the results have data for, top to bottom."""
     out = []
-    tests, by_proc = sampled(doc), palette(len(doc["tests"]))   # a test's colour: its proc's
+    tests, look = sampled(doc), looks(doc)
     if tests:
         shortest = shortest_interval(tests)
         every = f"intervals of at least {shortest / 1e6:.2g} ms"
         cut = ", sampling stopped at its limit"
         out += [Panel(f"{name(doc, t)}: bandwidth over time ({every}"
                       f"{cut if t['samples']['limit_reached'] else ''})", BW_PANEL_IN,
-                      lambda ax, t=t: draw_bandwidth(ax, doc, t, shortest, by_proc[t["proc"]]),
+                      lambda ax, t=t: draw_bandwidth(ax, doc, t, shortest, look[key(t)].colour),
                       timeline=True)
                 for t in tests]
         scans = scanned(doc)
         if scans:
             out.append(Panel(f"Bandwidth across the disk (-scan, -sample 0; {every})",
-                             PERCENTILE_PANEL_IN, lambda ax: draw_scan(ax, doc, scans, shortest)))
+                             legend_room(PERCENTILE_PANEL_IN, len(scans)),
+                             lambda ax: draw_scan(ax, doc, scans, shortest, look)))
     traced = traced_streams(doc)
     if traced:
-        out.append(Panel("Streams: frame lateness over time", BW_PANEL_IN,
-                         lambda ax: draw_lateness(ax, doc, traced,
-                                                  [by_proc[t["proc"]] for t in traced]),
-                         timeline=True))
-    latency = histograms(doc, lateness=False)
-    if latency:
-        colours = [by_proc[proc] for proc, _, _ in latency]
-        out.append(Panel("Latency per transfer (percentiles)", PERCENTILE_PANEL_IN,
-                         lambda ax: draw_percentiles(ax, latency, colours)))
-    lateness = histograms(doc, lateness=True)
-    if lateness:
-        out.append(Panel("Lateness: streams' sub-streams and -cyclic wake-ups (percentiles)",
-                         PERCENTILE_PANEL_IN,
-                         lambda ax: draw_percentiles(ax, lateness, palette(len(lateness)))))
+        out.append(Panel("Streams: frame lateness over time", legend_room(BW_PANEL_IN, len(traced)),
+                         lambda ax: draw_lateness(ax, doc, traced, look), timeline=True))
+    for title, lateness in (("Latency per transfer (percentiles)", False),
+                            ("Lateness: streams' sub-streams and -cyclic wake-ups (percentiles)",
+                             True)):
+        curves = histograms(doc, lateness)
+        if curves:
+            out.append(Panel(title, legend_room(PERCENTILE_PANEL_IN, len(curves)),
+                             lambda ax, curves=curves: draw_percentiles(ax, curves, look)))
     return out
 
 
@@ -292,7 +327,7 @@ def figure(doc: dict[str, Any]):
         raise PlotError("plotting needs matplotlib: pip install 'torque-async[plot]'") from None
     chosen = panels(doc)
     if not chosen:
-        raise PlotError("nothing to plot: the results hold no samples and no latencies")
+        raise NothingToPlot("nothing to plot: the results hold no samples and no latencies")
     heights = [p.height for p in chosen]
     fig = Figure(figsize=(WIDTH_IN, TITLE_IN + sum(heights)), dpi=DPI, layout="constrained")
     fig.suptitle("\n".join(textwrap.wrap(f"torque-async {doc['command']}", TITLE_CHARS)),

@@ -160,6 +160,21 @@ def test_a_failed_transfer_in_a_batch_ends_the_test_naming_its_file_and_place(ke
     assert len(log) < 5000                         # it ended the test
 
 
+@pytest.mark.parametrize("engine,cls", [("uring", uring.UringEngine),
+                                        ("sync", engines.SyncEngine)])
+def test_a_short_transfer_ends_the_test_naming_its_place_once(key, monkeypatch, engine, cls):
+    """A read past the end returns 0 bytes: the failure names the file and the place, once
+    (the engine's own text said 'at byte' again)."""
+    pattern_file(Path("cached.dat"), 256 * KB)
+    engine_log(monkeypatch, lambda write, fd, offset: (write, fd, 256 * KB), cls=cls)
+    out = run(key, "-engine", engine, "-fbc", "-f", "cached.dat", "-n", "64", "-i", "1",
+              "-KB", "4", "-mfileKB", "256", "-aio", "1")
+    (failure,) = out.failures
+    assert failure.endswith(f"read of 4096 bytes at byte {256 * KB} of cached.dat: only read 0 "
+                            f"of 4096 bytes (past the end of the file?)")
+    assert failure.count("at byte") == 1
+
+
 def test_slow_keeps_the_batches_going_and_counts_the_extra_transfers(key):
     out = run(key, "-slow", "-engine", "uring", "-n", "16", "-i", "1", "-KB", "4",
               "-mfileKB", "64", "-percR", "50", "-aio", "4",

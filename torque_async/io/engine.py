@@ -64,9 +64,13 @@ class Engine(Protocol):
 
 
 def short(write: bool, offset: int, done: int, size: int) -> OSError:
-    what = "wrote" if write else "read"
-    return OSError(f"a transfer at byte {offset} {what} {done} of {size} bytes"
-                   + ("" if write else " (past the end of the file?)"))
+    """A transfer that moved fewer bytes than asked; its strerror leaves out the place, which
+    whoever names the file names too (FileTest.failed)."""
+    what = f"{'wrote' if write else 'read'} {done} of {size} bytes" + \
+        ("" if write else " (past the end of the file?)")
+    e = OSError(f"a transfer at byte {offset} {what}")
+    e.strerror = f"only {what}"
+    return e
 
 
 def choose(requested: str, alone: bool) -> tuple[str, str]:

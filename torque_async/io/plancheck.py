@@ -60,6 +60,9 @@ def check_file(settings, proc, name: str, path: str) -> None:
     check_path(settings, name, path, actions.writes(spec, local))
     if not os.path.exists(path) and (actions.reads(spec, local) or spec.source == "arg"):
         raise UsageError(f"{name}: {path} does not exist (the test reads it)")
+    if actions.reads(spec, local) and stat.S_ISCHR(os.stat(path).st_mode):
+        raise UsageError(f"{name}: {path} is a character device, which has no size to lay the "
+                         f"reads out in: the file tests read regular files and block devices")
     try:
         size = actions.file_size(path)
     except ValueError as e:

@@ -3,6 +3,7 @@ time zero at the barrier's release, CPU over the measured interval, and resoluti
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from dataclasses import replace
@@ -141,6 +142,25 @@ def test_the_loop_s_cpu_is_its_own_thread_s_whichever_thread_reads_it():
     spin_cpu(60 * MS)
     user, system, vol, invol = cpu_interval(before, usage()).tolist()
     assert user + system >= 60 * MS and min(user, system, vol, invol) >= 0
+
+
+def test_the_loop_s_own_reading_and_another_thread_s_count_alike_so_either_may_follow():
+    """The loop thread asks getrusage, another thread reads /proc: the same counters in the
+    same units, so readings taken in turn never go back, whichever thread took each."""
+    usage = thread_usage()
+    spin_cpu(30 * MS)
+    readings = [usage()]
+    for _ in range(3):
+        other = threading.Thread(target=lambda: readings.append(usage()))
+        other.start()
+        other.join()
+        spin_cpu(15 * MS)
+        readings.append(usage())
+    for a, b in zip(readings, readings[1:]):
+        assert (b >= a).all(), (a, b)
+    tick = 1_000_000_000 // os.sysconf("SC_CLK_TCK")
+    user, system, cpu = readings[-1][:3]
+    assert 75 * MS // tick - 2 <= user + system <= cpu // tick + 2      # ticks, not us or ns
 
 
 def test_a_real_run_starts_after_the_release_and_measures_cpu_and_reads_and_writes(tmp_path):

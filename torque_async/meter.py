@@ -60,7 +60,8 @@ def word(a: np.ndarray) -> memoryview:
 class Meter:
     __slots__ = ("row", "live", "stop", "states", "waiting", "every", "next_sample",
                  "nsamples", "stamps", "lat", "count", "start", "finish", "parts", "who",
-                 "cpu0", "cpu", "limit", "total", "deadline", "ramp_end", "ramped", "until")
+                 "cpu0", "cpu", "limit", "total", "deadline", "ramp_end", "ramped", "until", "upto",
+                 "before")
 
     def __init__(self, results: Results, row: int, sample: int | None, slow: bool,
                  limit: Limit = Limit(), usage: Callable[[], np.ndarray] | None = None):
@@ -78,6 +79,7 @@ class Meter:
         self.stamps = [0] * (2 * MAX_SAMPLES) if self.every else []
         self.lat = Summary()                          # latency of each measured transfer
         self.count = self.start = self.finish = self.ramped = self.until = 0
+        self.upto = self.before = 0                   # see claim()
         self.limit, self.total, self.deadline, self.ramp_end = limit, limit.count, NEVER, 0
         self.parts: tuple[Summary, Summary] | None = None   # reads, writes (split)
         self.who = usage or process_usage
@@ -128,13 +130,16 @@ class Meter:
         """What transfer k is at time t when the count alone cannot say (the file lanes' and
         -web clients' claims): STOP once the stop flag is up, RAMP, MEASURED, or past the
         measured ones (`past()` is told first): EXTRA while -slow keeps the test going, else
-        STOP. Below `until` the count alone says MEASURED (no clock read, no call)."""
+        STOP. Below `until` the count alone says MEASURED (no clock read, no call); below
+        `upto` a claim at a time before `before` (-t's deadline) is MEASURED too, as more() would
+        say (io/batch.py asks them inline with its batch's clock read)."""
         if self.stop[0]:
             return STOP
         where = self.place(k, t)
         if where == RAMPING:
             return RAMP
         self.until = self.ramped + self.certain
+        self.upto, self.before = self.ramped + self.total, self.deadline
         if where == COUNTED:
             return MEASURED
         if past is not None:

@@ -77,9 +77,9 @@ async def drive(test) -> None:
                 last[j] = slot.k
                 if touches[j] is not None and not slot.write:
                     touches[j].sum()              # the processor reads the data
-            k = take()                            # FileTest.claim, its first case inline
-            kind = MEASURED if k < test.until and test.error is None and not halt[0] else \
-                decide(k)
+            k = take()                            # FileTest.claim, its first cases inline
+            kind = MEASURED if (k < test.until or k < test.upto and t < test.before) and \
+                test.error is None and not halt[0] else decide(k)
             slot.k = k
             if kind == STOP:
                 stop(slot)

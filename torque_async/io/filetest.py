@@ -177,7 +177,8 @@ class FileTest:
         meter.row["file"], meter.row["file_bytes"] = os.fsencode(self.shown), self.largest
         self.meter, self.lock = meter, threading.Lock()
         self.take = itertools.count().__next__       # transfer numbers, taken in claim()
-        self.next, self.extra, self.until = 1 << 62, 0, 0     # next: see lane()
+        self.next, self.extra = 1 << 62, 0                   # next: see lane()
+        self.until = self.upto = self.before = 0             # the Meter's, as decide() saw them
         self.stop = meter.stop
         self.last = [-1] * self.depth
         self.published = False
@@ -207,7 +208,8 @@ class FileTest:
         the order the numbers are taken (the engine runs claims one at a time), so the measured
         transfers are consecutive numbers. The numbers below `until` are measured whatever
         the time (the Meter's count, with no deadline): no clock read, no call (batch.py
-        makes this first case inline, and calls decide for the rest)."""
+        makes this first case inline, and under -t the one before the deadline, with its
+        batch's clock read; it calls decide for the rest)."""
         k = self.take()
         if k < self.until and self.error is None and not self.stop[0]:
             return k, MEASURED
@@ -218,8 +220,9 @@ class FileTest:
         transfer, done already, ends the measured interval before any past it."""
         if self.error is not None:
             return STOP
-        what = self.meter.claim(k, now(), self.measured_all)
-        self.until = self.meter.until
+        meter = self.meter
+        what = meter.claim(k, now(), self.measured_all)
+        self.until, self.upto, self.before = meter.until, meter.upto, meter.before
         return what
 
     def measured_all(self) -> None:

@@ -172,6 +172,7 @@ class SyncEngine:
         places, turn = [p for p in self.places if p[1] is not None], now()
         calls = (os.preadv, os.pwritev)
         while places:
+            ended = False
             for i, (slot, (write, fd, offset)) in enumerate(places):
                 slot.write, slot.what = write, offset
                 slot.t0 = now()
@@ -180,12 +181,15 @@ class SyncEngine:
                 except OSError as e:       # as io_uring says it: done() names file and place
                     done = -(e.errno or errno.EIO)
                 t = now()
-                places[i] = (slot, slot.done(slot, done, t))
+                place = slot.done(slot, done, t)
+                if place is None:
+                    ended = True
+                places[i] = (slot, place)
                 if t - turn > YIELD_NS:
                     await asyncio.sleep(0)
                     turn = now()       # a slice from the turn's end: taken at its start, the
                                        # test just back yielded again after one transfer
-            if any(place is None for _, place in places):
+            if ended:
                 places = [p for p in places if p[1] is not None]
         await finished
 

@@ -18,7 +18,7 @@ fio is installed with apt-get when missing (as root).
 
 What it chose in the io_uring engine (torque_async/io/uring.py): the transfers that one batch of
 completions prepared are submitted together (one io_uring_enter: cached reads complete inside
-it), O_DIRECT ones too since this round (half the loop's CPU per transfer at the same or a
+it), O_DIRECT ones too (half the loop's CPU per transfer at the same or a
 better rate than one io_uring_enter each); a transfer alone in its batch goes at once.
 """
 from __future__ import annotations

@@ -117,8 +117,8 @@ def test_load_refuses_a_test_of_a_group_the_plan_does_not_have(tmp_path):
     for group in (1, -1):
         doc["tests"][1]["group"] = group
         path.write_text(json.dumps(doc))
-        with pytest.raises(export.ResultsFileError,
-                           match=rf"tests\[1\]\.group is {group}, but the plan.s groups are numbered 0 to 0"):
+        why = rf"tests\[1\]\.group is {group}, but the plan.s groups are numbered 0 to 0"
+        with pytest.raises(export.ResultsFileError, match=why):
             export.load(str(path))
     doc["tests"][1]["group"] = 0
     path.write_text(json.dumps(doc))

@@ -60,8 +60,8 @@ def word(a: np.ndarray) -> memoryview:
 class Meter:
     __slots__ = ("row", "live", "stop", "states", "waiting", "every", "next_sample",
                  "nsamples", "stamps", "lat", "count", "start", "finish", "parts", "who",
-                 "cpu0", "cpu", "limit", "total", "deadline", "ramp_end", "ramped", "until", "upto",
-                 "before")
+                 "cpu0", "cpu", "limit", "total", "deadline", "ramp_end", "ramped", "until",
+                 "upto", "before")
 
     def __init__(self, results: Results, row: int, sample: int | None, slow: bool,
                  limit: Limit = Limit(), usage: Callable[[], np.ndarray] | None = None):

@@ -132,7 +132,8 @@ def traced_streams(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return [t for t in doc["tests"] if t["record"].get("late_trace")]
 
 
-def draw_lateness(ax, doc: dict[str, Any], tests: list[dict[str, Any]], look) -> None:
+def draw_lateness(ax, doc: dict[str, Any], tests: list[dict[str, Any]],
+                  look: dict[tuple, Look]) -> None:
     """Each stream's greatest lateness per run of frames (ms) at the run's last completion."""
     t0 = doc["time_zero_ns"]
     for test in tests:
@@ -144,7 +145,7 @@ def draw_lateness(ax, doc: dict[str, Any], tests: list[dict[str, Any]], look) ->
 
 
 def draw_scan(ax, doc: dict[str, Any], tests: list[dict[str, Any]], shortest: int,
-              look: dict[tuple, "Look"]) -> None:
+              look: dict[tuple, Look]) -> None:
     """Bandwidth of merged transfers against their place on the disk (transfer k of n at k/n)."""
     for test in tests:
         n = doc["plan"]["groups"][test["group"]]["locals"]["n"]

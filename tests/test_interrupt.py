@@ -309,11 +309,34 @@ def test_free_shared_memory_refuses_a_live_run():
     proc = held_back(key)
     r = run_cli("-smkey", hex(key), "-freeSharedMemory")
     assert (r.returncode, r.stdout) == (2, "")
-    assert r.stderr == (f"torque-async: error: shared memory key {key:#x} is in use by "
-                        f"torque-async pid {proc.pid}: -freeSharedMemory removes only what a "
+    assert r.stderr == (f"torque-async: error: shared memory key {key:#x} is in use by pid "
+                        f"{proc.pid}, still running: -freeSharedMemory removes only what a "
                         f"killed run left\n")
     assert Path("/dev/shm", segment_name(key)).exists()
     assert table(finish(proc))
+
+
+def test_a_program_running_torque_async_in_its_own_process_holds_its_segment():
+    """A run inside another program (the tests, execute()) has no 'torque' on its command line:
+    it was taken for a killed run, and -freeSharedMemory removed its live segment."""
+    key = 0x7517
+    holder = Path(tempfile.mkdtemp(prefix="holder."), "holder.py")   # a path without the name
+    holder.write_text("import sys\nfrom torque_async.results import Results, segment_name\n"
+                      f"held = Results.create(segment_name({key:#x}), 1)\n"
+                      "print('made', flush=True)\nsys.stdin.read()\nheld.unlink()\n")
+    proc = subprocess.Popen([sys.executable, str(holder)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True, env=ENV)
+    try:
+        assert proc.stdout.readline() == "made\n"
+        r = run_cli("-smkey", hex(key), "-freeSharedMemory")
+        assert (r.returncode, r.stdout) == (2, "") and f"in use by pid {proc.pid}, still " \
+            "running" in r.stderr
+        r = run_cli("-smkey", hex(key), "-n", "1", "-KB", "4", "-bzero")
+        assert r.returncode == 2 and f"in use by pid {proc.pid}, still running" in r.stderr
+        assert Path("/dev/shm", segment_name(key)).exists()
+    finally:
+        proc.communicate("", timeout=30)
+    assert not Path("/dev/shm", segment_name(key)).exists()
 
 
 def test_of_two_runs_started_at_once_on_one_key_the_loser_names_the_winner():
@@ -327,8 +350,8 @@ def test_of_two_runs_started_at_once_on_one_key_the_loser_names_the_winner():
         loser, winner = runs if runs[0].returncode is not None else runs[::-1]
         _, err = loser.communicate(timeout=60)
         assert loser.returncode == 2
-        assert err == (f"torque-async: error: shared memory key {key:#x} is in use by "
-                       f"torque-async pid {winner.pid}: wait for it or choose another -smkey\n")
+        assert err == (f"torque-async: error: shared memory key {key:#x} is in use by pid "
+                       f"{winner.pid}, still running: wait for it or choose another -smkey\n")
         finish(winner)
 
 

@@ -360,9 +360,9 @@ def free_shared_memory(smkey: int) -> list[str]:
         raise cmdline.UsageError(str(e) if isinstance(e, NotASegment) else
                                  f"/dev/shm/{name}: {e.strerror}: not removed") from None
     except SegmentInUse as e:
-        raise cmdline.UsageError(f"shared memory key {smkey:#x} is in use by torque-async pid "
-                                 f"{e.owner}: -freeSharedMemory removes only what a killed run "
-                                 f"left") from None
+        raise cmdline.UsageError(f"shared memory key {smkey:#x} is in use by pid {e.owner}, "
+                                 f"still running: -freeSharedMemory removes only what a killed "
+                                 f"run left") from None
     if freed is None:
         return [f"no shared memory /dev/shm/{name} to remove"]
     owner, sems = freed

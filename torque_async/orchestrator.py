@@ -85,9 +85,9 @@ def open_segment(plan: Plan, rows: int) -> Results:
                              f"{e.strerror}: choose another -smkey") from None
         if owner is None:                        # gone meanwhile: that run just ended
             return open_segment(plan, rows)
-        if owner and live_owner(owner):
+        if owner and live_owner(owner, name):
             raise UsageError(f"shared memory key {plan.settings.smkey:#x} is in use by "
-                             f"torque-async pid {owner}: wait for it or choose another -smkey")
+                             f"pid {owner}, still running: wait for it or choose another -smkey")
         raise UsageError(f"a killed run (pid {owner}) left shared memory /dev/shm/{name}: "
                          f"remove it with -freeSharedMemory") from None
 

@@ -222,14 +222,35 @@ def owner_of(name: str) -> int | None:
     return None if header is None else int(header["owner"])
 
 
-def live_owner(pid: int) -> bool:
-    """Whether `pid` is a running torque-async (a pid reused by another program is not)."""
+def live_owner(pid: int, name: str) -> bool:
+    """Whether `pid` still runs segment `name`: a torque-async command (it maps the segment a
+    moment after making it), or any program that maps it (one that runs torque-async in its own
+    process: the tests, execute()). A pid reused by another program is neither."""
     import psutil                  # here: the spawned workers import this module, never this
     try:
-        return any("torque" in arg for arg in psutil.Process(pid).cmdline())
+        if any("torque" in arg for arg in psutil.Process(pid).cmdline()):
+            return True
     except psutil.AccessDenied:
         return True                # cannot tell: assume the run is alive
     except psutil.Error:
+        return False
+    return maps(pid, os.path.join(SHM_DIR, name))
+
+
+def maps(pid: int, path: str) -> bool:
+    """Whether process `pid` has the file at `path` mapped (by its device and inode: the
+    segment's own name is not what its maps line shows, Results.create links it)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return False
+    dev = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}"
+    try:
+        with open(f"/proc/{pid}/maps") as fh:
+            return any(f[3:5] == [dev, str(st.st_ino)] for f in map(str.split, fh) if len(f) > 4)
+    except PermissionError:
+        return True                # another user's: cannot tell, assume the run is alive
+    except OSError:                # gone meanwhile
         return False
 
 
@@ -249,7 +270,7 @@ def free_segment(name: str) -> tuple[int, tuple[str, ...]] | None:
     if header is None:
         return None
     owner = int(header["owner"])
-    if owner and live_owner(owner):
+    if owner and live_owner(owner, name):
         raise SegmentInUse(owner)
     sems = tuple(n.decode() for n in header["sems"] if n)
     _posixshmem.shm_unlink("/" + name)

@@ -7,9 +7,10 @@ import json
 import pytest
 
 from torque_async import cmdline, compare, export
+from torque_async.stats import merge
 
 from conftest import run_cli
-from test_report import INFO, MS, record
+from test_report import INFO, MS, hist_of, record
 
 PLAN = "-n 8 -MB 4 -load -KB 64 -bcopy -spinWait"
 REORDERED = "-spinWait -KB 64 -bcopy -n 8 -MB 4 -load"      # the same tests, another order
@@ -202,3 +203,57 @@ def test_a_regression_of_figures_not_resolved_is_flagged_and_never_fails(tmp_pat
     assert r.returncode == 0, r.stdout
     assert "-30.0% worse; not resolved (short)\n" in r.stdout
     assert "figures not resolved on one side or both" in r.stdout
+
+
+def test_a_group_of_another_process_count_is_compared_whole():
+    """-p 1 against -p 4: process 0 alone did a quarter of B's work, and read as 60% worse
+    while the group made 1.6 times the bandwidth."""
+    plan_a, plan_b = (cmdline.parse(f"-p {p} -n 8 -MB 4 -load".split()) for p in (1, 4))
+    lat = ([1000] * 99 + [9000], *([2000 * (k + 1)] * 100 for k in range(4)))
+    a = export.document(plan_a, (record(0, 0, 1000 * MS, 1000, 2**20, hist=hist_of(*lat[0]),
+                                        lat_count=100, lat_min=1000, lat_max=9000,
+                                        lat_sum=sum(lat[0])),), plan_a.procs(), INFO, "a")
+    recs = tuple(record(k, 0, 1000 * MS, 400, 2**20, hist=hist_of(*lat[k + 1]), lat_count=100,
+                        lat_min=lat[k + 1][0], lat_max=lat[k + 1][0], lat_sum=sum(lat[k + 1]))
+                 for k in range(4))
+    b = export.document(plan_b, recs, plan_b.procs(), INFO, "b")
+    found = compare.compare(a, b)
+    assert not found.only_a and not found.only_b
+    group = "-p 1 -n 8 -MB 4 -load"                        # as A names it
+    got = {c.figure: c for c in found.changes if c.test.startswith(group)}
+    assert {c.test for c in got.values()} == {f"{group} [1 processes in A, 4 in B]"}
+    assert got["BW"].b == (4 * 400.0,) and got["BW"].better(5)
+    assert got["IO/s"].b == (sum(t["figures"]["iops"] for t in b["tests"]),)
+    merged = merge(r.lat for r in recs)
+    assert got["latency p99"].b == (merged.percentile(0.99) / 1000,)
+    assert got["latency p99"].a[0] < 10                    # A's own: 99 of 100 at 1 us
+    (total,) = [c for c in found.changes if c.test.startswith("Total")]
+    assert total.b == (4 * 400.0,)
+
+
+def test_late_frames_from_none_are_worse_and_nothing_matched_says_so(tmp_path):
+    a, b = (document("-n 64 -cyclic 1000", {"cyclic": 1}) for _ in range(2))
+    change = compare.Change("t", "sub 0 late", "frames", False, (0, 0, 0), (3, 4, 2))
+    assert change.worse(5) and change.regression(5) and change.verdict(5) == "from 0 worse"
+    assert compare.Change("t", "late", "frames", False, (0,), (0,)).verdict(5) == \
+        "no change (0 on both sides)"
+    other = write(document(PLAN, {"load": 1, "bcopy": 1, "spinWait": 1}), tmp_path / "b.json")
+    r = run_cli("compare", write(a, tmp_path / "a.json"), other)
+    assert r.returncode == 2
+    assert r.stdout.rstrip().endswith("nothing compared: no test of A matches one of B (tests "
+                                      "match by action, arguments and the local options that "
+                                      "change the work)")
+
+
+def test_real_stream_results_compare_by_sub_stream(tmp_path):
+    """A stream's sub-streams' histograms are [lowest, highest ns, count]: compare read them
+    as pairs and raised ValueError."""
+    r = run_cli("-smkey", "0x7A612", "-json", "s.json", "-memStreams", "rw", "2", "64", "62.5",
+                "0", "0.05", "1", cwd=str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    same = run_cli("compare", str(tmp_path / "s.json"), str(tmp_path / "s.json"))
+    assert same.returncode == 0, same.stderr
+    doc = export.load(str(tmp_path / "s.json"))
+    subs = doc["tests"][0]["streams"]
+    late = [ln for ln in same.stdout.splitlines() if ", sub 0 lateness p99, " in ln]
+    assert len(late) == 1 and late[0].split(", ")[2] == f"{subs['sub0']['lateness_p99'] / 1000:.1f}"

@@ -137,12 +137,13 @@ def compare_command(base: str, runs: tuple[str, ...], threshold: float,
         docs = [export.load(path) for path in (base, *runs)]
     except export.ResultsFileError as e:
         fail(str(e), 2)
-    worse = False
+    worse = unmatched = False
     for i, (path, doc) in enumerate(zip(runs, docs[1:])):
         found = comparing.compare(docs[0], doc)
         say(([""] if i else []) + comparing.lines(found, (docs[0], doc), (base, path), threshold))
         worse |= any(c.regression(threshold) for c in found.changes)
-    sys.exit(1 if fail_on_regression and worse else 0)
+        unmatched |= not found.changes
+    sys.exit(2 if unmatched else 1 if fail_on_regression and worse else 0)
 
 
 ERROR_WIDTH = 400                  # characters of an error line shown at most

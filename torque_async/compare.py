@@ -17,10 +17,12 @@ from __future__ import annotations
 import json
 import math
 import statistics
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
 from .figures import Spread
+from .stats import Stats, bucket, merge
 
 
 # Local options that say how a test runs, not what work it does: runs that differ only in them
@@ -29,6 +31,7 @@ HOW = frozenset({"affinityNumber", "affinityNumberDiff", "affinityParent", "chec
                  "display", "execChild", "fbc", "noResetParentAffinity", "noVideoInitLoops",
                  "p", "sa", "sample", "sleepEnd", "wire", "bpkey"})
 US = 1000                                      # ns per us
+QUANTILES = {"latency p50": 0.5, "latency p99": 0.99, "lateness p99": 0.99, "lateness max": 1}
 
 # Two-sided 95% critical values of Student's t by degrees of freedom (then 40, 60, 120, inf).
 T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
@@ -77,8 +80,7 @@ def figures(test: dict[str, Any]) -> dict[str, tuple[str, bool, float | None]]:
         out["latency p99"] = ("us", False, _us(lat.get("p99")))
     for name, sub in stream_subs(test):
         out[f"{name} late"] = ("frames", False, sub["late"])
-        if "dropped" in sub:
-            out[f"{name} dropped"] = ("frames", False, sub["dropped"])
+        out[f"{name} dropped"] = ("frames", False, sub["dropped"])
         out[f"{name} lateness p99"] = ("us", False, _us(sub.get("p99")))
     return out
 
@@ -87,22 +89,13 @@ def _us(ns: float | None) -> float | None:
     return None if ns is None else ns / US
 
 
-def sparse_percentile(pairs: list[list[int]], q: float) -> int | None:
-    """The upper bound (ns) of the bucket holding quantile q of a sparse histogram."""
-    count = sum(n for _, n in pairs)
-    seen = 0
-    for top, n in pairs:
-        seen += n
-        if seen >= q * count:
-            return top
-    return None
-
-
 def stream_subs(test: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    """(name, figures) of each sub-stream of a stream test: late frames, dropped frames (where
-    recorded), lateness p99 in ns."""
-    return [(f"sub {i}", {**sub, "p99": sparse_percentile(sub["hist"], 0.99)})
-            for i, sub in enumerate(test["record"].get("subs") or ())]
+    """(name, figures) of each sub-stream of a stream test, as its report gives them: late and
+    dropped frames, lateness p99 (ns)."""
+    streams = test.get("streams") or {}
+    return [(f"sub {key[3:]}", {"late": sub["late"], "dropped": sub["dropped"],
+                                "p99": sub["lateness_p99"]})
+            for key, sub in sorted(streams.items()) if key.startswith("sub") and sub]
 
 
 def repetitions(doc: dict[str, Any]) -> list[list[dict[str, Any]]]:
@@ -129,9 +122,40 @@ def keys(doc: dict[str, Any]) -> dict[int, tuple[str, int]]:
 
 
 def test_name(doc: dict[str, Any], test: dict[str, Any]) -> str:
+    return group_name(doc, test, f"process {test['index']}")
+
+
+def group_name(doc: dict[str, Any], test: dict[str, Any], which: str) -> str:
+    """A test's group as the report names it, `which` of its processes (and the rank)."""
     g = doc["plan"]["groups"][test["group"]]
     rank = "" if test.get("rank") is None else f", rank {test['rank']} on {test['host']}"
-    return f"{g['text']} [process {test['index']}{rank}]"
+    return f"{g['text']} [{which}{rank}]"
+
+
+def group_figures(tests: list[dict[str, Any]]) -> dict[str, tuple[str, bool, float | None]]:
+    """figures() of one test, or of several processes as one: rates and frame counts summed,
+    latency and lateness from their histograms merged (as the report's group line)."""
+    if len(tests) == 1:
+        return figures(tests[0])
+    each = [figures(t) for t in tests]
+    merged = merge(latency(t) for t in tests)
+    out = {}
+    for name, (unit, up, _) in each[0].items():
+        if name in QUANTILES:
+            q = QUANTILES[name]
+            value = (merged.hi if q == 1 else merged.percentile(q)) if merged.count else None
+            out[name] = (unit, up, _us(value))
+        elif not name.endswith("lateness p99"):   # a sub-stream's: no histogram of its own here
+            values = [f[name][2] for f in each]
+            out[name] = (unit, up, None if None in values else sum(values))
+    return out
+
+
+def latency(test: dict[str, Any]) -> Stats:
+    """A test's latency (or lateness) Stats from its record ([lowest, highest ns, count])."""
+    r = test["record"]
+    return Stats(r["lat_count"], r["lat_min"], r["lat_max"], r["lat_sum"],
+                 tuple((bucket(lo), n) for lo, _, n in r["hist"]))
 
 
 @dataclass(frozen=True)
@@ -154,13 +178,20 @@ class Change:
         return significant(list(self.a), list(self.b))
 
     def worse(self, threshold: float) -> bool:
-        """B is worse than A by more than threshold percent (a regression, significant or not)."""
-        pct = self.pct
-        return pct is not None and (-pct if self.higher_is_better else pct) > threshold
+        """B is worse than A by more than threshold percent (a regression, significant or not);
+        from 0 (late frames) any change is beyond every threshold."""
+        return self.gain(threshold) < 0
 
     def better(self, threshold: float) -> bool:
+        return self.gain(threshold) > 0
+
+    def gain(self, threshold: float) -> int:
+        """1 better, -1 worse beyond the threshold, 0 neither."""
         pct = self.pct
-        return pct is not None and (pct if self.higher_is_better else -pct) > threshold
+        if pct is None:
+            pct = statistics.median(self.b) * math.inf if statistics.median(self.b) else 0.0
+        up = pct if self.higher_is_better else -pct
+        return 1 if up > threshold else -1 if -up > threshold else 0
 
     def regression(self, threshold: float) -> bool:
         """A significant change for the worse beyond the threshold, of figures both runs
@@ -168,17 +199,17 @@ class Change:
         return bool(self.significant) and self.worse(threshold) and not self.unresolved
 
     def verdict(self, threshold: float) -> str:
-        pct = self.pct
-        if pct is None:
-            return "n/a"
-        direction = "worse" if self.worse(threshold) else "better" if self.better(threshold) \
-            else "within threshold"
+        pct, gain = self.pct, self.gain(threshold)
+        if pct is None and not gain:
+            return "no change (0 on both sides)"
+        direction = ("within threshold", "better", "worse")[gain]
+        change = f"{pct:+.1f}%" if pct is not None else "from 0"
         sig = self.significant
         flags = f"; not resolved ({', '.join(self.unresolved)})" if self.unresolved else ""
         if sig is None:
-            return f"{pct:+.1f}% {direction}, cannot be told from noise (one run: use -repeat)" \
+            return f"{change} {direction}, cannot be told from noise (one run: use -repeat)" \
                 + flags
-        return f"{pct:+.1f}% {direction}" + ("" if sig else ", not significant") + flags
+        return f"{change} {direction}" + ("" if sig else ", not significant") + flags
 
 
 @dataclass(frozen=True)
@@ -189,34 +220,47 @@ class Comparison:
 
 
 def compare(a: dict[str, Any], b: dict[str, Any]) -> Comparison:
-    """Every figure of every matched test, then the total bandwidth of the matched tests."""
+    """Every figure of every matched test, then the total bandwidth of the matched tests. A
+    group whose process count differs (-p) is compared whole (group_figures): its process i
+    alone does another share of the work on each side."""
     ka, kb = keys(a), keys(b)
     reps_a, reps_b = repetitions(a), repetitions(b)
-    index_b = {(kb[t["group"]], t["index"], t.get("rank")): i for i, t in enumerate(reps_b[0])}
+    in_a = lambda t: (ka[t["group"]], t.get("rank"))        # noqa: E731 - its group, a side's
+    in_b = lambda t: (kb[t["group"]], t.get("rank"))        # noqa: E731
+    count_a, count_b = Counter(map(in_a, reps_a[0])), Counter(map(in_b, reps_b[0]))
+    whole = [g for g in count_a if g in count_b and count_a[g] != count_b[g]]
+    index_b = {(*in_b(t), t["index"]): i for i, t in enumerate(reps_b[0]) if in_b(t) not in whole}
     matched, only_a = [], []
     for i, t in enumerate(reps_a[0]):
-        j = index_b.pop((ka[t["group"]], t["index"], t.get("rank")), None)
+        if in_a(t) in whole:
+            continue
+        j = index_b.pop((*in_a(t), t["index"]), None)
         if j is None:
             only_a.append(test_name(a, t))
         else:
-            matched.append((i, j))
+            matched.append(([i], [j]))
     only_b = [test_name(b, reps_b[0][j]) for j in index_b.values()]
+    groups = [([i for i, t in enumerate(reps_a[0]) if in_a(t) == g],
+               [j for j, t in enumerate(reps_b[0]) if in_b(t) == g]) for g in whole]
     changes = []
-    for i, j in matched:
-        name = test_name(a, reps_a[0][i])
-        ta, tb = [rep[i] for rep in reps_a], [rep[j] for rep in reps_b]
-        fa, fb = [figures(t) for t in ta], [figures(t) for t in tb]
-        flags = tuple(sorted({f for t in ta + tb for f in t.get("flags") or ()}))
+    for ia, jb in matched + groups:
+        first = reps_a[0][ia[0]]
+        name = test_name(a, first) if len(ia) == len(jb) else \
+            group_name(a, first, f"{len(ia)} processes in A, {len(jb)} in B")
+        ta, tb = [[rep[i] for i in ia] for rep in reps_a], [[rep[j] for j in jb] for rep in reps_b]
+        fa, fb = [group_figures(t) for t in ta], [group_figures(t) for t in tb]
+        flags = tuple(sorted({f for t in ta + tb for x in t for f in x.get("flags") or ()}))
         for fig, (unit, up, _) in fa[0].items():
             va = tuple(f[fig][2] for f in fa if f.get(fig) and f[fig][2] is not None)
             vb = tuple(f[fig][2] for f in fb if f.get(fig) and f[fig][2] is not None)
             if va and vb:
                 changes.append(Change(name, fig, unit, up, va, vb, flags))
     total = lambda reps, idx: tuple(sum(rep[k]["sys_bw"] for k in idx) for rep in reps)  # noqa
-    if matched:
+    if matched or groups:
+        pairs = matched + groups
         changes.append(Change("Total (matched tests)", "BW", "MB/s", True,
-                              total(reps_a, [i for i, _ in matched]),
-                              total(reps_b, [j for _, j in matched]),
+                              total(reps_a, [i for ia, _ in pairs for i in ia]),
+                              total(reps_b, [j for _, jb in pairs for j in jb]),
                               tuple(sorted({f for c in changes for f in c.unresolved}))))
     return Comparison(tuple(changes), tuple(only_a), tuple(only_b))
 
@@ -275,6 +319,9 @@ def lines(found: Comparison, docs: tuple[dict[str, Any], dict[str, Any]],
                        c.verdict(threshold))) for c in found.changes]
     out += [f"only in A (not compared): {t}" for t in found.only_a]
     out += [f"only in B (not compared): {t}" for t in found.only_b]
+    if not found.changes:
+        return out + ["", "nothing compared: no test of A matches one of B (tests match by "
+                          "action, arguments and the local options that change the work)"]
     sig = [c for c in found.changes if c.significant]
     worse = sum(c.worse(threshold) for c in sig)
     better = sum(c.better(threshold) for c in sig)

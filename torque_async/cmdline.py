@@ -18,7 +18,7 @@ from typing import Iterable
 
 from .applies import applies, refusal
 from .inputs import CONFIG_LIMIT, read_bounded
-from .options import ACTION, GLOBAL, OPTIONS, SAME, ArgError, Globals, Locals
+from .options import ACTION, FIO_NAMES, GLOBAL, OPTIONS, SAME, ArgError, Globals, Locals
 from .plan import Group, Plan
 
 DEFAULT_CONFIG = "Torque.config"
@@ -130,6 +130,13 @@ def suggest(name: str, extra: Iterable[str] = ()) -> str:
     return f" (did you mean -{close[0]}?)" if close else ""
 
 
+def fio(name: str) -> str:
+    """A hint when `name` is fio's (-runtime, --iodepth=16): the option that does it here."""
+    said = name.lstrip("-").split("=")[0]
+    opt = OPTIONS.get(FIO_NAMES.get(said, ""))
+    return f" (fio's --{said} is -{opt.name} here: {opt.help})" if opt else ""
+
+
 def shipped(name: str, aliases: Iterable[str]) -> str:
     """A hint when `name` is one of the shipped workloads and no alias file was given."""
     if aliases or name not in read_aliases(SHIPPED_ALIASES):
@@ -160,7 +167,7 @@ def scan(tokens: list[Token], aliases: Iterable[str] = ()) -> Scan:
         if opt is None:
             name = tok.text[1:]
             raise UsageError(f"{tok.where()}unknown option {tok.text}"
-                             f"{suggest(name, aliases) or shipped(name, aliases)}")
+                             f"{fio(name) or suggest(name, aliases) or shipped(name, aliases)}")
         words = tokens[pos + 1:pos + 1 + len(opt.args)]
         if len(words) < len(opt.args):
             names = " ".join(a.shown for a in opt.args)

@@ -389,6 +389,14 @@ OPTIONS: dict[str, Option] = {o.name: o for o in (*_G, *_L, *_A)}
 if len(OPTIONS) != len(_G) + len(_L) + len(_A):        # a real raise: python -O keeps it
     raise TypeError("the option table names an option twice")
 
+# fio's names of what an option does, for the hint an unknown option gets (-runtime: -t)
+FIO_NAMES = {"runtime": "t", "time_based": "t", "ramp_time": "ramp", "numjobs": "p",
+             "iodepth": "aio", "bs": "KB", "blocksize": "KB", "size": "mfileMB", "filename": "f",
+             "direct": "fbc", "rwmixread": "percR", "ioengine": "engine", "output": "json",
+             "output-format": "json", "randseed": "seed"}
+if not set(FIO_NAMES.values()) <= set(OPTIONS):
+    raise TypeError(f"FIO_NAMES names no option: {set(FIO_NAMES.values()) - set(OPTIONS)}")
+
 # Defaults of the fields the options write. A field's default is documented in -help.
 GLOBAL_DEFAULTS: dict[str, Any] = dict(
     aliasFile=None, bo=False, config=None, child=None, example=False, files=(), slow=None,

@@ -41,8 +41,9 @@ def check_test(settings, proc) -> None:
     except IndexError:
         index = actions.list_index(group, proc.index, proc.row)
         raise UsageError(f"{name}: process {proc.index} needs file {index} of the -f list, "
-                         f"which has {len(settings.files)} (0..{len(settings.files) - 1}); "
-                         f"-s chooses the first") from None
+                         f"which has {len(settings.files)} (0..{len(settings.files) - 1}): "
+                         f"process k reads file s+k (-s, default its number); to share one "
+                         f"file, name it once per process") from None
     if path is not None:
         check_file(settings, proc, name, path)
         return

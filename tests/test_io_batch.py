@@ -28,9 +28,9 @@ def engine_log(monkeypatch, change=lambda write, fd, offset: (write, fd, offset)
     log, real = [], cls.slots
 
     def slots(self, done, reads, writes):
-        def logged(slot, res, t):
+        def logged(slot, res, t, at):
             seen(slot, t)
-            place = done(slot, res, t)
+            place = done(slot, res, t, at)
             if place is None:
                 return None
             log.append((place[0], place[2]))

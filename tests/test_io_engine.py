@@ -230,7 +230,7 @@ def test_a_submit_the_kernel_refuses_for_now_goes_again_with_nothing_in_flight(p
         else:
             finished, got = asyncio.get_running_loop().create_future(), []
 
-            def done(slot, res, t):
+            def done(slot, res, t, at):
                 if t:                              # a completion, not start()'s call
                     got.append(res)
                     finished.set_result(None)
@@ -271,7 +271,7 @@ def test_sync_batches_make_each_slot_s_transfers_in_turn_giving_the_loop_its_tur
                 turns[0] += 1
                 await asyncio.sleep(0)
 
-        def done(slot, res, t):
+        def done(slot, res, t, at):
             if t:
                 assert slot.t0 < t
                 order.append((slot.j, res, bytes(views[slot.j]) if res > 0 else b""))
@@ -301,13 +301,17 @@ def test_sync_batches_of_two_tests_take_whole_turns_and_let_others_run_first(tmp
                                                                            monkeypatch):
     """Two tests' sync batches on one loop, each call 0.3 ms on a fake clock: each runs a whole
     slice (YIELD_NS) of transfers per turn (its slice counted from its turn's end: counted from
-    its start, the test just back yielded after one transfer and the other kept the loop); and
+    its start, the test just back yielded after one transfer and the other kept the loop), the
+    next transfer claimed after the turn it gave the others (the first of a turn answers the
+    slice before); and
     a coroutine ready before the batches start runs before their first transfer (a stream due
     at the start was late)."""
     clock = iter(range(0, 10**12, 300_000))
     monkeypatch.setattr(engines, "now", lambda: next(clock))
     (tmp_path / "f").write_bytes(bytes(4096))
     fd = os.open(tmp_path / "f", os.O_RDONLY)
+
+    claims = []
 
     async def body():
         order, finished = [], []
@@ -318,9 +322,10 @@ def test_sync_batches_of_two_tests_take_whole_turns_and_let_others_run_first(tmp
             done_f = asyncio.get_running_loop().create_future()
             finished.append(done_f)
 
-            def done(slot, res, t):
+            def done(slot, res, t, at):
                 if t:
                     order.append(name)
+                    claims.append((name, t, at))
                 slot.k += 1
                 if slot.k == 40:
                     done_f.set_result(None)
@@ -337,7 +342,14 @@ def test_sync_batches_of_two_tests_take_whole_turns_and_let_others_run_first(tmp
     os.close(fd)
     assert order[0] == "other" and order.count("a") == order.count("b") == 40
     runs = [len(list(g)) for _, g in itertools.groupby(order[1:])]
-    assert min(runs[:-1]) >= 2, runs                 # whole slices, never one transfer a turn
+    assert min(runs[2:-2]) >= 2, runs                # whole slices, never one transfer a turn
+                                                     # (at each one's first and last turn its
+                                                     # slice's last is answered on the next)
+    # a slice's last transfer, completed before the turn the others took, is claimed after it
+    # (claimed before it, under -t it started past a deadline their slices crossed)
+    held = [(t_was, at) for (was, t_was, _), (name, t, at) in zip(claims, claims[1:])
+            if was != name and t < t_was]
+    assert len(held) > 20 and all(at > t_was for t_was, at in held)
 
 
 def test_auto_falls_back_to_threads_and_says_why(tmp_path, monkeypatch):

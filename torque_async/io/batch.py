@@ -3,7 +3,7 @@
 A plain transfer is one I/O (not -rmw, no -extraRead*, no cache drop) and its test has no -T.
 FileTest.setup chooses this path for such a test when its engine has `batches` (io_uring);
 everything else runs as lanes (FileTest.lane). The test hands the engine `depth` Slots instead
-of a coroutine each: the engine's completion reader calls completed(slot, res, t) for every
+of a coroutine each: the engine's completion reader calls completed(slot, res, t, at) for every
 completion of a batch, which records it (FileTest.recorded, with Meter.record's common case
 inline: the latency stored in the Summary's preallocated batch, folded every 1024, the count
 and the shared counter; a due sample, a full batch or a mixed test's record_rw call it) and at
@@ -51,10 +51,11 @@ async def drive(test) -> None:
     left = test.depth
     block, files, offsets, writes = -1, [], [], []
 
-    def completed(slot, res: int, t: int) -> tuple[bool, int, int] | None:
+    def completed(slot, res: int, t: int, at: int) -> tuple[bool, int, int] | None:
         """The engine's reader: slot's transfer completed (res: the kernel's result) in the
-        batch whose clock read is t; record it, then claim the slot's next transfer and return
-        it, (write, fd, offset), for the engine to prepare (None: the slot ends)."""
+        batch whose clock read is t; record it, then claim the slot's next transfer at time `at`
+        (t, or later where the engine gave the loop a turn first) and return it, (write, fd,
+        offset), for the engine to prepare (None: the slot ends)."""
         nonlocal block, files, offsets, writes
         try:
             if res != slot.want:
@@ -78,7 +79,7 @@ async def drive(test) -> None:
                 if touches[j] is not None and not slot.write:
                     touches[j].sum()              # the processor reads the data
             k = take()                            # FileTest.claim, its first cases inline
-            kind = MEASURED if (k < test.until or k < test.upto and t < test.before) and \
+            kind = MEASURED if (k < test.until or k < test.upto and at < test.before) and \
                 test.error is None and not halt[0] else decide(k)
             slot.k = k
             if kind == STOP:

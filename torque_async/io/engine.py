@@ -152,15 +152,15 @@ class SyncEngine:
         await asyncio.gather(*lanes)
 
     def slots(self, done, reads: list[int], writes: list[int]) -> list[Slot]:
-        """A Slot for each pair of registered buffers (reads[j], writes[j]): done(slot, res, t)
-        gets each transfer's result and returns the slot's next transfer (write, fd, offset) or
+        """A Slot for each pair of registered buffers (reads[j], writes[j]): done(slot, res, t,
+        at) gets each transfer's result and returns the slot's next transfer (write, fd, offset) or
         None (the slot ends)."""
         return [Slot(j, done, self.views[r], self.views[w]) for j, (r, w) in
                 enumerate(zip(reads, writes))]
 
     def start(self, slots: list[Slot]) -> None:
-        """Each slot's first transfer: done(slot, slot.want, 0) says which (as io_uring's)."""
-        self.places = [(slot, slot.done(slot, slot.want, 0)) for slot in slots]
+        """Each slot's first transfer: done(slot, slot.want, 0, 0) says which (as io_uring's)."""
+        self.places = [(slot, slot.done(slot, slot.want, 0, 0)) for slot in slots]
 
     async def hold(self, slots: list[Slot], finished: asyncio.Future) -> None:
         """Make the slots' transfers, one blocking call each, the slots in turn, until each has
@@ -180,15 +180,14 @@ class SyncEngine:
                     done = calls[write](fd, slot.bufs[write], offset)
                 except OSError as e:       # as io_uring says it: done() names file and place
                     done = -(e.errno or errno.EIO)
-                t = now()
-                place = slot.done(slot, done, t)
+                t = at = now()
+                if t - turn > YIELD_NS:            # the turn before the next claim: claimed
+                    await asyncio.sleep(0)         # first, a transfer under -t started past
+                    at = turn = now()              # the deadline the others' slices crossed
+                place = slot.done(slot, done, t, at)   # (the slice counts from the turn's end)
                 if place is None:
                     ended = True
                 places[i] = (slot, place)
-                if t - turn > YIELD_NS:
-                    await asyncio.sleep(0)
-                    turn = now()       # a slice from the turn's end: taken at its start, the
-                                       # test just back yielded again after one transfer
             if ended:
                 places = [p for p in places if p[1] is not None]
         await finished

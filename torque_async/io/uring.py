@@ -20,7 +20,7 @@ batch that returned it. A transfer is submitted
                        batch's later transfers, a slot's does not (below)
 
 (tools/bench_io.py says why). A test may instead hand the engine `slots`: Waiters whose
-completions the reader passes to a plain function, done(slot, res, t), no coroutine (io/batch.py:
+completions the reader passes to a plain function, done(slot, res, t, at), no coroutine (io/batch.py:
 the file tests' plain transfers); it returns the slot's next transfer, which the reader prepares
 at once, so a batch of completions is answered and submitted again in one pass.
 A slot owns an SQE while the ring has them to spare: its fields stay written, and a transfer to
@@ -125,7 +125,7 @@ class Waiter:
 
 
 class Slot(Waiter):
-    """One transfer outstanding of a batch driver: done(slot, res, t) gets each completion
+    """One transfer outstanding of a batch driver: done(slot, res, t, at) gets each completion
     (res: the kernel's result). Its read and write buffers are fixed (`bufs`: their address
     and length, `want`; `buf` is the read one's id, which is what forget() looks for); j, k,
     kind and f are the driver's own (which slot, the transfer number, what it is, its file);
@@ -239,14 +239,14 @@ class UringEngine:
 
     def slots(self, done, reads: list[int], writes: list[int]) -> list[Slot]:
         """A Slot for each pair of registered buffers (reads[j], writes[j]), its completions to
-        go to done(slot, res, t), which returns the slot's next transfer (write, fd, offset) or
+        go to done(slot, res, t, t), which returns the slot's next transfer (write, fd, offset) or
         None (the slot ends); the caller start()s them and awaits hold()."""
         return [Slot(next(self.keys), j, done, self.iovecs[r], self.iovecs[w], r,
                      self.ring.take())
                 for j, (r, w) in enumerate(zip(reads, writes))]
 
     def start(self, slots: list[Slot]) -> None:
-        """Queue each slot's first transfer: done(slot, slot.want, 0) says which (a slot's done
+        """Queue each slot's first transfer: done(slot, slot.want, 0, 0) says which (a slot's done
         tells this call from a completion by its own state)."""
         self.serve([(slot, slot.want) for slot in slots], 0, False)
 
@@ -319,7 +319,7 @@ class UringEngine:
         for waiter, res in batch:
             done = waiter.done
             if done is not None:           # a Slot
-                place = done(waiter, res, t)
+                place = done(waiter, res, t, t)
                 if place is None:
                     self.release(waiter)
                     continue

@@ -10,7 +10,7 @@ import pytest
 
 from torque_async import cli, cmdline
 
-from conftest import assert_one_clean_line, execute
+from conftest import assert_one_clean_line, execute, run_cli
 from test_compare import PLAN, document, write
 
 READ = ["-n", "2", "-KB", "4", "-r"]
@@ -129,3 +129,57 @@ def test_the_parser_gives_up_on_an_alias_bomb_without_recursing():
     aliases = {f"a{i}": (cmdline.Token(f"-a{i + 1}", "x"),) * 2 for i in range(200)}
     with pytest.raises(cmdline.UsageError, match="nested more than 64 deep"):
         cmdline.expand([cmdline.Token("-a0", cmdline.COMMAND_LINE)], aliases)
+
+
+@pytest.fixture(scope="module")
+def real_results(tmp_path_factory):
+    """A real run's results: a sampled memory test with latencies, and a stream."""
+    where = tmp_path_factory.mktemp("real")
+    r = run_cli("-smkey", "0x7A613", "-json", "real.json", "-sample", "7", "-n", "64", "-i", "1",
+                "-KB", "64", "-bzero", "-sample", "9", "-memStreams", "rw", "2", "64", "62.5",
+                "0", "0.05", "1", cwd=str(where))
+    assert r.returncode == 0, r.stderr
+    return json.loads((where / "real.json").read_text())
+
+
+def edit(doc: dict, path: str, value) -> dict:
+    """A copy of doc with the value at a dotted path (numbers index lists) replaced."""
+    doc = json.loads(json.dumps(doc))
+    *parents, last = [int(k) if k.isdigit() else k for k in path.split(".")]
+    node = doc
+    for k in parents:
+        node = node[k]
+    node[last] = value
+    return doc
+
+
+REFUSED, DAMAGED, DRAWN = "is not a torque-async results file: ", "do not fit together", ""
+HAND_EDITS = [        # a hostile user's: each gave plot or compare a traceback
+    ("tests.0.record.hist", [[1, 2]], REFUSED),
+    ("tests.0.record.hist", [[1, 2, 3, 4]], REFUSED),
+    ("tests.0.record.hist", [[]], REFUSED),
+    ("tests.0.record.hist", [[1000, 2000, -1], [3000, 4000, 1]], REFUSED),
+    ("tests.1.record.late_trace", [[1]], REFUSED),
+    ("tests.0.samples.intervals", [{"start": 5, "end": 5, "transfers": 3, "bw": 0}], DRAWN),
+    ("tests.0.record.transfer_bytes", 10 ** 400, DAMAGED),
+    ("cluster", {"start_skew_ns": 0, "offset_uncertainty_ns": 0, "ranks": []}, DRAWN),
+    ("plan.groups.1.args", [], DAMAGED),
+    ("command", "-json 'cost$\\q$.json'", DRAWN),
+]
+
+
+@pytest.mark.parametrize("path,value,outcome", HAND_EDITS,
+                         ids=[f"{p}={str(v)[:20]}" for p, v, _ in HAND_EDITS])
+def test_hand_edited_results_are_drawn_or_refused_in_one_line(capsys, tmp_path, real_results,
+                                                              path, value, outcome):
+    Path("good.json").write_text(json.dumps(real_results))
+    Path("bad.json").write_text(json.dumps(edit(real_results, path, value)))
+    code, out, err = invoke(capsys, "plot", "bad.json")
+    if outcome is DRAWN:
+        assert code == 0 and err == "" and Path("bad.png").stat().st_size > 0, err
+    else:
+        assert_one_clean_line(code, out, err, outcome)
+    code, out, err = invoke(capsys, "compare", "good.json", "bad.json")
+    assert "Traceback" not in err and code in (0, 2), err
+    if outcome is REFUSED:
+        assert_one_clean_line(code, out, err, outcome)

@@ -116,6 +116,8 @@ def plot_command(results: str, output: str | None) -> None:
         drawn = plotting.render(doc, path)
     except plotting.PlotError as e:
         fail(str(e), 2 if isinstance(e, plotting.NothingToPlot) else 1)
+    except DAMAGED as e:
+        fail(f"plot: {results}: {damaged(e)}", 2)
     say([f"{path}: {'; '.join(title for title, _ in drawn)}"])
 
 
@@ -139,11 +141,26 @@ def compare_command(base: str, runs: tuple[str, ...], threshold: float,
         fail(str(e), 2)
     worse = unmatched = False
     for i, (path, doc) in enumerate(zip(runs, docs[1:])):
-        found = comparing.compare(docs[0], doc)
-        say(([""] if i else []) + comparing.lines(found, (docs[0], doc), (base, path), threshold))
+        try:
+            found = comparing.compare(docs[0], doc)
+            report = comparing.lines(found, (docs[0], doc), (base, path), threshold)
+        except DAMAGED as e:
+            fail(f"compare: {base} and {path}: {damaged(e)}", 2)
+        say(([""] if i else []) + report)
         worse |= any(c.regression(threshold) for c in found.changes)
         unmatched |= not found.changes
     sys.exit(2 if unmatched else 1 if fail_on_regression and worse else 0)
+
+
+# What a results file that passed export.load's checks can still raise in compare or plot: it
+# was changed by hand (its figures disagree with each other, a plan's arguments that no run
+# has): said in one line, not a traceback
+DAMAGED = (KeyError, IndexError, ValueError, TypeError, ZeroDivisionError, OverflowError)
+
+
+def damaged(e: Exception) -> str:
+    return (f"its contents do not fit together ({type(e).__name__}: {e}): a results file "
+            f"changed by hand?")
 
 
 ERROR_WIDTH = 400                  # characters of an error line shown at most

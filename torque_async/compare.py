@@ -128,7 +128,7 @@ def test_name(doc: dict[str, Any], test: dict[str, Any]) -> str:
 def group_name(doc: dict[str, Any], test: dict[str, Any], which: str) -> str:
     """A test's group as the report names it, `which` of its processes (and the rank)."""
     g = doc["plan"]["groups"][test["group"]]
-    rank = "" if test.get("rank") is None else f", rank {test['rank']} on {test['host']}"
+    rank = "" if test.get("rank") is None else f", rank {test['rank']} on {test.get('host')}"
     return f"{g['text']} [{which}{rank}]"
 
 

@@ -279,8 +279,9 @@ JSON_TYPES = {"object": dict, "array": list, "string": str, "boolean": bool, "nu
 
 def misfit(value: Any, rule: dict[str, Any], root: dict[str, Any], where: str) -> str:
     """Where `value` does not have the shape the schema's `rule` gives ('' when it does): the
-    types, required properties and items, the parts of JSON Schema the results schema uses to
-    say what compare and plot read."""
+    types, required properties, items (their count: minItems, prefixItems without more) and
+    least values, the parts of JSON Schema the results schema uses to say what compare and plot
+    read."""
     while "$ref" in rule:
         rule = root["$defs"][rule["$ref"].rsplit("/", 1)[1]]
     kinds = rule.get("type")
@@ -296,8 +297,14 @@ def misfit(value: Any, rule: dict[str, Any], root: dict[str, Any], where: str) -
         for k, sub in rule.get("properties", {}).items():
             if k in value and (why := misfit(value[k], sub, root, f"{where}.{k}".lstrip("."))):
                 return why
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and \
+            value < rule.get("minimum", value):
+        return f"{where} is {value}, below its least, {rule['minimum']}"
     if isinstance(value, list):
         rules = [*rule.get("prefixItems", ())]
+        if len(value) < rule.get("minItems", 0) or \
+                (rule.get("items") is False and len(value) > len(rules)):
+            return f"{where} has {len(value)} items, not {len(rules) or rule['minItems']}"
         for i, item in enumerate(value):
             sub = rules[i] if i < len(rules) else rule.get("items")
             if sub and (why := misfit(item, sub, root, f"{where}[{i}]")):
@@ -305,11 +312,16 @@ def misfit(value: Any, rule: dict[str, Any], root: dict[str, Any], where: str) -
     return ""
 
 
-def stray_group(doc: dict[str, Any]) -> str:
-    """A test whose group is not one of the plan's ('' when none): compare and plot look its
-    group up."""
+def inconsistent(doc: dict[str, Any]) -> str:
+    """What the schema cannot say is wrong ('' when nothing): a test whose group is not one of
+    the plan's (compare and plot look its group up), a repetition of another number of
+    tests."""
     groups = len(doc["plan"]["groups"])
     runs = (doc.get("repeats") or {}).get("runs", [])
+    for i, run in enumerate(runs):
+        if len(run["tests"]) != len(doc["tests"]):
+            return (f"repeats.runs[{i}] has {len(run['tests'])} tests, the run "
+                    f"{len(doc['tests'])}")
     lists = [("tests", doc["tests"]),
              *((f"repeats.runs[{i}].tests", run["tests"]) for i, run in enumerate(runs))]
     for where, tests in lists:
@@ -339,7 +351,7 @@ def load(path: str) -> dict[str, Any]:
                                f"{doc.get('schema_version')!r}; "
                                f"this torque-async reads version {SCHEMA_VERSION}")
     rules = schema()
-    why = misfit(doc, rules, rules, "") or stray_group(doc)
+    why = misfit(doc, rules, rules, "") or inconsistent(doc)
     if why:
         raise ResultsFileError(f"{path} is not a torque-async results file: {why}")
     return doc

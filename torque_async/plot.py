@@ -33,10 +33,11 @@ PERCENTILE_TICKS = ((1, "0%"), (2, "50%"), (10, "90%"), (100, "99%"), (1000, "99
 END_MARKER, END_MARK = "D", "\u25c6"  # each curve's max: a diamond, named in the xlabel
 TICK_ROOM = 0.07                   # a percentile's tick closer than this share of the axis
                                    # to the max's (log) is left out: their labels would touch
-MARKERS = ".x^+"                   # a test's marker: its place among the tests, per 20 (the
-                                   # palette's colours repeat beyond 20)
+MARKERS = ".x^+"                   # a test's marker: its place among the tests, per 10 (the
+                                   # palette's colours repeat beyond 10)
 SUB_STYLES = ("-", "--", ":")      # a stream's sub-streams (MAX_SUBS) in the lateness panel
 LEGEND_ROW_IN, LEGEND_MARGIN_IN = 0.16, 0.4   # a legend entry's height at fontsize 7
+MAX_BW_PANELS = 12                 # bandwidth panels of one test each at most (bandwidth_sets)
 
 
 class PlotError(Exception):
@@ -53,14 +54,15 @@ def name(doc: dict[str, Any], test: dict[str, Any]) -> str:
     where = doc.get("cluster")
     if not where:
         return f"proc {test['proc']} {test['kind']}"
-    host = f" on {test['host']}" if len(where["hosts"]) > 1 else ""
-    return f"proc {test['proc']} {test['kind']} (rank {test['rank']}{host})"
+    host = f" on {test.get('host')}" if len(where.get("hosts", ())) > 1 else ""
+    return f"proc {test['proc']} {test['kind']} (rank {test.get('rank')}{host})"
 
 
 def sampled(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    """The tests with samples that move bytes (-cyclic and spinWait have no bandwidth)."""
-    return [t for t in doc["tests"]
-            if t["samples"]["intervals"] and t["record"]["transfer_bytes"]]
+    """The tests with samples that move bytes (-cyclic and spinWait have no bandwidth) over a
+    time that passed."""
+    return [t for t in doc["tests"] if t["record"]["transfer_bytes"] and
+            any(s["end"] > s["start"] for s in t["samples"]["intervals"])]
 
 
 def scanned(doc: dict[str, Any]) -> list[dict[str, Any]]:
@@ -109,23 +111,42 @@ def stream_target(test: dict[str, Any]) -> float | None:
     return sum(sub["target_bw"] for key, sub in test["streams"].items() if key != "verdict" and sub)
 
 
-def draw_bandwidth(ax, doc: dict[str, Any], test: dict[str, Any], shortest: int,
-                   colour) -> None:
-    """One test's bandwidth over merged intervals, as steps on the time axis (s)."""
-    tb = test["record"]["transfer_bytes"]
-    spans = merged(test, shortest)
-    edges = [spans[0].start / 1e9, *(s.end / 1e9 for s in spans)]
-    ax.stairs([s.bw(tb) for s in spans], edges, label="MB/s", color=colour, linewidth=1.2)
-    target = stream_target(test)
-    if target is not None:
-        ax.axhline(target, color="tab:red", linestyle="--", linewidth=1,
-                   label=f"target {target:.1f} MB/s ({test['streams']['verdict']})")
+def draw_bandwidth(ax, doc: dict[str, Any], tests: list[dict[str, Any]], shortest: int,
+                   look: dict[tuple, Look]) -> None:
+    """Tests' bandwidth over merged intervals, as steps on the time axis (s); a panel of one
+    test labels its line MB/s (its title names it), of several each by its name."""
+    for test in tests:
+        tb = test["record"]["transfer_bytes"]
+        spans = merged(test, shortest)
+        edges = [spans[0].start / 1e9, *(s.end / 1e9 for s in spans)]
+        ax.stairs([s.bw(tb) for s in spans], edges, color=look[key(test)].colour,
+                  label="MB/s" if len(tests) == 1 else name(doc, test), linewidth=1.2)
+        target = stream_target(test)
+        if target is not None:
+            ax.axhline(target, color="tab:red", linestyle="--", linewidth=1,
+                       label=f"target {target:.1f} MB/s ({test['streams']['verdict']})"
+                       + ("" if len(tests) == 1 else f", {name(doc, test)}"))
     window = doc["overlap"]
     if window and window["together"]:
         ax.axvspan(window["start_ns"] / 1e9, window["end_ns"] / 1e9, color="tab:green",
                    alpha=0.12, label="all tests running")
     ax.set_ylim(bottom=0)
     ax.set_ylabel("MB/s")
+
+
+def bandwidth_sets(doc: dict[str, Any], tests: list[dict[str, Any]]) -> list[tuple[str, list]]:
+    """(what, tests) of each bandwidth panel: a panel a test, or past MAX_BW_PANELS of them a
+    panel a group, or past that many groups one for all (each panel costs matplotlib about
+    0.3 s: 64 sampled tests took 23 s, 200 did not finish in 100 s)."""
+    if len(tests) <= MAX_BW_PANELS:
+        return [(name(doc, t), [t]) for t in tests]
+    groups: dict[int, list] = {}
+    for t in tests:
+        groups.setdefault(t["group"], []).append(t)
+    if len(groups) > MAX_BW_PANELS:
+        return [(f"all {len(tests)} sampled tests", tests)]
+    return [(f"group {g} ({doc['plan']['groups'][g]['text']}), its {len(ts)} sampled "
+             f"process{'es' * (len(ts) > 1)}", ts) for g, ts in groups.items()]
 
 
 def traced_streams(doc: dict[str, Any]) -> list[dict[str, Any]]:
@@ -172,9 +193,9 @@ class Look:
 def looks(doc: dict[str, Any]) -> dict[tuple, Look]:
     """Each test's colour and marker, the same in every panel (by its place among the tests, so
     any proc number has one)."""
-    tests = doc["tests"]
-    return {key(t): Look(colour, MARKERS[i // 20 % len(MARKERS)])
-            for i, (t, colour) in enumerate(zip(tests, palette(len(tests))))}
+    tests, colours = doc["tests"], palette()
+    return {key(t): Look(colour, MARKERS[i // len(colours) % len(MARKERS)])
+            for i, (t, colour) in enumerate(zip(tests, colours * len(tests)))}
 
 
 @dataclass(frozen=True)
@@ -268,11 +289,11 @@ def draw_percentiles(ax, found: list[Curve], look: dict[tuple, Look]) -> None:
     ax.set_ylabel("us (bucket upper bound)")
 
 
-def palette(n: int) -> list:
-    """n distinct colours (tab10, tab20 beyond 10; repeating only beyond 20)."""
+def palette() -> list:
+    """tab10's colours: tab20's come in pairs of one hue, hard to tell apart."""
     from matplotlib import colormaps
-    cmap = colormaps["tab10" if n <= 10 else "tab20"]
-    return [cmap(i % cmap.N) for i in range(n)]
+    cmap = colormaps["tab10"]
+    return [cmap(i) for i in range(cmap.N)]
 
 
 @dataclass(frozen=True)
@@ -296,11 +317,12 @@ def panels(doc: dict[str, Any]) -> list[Panel]:
         shortest = shortest_interval(tests)
         every = f"intervals of at least {shortest / 1e6:.2g} ms"
         cut = ", sampling stopped at its limit"
-        out += [Panel(f"{name(doc, t)}: bandwidth over time ({every}"
-                      f"{cut if t['samples']['limit_reached'] else ''})", BW_PANEL_IN,
-                      lambda ax, t=t: draw_bandwidth(ax, doc, t, shortest, look[key(t)].colour),
+        out += [Panel(f"{what}: bandwidth over time ({every}"
+                      f"{cut if any(t['samples']['limit_reached'] for t in ts) else ''})",
+                      legend_room(BW_PANEL_IN, len(ts) + 1),
+                      lambda ax, ts=ts: draw_bandwidth(ax, doc, ts, shortest, look),
                       timeline=True)
-                for t in tests]
+                for what, ts in bandwidth_sets(doc, tests)]
         scans = scanned(doc)
         if scans:
             out.append(Panel(f"Bandwidth across the disk (-scan, -sample 0; {every})",
@@ -326,6 +348,12 @@ def figure(doc: dict[str, Any]):
         from matplotlib.figure import Figure
     except ImportError:
         raise PlotError("plotting needs matplotlib: pip install 'torque-async[plot]'") from None
+    from matplotlib import rc_context
+    with rc_context({"text.parse_math": False}):   # a '$' in a command or a name is text
+        return drawn_figure(doc, Figure)
+
+
+def drawn_figure(doc: dict[str, Any], Figure):
     chosen = panels(doc)
     if not chosen:
         raise NothingToPlot("nothing to plot: the results hold no samples and no latencies")

@@ -6,6 +6,7 @@ named semaphore, no scratch directory, no process.
 """
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -205,6 +206,21 @@ def test_a_stop_signal_ignored_when_the_command_started_stays_ignored(tmp_path, 
     assert proc.returncode == 0, err
     (row,) = table(out)
     assert float(row[3]) >= 1900 and "INTERRUPTED" not in out      # Diff: the whole -t 2
+
+
+def test_a_test_stopped_in_its_ramp_says_so(tmp_path):
+    """It read as done, its table row empty, nothing said, its ramp's transfers not counted."""
+    key = 0x7518
+    proc = start("-smkey", hex(key), "-json", "r.json", "-t", "30", "-ramp", "20", "-n", "64",
+                 "-KB", "4", "-mfileKB", "256", "-fbc", "-rand", cwd=tmp_path)
+    wait_for_rows(key, 1, RUNNING)
+    out, _ = interrupt(proc, signal.SIGINT)
+    (test,) = json.loads((tmp_path / "r.json").read_text())["tests"]
+    ramp = test["record"]["ramp_transfers"]
+    said = "test 0 (-rand, group 0, process 0) stopped before it measured anything"
+    assert test["record"]["transfers"] == 0 and table(out) == []
+    assert out.rstrip().endswith(said + (f" ({ramp} unmeasured transfers of its -ramp)"
+                                         if ramp else ""))
 
 
 def test_sp_interrupted_prints_its_report():

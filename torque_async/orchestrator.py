@@ -185,6 +185,10 @@ def ended(procs, results: Results, exitcodes: dict[int, int | None], killed: set
             continue                     # its part was over: killed while it exited
         elif rec.state == DONE and interrupted and rec.transfers and rec.finish > stopped_ns:
             cut.append(f"{describe(proc)} stopped while running: measured until the stop")
+        elif rec.state == DONE and interrupted and not rec.transfers:
+            ramp = rec.ramp_transfers
+            cut.append(f"{describe(proc)} stopped before it measured anything"
+                       + (f" ({ramp} unmeasured transfers of its -ramp)" if ramp else ""))
         elif was_killed:
             (cut if interrupted else failed).append(
                 f"{describe(proc)} did not stop within {STOP_GRACE} s of the stop: killed "

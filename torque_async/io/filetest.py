@@ -193,6 +193,8 @@ class FileTest:
         else:
             await self.engine.drive([self.lane(j) for j in range(self.depth)])
         if not self.published:                       # stopped early: publish what was measured
+            if not meter.start:                      # in its -ramp: each transfer made, 0 to
+                meter.ramped = self.next             # next - 1, was the ramp's
             self.finish(max(self.t_last, meter.start or meter.begin()))
         meter.publish_extra(self.extra)
         if self.error is not None:

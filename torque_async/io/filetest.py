@@ -94,6 +94,8 @@ class FileTest:
         self.single = not (self.spec.rmw or self.extra_bytes or self.drop)  # one I/O a transfer
         # the one choice point: the engine drives plain transfers in batches (io/batch.py)
         self.batched = self.single and not local.T and getattr(self.engine, "batches", False)
+        if not self.batched:
+            self.engine.ready(self.depth)              # its lanes' threads, if it has them
         self.info = "\n".join((f"I/O engine = {engine}", mode.note) +
                                ((batch.NOTE,) if self.batched else ()))
         self.at = Cursor(self.layout)

@@ -391,6 +391,9 @@ class UringEngine:
             self.ring.give(waiter.sqe)
             waiter.sqe = -1
 
+    def ready(self, count: int) -> None:
+        """The engine steps its lanes itself, on the loop: nothing to start."""
+
     async def forget(self, ids: list[int]) -> None:
         mine, wait = set(ids), FORGET_POLL
         while any(w.buf in mine for w in self.waiting.values()):

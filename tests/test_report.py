@@ -170,5 +170,12 @@ def test_choices_that_differ_between_repetitions_or_alone_and_together_are_said(
     assert report.choice_lines(reps, None, procs) == [
         f"proc 0: set-up chose differently in each repetition: 1: {one} | 2: {four}"]
     (line,) = report.choice_lines(reps[:1], [[reps[0][0]], [reps[1][0]]], procs)
-    assert line.startswith(f"proc 1: alone (-baseline) its set-up chose {four}; together {one}")
+    assert line == (f"proc 1: its set-up chose {four} alone (-baseline), {one} together: the "
+                    f"change may be partly that choice's, not only contention")
+    both = "16 x 4 bytes per array; Triad in blocks of {}, the fastest here of 16K bytes, 1M bytes"
+    (line,) = report.choice_lines([(record(0, 0, MS, 1, MB, info=both.format("16K bytes")),)],
+                                  [[record(0, 0, MS, 1, MB, info=both.format("1M bytes"))]],
+                                  procs[:1])
+    assert line.startswith("proc 0: its set-up chose Triad in blocks of 1M bytes alone "
+                           "(-baseline), Triad in blocks of 16K bytes together: ")
     assert report.choice_lines(reps[:1], [[reps[0][0]], [reps[0][1]]], procs) == []

@@ -2,9 +2,10 @@
 
 The main figures say how well a test did in one number each: bandwidth and IO/s with latency
 p50 and p99 for the transfer tests, late frames, bandwidth and lateness p99 for a stream, p99
-and max wake-up lateness for -cyclic, loops/s for spinWait. -repeat gives each its median,
-min-max and spread over the repetitions; -baseline its change from the test running alone,
-the tests ordered by the largest slowdown.
+and max wake-up lateness for -cyclic, loops/s for spinWait; and for each its CPU share (its
+process's CPU time over its measured interval; a loop test's: the loop thread's). -repeat
+gives each its median, min-max and spread over the repetitions; -baseline its change from the
+test running alone, the tests ordered by the largest slowdown.
 """
 from __future__ import annotations
 
@@ -49,11 +50,16 @@ FIGURES = {f.name: f for f in (
     Figure("late", "late frames", False, lambda r: sum(s.late for s in r.subs)),
     Figure("late_p99_us", "lateness p99(us)", False, lambda r: us(lateness(r), 0.99)),
     Figure("loops_per_s", "loops/s", True, lambda r: per_s(r.ops, r.elapsed)),
+    Figure("cpu_pct", "CPU(%)", True,             # of its process (a loop test: the loop's);
+           lambda r: 100 * (r.cpu_user + r.cpu_sys) / r.elapsed    # none counted: not measured
+           if r.cpu_user + r.cpu_sys else None),
 )}
-# The figures of each family (others: the transfer tests'), the one that ranks first.
-BY_FAMILY = {"cpu": ("loops_per_s",), "timer": ("p99_us", "max_us"),
-             "streams": ("late", "bw", "late_p99_us")}
-TRANSFERS = ("bw", "iops", "p50_us", "p99_us")
+# The figures of each family (others: the transfer tests'), the one that ranks first; each
+# family's last, its CPU share, says whether a test slowed together for want of a CPU.
+BY_FAMILY = {"cpu": ("loops_per_s", "cpu_pct"), "timer": ("p99_us", "max_us", "cpu_pct"),
+             "streams": ("late", "bw", "late_p99_us", "cpu_pct")}
+TRANSFERS = ("bw", "iops", "p50_us", "p99_us", "cpu_pct")
+CPU_WAITED = 0.8                   # -baseline: a CPU share together below this of alone's
 
 
 def names(proc: Proc) -> tuple[str, ...]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from . import __version__
 from .kinds import KINDS, LOOP
 from .plan import Group, Plan, Proc
-from .figures import FIGURES, Change, Spread
+from .figures import CPU_WAITED, FIGURES, Change, Spread
 from .results import MAX_SAMPLES, PHASES, STATE_NAMES, Record
 from .stats import PERCENTILES, Stats, bucket_range, merge
 from .sysinfo import SysInfo, header_lines
@@ -514,10 +514,21 @@ def choice_lines(repetitions: list[tuple[Record, ...]], alone: list[list[Record]
                          " | ".join(f"{k + 1}: {info}" for k, info in enumerate(infos)))
         apart = sorted({r.info for r in alone[i]} - {infos[0]}) if alone else []
         if apart:
-            lines.append(f"proc {proc.row}: alone (-baseline) its set-up chose "
-                         f"{' | '.join(apart)}; together {infos[0]}: the change is partly the "
-                         f"kernel's, not only contention")
+            together, alone_parts = choices(infos[0]), [choices(info) for info in apart]
+            alone_only = " | ".join("; ".join(c for c in parts if c not in together)
+                                    for parts in alone_parts)
+            seen = {c for parts in alone_parts for c in parts}
+            lines.append(f"proc {proc.row}: its set-up chose {alone_only} alone (-baseline), "
+                         f"{'; '.join(c for c in together if c not in seen)} together: the "
+                         f"change may be partly that choice's, not only contention")
     return lines
+
+
+def choices(info: str) -> list[str]:
+    """An info's parts (its lines' "; " parts), each without the candidates it was chosen
+    from."""
+    return [part.split(", the fastest here of")[0]
+            for line in info.splitlines() for part in line.split("; ")]
 
 
 def group_lines(plan: Plan, group: Group, records, procs, rank=no_rank) -> list[str]:
@@ -656,11 +667,16 @@ def baseline_lines(found: list[Change], cluster=None) -> list[str]:
     the test that lost most first; a cluster adds Host and Rank columns."""
     if not found:
         return []
+    waited = [c for c in found
+              if c.figure.name == "cpu_pct" and c.together < CPU_WAITED * c.alone]
     return ["Alone vs together (-baseline: each group ran alone first), largest slowdown first",
             BASELINE_HEADER + (cluster.columns if cluster else ""),
             *(f"{c.proc}, {c.test}, {c.figure.label}, {c.alone:.1f}, {c.together:.1f}, "
               f"{'new' if c.change_pct is None else f'{c.change_pct:+.1f}'}"
-              + where(cluster, c.proc) for c in found)]
+              + where(cluster, c.proc) for c in found),
+            *(f"proc {c.proc} ({c.test}): on a CPU {c.together:.0f}% of its time together, "
+              f"{c.alone:.0f}% alone: it waited for a CPU (more busy tests than CPUs), so its "
+              f"slowdown is not all its memory's or disk's" for c in waited)]
 
 
 def rank_of(cluster):

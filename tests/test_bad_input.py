@@ -109,6 +109,8 @@ CMDLINE = [
     (["-f", "a.dat", "-p", "2", "-w"], "-w: process 1 needs file 1 of the -f list, which has "
                                       "1 (0..0): process k reads file s+k (-s, default its "
                                       "number); to share one file, name it once per process"),
+    (["-f", "/proc/sys/vm/swappiness", "-w"], "-w: /proc/sys/vm/swappiness is on /proc "
+                                              "(proc), the kernel's own files"),   # a setting
     (["-runtime", "3", "-r"], "unknown option -runtime (fio's --runtime is -t here: run for "
                               "this long"),
     (["-iodepth=16", "-aio", "16"], "unknown option -iodepth=16 (fio's --iodepth is -aio here"),

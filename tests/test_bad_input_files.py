@@ -58,7 +58,9 @@ def test_config_and_alias_files_are_read_up_to_16_mb(capsys):
 FILE_ERRORS = [
     ("loop.dat", "-r: cannot use loop.dat: Too many levels of symbolic links"),
     ("x" * 5000, "File name too long"),
-    ("/proc/self/status", "-r: cannot find the size of /proc/self/status: Invalid argument"),
+    ("/proc/self/status", "-r: /proc/self/status is on /proc (proc), the kernel's own files"),
+    ("/sys/devices/system/cpu/online", "is on /sys (sysfs), the kernel's own files: the file "
+                                       "tests work on regular files and devices"),  # 4096: ran
     ("sub/file.dat", "-r: cannot use sub/file.dat: Not a directory"),
     ("/dev/zero", "-r: /dev/zero is a character device, which has no size to lay the reads out "
                   "in: the file tests read regular files and block devices"),     # was: holds 0

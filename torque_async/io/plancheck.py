@@ -6,6 +6,7 @@ import stat
 
 from ..cmdline import UsageError
 from ..inputs import kind, named_link
+from ..sysinfo import mount_of
 from . import actions, tree
 from .files import block_size
 
@@ -78,6 +79,12 @@ def check_file(settings, proc, name: str, path: str) -> None:
                          f"{need}: set a smaller -mfile* (transfers wrap) or -n")
 
 
+# File systems of the kernel's own files (their sizes are not their contents' and a write to
+# one changes a setting): never a file test's
+PSEUDO = frozenset({"proc", "sysfs", "debugfs", "tracefs", "securityfs", "configfs", "cgroup",
+                    "cgroup2", "efivarfs", "bpf", "pstore", "fusectl", "binfmt_misc"})
+
+
 def check_path(settings, name: str, path: str, writes: bool) -> None:
     """What a file the user named is: a regular file or a device (writing a device, character
     or block, needs -writeDevices), never a FIFO or a socket (an open or a read would wait),
@@ -102,6 +109,11 @@ def check_path(settings, name: str, path: str, writes: bool) -> None:
     if writes and not stat.S_ISREG(st.st_mode) and not settings.writeDevices:
         raise UsageError(f"{name} would write to the {what[2:]} {path}, destroying its data: "
                          f"add -writeDevices to confirm")
+    mount = mount_of(path)
+    if mount is not None and mount.fstype in PSEUDO:
+        raise UsageError(f"{name}: {path} is on {mount.mountpoint} ({mount.fstype}), the "
+                         f"kernel's own files: the file tests work on regular files and "
+                         f"devices")
 
 
 def check_tree(settings, group) -> None:

@@ -466,8 +466,8 @@ def test_free_shared_memory_under_mpiexec_refuses_a_rank_s_live_segment():
     assert out.splitlines() == [f"rank 0 on {HOST}: removed /dev/shm/{segment_name(key)} "
                                 f"(created by pid {dead})"]
     assert (f"torque-async: error: rank 1 on {HOST}: shared memory key {key + 1:#x} is in use "
-            f"by torque-async pid {live.pid}: -freeSharedMemory removes only what a killed run "
-            f"left") in err
+            f"by pid {live.pid}, still running: -freeSharedMemory removes only what a killed "
+            f"run left") in err
     assert Path("/dev/shm", segment_name(key + 1)).exists()
     live.communicate("\n", timeout=120)
     assert live.returncode == 0

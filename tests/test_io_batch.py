@@ -145,6 +145,19 @@ def test_mixed_reads_and_writes_are_counted_apart_as_claimed(key, monkeypatch):
     assert no_scratch_left()
 
 
+def test_the_tests_starting_together_submit_their_first_transfers_together(key, monkeypatch):
+    """Each test submitted its first transfers as it started, so the first test's waited for
+    every later test's start (-p 64: 34-35 ms): one submit for all, one start time."""
+    pattern_file(Path("cached.dat"), 256 * KB)
+    first = {}
+    engine_log(monkeypatch, seen=lambda slot, t: t and first.setdefault(id(slot), slot.t0))
+    files = [x for _ in range(8) for x in ("-f", "cached.dat")]
+    out = run(key, "-engine", "uring", "-fbc", *files, "-n", "64", "-i", "1", "-KB", "4",
+              "-mfileKB", "256", "-p", "8", "-rand")
+    assert not out.failures and len(out.records) == 8
+    assert len(first) == 8 and len(set(first.values())) == 1 and 0 not in first.values()
+
+
 def test_a_planted_wrong_offset_is_caught_by_the_data_check(key, monkeypatch):
     pattern_file(Path("pattern.dat"), 256 * KB)
     engine_log(monkeypatch, lambda write, fd, offset: (write, fd, max(offset - 4096, 0)))

@@ -163,6 +163,8 @@ class UringEngine:
         self.loop.add_reader(self.efd, self.reap)
         self.holding, self.held = False, 0
         self.retry: asyncio.TimerHandle | None = None
+        self.starting: list[Slot] = []         # started this turn, not yet submitted
+        self.flush: asyncio.Handle | None = None
         self.users = 0
         self.iovecs: dict[int, tuple] = {}     # id -> (address, length, its export)
         self.ids = itertools.count()
@@ -247,8 +249,11 @@ class UringEngine:
 
     def start(self, slots: list[Slot]) -> None:
         """Queue each slot's first transfer: done(slot, slot.want, 0, 0) says which (a slot's done
-        tells this call from a completion by its own state)."""
-        self.serve([(slot, slot.want) for slot in slots], 0, False)
+        tells this call from a completion by its own state). They go with the first transfers
+        of every test started in this turn of the loop, in one submit: each test's own, as
+        it started, put its first transfer ahead of the later tests' start (-p 64: the first
+        transfers of the first 50 took 34-35 ms)."""
+        self.serve([(slot, slot.want) for slot in slots], 0, True, starting=True)
 
     async def hold(self, slots: list[Slot], finished: asyncio.Future) -> None:
         """Await `finished`, which the slots' done() resolves; cancelled, the slots' transfers
@@ -306,12 +311,14 @@ class UringEngine:
         self.serve(batch, t, len(batch) > 1)
         return t
 
-    def serve(self, batch: list[tuple[Waiter, int]], t: int, together: bool) -> None:
+    def serve(self, batch: list[tuple[Waiter, int]], t: int, together: bool,
+              starting: bool = False) -> None:
         """Hand each (waiter, result) of a batch completed at t to its waiter: a Slot's done()
         returns its next transfer, (write, fd, offset) or None, which is queued here; a lane
         runs on to its next submit; a future is resolved. `together`: what they queue is
-        submitted once, after the batch is answered, else each at once; a Slot's t0 is the
-        clock read just before its submit."""
+        submitted once, after the batch is answered (`starting`: with every test's that
+        starts in this turn of the loop), else each at once; a Slot's t0 is the clock read just
+        before its submit."""
         self.holding, step, ring = together, self.step, self.ring
         waiting, offsets, write_sqe = self.waiting, ring.offsets, ring.write
         array, mask, u32 = ring.sq_array, ring.sq_mask, ring.u32       # ring.queue, inline
@@ -364,15 +371,30 @@ class UringEngine:
                 else:
                     lane.set_exception(error)
         self.holding = False
-        if self.held or held:
-            self.held, t0 = 0, now()
-            self.push()
-            for slot in held:
-                slot.t0 = t0
+        if starting:                       # the tests starting in this turn of the loop: one
+            self.starting += held          # submit for all, next turn (started), or sooner
+            if self.flush is None:         # by whoever submits first
+                self.flush = self.loop.call_soon(self.started)
+        elif self.held or held:
+            self.held = 0
+            self.push(held)
 
-    def push(self) -> None:
-        """Submit what is queued; what the kernel refused for now goes again later()."""
-        if self.ring.submit():
+    def started(self) -> None:
+        self.flush = None
+        if self.starting:
+            self.push()
+
+    def push(self, held: list[Slot] = ()) -> None:
+        """Submit what is queued: the slots among it (`held`, and those started this turn)
+        start at the clock read just before; what the kernel refused for now goes again
+        later()."""
+        t0 = now() if held or self.starting else 0
+        left = self.ring.submit()
+        if t0:
+            for slot in (*held, *self.starting):
+                slot.t0 = t0
+            self.starting = []
+        if left:
             self.later()
 
     def later(self) -> None:
@@ -408,8 +430,9 @@ class UringEngine:
         if self.users:
             return
         UringEngine._shared = None
-        if self.retry is not None:
-            self.retry.cancel()
+        for pending in (self.retry, self.flush):
+            if pending is not None:
+                pending.cancel()
         self.loop.remove_reader(self.efd)
         self.ring.close()
         os.close(self.efd)

@@ -42,6 +42,8 @@ class LoopSide:
     def __init__(self, plan: Plan, procs: list[Proc], results: Results, linesize: int,
                  on_failure: Callable[[], None]):
         self.plan, self.results, self.on_failure = plan, results, on_failure
+        self.slow = plan.slow              # (a property over every process: once, not a test)
+        self.meters: dict[int, Meter] = {}   # row -> its test's, made at set-up
         self.procs, self.linesize = procs, linesize
         self.tests: list[tuple[Proc, LoopTest]] = []
         self.cpu, self.cpus = loop_cpu(plan), os.sched_getaffinity(0)
@@ -68,6 +70,7 @@ class LoopSide:
         if self.cpu is not None and self.procs:
             os.sched_setaffinity(0, {self.cpu})      # this thread; threads made later inherit it
         cost = harness_cost() if self.procs else 0
+        usage = thread_usage()                       # the loop's CPU over a test's interval
         for proc in self.procs:
             row = self.row(proc)
             mark_spawned(row)
@@ -77,17 +80,17 @@ class LoopSide:
             test = self.tests[-1][1]            # built: close() releases it from here on
             if not await self.guarded(proc, test.setup):
                 return
-            mark_ready(row, test)
+            self.meters[proc.row] = Meter(self.results, proc.row, proc.group.local.sample,
+                                          self.slow, Limit.of(proc.group.local), usage)
+            mark_ready(row, test)                # (its Meter made here: made at its start,
+                                                 # after the release, 0.1 ms a test)
 
     async def run(self) -> None:
         await asyncio.gather(*(self.run_one(proc, test) for proc, test in self.tests))
 
     async def run_one(self, proc: Proc, test: LoopTest) -> None:
-        row = self.row(proc)
+        row, meter = self.row(proc), self.meters[proc.row]
         row["state"] = RUNNING
-        meter = Meter(self.results, proc.row, proc.group.local.sample, self.plan.slow,
-                      Limit.of(proc.group.local),
-                      thread_usage())       # the loop's CPU over the test's interval
         # a run stopped (a signal, a failure) skips the data checks: they read back every
         # lane's place and can take seconds; the report says the run did not finish anyway
         if await self.guarded(proc, lambda: test.run(meter)) and \

@@ -223,6 +223,17 @@ def test_a_test_stopped_in_its_ramp_says_so(tmp_path):
                                          if ramp else ""))
 
 
+def test_a_memory_stream_far_behind_still_lets_a_signal_end_the_run():
+    """Behind, it never slept, and a memory move never waits: the loop's signal handler got no
+    turn, and SIGINT and SIGTERM did nothing (SIGKILL ended it, its segment left)."""
+    key = 0x7519
+    proc = start("-smkey", hex(key), "-memStreams", "r", "2", "8192", "20000", "0", "10", "64")
+    wait_for_rows(key, 1, RUNNING)
+    out, _ = interrupt(proc, signal.SIGINT)
+    assert "stopped while running" in out
+    assert not Path("/dev/shm", segment_name(key)).exists()
+
+
 def test_sp_interrupted_prints_its_report():
     key = 0x7510
     proc = start("-smkey", hex(key), "-sp", "-n", "16", "-i", "1000000", "-KB", "256", "-bzero")

@@ -184,6 +184,9 @@ def test_symbolic_links_and_foreign_files_are_refused(capsys, key):
     (("-appendEvery", "0"), "out of range"),
     (("-sample", "3"), "-sample"),
     ((), "add -cfiles"),
+    (("-cfiles", "-web", "-dir", "./site", "-cfiles"),     # its log counted both groups' appends
+     "-web: groups 0 and 1 both serve -dir ./site (its log counts one group's appends): give "
+     "each its own -dir, or make them one group of more clients (-p)"),
 ])
 def test_bad_input_is_one_line(capsys, key, argv, message):
     assert_one_clean_line(*web(capsys, key, "-dir", "site", *argv, "-web"), message)
@@ -244,3 +247,13 @@ def test_a_request_s_latency_leaves_out_its_throttle_pauses(capsys, key):
     reads = next(ln for ln in out.splitlines() if ln.startswith("read, "))
     assert int(reads.split(", ")[1]) > 2 * int(request.split(", ")[1])   # several reads each
     assert float(request.split(", ")[3]) < 20000          # avg (us): not one 20 ms pause in it
+
+
+def test_t_throttles_a_file_read_in_one_read_too(capsys, key):
+    """-T waits after each read, holding the file: a file read in one read (the default 1 MB
+    transfer, 16 KB files) broke out before the wait, and 2 clients made thousands a second."""
+    doc = results(capsys, key, "-dir", "site", "-cfiles", "-webFiles", "8", "-p", "2",
+                  "-n", "100000000", "-t", "0.5", "-T", "20000", "-web")
+    summary = doc["plan"]["groups"][0]["web"]
+    assert 2 <= summary["requests"] <= 2 * (0.5 / 0.02 + 1)    # at most one per 20 ms a client
+    assert summary["ops"]["read"]["count"] == summary["ops"]["open"]["count"]   # one read each

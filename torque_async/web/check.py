@@ -2,6 +2,8 @@
 clients may hold open are counted with the run's others in limits.py."""
 from __future__ import annotations
 
+import os
+
 from ..cmdline import UsageError
 from . import site
 
@@ -16,10 +18,12 @@ def check_group(plan, group) -> None:
         raise UsageError(f"-web: the mean file size ({law.mean} bytes, -webMeanKB) is larger than "
                          f"the maximum ({law.largest} bytes, -mfile*)")
     for other in plan.groups:
-        if other.action == "web" and other.local.dir == local.dir and \
-                site.Law.of(other.local) != law:
-            raise UsageError(f"-web: groups {other.index} and {group.index} want different "
-                             f"trees in -dir {local.dir}: give each its own -dir")
+        if other.action == "web" and other is not group and \
+                os.path.realpath(other.local.dir) == os.path.realpath(local.dir):
+            first, second = sorted((group, other), key=lambda g: g.index)
+            raise UsageError(f"-web: groups {first.index} and {second.index} both serve -dir "
+                             f"{second.local.dir} (its log counts one group's appends): give "
+                             f"each its own -dir, or make them one group of more clients (-p)")
     why = site.problem(local.dir, law, plan.settings.allowForeign)
     if why:
         raise UsageError(f"-web: {why}")

@@ -177,16 +177,19 @@ class WebTest:
                     if measured:
                         sr(tb - ta)
                     ta, got = tb, got + n
-                    if n < chunk or got >= size:
+                    last = n < chunk or got >= size
+                    if throttle:               # a slow reader: after every read, the last
+                        await asyncio.sleep(throttle)   # too, holding its file (a file read
+                    elif last:                 # in one read was never throttled)
                         break
-                    if throttle:
-                        await asyncio.sleep(throttle)
                     elif tb - turn > TURN_NS:
                         await asyncio.sleep(0)
                     else:
                         continue
                     ta = turn = now()
                     paused += ta - tb
+                    if last:
+                        break
             finally:
                 if fd >= 0:
                     os.close(fd)

@@ -6,14 +6,18 @@ import os
 import resource
 import subprocess
 import zlib
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import CMD, ENV, REPO, assert_one_clean_line, execute
-from torque_async.web import site
+from torque_async import cmdline
+from torque_async.web import site, summary
 from torque_async.web.picks import BLOCK, Picker, Popularity, generators
+
+from conftest import CMD, ENV, REPO, assert_one_clean_line, execute
+from test_report import MS, record
 
 SEED = "7"
 
@@ -257,3 +261,14 @@ def test_t_throttles_a_file_read_in_one_read_too(capsys, key):
     summary = doc["plan"]["groups"][0]["web"]
     assert 2 <= summary["requests"] <= 2 * (0.5 / 0.02 + 1)    # at most one per 20 ms a client
     assert summary["ops"]["read"]["count"] == summary["ops"]["open"]["count"]   # one read each
+
+
+def test_a_client_that_failed_before_it_published_is_left_out_of_the_group_s_span():
+    """Its row counts transfers but has no interval (start 0): the span ran from 0 to the
+    others' finish, '64 requests in 26490944 ms'."""
+    plan = cmdline.parse("-dir site -p 2 -web".split())
+    ok = record(0, 1000, 50 * MS, 40, 0, group_work=(64, 4096, 0), most_open=1)
+    failed = record(1, 0, 0, 30, 0, group_work=(60, 4000, 0), most_open=1)
+    failed = replace(failed, start=0, finish=0)
+    s = summary.group_summary(plan.groups[0], (ok, failed), plan.procs())
+    assert s["clients"] == 1 and s["span_ns"] == 50 * MS and s["requests"] == 64

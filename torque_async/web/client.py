@@ -210,8 +210,12 @@ class WebTest:
                 length = lengths[used]
                 used += 1
                 t2 = now()
-                if os.write(log, data[:length]) != length:
-                    raise TestError(f"-web: a short append to {tree.root}/{site.LOG}")
+                try:
+                    if os.write(log, data[:length]) != length:
+                        raise TestError(f"-web: a short append to {tree.root}/{site.LOG}")
+                except OSError as e:
+                    raise TestError(f"-web: appending to {tree.root}/{site.LOG}: "
+                                    f"{e.strerror}") from None
                 t3 = now()
                 shared.written += length
                 if what != RAMP:

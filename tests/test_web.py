@@ -272,3 +272,12 @@ def test_a_client_that_failed_before_it_published_is_left_out_of_the_group_s_spa
     failed = replace(failed, start=0, finish=0)
     s = summary.group_summary(plan.groups[0], (ok, failed), plan.procs())
     assert s["clients"] == 1 and s["span_ns"] == 50 * MS and s["requests"] == 64
+
+
+def test_a_dir_that_cannot_hold_the_tree_is_refused_at_the_plan(capsys, key):
+    """A -dir under a file failed the run at set-up, after its start-up (exit 1)."""
+    Path("afile").write_text("x")
+    assert_one_clean_line(*web(capsys, key, "-dir", "afile/sub", "-cfiles", "-web"),
+                          f"-web: -dir afile/sub: {Path('afile').resolve()} is a file, not a "
+                          f"directory")
+    assert Path("afile").read_text() == "x"

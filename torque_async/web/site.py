@@ -186,6 +186,8 @@ def problem(root: str, law: Law, allow_foreign: bool) -> str | None:
         return f"-dir {root} is a symbolic link: name the directory itself"
     if os.path.exists(root) and not os.path.isdir(root):
         return f"-dir {root} is a file, not a directory"
+    if why := unwritable(root):
+        return why
     try:
         manifest = read_manifest(root)
     except ValueError as e:
@@ -200,6 +202,22 @@ def problem(root: str, law: Law, allow_foreign: bool) -> str | None:
     if found.foreign and not allow_foreign:
         return (f"-dir {root} holds {found.foreign[0]}, which torque-async did not make: use a "
                 f"directory of its own, or add -allowForeign")
+    return None
+
+
+def unwritable(root: str) -> str | None:
+    """Why the tree's log (every run appends to it) and files cannot be written under root: the
+    nearest part of it that exists is not a directory, or is not writable (None: they can).
+    Found only at set-up, these failed the run after its start-up (exit 1)."""
+    here = os.path.abspath(root)
+    while not os.path.lexists(here):
+        here = os.path.dirname(here)
+    if not os.path.isdir(here):
+        return f"-dir {root}: {here} is a file, not a directory"
+    if os.statvfs(here).f_flag & os.ST_RDONLY:
+        return f"-dir {root}: {here} is on a read-only file system (the log is appended to)"
+    if not os.access(here, os.W_OK | os.X_OK):
+        return f"-dir {root}: {here} is not writable here (the log is appended to)"
     return None
 
 

@@ -14,7 +14,8 @@ from torque_async.units import GB, KB, MB
 from conftest import assert_one_clean_line, execute
 
 Memory = namedtuple("Memory", "available")
-Space = namedtuple("Space", "f_bavail f_frsize f_favail f_files", defaults=(1 << 20, 1 << 20))
+Space = namedtuple("Space", "f_bavail f_frsize f_favail f_files f_flag",
+                   defaults=(1 << 20, 1 << 20, 0))
 
 
 @pytest.mark.parametrize("quit", [[], ["-quit"]])
@@ -41,6 +42,9 @@ def test_video_images_and_worker_processes_count_as_memory(capsys, key, monkeypa
     (["-n", "64", "-KB", "64", "-w"], "4 MB (scratch files)"),
     (["-dir", "t", "-cfiles", "-mfileMB", "1", "-KB", "64", "-files", "10"], "(-cfiles)"),
     (["-streams", "w", "1", "64", "8", "0", "1", "4"], "(scratch files)"),
+    # each of 100 x 10 requests may append up to 16 KB: a full disk failed it mid-run
+    (["-dir", "w", "-cfiles", "-webFiles", "3", "-n", "100", "-appendEvery", "1", "-web"],
+     "up to 15.7 MB (-cfiles and -web's appends)"),
 ])
 def test_free_space_is_checked_before_anything_is_written(capsys, key, monkeypatch, argv, what):
     monkeypatch.setattr(limits.os, "statvfs", lambda path: Space(256, 4096))     # 1 MB free

@@ -21,7 +21,7 @@ from .io import actions
 from .io.files import block_size
 from .kinds import KINDS, WORKER
 from .streams.schedule import Geometry
-from .units import MB, amount
+from .units import KB, MB, amount
 
 # Resident memory of one spawned worker beyond its buffers, measured here with psutil (RSS) on
 # a run holding it idle (-sleepEnd 5): 39 MB for -spinWait (Python, numpy), 99 MB for -V 1 with
@@ -77,8 +77,9 @@ def check_memory(plan) -> None:
 
 def disk_needs(plan) -> dict[str, list[int]]:
     """What the run will write, by the directory it goes to: [bytes of scratch files, bytes of
-    -cfiles, files and directories made]."""
-    s, need = plan.settings, defaultdict(lambda: [0, 0, 0])
+    -cfiles, files and directories made, bytes a -web log may grow by (n x i requests: at most
+    -appendKB every -appendEvery; under -t it cannot be told)]."""
+    s, need = plan.settings, defaultdict(lambda: [0, 0, 0, 0])
     trees = set()
     for proc in plan.procs():
         group, local = proc.group, proc.group.local
@@ -86,6 +87,8 @@ def disk_needs(plan) -> dict[str, list[int]]:
             g = Geometry.of(group.args, local)
             need["."][0] += g.tracks * g.track_bytes
             need["."][2] += 2                            # its file, the scratch directory
+        if group.action == "web" and local.t is None:
+            need[local.dir][3] += local.n * local.i // local.appendEvery * local.appendKB * KB
         if group.action == "web" and local.cfiles and local.dir not in trees:
             from .web import site          # (its modules are a file test's: imported for one)
             trees.add(local.dir)
@@ -127,25 +130,29 @@ def missing_tree(root: str, count: int, local) -> tuple[int, int]:
 
 def check_space(plan) -> None:
     by_fs: dict[int, list] = {}
-    for where, (scratch, cfiles, files) in disk_needs(plan).items():
+    for where, needs in disk_needs(plan).items():
         existing = where
         while not os.path.exists(existing):
             existing = os.path.dirname(os.path.abspath(existing))
         fs = os.statvfs(existing)
-        entry = by_fs.setdefault(os.stat(existing).st_dev, [0, 0, 0, fs.f_bavail * fs.f_frsize,
+        entry = by_fs.setdefault(os.stat(existing).st_dev, [0, 0, 0, 0, fs.f_bavail * fs.f_frsize,
                                                           fs.f_favail if fs.f_files else None,
                                                           os.path.abspath(existing)])
-        entry[0] += scratch
-        entry[1] += cfiles
-        entry[2] += files
-    for scratch, cfiles, files, free, inodes, where in by_fs.values():
-        what = " and ".join(w for w, n in (("scratch files", scratch), ("-cfiles", cfiles)) if n)
-        if scratch + cfiles > free:
-            raise UsageError(f"the run writes {amount(scratch + cfiles)} ({what}) on the "
-                             f"file system of {where}, which has {amount(free)} free: lower -n, "
-                             f"the transfer size or -mfile*, or name files with -f")
+        for i, n in enumerate(needs):
+            entry[i] += n
+    for scratch, cfiles, files, appends, free, inodes, where in by_fs.values():
+        parts = (("scratch files", scratch), ("-cfiles", cfiles), ("-web's appends", appends))
+        what = " and ".join(w for w, n in parts if n)
+        made = " and ".join(w for w, n in parts[:2] if n)        # what makes files
+        if scratch + cfiles + appends > free:
+            web = any(g.action == "web" for g in plan.groups)
+            raise UsageError(f"the run writes {'up to ' if appends else ''}"
+                             f"{amount(scratch + cfiles + appends)} ({what}) on the file system "
+                             f"of {where}, which has {amount(free)} free: lower -n, the "
+                             f"transfer size or -mfile*, or name files with -f"
+                             + (" (-web: -webFiles, -webMeanKB, -appendKB)" if web else ""))
         if inodes is not None and files > inodes:      # None: it keeps no count (btrfs)
-            raise UsageError(f"the run makes {files} files and directories ({what}) on the file "
+            raise UsageError(f"the run makes {files} files and directories ({made}) on the file "
                              f"system of {where}, which has room for {inodes} more (inodes): "
                              f"lower -files or -webFiles, or use another -dir")
 

@@ -163,11 +163,15 @@ def test_symbolic_links_and_foreign_files_are_refused(capsys, key):
     victim = next(Path("site").rglob("f0000003"))
     victim.unlink()
     victim.symlink_to("/etc/passwd")
-    assert_one_clean_line(*web(capsys, key, *argv), "symbolic link")
+    assert_one_clean_line(*web(capsys, key, *argv), f"{victim} is a symbolic link")
     victim.unlink()
     Path("elsewhere").write_bytes(b"x")
     os.link("elsewhere", victim)
-    assert_one_clean_line(*web(capsys, key, *argv), "other hard links")
+    assert_one_clean_line(*web(capsys, key, *argv), f"{victim} has 1 other name (a hard link)")
+    victim.unlink()
+    os.mkfifo(victim)                               # was called a link or hard links
+    assert_one_clean_line(*web(capsys, key, *argv), f"{victim} is a FIFO: a -web tree holds "
+                                                    f"only its own regular files")
     victim.unlink()
     Path("site", "notes.txt").write_text("mine")
     assert_one_clean_line(*web(capsys, key, *argv), "did not make")

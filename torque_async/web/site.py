@@ -147,8 +147,8 @@ def read_manifest(root: str) -> dict | None:
 
 @dataclass(frozen=True)
 class Survey:
-    """What is under a -dir: names torque-async did not make, and its own names that are
-    symbolic links or files with other hard links (refused: writes could leave the tree)."""
+    """What is under a -dir: names torque-async did not make, and its own names that are not
+    plain files of one link, each with why (refused: writes could leave the tree)."""
     foreign: list[str]
     unsafe: list[str]
     sizes: dict[str, int]          # its own regular files: relative path -> size
@@ -165,14 +165,12 @@ def survey(root: str, manifest: dict | None) -> Survey:
             name = f"{rel}/{e.name}" if rel else e.name
             if name not in own:
                 foreign.append(os.path.join(root, name))
-            elif e.is_symlink():
-                unsafe.append(os.path.join(root, name))
             elif e.is_dir(follow_symlinks=False):
                 visit(name)
             else:
                 st = e.stat(follow_symlinks=False)
-                if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
-                    unsafe.append(os.path.join(root, name))
+                if why := tree.unsafe(st.st_mode, st.st_nlink):   # a link, a FIFO, hard links
+                    unsafe.append(f"{os.path.join(root, name)} {why}")
                 else:
                     sizes[name] = st.st_size
     if os.path.isdir(root) and not os.path.islink(root):
@@ -194,8 +192,8 @@ def problem(root: str, law: Law, allow_foreign: bool) -> str | None:
         return str(e)
     found = survey(root, manifest)
     if found.unsafe:
-        return (f"{found.unsafe[0]} is a symbolic link or has other hard links: a -web tree "
-                f"holds only its own files, and its writes never leave it")
+        return (f"{found.unsafe[0]}: a -web tree holds only its own regular files, and its "
+                f"writes never leave it")
     if os.path.exists(os.path.join(root, tree.MANIFEST)):
         return (f"-dir {root} holds a -files tree (its {tree.MANIFEST}): a -web site needs a "
                 f"-dir of its own")
@@ -232,7 +230,7 @@ def missing(root: str, law: Law) -> str | None:
         return f"there is no -web tree of {law.text()} in {root}"
     found = survey(root, manifest)
     if found.unsafe:
-        return f"{found.unsafe[0]} is a symbolic link or has other hard links"
+        return found.unsafe[0]
     for name, size in zip(names(manifest["dirs"]), manifest["sizes"]):
         if found.sizes.get(name) != size:
             return f"{os.path.join(root, name)} is missing or not {size} bytes long"

@@ -211,6 +211,14 @@ def test_more_clients_than_free_descriptors_need_a_cap(tmp_path):
                           text=True, env=ENV, preexec_fn=low, timeout=120)
     assert done.returncode == 0, done.stderr
 
+    def lower():                       # below what the run itself holds: -webOpen cannot help
+        resource.setrlimit(resource.RLIMIT_NOFILE, (40, 40))
+    done = subprocess.run([*argv, "-p", "2", "-webOpen", "1", "-web"], capture_output=True,
+                          text=True, env=ENV, preexec_fn=lower, timeout=120)
+    assert_one_clean_line(done.returncode, done.stdout, done.stderr, "(the run's own, and its "
+                          "tests' under -webOpen) but the limit is 40 (ulimit -n): raise it")
+    assert done.stderr.rstrip().endswith("raise it")      # not 'or set -webOpen', set already
+
 
 def test_the_shipped_workloads_parse(capsys):
     alias = str(REPO / "aliases" / "workloads.alias")

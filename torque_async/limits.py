@@ -183,10 +183,12 @@ def check_open_files(plan) -> None:
         return
     if hard != resource.RLIM_INFINITY and need > hard:
         actions_ = {g.action for g in plan.groups}
-        why, fix = ("each -web client one unless -webOpen caps them", "set -webOpen") \
-            if "web" in actions_ else ("-files opens every file of its tree", "lower -files") \
+        uncapped = any(g.action == "web" and not g.local.webOpen for g in plan.groups)
+        why, fix = ("each -web client one unless -webOpen caps them", " or set -webOpen") \
+            if uncapped else ("the run's own, and its tests' under -webOpen", "") \
+            if "web" in actions_ else ("-files opens every file of its tree", " or lower -files") \
             if "files" in actions_ else ("each file test holds its files open, twice while it "
-                                         "checks them", "lower -p or the files given")
+                                         "checks them", " or lower -p or the files given")
         raise UsageError(f"the run holds about {need} files open at once ({why}) but the limit "
-                         f"is {hard} (ulimit -n): raise it or {fix}")
+                         f"is {hard} (ulimit -n): raise it{fix}")
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))

@@ -19,6 +19,7 @@ import math
 import statistics
 from collections import Counter
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from .figures import Spread
@@ -219,14 +220,18 @@ class Comparison:
     only_b: tuple[str, ...]
 
 
+def group_of(keys: dict[int, tuple[str, int]], test: dict[str, Any]) -> tuple:
+    """A test's group as its side's keys() name it, and its rank."""
+    return keys[test["group"]], test.get("rank")
+
+
 def compare(a: dict[str, Any], b: dict[str, Any]) -> Comparison:
     """Every figure of every matched test, then the total bandwidth of the matched tests. A
     group whose process count differs (-p) is compared whole (group_figures): its process i
     alone does another share of the work on each side."""
     ka, kb = keys(a), keys(b)
     reps_a, reps_b = repetitions(a), repetitions(b)
-    in_a = lambda t: (ka[t["group"]], t.get("rank"))        # noqa: E731 - its group, a side's
-    in_b = lambda t: (kb[t["group"]], t.get("rank"))        # noqa: E731
+    in_a, in_b = partial(group_of, ka), partial(group_of, kb)
     count_a, count_b = Counter(map(in_a, reps_a[0])), Counter(map(in_b, reps_b[0]))
     whole = [g for g in count_a if g in count_b and count_a[g] != count_b[g]]
     index_b = {(*in_b(t), t["index"]): i for i, t in enumerate(reps_b[0]) if in_b(t) not in whole}

@@ -16,11 +16,12 @@ import asyncio
 import os
 from typing import Awaitable, Callable, Protocol
 
+from .io import batch, uring
 from .meter import Limit, Meter, harness_cost, thread_usage
 from .plan import Plan, Proc
 from .results import DONE, RUNNING, Results
-from .testing.api import make_test
-from .testing.rows import mark_closed, mark_failed, mark_ready, mark_spawned
+from .testing.api import TestError, make_test
+from .testing.rows import describe, mark_closed, mark_failed, mark_ready, mark_spawned
 from .validate import loop_cpu
 
 
@@ -84,6 +85,22 @@ class LoopSide:
                                           self.slow, Limit.of(proc.group.local), usage)
             mark_ready(row, test)                # (its Meter made here: made at its start,
                                                  # after the release, 0.1 ms a test)
+        await self.calibrate()
+
+    async def calibrate(self) -> None:
+        """The tests that share a choice of the engine's make it together, once all are set up
+        (io/batch.py); each is ready again after it, its info saying what was chosen."""
+        procs = {id(test): proc for proc, test in self.tests}
+        try:
+            chose = await batch.calibrate([test for _, test in self.tests],
+                                          lambda: bool(self.results.header["stop"]),
+                                          self.plan.settings.seed)
+        except uring.Misread as e:             # in its set-up, though the test was ready
+            mark_failed(self.row(procs[id(e.owner)]), TestError(describe(e.error)))
+            self.on_failure()
+            return
+        for test in chose:
+            mark_ready(self.row(procs[id(test)]), test)
 
     async def run(self) -> None:
         await asyncio.gather(*(self.run_one(proc, test) for proc, test in self.tests))

@@ -19,14 +19,15 @@ Timer: a transfer's latency runs from the clock read just before the io_uring_en
 submits it (the engine's, slot.t0) to the one clock read of the completion batch that returned
 it, as fio's clat runs from issue to completion. The transfers prepared while a batch was
 answered are submitted by one io_uring_enter and share its clock read, whichever test prepared
-them; a transfer alone in its batch is submitted at once, after a clock read of its own.
+them (O_DIRECT ones: in groups, where set-up's calibrate() found that faster); a transfer alone
+in its batch is submitted at once, after a clock read of its own.
 """
 from __future__ import annotations
 
 import asyncio
 import os
 
-from . import filetest
+from . import filetest, uring
 from ..stats import BATCH
 from .engine import short
 
@@ -108,8 +109,38 @@ async def drive(test) -> None:
             finished.set_result(None)
 
     r, w = test.slot["read"], test.slot["write"]
-    slots = engine.slots(completed, test.ids[r:r + test.depth], test.ids[w:w + test.depth])
+    slots = engine.slots(completed, test.ids[r:r + test.depth], test.ids[w:w + test.depth],
+                         test.direct)
     for slot in slots:                 # start: as if a non-transfer (STOP) had completed
         slot.kind = STOP
     engine.start(slots)
     await engine.hold(slots, finished)
+
+
+async def calibrate(tests: list, stopped, seed: int) -> list:
+    """Set-up, untimed: the loop's batched O_DIRECT file tests on io_uring, when more than one of
+    their transfers can be in flight, choose together how the engine submits them
+    (UringEngine.calibrate, which reads their files but writes nothing); each one's info says
+    what was chosen. Returns the tests that chose (none when stopped); a read that failed raises
+    uring.Misread."""
+    chosen = [test for test in tests if isinstance(test, filetest.FileTest) and test.batched
+              and test.direct and isinstance(test.engine, uring.UringEngine)]
+    sources = []
+    for test in chosen:
+        whole = [os.lseek(fd, 0, os.SEEK_END) // test.size for fd in test.fds]
+        files = [(fd, path, n) for fd, path, n in zip(test.fds, test.paths, whole) if n]
+        if files:
+            fds, paths, counts = map(list, zip(*files))
+            sources.append(uring.Source(test, test.size, test.depth, fds, paths, counts))
+    if sum(source.depth for source in sources) < 2:
+        return []
+    engine = chosen[0].engine                  # the loop's one ring
+    best = await engine.calibrate(sources, stopped, seed)
+    if not best:
+        return []
+    rates = ", ".join(f"{g or 'batch'}: {rate / 1000:.1f}k" for g, rate in best.items())
+    line = f"O_DIRECT submits = {uring.submits(engine.group)}, the fastest here " \
+           f"(reads/s at set-up: {rates})"
+    for source in sources:
+        source.owner.info += "\n" + line
+    return [source.owner for source in sources]

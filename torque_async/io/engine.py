@@ -153,10 +153,10 @@ class SyncEngine:
     async def drive(self, lanes: list[Coroutine]) -> None:
         await asyncio.gather(*lanes)
 
-    def slots(self, done, reads: list[int], writes: list[int]) -> list[Slot]:
+    def slots(self, done, reads: list[int], writes: list[int], direct: bool = False) -> list[Slot]:
         """A Slot for each pair of registered buffers (reads[j], writes[j]): done(slot, res, t,
         at) gets each transfer's result and returns the slot's next transfer (write, fd, offset) or
-        None (the slot ends)."""
+        None (the slot ends). (`direct` changes nothing here: each call is a transfer's own.)"""
         return [Slot(j, done, self.views[r], self.views[w]) for j, (r, w) in
                 enumerate(zip(reads, writes))]
 

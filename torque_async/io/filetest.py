@@ -73,7 +73,7 @@ class FileTest:
         self.buffers: Buffers | None = None
         self.ids: list[int] = []
         self.error: BaseException | None = None
-        self.single = self.batched = False           # set-up: see batch.py
+        self.single = self.batched = self.direct = False     # set-up: see batch.py
 
     # set-up --------------------------------------------------------------------------------
     async def setup(self) -> None:
@@ -88,7 +88,7 @@ class FileTest:
             fd, mode = open_file(path, self.writes, self.writes and self.spec.source == "list",
                                  mode, self.opener(i))
             self.fds.append(fd)
-        self.drop = mode.drop
+        self.drop, self.direct = mode.drop, mode.direct
         self.allocate(local.wire or self.spec.wire)
         engine = NAMES[self.engine_name] + (f" ({self.engine_note})" if self.engine_note else "")
         self.single = not (self.spec.rmw or self.extra_bytes or self.drop)  # one I/O a transfer

@@ -19,7 +19,10 @@ batch that returned it. A transfer is submitted
                        complete inside it); a lane's latency includes the preparing of the
                        batch's later transfers, a slot's does not (below)
 
-(tools/bench_io.py says why). A test may instead hand the engine `slots`: Waiters whose
+(tools/bench_io.py says why), but O_DIRECT transfers of slots go in groups of `group` while
+the rest of the batch is prepared, where set-up found that faster (calibrate(): a disk whose
+queue would otherwise wait for the whole batch's preparing; every such submit costs a system
+call). A test may instead hand the engine `slots`: Waiters whose
 completions the reader passes to a plain function, done(slot, res, t, at), no coroutine (io/batch.py:
 the file tests' plain transfers); it returns the slot's next transfer, which the reader prepares
 at once, so a batch of completions is answered and submitted again in one pass.
@@ -38,9 +41,11 @@ import ctypes
 import errno
 import functools
 import itertools
+import mmap
 import os
+import random
 import types
-from typing import Coroutine
+from typing import Callable, Coroutine, NamedTuple
 
 from . import ring as rings
 from .engine import NAMES, YIELD_NS, now, short
@@ -54,6 +59,11 @@ RETRY = 0.001                      # s: a submit the kernel refused for now (EBU
 BATCH = 1024                       # completions answered at most at once: thousands in flight
                                    # answered together held the loop (and a signal) for 100 ms+
 OPS = (rings.OP_READ, rings.OP_WRITE)
+GROUPS = (0, 4, 2, 1)              # O_DIRECT slot transfers a submit while a batch is answered
+                                   # (0: the batch's all, once it is answered): calibrate() times
+                                   # each; fio submits each one (iodepth_batch_submit=1)
+CALIBRATION_NS = 20_000_000        # one calibration trial (a group's reads at every depth)
+CALIBRATION_ROUNDS = 3             # trials of every group, in turn (the best of each counts)
 
 
 def unavailable() -> str | None:
@@ -131,15 +141,41 @@ class Slot(Waiter):
     kind and f are the driver's own (which slot, the transfer number, what it is, its file);
     t0 is the engine's: the clock read just before the io_uring_enter that submitted its
     transfer; fd is the file its SQE was last written for."""
-    __slots__ = ("bufs", "j", "k", "kind", "t0", "f", "fd")
+    __slots__ = ("bufs", "j", "k", "kind", "t0", "f", "fd", "direct")
 
-    def __init__(self, key: int, j: int, done, read: tuple, write: tuple, buf: int, sqe: int):
+    def __init__(self, key: int, j: int, done, read: tuple, write: tuple, buf: int, sqe: int,
+                 direct: bool):
         super().__init__(None, None, key)
+        self.direct = direct               # its files are open with O_DIRECT (grouped submits)
         (raddr, self.want, _), (waddr, wlen, _) = read, write
         if wlen != self.want:
             raise ValueError(f"a slot's buffers differ in length: {self.want} and {wlen}")
         self.bufs, self.done, self.buf, self.sqe = (raddr, waddr), done, buf, sqe
         self.j, self.k, self.kind, self.t0, self.f, self.fd = j, -1, 0, 0, 0, -1
+
+
+class Source(NamedTuple):
+    """What calibrate() reads of one test (`owner`): its transfer size and depth, its files
+    (descriptors and names) and how many whole transfers each holds."""
+    owner: object
+    size: int
+    depth: int
+    fds: list[int]
+    paths: list[str]
+    counts: list[int]
+
+
+class Misread(Exception):
+    """A calibration read failed: `error` names its file and place, `owner` its Source's."""
+
+    def __init__(self, owner: object, error: OSError):
+        super().__init__(error)
+        self.owner, self.error = owner, error
+
+
+def submits(group: int) -> str:
+    """How a GROUPS entry submits, in words."""
+    return {0: "each batch's together", 1: "each at once"}.get(group, f"{group} at a time")
 
 
 class UringEngine:
@@ -164,6 +200,7 @@ class UringEngine:
         self.holding, self.held = False, 0
         self.retry: asyncio.TimerHandle | None = None
         self.starting: list[Slot] = []         # started this turn, not yet submitted
+        self.group = 0                         # GROUPS: O_DIRECT slots' submits (calibrate)
         self.flush: asyncio.Handle | None = None
         self.users = 0
         self.iovecs: dict[int, tuple] = {}     # id -> (address, length, its export)
@@ -239,12 +276,13 @@ class UringEngine:
                     waiter.lane = waiter.crew = None
             raise
 
-    def slots(self, done, reads: list[int], writes: list[int]) -> list[Slot]:
+    def slots(self, done, reads: list[int], writes: list[int], direct: bool = False) -> list[Slot]:
         """A Slot for each pair of registered buffers (reads[j], writes[j]), its completions to
         go to done(slot, res, t, t), which returns the slot's next transfer (write, fd, offset) or
-        None (the slot ends); the caller start()s them and awaits hold()."""
+        None (the slot ends); the caller start()s them and awaits hold(). `direct`: its files
+        are open with O_DIRECT."""
         return [Slot(next(self.keys), j, done, self.iovecs[r], self.iovecs[w], r,
-                     self.ring.take())
+                     self.ring.take(), direct)
                 for j, (r, w) in enumerate(zip(reads, writes))]
 
     def start(self, slots: list[Slot]) -> None:
@@ -323,6 +361,7 @@ class UringEngine:
         waiting, offsets, write_sqe = self.waiting, ring.offsets, ring.write
         array, mask, u32 = ring.sq_array, ring.sq_mask, ring.u32       # ring.queue, inline
         held: list[Slot] = []              # slots whose transfers go with the batch's submit
+        group, due = 0 if starting else self.group, 0      # due: O_DIRECT ones among them
         for waiter, res in batch:
             done = waiter.done
             if done is not None:           # a Slot
@@ -347,6 +386,12 @@ class UringEngine:
                 ring.tail = (tail + 1) & rings.WRAP
                 if together:
                     held.append(waiter)
+                    if group and waiter.direct:
+                        due += 1
+                        if due == group:   # to the disk now, while the rest are prepared
+                            self.held = due = 0
+                            self.push(held)
+                            held = []
                 else:
                     waiter.t0 = now()
                     self.push()
@@ -378,6 +423,74 @@ class UringEngine:
         elif self.held or held:
             self.held = 0
             self.push(held)
+
+    async def calibrate(self, sources: list["Source"], stopped: Callable[[], bool],
+                        seed: int) -> dict[int, float]:
+        """Set-up, untimed: choose `group` for the O_DIRECT slots of `sources` (one per test).
+        A trial reads random whole transfers of each test's size from its files at its depth,
+        every test at once, into a buffer of its own (the tests' buffers, and their files'
+        contents, stay as they are), for CALIBRATION_NS; CALIBRATION_ROUNDS rounds of one trial
+        of each of GROUPS (those below the reads in flight) in turn; `group` becomes the one
+        with the best trial. Returns each group's best rate (reads a second), {} when stopped
+        (`group` stays 0)."""
+        groups = [g for g in GROUPS if g < sum(source.depth for source in sources)]
+        sizes = sorted({source.size for source in sources})
+        areas = [mmap.mmap(-1, size) for size in sizes]
+        ids = dict(zip(sizes, self.register([memoryview(area) for area in areas])))
+        draw = random.Random(seed).randrange
+        best: dict[int, float] = {}
+        try:
+            for _ in range(CALIBRATION_ROUNDS):
+                for group in groups:
+                    self.group = group
+                    rate = await self.trial(sources, ids, draw, stopped)
+                    if stopped():
+                        best.clear()
+                        return best
+                    best[group] = max(best.get(group, 0.0), rate)
+        finally:
+            self.group = max(best, key=best.__getitem__) if best else 0
+            await self.forget(list(ids.values()))
+            for area in areas:
+                area.close()
+        return best
+
+    async def trial(self, sources: list["Source"], ids: dict[int, int], draw,
+                    stopped: Callable[[], bool]) -> float:
+        """One calibration trial at the current `group`: the reads a second that completed in
+        it; a read that failed is raised, naming its file and place."""
+        finished, failed = self.loop.create_future(), []
+        left, count = sum(source.depth for source in sources), 0
+        end = now() + CALIBRATION_NS
+
+        def reader(source: Source):
+            def done(slot: Slot, res: int, t: int, at: int) -> tuple[bool, int, int] | None:
+                nonlocal left, count
+                if t and res != slot.want:
+                    failed.append((source, slot, res))
+                count += 0 < t <= end
+                if at < end and not failed and not stopped():
+                    f = draw(len(source.fds))
+                    return False, source.fds[f], draw(source.counts[f]) * source.size
+                left -= 1
+                if not left:
+                    finished.set_result(None)
+                return None
+            return done
+        slots = [slot for source in sources
+                 for slot in self.slots(reader(source), [ids[source.size]] * source.depth,
+                                        [ids[source.size]] * source.depth, direct=True)]
+        start = now()
+        self.start(slots)
+        await self.hold(slots, finished)
+        if failed:
+            source, slot, res = failed[0]
+            e = OSError(-res, os.strerror(-res)) if res < 0 else \
+                short(False, slot.what, res, slot.want)
+            raise Misread(source.owner, OSError(
+                e.errno, f"calibrating the O_DIRECT submissions, a read at byte {slot.what}: "
+                f"{e.strerror}", source.paths[source.fds.index(slot.fd)]))
+        return count * 1e9 / max(1, end - start)
 
     def started(self) -> None:
         self.flush = None

@@ -1,0 +1,172 @@
+"""How io_uring submits O_DIRECT transfers (torque_async/io/uring.py): in groups while a batch of
+completions is answered, the group chosen by set-up's calibration (UringEngine.calibrate), which
+reads the tests' files and writes nothing."""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+from pathlib import Path
+
+import pytest
+
+from torque_async.io import ring as rings, uring
+
+from conftest import needs_uring, run
+from test_io_run import direct_allowed, pattern_file
+
+pytestmark = needs_uring
+KB = 1024
+needs_direct = pytest.mark.skipif(not direct_allowed(os.environ["TMPDIR"]),
+                                  reason="the suite's directory refuses O_DIRECT")
+
+
+def submitted(monkeypatch) -> list[int]:
+    """How many SQEs each io_uring_enter that submits hands the kernel, in order."""
+    sizes, real = [], rings.Ring.submit
+
+    def submit(ring, wait=0):
+        n = (ring.tail - ring.u32[ring.sq_head]) & rings.WRAP
+        if n:
+            sizes.append(n)
+        return real(ring, wait)
+    monkeypatch.setattr(rings.Ring, "submit", submit)
+    return sizes
+
+
+@pytest.mark.parametrize("group,expected", [(0, [8]), (2, [2, 3, 3]), (4, [5, 3])])
+def test_o_direct_transfers_go_in_groups_while_the_batch_is_answered(monkeypatch, group,
+                                                                    expected):
+    """A batch of 8 completions, 6 of them O_DIRECT slots': the O_DIRECT transfers are submitted
+    `group` at a time as they are prepared (the others with whichever submit comes next), and
+    each slot starts at the clock read of its own submit."""
+    pattern_file(Path("f.dat"), 64 * KB)
+    fd = os.open("f.dat", os.O_RDONLY)
+    direct = [True, True, False, True, True, False, True, True]
+
+    async def main():
+        engine = uring.UringEngine.shared()
+        engine.group = group
+        ids = engine.register([memoryview(bytearray(4 * KB)) for _ in direct])
+        left, finished = [len(direct)], asyncio.get_running_loop().create_future()
+
+        def done(slot, res, t, at):
+            if t == 0:                                     # the batch below
+                return False, fd, slot.j * 4 * KB
+            assert res == 4 * KB
+            left[0] -= 1
+            if not left[0]:
+                finished.set_result(None)
+            return None
+        slots = [slot for d, i in zip(direct, ids) for slot in engine.slots(done, [i], [i], d)]
+        for j, slot in enumerate(slots):
+            slot.j = j
+        sizes.clear()
+        engine.serve([(slot, slot.want) for slot in slots], 0, True)
+        counts = list(sizes)
+        await engine.hold(slots, finished)
+        await engine.forget(ids)
+        engine.close()
+        return counts, [slot.t0 for slot in slots]
+    sizes = submitted(monkeypatch)
+    try:
+        counts, starts = asyncio.run(main())
+    finally:
+        os.close(fd)
+    assert counts == expected
+    assert 0 not in starts and len(set(starts)) == len(expected)
+    assert starts == sorted(starts)                     # in the order they were submitted
+
+
+def test_calibration_keeps_the_group_of_the_fastest_trial_of_those_below_the_depth():
+    """Every group is tried in turn, CALIBRATION_ROUNDS times; the best trial of each counts; a
+    group as large as the reads in flight is not tried (it is the batch's)."""
+    tried = []
+    rates = {0: [10, 12, 11], 2: [30, 45, 20], 1: [44, 10, 40]}
+
+    async def trial(self, sources, ids, draw, stopped):
+        tried.append(self.group)
+        return rates[self.group][tried.count(self.group) - 1]
+
+    async def main():
+        engine = uring.UringEngine.shared()
+        engine.trial = trial.__get__(engine)
+        source = uring.Source(None, 4 * KB, 4, [0], ["f"], [1])
+        best = await engine.calibrate([source], lambda: False, 1)
+        group = engine.group
+        engine.close()
+        return best, group
+    best, group = asyncio.run(main())
+    assert tried == [0, 2, 1] * uring.CALIBRATION_ROUNDS               # 4 = the depth: left out
+    assert best == {0: 12, 2: 45, 1: 44} and group == 2
+
+
+def test_a_stopped_calibration_keeps_the_batch_and_gives_back_what_it_took(monkeypatch):
+    """A stop during the calibration ends it after the trial in flight: no group is chosen, and
+    its buffers and SQEs are given back."""
+    pattern_file(Path("f.dat"), 64 * KB)
+    fd = os.open("f.dat", os.O_RDONLY)
+
+    async def main():
+        engine = uring.UringEngine.shared()
+        free, trials = len(engine.ring.free), []
+        real = engine.trial
+
+        async def trial(*args):
+            trials.append(await real(*args))
+            return trials[-1]
+        engine.trial = trial
+        source = uring.Source(None, 4 * KB, 8, [fd], ["f.dat"], [16])
+        best = await engine.calibrate([source], lambda: len(trials) == 2, 1)
+        state = best, engine.group, len(trials), engine.iovecs, len(engine.ring.free) == free
+        engine.close()
+        return state
+    try:
+        best, group, trials, iovecs, given_back = asyncio.run(main())
+    finally:
+        os.close(fd)
+    assert (best, group, trials, iovecs, given_back) == ({}, 0, 2, {}, True)
+
+
+@needs_direct
+@pytest.mark.parametrize("writes", [False, True])
+def test_set_up_chooses_the_submits_of_o_direct_tests_and_leaves_their_data(key, writes):
+    """-p 3 O_DIRECT tests on io_uring choose one group together, named in each one's info with
+    every group's rate; the named file read is not changed, and a write test's data check (its
+    buffers and its scratch file) still holds."""
+    pattern_file(Path("f.dat"), 1024 * KB)
+    before = hashlib.sha256(Path("f.dat").read_bytes()).digest()
+    files = ["-percR", "0", "-mfileKB", "256"] if writes else \
+        ["-f", "f.dat"] * 3 + ["-mfileKB", "1024"]
+    out = run(key, "-engine", "uring", *files, "-p", "3", "-KB", "4", "-n", "200", "-i", "2",
+              "-aio", "2")
+    assert not out.failures
+    lines = {line for rec in out.records for line in rec.info.splitlines()
+             if line.startswith("O_DIRECT submits = ")}
+    assert len(lines) == 1 and len(out.records) == 3
+    (line,) = lines
+    chosen = line.split(" = ")[1].split(",")[0]
+    assert chosen in {uring.submits(g) for g in uring.GROUPS}
+    assert [part.split(":")[0] for part in line.split("set-up: ")[1].rstrip(")").split(", ")] == \
+        ["batch", "4", "2", "1"]                                        # 6 in flight: all tried
+    assert hashlib.sha256(Path("f.dat").read_bytes()).digest() == before
+    for rec in out.records:
+        assert rec.transfers == 400
+
+
+@needs_direct
+def test_a_calibration_read_that_fails_names_its_file_and_place(key, monkeypatch):
+    """A read past the end (the file said to hold many more transfers) fails the test it read
+    for, in one line that says it was in set-up."""
+    pattern_file(Path("f.dat"), 64 * KB)
+    real = uring.Source
+
+    def doubled(owner, size, depth, fds, paths, counts):
+        return real(owner, size, depth, fds, paths, [1 << 20 for _ in counts])
+    monkeypatch.setattr(uring, "Source", doubled)
+    out = run(key, "-engine", "uring", "-f", "f.dat", "-f", "f.dat", "-p", "2", "-KB", "4",
+              "-n", "100", "-i", "1", "-rand")
+    failure, other = out.failures                  # the other test stopped with the run
+    assert "stopped while ready" in other
+    assert "f.dat: calibrating the O_DIRECT submissions, a read at byte " in failure
+    assert "past the end of the file" in failure and "set-up: " in failure

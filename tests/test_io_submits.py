@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from torque_async.io import ring as rings, uring
+from torque_async.io import batch, ring as rings, uring
 
 from conftest import needs_uring, run
 from test_io_run import direct_allowed, pattern_file
@@ -91,8 +91,8 @@ def test_calibration_keeps_the_group_of_the_fastest_trial_of_those_below_the_dep
     async def main():
         engine = uring.UringEngine.shared()
         engine.trial = trial.__get__(engine)
-        source = uring.Source(None, 4 * KB, 4, [0], ["f"], [1])
-        best = await engine.calibrate([source], lambda: False, 1)
+        source = uring.Source(None, 4 * KB, 4, [0], ["f"], lambda k: (0, 0))
+        best = await engine.calibrate([source], lambda: False)
         group = engine.group
         engine.close()
         return best, group
@@ -116,8 +116,8 @@ def test_a_stopped_calibration_keeps_the_batch_and_gives_back_what_it_took(monke
             trials.append(await real(*args))
             return trials[-1]
         engine.trial = trial
-        source = uring.Source(None, 4 * KB, 8, [fd], ["f.dat"], [16])
-        best = await engine.calibrate([source], lambda: len(trials) == 2, 1)
+        source = uring.Source(None, 4 * KB, 8, [fd], ["f.dat"], lambda k: (0, k % 16 * 4 * KB))
+        best = await engine.calibrate([source], lambda: len(trials) == 2)
         state = best, engine.group, len(trials), engine.iovecs, len(engine.ring.free) == free
         engine.close()
         return state
@@ -147,8 +147,12 @@ def test_set_up_chooses_the_submits_of_o_direct_tests_and_leaves_their_data(key,
     (line,) = lines
     chosen = line.split(" = ")[1].split(",")[0]
     assert chosen in {uring.submits(g) for g in uring.GROUPS}
-    assert [part.split(":")[0] for part in line.split("set-up: ")[1].rstrip(")").split(", ")] == \
-        ["batch", "4", "2", "1"]                                        # 6 in flight: all tried
+    took, rates = line.split("set-up's ")[1].rstrip(")").split(" ms: ")
+    assert 0 < int(took) < 60_000
+    assert [part.split(":")[0] for part in rates.split(", ")] == ["batch", "4", "2", "1"]  # 6 in
+    for rec in out.records:                                        # flight: every group tried
+        assert rec.phase[1] - rec.phase[0] < int(took) * 1e6       # its own set-up, not the
+                                                                   # loop's choosing (>= 240 ms)
     assert hashlib.sha256(Path("f.dat").read_bytes()).digest() == before
     for rec in out.records:
         assert rec.transfers == 400
@@ -156,17 +160,40 @@ def test_set_up_chooses_the_submits_of_o_direct_tests_and_leaves_their_data(key,
 
 @needs_direct
 def test_a_calibration_read_that_fails_names_its_file_and_place(key, monkeypatch):
-    """A read past the end (the file said to hold many more transfers) fails the test it read
-    for, in one line that says it was in set-up."""
+    """A read past the end (a place moved there) fails the test it read for, in one line that
+    says it was in set-up."""
     pattern_file(Path("f.dat"), 64 * KB)
-    real = uring.Source
+    real = batch.place
 
-    def doubled(owner, size, depth, fds, paths, counts):
-        return real(owner, size, depth, fds, paths, [1 << 20 for _ in counts])
-    monkeypatch.setattr(uring, "Source", doubled)
+    def past_the_end(test):
+        at = real(test)
+        return lambda k: (at(k)[0], 1 << 30)
+    monkeypatch.setattr(batch, "place", past_the_end)
     out = run(key, "-engine", "uring", "-f", "f.dat", "-f", "f.dat", "-p", "2", "-KB", "4",
               "-n", "100", "-i", "1", "-rand")
     failure, other = out.failures                  # the other test stopped with the run
     assert "stopped while ready" in other
-    assert "f.dat: calibrating the O_DIRECT submissions, a read at byte " in failure
-    assert "past the end of the file" in failure and "set-up: " in failure
+    assert "f.dat: calibrating the O_DIRECT submissions, a read at byte 1073741824: only read " \
+        "0 of 4096 bytes (past the end of the file?)" in failure and "set-up: " in failure
+
+
+@needs_direct
+def test_the_calibration_reads_the_places_of_each_test_in_its_order(key, monkeypatch):
+    """Sequential tests are calibrated on sequential places (the disk merges those), random ones
+    on random ones: each read is its test's transfer CALIBRATION_FROM + k, in claim order."""
+    pattern_file(Path("f.dat"), 1024 * KB)
+    seen, real = {}, uring.UringEngine.trial
+
+    async def trial(self, sources, ids, claims, stopped):
+        for source in sources:
+            seen.setdefault(id(source.owner), [source.place(k) for k in range(64)])
+        return await real(self, sources, ids, claims, stopped)
+    monkeypatch.setattr(uring.UringEngine, "trial", trial)
+    out = run(key, "-engine", "uring", "-f", "f.dat", "-mfileKB", "1024", "-KB", "4",
+              "-n", "256", "-i", "1", "-aio", "8", "-f", "f.dat", "-mfileKB", "1024", "-KB", "4",
+              "-n", "256", "-i", "1", "-rand")
+    assert not out.failures and len(seen) == 2
+    seq, rand = seen.values()
+    start = batch.CALIBRATION_FROM % 256
+    assert seq == [(0, (start + k) % 256 * 4 * KB) for k in range(64)]
+    assert len({offset for _, offset in rand}) > 48 and rand != sorted(rand)

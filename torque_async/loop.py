@@ -21,7 +21,8 @@ from .meter import Limit, Meter, harness_cost, thread_usage
 from .plan import Plan, Proc
 from .results import DONE, RUNNING, Results
 from .testing.api import TestError, make_test
-from .testing.rows import describe, mark_closed, mark_failed, mark_ready, mark_spawned
+from .testing.rows import describe, mark_closed, mark_failed, mark_ready, mark_spawned, \
+    note_info
 from .validate import loop_cpu
 
 
@@ -89,18 +90,18 @@ class LoopSide:
 
     async def calibrate(self) -> None:
         """The tests that share a choice of the engine's make it together, once all are set up
-        (io/batch.py); each is ready again after it, its info saying what was chosen."""
+        (io/batch.py), their info saying what was chosen and how long choosing took (the tests'
+        own set-up times leave it out: it is the loop's)."""
         procs = {id(test): proc for proc, test in self.tests}
         try:
             chose = await batch.calibrate([test for _, test in self.tests],
-                                          lambda: bool(self.results.header["stop"]),
-                                          self.plan.settings.seed)
+                                          lambda: bool(self.results.header["stop"]))
         except uring.Misread as e:             # in its set-up, though the test was ready
             mark_failed(self.row(procs[id(e.owner)]), TestError(describe(e.error)))
             self.on_failure()
             return
         for test in chose:
-            mark_ready(self.row(procs[id(test)]), test)
+            note_info(self.row(procs[id(test)]), test)
 
     async def run(self) -> None:
         await asyncio.gather(*(self.run_one(proc, test) for proc, test in self.tests))

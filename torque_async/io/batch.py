@@ -29,7 +29,10 @@ import os
 
 from . import filetest, uring
 from ..stats import BATCH
-from .engine import short
+from .engine import now, short
+from .layout import BLOCK, Cursor
+
+CALIBRATION_FROM = BLOCK << 12     # calibrate() reads a test's places from its transfer this far on
 
 NOTE = "I/O path = the engine's batches (plain transfers, no lane each)"
 
@@ -117,30 +120,36 @@ async def drive(test) -> None:
     await engine.hold(slots, finished)
 
 
-async def calibrate(tests: list, stopped, seed: int) -> list:
+async def calibrate(tests: list, stopped) -> list:
     """Set-up, untimed: the loop's batched O_DIRECT file tests on io_uring, when more than one of
     their transfers can be in flight, choose together how the engine submits them
-    (UringEngine.calibrate, which reads their files but writes nothing); each one's info says
-    what was chosen. Returns the tests that chose (none when stopped); a read that failed raises
+    (UringEngine.calibrate: each test's own places in its own order, read from CALIBRATION_FROM
+    on, far from its first transfers; nothing is written); each one's info says what was
+    chosen. Returns the tests that chose (none when stopped); a read that failed raises
     uring.Misread."""
     chosen = [test for test in tests if isinstance(test, filetest.FileTest) and test.batched
               and test.direct and isinstance(test.engine, uring.UringEngine)]
-    sources = []
-    for test in chosen:
-        whole = [os.lseek(fd, 0, os.SEEK_END) // test.size for fd in test.fds]
-        files = [(fd, path, n) for fd, path, n in zip(test.fds, test.paths, whole) if n]
-        if files:
-            fds, paths, counts = map(list, zip(*files))
-            sources.append(uring.Source(test, test.size, test.depth, fds, paths, counts))
-    if sum(source.depth for source in sources) < 2:
+    if sum(test.depth for test in chosen) < 2:
         return []
-    engine = chosen[0].engine                  # the loop's one ring
-    best = await engine.calibrate(sources, stopped, seed)
+    sources = [uring.Source(test, test.size, test.depth, test.fds, test.paths, place(test))
+               for test in chosen]
+    engine, began = chosen[0].engine, now()    # the loop's one ring
+    best = await engine.calibrate(sources, stopped)
     if not best:
         return []
     rates = ", ".join(f"{g or 'batch'}: {rate / 1000:.1f}k" for g, rate in best.items())
     line = f"O_DIRECT submits = {uring.submits(engine.group)}, the fastest here " \
-           f"(reads/s at set-up: {rates})"
-    for source in sources:
-        source.owner.info += "\n" + line
-    return [source.owner for source in sources]
+           f"(reads/s, set-up's {(now() - began) / 1e6:.0f} ms: {rates})"
+    for test in chosen:
+        test.info += "\n" + line
+    return chosen
+
+
+def place(test):
+    """The (file index, offset) of a test's transfer CALIBRATION_FROM + k, as its layout has it."""
+    cursor = Cursor(test.layout)
+
+    def at(k: int) -> tuple[int, int]:
+        f, offset, _ = cursor(CALIBRATION_FROM + k)
+        return f, offset
+    return at

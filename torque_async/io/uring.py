@@ -43,7 +43,6 @@ import functools
 import itertools
 import mmap
 import os
-import random
 import types
 from typing import Callable, Coroutine, NamedTuple
 
@@ -156,13 +155,13 @@ class Slot(Waiter):
 
 class Source(NamedTuple):
     """What calibrate() reads of one test (`owner`): its transfer size and depth, its files
-    (descriptors and names) and how many whole transfers each holds."""
+    (descriptors and names), and place(k), the (file index, offset) its k-th read goes to."""
     owner: object
     size: int
     depth: int
     fds: list[int]
     paths: list[str]
-    counts: list[int]
+    place: Callable[[int], tuple[int, int]]
 
 
 class Misread(Exception):
@@ -424,26 +423,30 @@ class UringEngine:
             self.held = 0
             self.push(held)
 
-    async def calibrate(self, sources: list["Source"], stopped: Callable[[], bool],
-                        seed: int) -> dict[int, float]:
+    async def calibrate(self, sources: list["Source"],
+                        stopped: Callable[[], bool]) -> dict[int, float]:
         """Set-up, untimed: choose `group` for the O_DIRECT slots of `sources` (one per test).
-        A trial reads random whole transfers of each test's size from its files at its depth,
-        every test at once, into a buffer of its own (the tests' buffers, and their files'
-        contents, stay as they are), for CALIBRATION_NS; CALIBRATION_ROUNDS rounds of one trial
-        of each of GROUPS (those below the reads in flight) in turn; `group` becomes the one
-        with the best trial. Returns each group's best rate (reads a second), {} when stopped
-        (`group` stays 0)."""
+        A trial reads each test's places in its order (place(k): where the order puts the disk's
+        seeks and merges) at its depth, every test at once, into a buffer of its own (the tests'
+        buffers, and their files' contents, stay as they are), for CALIBRATION_NS;
+        CALIBRATION_ROUNDS rounds of one trial of each of GROUPS (those below the reads in
+        flight) in turn; `group` becomes the one with the best trial. Returns each group's best
+        rate (reads a second), {} when stopped (`group` stays 0); with one group to try there is
+        nothing to choose."""
         groups = [g for g in GROUPS if g < sum(source.depth for source in sources)]
+        if len(groups) < 2:
+            self.group = groups[0] if groups else 0
+            return {}
         sizes = sorted({source.size for source in sources})
         areas = [mmap.mmap(-1, size) for size in sizes]
         ids = dict(zip(sizes, self.register([memoryview(area) for area in areas])))
-        draw = random.Random(seed).randrange
+        claims = [itertools.count() for _ in sources]     # each test's reads, in its order
         best: dict[int, float] = {}
         try:
             for _ in range(CALIBRATION_ROUNDS):
                 for group in groups:
                     self.group = group
-                    rate = await self.trial(sources, ids, draw, stopped)
+                    rate = await self.trial(sources, ids, claims, stopped)
                     if stopped():
                         best.clear()
                         return best
@@ -455,30 +458,30 @@ class UringEngine:
                 area.close()
         return best
 
-    async def trial(self, sources: list["Source"], ids: dict[int, int], draw,
-                    stopped: Callable[[], bool]) -> float:
+    async def trial(self, sources: list["Source"], ids: dict[int, int],
+                    claims: list[itertools.count], stopped: Callable[[], bool]) -> float:
         """One calibration trial at the current `group`: the reads a second that completed in
         it; a read that failed is raised, naming its file and place."""
         finished, failed = self.loop.create_future(), []
         left, count = sum(source.depth for source in sources), 0
         end = now() + CALIBRATION_NS
 
-        def reader(source: Source):
+        def reader(source: Source, claim: itertools.count):
             def done(slot: Slot, res: int, t: int, at: int) -> tuple[bool, int, int] | None:
                 nonlocal left, count
                 if t and res != slot.want:
                     failed.append((source, slot, res))
                 count += 0 < t <= end
                 if at < end and not failed and not stopped():
-                    f = draw(len(source.fds))
-                    return False, source.fds[f], draw(source.counts[f]) * source.size
+                    f, offset = source.place(next(claim))
+                    return False, source.fds[f], offset
                 left -= 1
                 if not left:
                     finished.set_result(None)
                 return None
             return done
-        slots = [slot for source in sources
-                 for slot in self.slots(reader(source), [ids[source.size]] * source.depth,
+        slots = [slot for source, claim in zip(sources, claims)
+                 for slot in self.slots(reader(source, claim), [ids[source.size]] * source.depth,
                                         [ids[source.size]] * source.depth, direct=True)]
         start = now()
         self.start(slots)

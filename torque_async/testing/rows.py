@@ -38,11 +38,16 @@ def mark_spawned(row: np.ndarray, launched: int = 0) -> None:
 def mark_ready(row: np.ndarray, test) -> None:
     """Set up: its set-up time is from its process's start (launched) to now."""
     row["transfer_bytes"] = test.transfer_bytes
-    row["info"] = os.fsencode(test.info)       # a file name as on disk
+    note_info(row, test)
     ready = time.monotonic_ns()
     row["phase"][0, 1] = ready
     row["setup_ns"] = ready - row["launched"][0]
     row["state"] = READY
+
+
+def note_info(row: np.ndarray, test) -> None:
+    """What the test's set-up says of it (the group block's lines)."""
+    row["info"] = os.fsencode(test.info)       # a file name as on disk
 
 
 def mark_failed(row: np.ndarray, e: Exception) -> None:

@@ -508,13 +508,15 @@ def choice_lines(repetitions: list[tuple[Record, ...]], alone: list[list[Record]
     repetitions, or alone and together, so a change of kernel is not read as contention."""
     lines = []
     for i, proc in enumerate(procs):
-        infos = [recs[i].info for recs in repetitions]
-        if len(set(infos)) > 1:
+        chose = [choices(recs[i].info) for recs in repetitions]
+        if any(parts != chose[0] for parts in chose):
             lines.append(f"proc {proc.row}: set-up chose differently in each repetition: " +
-                         " | ".join(f"{k + 1}: {info}" for k, info in enumerate(infos)))
-        apart = sorted({r.info for r in alone[i]} - {infos[0]}) if alone else []
-        if apart:
-            together, alone_parts = choices(infos[0]), [choices(info) for info in apart]
+                         " | ".join(f"{k + 1}: {'; '.join(parts)}"
+                                    for k, parts in enumerate(chose)))
+        together = chose[0]
+        alone_parts = sorted({tuple(choices(r.info)) for r in alone[i]} - {tuple(together)}) \
+            if alone else []
+        if alone_parts:
             alone_only = " | ".join("; ".join(c for c in parts if c not in together)
                                     for parts in alone_parts)
             seen = {c for parts in alone_parts for c in parts}
@@ -526,7 +528,7 @@ def choice_lines(repetitions: list[tuple[Record, ...]], alone: list[list[Record]
 
 def choices(info: str) -> list[str]:
     """An info's parts (its lines' "; " parts), each without the candidates it was chosen
-    from."""
+    from (and their measured rates)."""
     return [part.split(", the fastest here of")[0]
             for line in info.splitlines() for part in line.split("; ")]
 

@@ -22,9 +22,9 @@ batch that returned it. A transfer is submitted
 (tools/bench_io.py says why), but O_DIRECT transfers of slots go in groups of `group` while
 the rest of the batch is prepared, where set-up found that faster (calibrate(): a disk whose
 queue would otherwise wait for the whole batch's preparing; every such submit costs a system
-call). A test may instead hand the engine `slots`: Waiters whose
-completions the reader passes to a plain function, done(slot, res, t, at), no coroutine (io/batch.py:
-the file tests' plain transfers); it returns the slot's next transfer, which the reader prepares
+call). A test may instead hand the engine `slots`: Waiters whose completions the reader passes
+to a plain function, done(slot, res, t, at), no coroutine (io/batch.py: the file tests' plain
+transfers); it returns the slot's next transfer, which the reader prepares
 at once, so a batch of completions is answered and submitted again in one pass.
 A slot owns an SQE while the ring has them to spare: its fields stay written, and a transfer to
 the same file in the same direction only changes its offset. A slot's transfer starts (Slot.t0)

@@ -106,14 +106,23 @@ CMDLINE = [
     (["-f", "/tmp", "-r"], "-r: /tmp is a directory, not a file"),
     (["-f", "missing.dat", "-r"], "-r: missing.dat does not exist (the test reads it)"),
     (["-f", "a.dat", "-s", "3", "-r"], "needs file 3 of the -f list, which has 1"),
-    (["-f", "a.dat", "-p", "2", "-w"], "-w: process 1 needs file 1 of the -f list, which has "
-                                      "1 (0..0): process k reads file s+k (-s, default its "
-                                      "number); to share one file, name it once per process"),
+    (["-f", "a.dat", "-p", "2", "-w"], "-w: process 1 (proc 1) needs file 1 of the -f list, "
+                                      "which has 1 (0..0): process k of a test reads file s+k, "
+                                      "s its -s, else its first proc's number (0); to share one "
+                                      "file, name it once per process, and put -s 0 before -w "
+                                      "if no other test uses the list"),
+    (["-n", "4", "-bcopy", "-f", "a.dat", "-w"], "-w: process 0 (proc 1) needs file 1 of the -f "
+                                                "list, which has 1 (0..0): process k of a test "
+                                                "reads file s+k, s its -s, else its first "
+                                                "proc's number (1); "),
     (["-f", "/proc/sys/vm/swappiness", "-w"], "-w: /proc/sys/vm/swappiness is on /proc "
                                               "(proc), the kernel's own files"),   # a setting
     (["-runtime", "3", "-r"], "unknown option -runtime (fio's --runtime is -t here: run for "
                               "this long"),
-    (["-iodepth=16", "-aio", "16"], "unknown option -iodepth=16 (fio's --iodepth is -aio here"),
+    (["-iodepth=16", "-aio", "16"], "unknown option -iodepth=16 (fio's --iodepth: -aio N keeps "
+                                    "N sequential transfers outstanding; N random ones at once "
+                                    "are -p N processes of -rand on one file, the file named "
+                                    "once per process)"),
     (["-bs", "4k", "-r"], "unknown option -bs (fio's --bs is -KB here: transfer size in KBytes)"),
     (["-files", "10"], "there is no -files tree in filestest: add -cfiles"),
     (["-mfileKB", "4", "-KB", "64", "-rand"], "the maximum file size (4096 bytes) is smaller"),

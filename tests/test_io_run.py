@@ -369,7 +369,8 @@ def test_auto_says_why_it_fell_back_to_threads(capsys, key, monkeypatch, tmp_pat
 
 
 @pytest.mark.parametrize("argv,message", [
-    (["-f", "a.dat", "-s", "3", "-r"], "-r: process 0 needs file 3 of the -f list, which has 1"),
+    (["-f", "a.dat", "-s", "3", "-r"], "-r: process 0 (proc 0) needs file 3 of the -f list, "
+                                       "which has 1"),
     (["-f", "a.dat", "-n", "8", "-load", "-r"], "needs file 1 of the -f list"),
     (["-scan", "nothing.dat"], "-scan: nothing.dat does not exist"),
     (["-f", ".", "-r"], "-r: . is a directory, not a file"),

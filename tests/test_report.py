@@ -185,17 +185,22 @@ def test_a_choice_made_again_at_other_rates_is_not_a_different_choice():
     """The O_DIRECT submits line carries the rates its calibration measured, which differ in
     every run: only the choice counts, between repetitions and alone against together."""
     procs = cmdline.parse("-p 2 -KB 4 -rand".split()).procs()
-    line = "I/O engine = io_uring\nO_DIRECT submits = {}, the fastest here of batch {}k, 4 {}k " \
-           "reads/s (set-up's {} ms)"
+    line = "I/O engine = io_uring\nO_DIRECT submits = {}, the fastest here of whole batches " \
+           "{}k, 4 at a time {}k reads/s (set-up's {} ms)"
     runs = [line.format("4 at a time", 48.9, 62.7, 243),
             line.format("4 at a time", 50.1, 61.0, 250),
-            line.format("each batch's together", 61.0, 60.2, 247)]
+            line.format("whole batches", 61.0, 60.2, 247)]
     reps = [tuple(record(p, 0, MS, 1, MB, info=info) for p in range(2)) for info in runs]
     assert report.choice_lines(reps[:2], [[r] for r in reps[1]], procs) == []
-    assert report.choice_lines(reps[1:], None, procs)[0] == (
-        "proc 0: set-up chose differently in each repetition: 1: I/O engine = io_uring; "
-        "O_DIRECT submits = 4 at a time | 2: I/O engine = io_uring; O_DIRECT submits = each "
-        "batch's together")
-    (alone, _) = report.choice_lines(reps[:1], [[r] for r in reps[2]], procs)
-    assert alone.startswith("proc 0: its set-up chose O_DIRECT submits = each batch's together "
+    assert report.choice_lines(reps[1:], None, procs) == [   # one line for the procs it fits
+        "procs 0-1: set-up chose differently in each repetition: 1: I/O engine = io_uring; "
+        "O_DIRECT submits = 4 at a time | 2: I/O engine = io_uring; O_DIRECT submits = whole "
+        "batches"]
+    (alone,) = report.choice_lines(reps[:1], [[r] for r in reps[2]], procs)
+    assert alone.startswith("procs 0-1: its set-up chose O_DIRECT submits = whole batches "
                             "alone (-baseline), O_DIRECT submits = 4 at a time together: ")
+
+
+def test_procs_are_named_in_runs():
+    assert [report.procs_named(rows) for rows in ([3], [1, 2, 3], [0, 2, 3, 7])] == \
+        ["proc 3", "procs 1-3", "procs 0, 2-3, 7"]

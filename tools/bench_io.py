@@ -160,9 +160,17 @@ def spread(values: list[float]) -> str:
     return f"{statistics.median(values):.2f} [{min(values):.2f}-{max(values):.2f}]"
 
 
+def directory(path: str) -> str:
+    """argparse's check of --dir: a directory that exists."""
+    if not os.path.isdir(path):
+        raise argparse.ArgumentTypeError(f"{path} is not a directory (make it first)")
+    return path
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--dir", default=".", help="where the test file goes (the disk under test)")
+    ap.add_argument("--dir", default=".", type=directory,
+                    help="where the test file goes (the disk under test)")
     ap.add_argument("--size-mb", type=int, default=1024)
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--rounds", type=int, default=5)
@@ -203,14 +211,15 @@ def main() -> None:
                     cpu[e].append(t_cpu)
                     ratios[e].append(t_bw / f_bw)
             for e in engines:
+                met = "met" if statistics.median(ratios[e]) >= w.target else "MISSED"
                 rows.append((w.name, e, statistics.median(bw["fio"]), statistics.median(bw[e]),
-                             spread(ratios[e]), w.target,
+                             spread(ratios[e]), f">= {w.target} {met}",
                              statistics.median(cpu[e]) * 1e6, statistics.median(cpu["fio"]) * 1e6))
         print("| workload | engine | fio MiB/s | torque-async MiB/s | ratio median [min-max] | "
               "target | CPU/transfer torque-async | CPU/transfer fio |")
         print("|---|---|---|---|---|---|---|---|")
         for name, e, f, t, ratio, target, tc, fc in rows:
-            print(f"| {name} | {e} | {f:.0f} | {t:.0f} | {ratio} | >= {target} | {tc:.1f} us | "
+            print(f"| {name} | {e} | {f:.0f} | {t:.0f} | {ratio} | {target} | {tc:.1f} us | "
                   f"{fc:.1f} us |")
 
 

@@ -24,8 +24,8 @@ C reference as a shared library instead and alternates both sides in one process
 own buffers made by the same test class: quicker alternation, so less exposed to a noisy
 neighbour than separate processes (data checked for the Python side).  --cli runs this
 checkout's command (`python3 -m torque_async` from the repository root)
-`-nh -p 1 -n N -i I -MB S -KERNEL` (-B when S is not whole MiB; `--key K` adds -smkey K, for
-running beside another torque-async run) and reads
+`-nh -smkey K -p 1 -n N -i I -MB S -KERNEL` (-B when S is not whole MiB; K is `--key`, a key
+of its own by default, beside another torque-async run) and reads
 BW(MB/s), the sixth column of its table.
 
 What depends on the machine is chosen by the kernels themselves at set-up, untimed
@@ -133,11 +133,9 @@ def run_python(kernel, n, size, iterations, stride) -> float:
     return float(out.stdout.split()[0])
 
 
-def run_cli(kernel, n, size, iterations, stride, explicit_stride, key=None) -> float:
-    command = [sys.executable, "-m", "torque_async", "-nh", "-p", "1", "-n", str(n), "-i",
-               str(iterations)]
-    if key is not None:
-        command += ["-smkey", hex(key)]
+def run_cli(kernel, n, size, iterations, stride, explicit_stride, key) -> float:
+    command = [sys.executable, "-m", "torque_async", "-nh", "-smkey", hex(key), "-p", "1",
+               "-n", str(n), "-i", str(iterations)]
     command += ["-MB", str(size // MiB)] if size % MiB == 0 else ["-B", str(size)]
     if explicit_stride:
         command += ["-stride", str(stride)]
@@ -184,8 +182,9 @@ def main(argv=None) -> int:
     parser.add_argument("--stride", type=int, default=None, help="load/store stride (bytes)")
     parser.add_argument("--kernels", nargs="+", default=KERNELS, choices=KERNELS)
     parser.add_argument("--cli", action="store_true", help="time the torque-async command")
-    parser.add_argument("--key", type=lambda v: int(v, 0), default=None,
-                        help="--cli: the command's -smkey (another key beside another run)")
+    parser.add_argument("--key", type=lambda v: int(v, 0), default=0x7B40,
+                        help="--cli: the command's -smkey (its own by default, beside another "
+                             "run)")
     parser.add_argument("--same-process", action="store_true",
                         help="alternate Python and C (as a shared library) in one process")
     parser.add_argument("--cflags", default=CFLAGS, help=f"C reference flags ({CFLAGS})")

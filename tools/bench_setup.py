@@ -30,6 +30,7 @@ from pathlib import Path
 import uvloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench_io import directory                             # noqa: E402 - tools/ is the path
 from torque_async.io import scratch                        # noqa: E402
 
 MB = 1 << 20
@@ -69,7 +70,8 @@ def spread(values: list[float], digits: int = 2) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--dir", default=".", help="where both files go (the disk under test)")
+    ap.add_argument("--dir", default=".", type=directory,
+                    help="where both files go (the disk under test)")
     ap.add_argument("--size-mb", type=int, default=1024)
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()

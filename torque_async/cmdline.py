@@ -18,7 +18,7 @@ from typing import Iterable
 
 from .applies import applies, refusal
 from .inputs import CONFIG_LIMIT, read_bounded
-from .options import ACTION, FIO_NAMES, GLOBAL, OPTIONS, SAME, ArgError, Globals, Locals
+from .options import ACTION, FIO_NAMES, FIO_SAYS, GLOBAL, OPTIONS, SAME, ArgError, Globals, Locals
 from .plan import Group, Plan
 
 DEFAULT_CONFIG = "Torque.config"
@@ -133,6 +133,8 @@ def suggest(name: str, extra: Iterable[str] = ()) -> str:
 def fio(name: str) -> str:
     """A hint when `name` is fio's (-runtime, --iodepth=16): the option that does it here."""
     said = name.lstrip("-").split("=")[0]
+    if said in FIO_SAYS:
+        return f" (fio's --{said}: {FIO_SAYS[said]})"
     opt = OPTIONS.get(FIO_NAMES.get(said, ""))
     return f" (fio's --{said} is -{opt.name} here: {opt.help})" if opt else ""
 

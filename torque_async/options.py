@@ -391,9 +391,11 @@ if len(OPTIONS) != len(_G) + len(_L) + len(_A):        # a real raise: python -O
 
 # fio's names of what an option does, for the hint an unknown option gets (-runtime: -t)
 FIO_NAMES = {"runtime": "t", "time_based": "t", "ramp_time": "ramp", "numjobs": "p",
-             "iodepth": "aio", "bs": "KB", "blocksize": "KB", "size": "mfileMB", "filename": "f",
+             "bs": "KB", "blocksize": "KB", "size": "mfileMB", "filename": "f",
              "direct": "fbc", "rwmixread": "percR", "ioengine": "engine", "output": "json",
              "output-format": "json", "randseed": "seed"}
+FIO_SAYS = {"iodepth": "-aio N keeps N sequential transfers outstanding; N random ones at once "
+                       "are -p N processes of -rand on one file, the file named once per process"}
 if not set(FIO_NAMES.values()) <= set(OPTIONS):
     raise TypeError(f"FIO_NAMES names no option: {set(FIO_NAMES.values()) - set(OPTIONS)}")
 

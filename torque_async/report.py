@@ -506,13 +506,13 @@ def choice_lines(repetitions: list[tuple[Record, ...]], alone: list[list[Record]
                  procs) -> list[str]:
     """-repeat and -baseline: each test whose set-up chose differently (its info) between the
     repetitions, or alone and together, so a change of kernel is not read as contention."""
-    lines = []
+    said: dict[str, list[int]] = {}            # what is said -> the procs it is said of
     for i, proc in enumerate(procs):
         chose = [choices(recs[i].info) for recs in repetitions]
         if any(parts != chose[0] for parts in chose):
-            lines.append(f"proc {proc.row}: set-up chose differently in each repetition: " +
-                         " | ".join(f"{k + 1}: {'; '.join(parts)}"
-                                    for k, parts in enumerate(chose)))
+            said.setdefault("set-up chose differently in each repetition: " +
+                            " | ".join(f"{k + 1}: {'; '.join(parts)}"
+                                       for k, parts in enumerate(chose)), []).append(proc.row)
         together = chose[0]
         alone_parts = sorted({tuple(choices(r.info)) for r in alone[i]} - {tuple(together)}) \
             if alone else []
@@ -520,10 +520,23 @@ def choice_lines(repetitions: list[tuple[Record, ...]], alone: list[list[Record]
             alone_only = " | ".join("; ".join(c for c in parts if c not in together)
                                     for parts in alone_parts)
             seen = {c for parts in alone_parts for c in parts}
-            lines.append(f"proc {proc.row}: its set-up chose {alone_only} alone (-baseline), "
-                         f"{'; '.join(c for c in together if c not in seen)} together: the "
-                         f"change may be partly that choice's, not only contention")
-    return lines
+            said.setdefault(f"its set-up chose {alone_only} alone (-baseline), "
+                            f"{'; '.join(c for c in together if c not in seen)} together: the "
+                            f"change may be partly that choice's, not only contention",
+                            []).append(proc.row)
+    return [f"{procs_named(rows)}: {text}" for text, rows in said.items()]
+
+
+def procs_named(rows: list[int]) -> str:
+    """'proc 3', 'procs 1-16' or 'procs 0, 2-3' for rows in ascending order."""
+    runs: list[list[int]] = []
+    for row in rows:
+        if runs and row == runs[-1][-1] + 1:
+            runs[-1].append(row)
+        else:
+            runs.append([row])
+    spans = ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else f"{r[0]}" for r in runs)
+    return f"proc {rows[0]}" if len(rows) == 1 else f"procs {spans}"
 
 
 def choices(info: str) -> list[str]:

@@ -137,7 +137,7 @@ async def calibrate(tests: list, stopped) -> list:
     best = await engine.calibrate(sources, stopped)
     if not best:
         return []
-    rates = ", ".join(f"{g or 'batch'} {rate / 1000:.1f}k" for g, rate in best.items())
+    rates = ", ".join(f"{uring.submits(g)} {rate / 1000:.1f}k" for g, rate in best.items())
     line = f"O_DIRECT submits = {uring.submits(engine.group)}, the fastest here of {rates} " \
            f"reads/s (set-up's {(now() - began) / 1e6:.0f} ms)"
     for test in chosen:

@@ -40,11 +40,13 @@ def check_test(settings, proc) -> None:
     try:
         path = actions.user_file(settings, group, proc.index, proc.row)
     except IndexError:
-        index = actions.list_index(group, proc.index, proc.row)
-        raise UsageError(f"{name}: process {proc.index} needs file {index} of the -f list, "
-                         f"which has {len(settings.files)} (0..{len(settings.files) - 1}): "
-                         f"process k reads file s+k (-s, default its number); to share one "
-                         f"file, name it once per process") from None
+        index, n = actions.list_index(group, proc.index, proc.row), len(settings.files)
+        raise UsageError(f"{name}: process {proc.index} (proc {proc.row}) needs file {index} of "
+                         f"the -f list, which has {n} (0..{n - 1}): process k of a test reads "
+                         f"file s+k, s its -s, else its first proc's number "
+                         f"({index - proc.index}); to share one file, name it once per "
+                         f"process, and put -s 0 before {name} if no other test uses the "
+                         f"list") from None
     if path is not None:
         check_file(settings, proc, name, path)
         return

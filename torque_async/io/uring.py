@@ -174,7 +174,7 @@ class Misread(Exception):
 
 def submits(group: int) -> str:
     """How a GROUPS entry submits, in words."""
-    return {0: "each batch's together", 1: "each at once"}.get(group, f"{group} at a time")
+    return f"{group} at a time" if group else "whole batches"
 
 
 class UringEngine:

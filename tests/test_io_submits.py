@@ -84,9 +84,9 @@ def test_calibration_keeps_the_group_of_the_fastest_trial_of_those_below_the_dep
     tried = []
     rates = {0: [10, 12, 11], 2: [30, 45, 20], 1: [44, 10, 40]}
 
-    async def trial(self, sources, ids, draw, stopped):
+    async def trial(self, sources, ids, claims, stopped):
         tried.append(self.group)
-        return rates[self.group][tried.count(self.group) - 1]
+        return 1000, rates[self.group][tried.count(self.group) - 1]
 
     async def main():
         engine = uring.UringEngine.shared()
@@ -98,7 +98,33 @@ def test_calibration_keeps_the_group_of_the_fastest_trial_of_those_below_the_dep
         return best, group
     best, group = asyncio.run(main())
     assert tried == [0, 2, 1] * uring.CALIBRATION_ROUNDS               # 4 = the depth: left out
-    assert best == {0: 12, 2: 45, 1: 44} and group == 2
+    assert best == ({0: 12, 2: 45, 1: 44}, "") and group == 2
+
+
+@pytest.mark.parametrize("depth,size,completed,why", [
+    (8, 4 << 20, 1000, "32 MB in flight, over the 16 MB a calibration reads at once"),
+    (64, 4 * KB, 127, "a 20 ms trial completed 127 reads, under 2 times the 64 in flight")])
+def test_no_choice_is_made_where_a_trial_cannot_measure_one(depth, size, completed, why):
+    """Too many bytes in flight (each trial waits for them all: 256 MiB of 64 MiB reads took
+    6.5 s of set-up) or too few completions in a trial (4096 reads in flight completed none in
+    20 ms, and one stray trial chose a way 25-35% slower): whole batches, and why."""
+    tried = []
+
+    async def trial(self, sources, ids, claims, stopped):
+        tried.append(self.group)
+        return completed, 1e6
+
+    async def main():
+        engine = uring.UringEngine.shared()
+        engine.trial = trial.__get__(engine)
+        source = uring.Source(None, size, depth, [0], ["f"], lambda k: (0, 0))
+        said = await engine.calibrate([source], lambda: False)
+        group = engine.group
+        engine.close()
+        return said, group
+    said, group = asyncio.run(main())
+    assert said == ({}, why) and group == 0
+    assert len(tried) == (0 if size > KB * KB else 1)
 
 
 def test_a_stopped_calibration_keeps_the_batch_and_gives_back_what_it_took(monkeypatch):
@@ -125,7 +151,38 @@ def test_a_stopped_calibration_keeps_the_batch_and_gives_back_what_it_took(monke
         best, group, trials, iovecs, given_back = asyncio.run(main())
     finally:
         os.close(fd)
-    assert (best, group, trials, iovecs, given_back) == ({}, 0, 2, {}, True)
+    assert (best, group, trials, iovecs, given_back) == (({}, ""), 0, 2, {}, True)
+
+
+def test_a_trial_cancelled_while_its_reads_complete_ends_without_an_error(monkeypatch):
+    """A stop cancels set-up while a trial's last reads are in flight: they complete before
+    hold() has taken the slots' done away, and the last one found the trial's future cancelled
+    (InvalidStateError in the engine's reader, the rest of its batch unanswered)."""
+    pattern_file(Path("f.dat"), 64 * KB)
+    fd = os.open("f.dat", os.O_RDONLY)
+    errors = []
+
+    async def main():
+        asyncio.get_running_loop().set_exception_handler(lambda loop, context: errors.append(
+            context))
+        engine = uring.UringEngine.shared()
+
+        async def hold(slots, finished):       # the cancellation, before hold() sees it
+            finished.cancel()
+            while engine.waiting:               # the reads run to the trial's end
+                await asyncio.sleep(0.001)
+            await finished
+        engine.hold = hold
+        source = uring.Source(None, 4 * KB, 8, [fd], ["f.dat"], lambda k: (0, k % 16 * 4 * KB))
+        with pytest.raises(asyncio.CancelledError):
+            await engine.trial([source], dict(zip([4 * KB], engine.register(
+                [memoryview(bytearray(4 * KB))]))), [iter(range(10 ** 9))], lambda: False)
+        engine.close()
+    try:
+        asyncio.run(main())
+    finally:
+        os.close(fd)
+    assert errors == []
 
 
 @needs_direct

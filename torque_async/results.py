@@ -70,7 +70,7 @@ ROW = np.dtype([
     ("transfer_bytes", "i8"),
     ("file", "S256"),                            # the file a file test used (File column)
     ("file_bytes", "i8"),                        # and the size of the largest it worked on
-    ("info", "S320"), ("error", "S240"),
+    ("info", "S480"), ("error", "S240"),
     ("last_lat", "i8"),                          # the last latency recorded (-cyclic's Act)
     ("nsubs", "i8"),                             # streams: sub-streams, and for each of them
     ("sub_xfers", "i8", (MAX_SUBS,)),            # measured transfers,

@@ -134,15 +134,24 @@ async def calibrate(tests: list, stopped) -> list:
     sources = [uring.Source(test, test.size, test.depth, test.fds, test.paths, place(test))
                for test in chosen]
     engine, began = chosen[0].engine, now()    # the loop's one ring
-    best = await engine.calibrate(sources, stopped)
-    if not best:
+    best, why = await engine.calibrate(sources, stopped)
+    took = f"set-up's {(now() - began) / 1e6:.0f} ms"
+    if best:
+        rates = ", ".join(f"{uring.submits(g)} {per_s(rate)}" for g, rate in best.items())
+        line = f"O_DIRECT submits = {uring.submits(engine.group)}, the fastest here of {rates} " \
+               f"reads/s ({took})"
+    elif why:
+        line = f"O_DIRECT submits = {uring.submits(engine.group)} (not calibrated: {why}; {took})"
+    else:
         return []
-    rates = ", ".join(f"{uring.submits(g)} {rate / 1000:.1f}k" for g, rate in best.items())
-    line = f"O_DIRECT submits = {uring.submits(engine.group)}, the fastest here of {rates} " \
-           f"reads/s (set-up's {(now() - began) / 1e6:.0f} ms)"
     for test in chosen:
         test.info += "\n" + line
     return chosen
+
+
+def per_s(rate: float) -> str:
+    """A calibration rate, in thousands from 10000 on."""
+    return f"{rate / 1000:.1f}k" if rate >= 10_000 else f"{rate:.0f}"
 
 
 def place(test):

@@ -47,6 +47,7 @@ import types
 from typing import Callable, Coroutine, NamedTuple
 
 from . import ring as rings
+from ..units import amount
 from .engine import NAMES, YIELD_NS, now, short
 
 DISABLED = "/proc/sys/kernel/io_uring_disabled"
@@ -63,6 +64,10 @@ GROUPS = (0, 4, 2, 1)              # O_DIRECT slot transfers a submit while a ba
                                    # each; fio submits each one (iodepth_batch_submit=1)
 CALIBRATION_NS = 20_000_000        # one calibration trial (a group's reads at every depth)
 CALIBRATION_ROUNDS = 3             # trials of every group, in turn (the best of each counts)
+CALIBRATION_BYTES = 16 << 20       # most bytes in flight a calibration reads (drained in each
+                                   # trial's end: 256 MiB of 64 MiB reads took 6.5 s of set-up)
+TRIAL_READS = 2                    # a trial's completions must reach this many times the reads in
+                                   # flight (4096 in flight completed none in 20 ms)
 
 
 def unavailable() -> str | None:
@@ -201,6 +206,7 @@ class UringEngine:
         self.starting: list[Slot] = []         # started this turn, not yet submitted
         self.group = 0                         # GROUPS: O_DIRECT slots' submits (calibrate)
         self.flush: asyncio.Handle | None = None
+        self.rereap: asyncio.Handle | None = None  # reap() again, for the completions it left
         self.users = 0
         self.iovecs: dict[int, tuple] = {}     # id -> (address, length, its export)
         self.ids = itertools.count()
@@ -327,6 +333,9 @@ class UringEngine:
         batch's submission completed more at once (cached reads complete inside io_uring_enter:
         answered here, not after a trip through the loop), giving the loop a turn at least
         every YIELD_NS."""
+        if self.rereap is not None:        # this call does what it would have
+            self.rereap.cancel()
+            self.rereap = None
         try:
             os.eventfd_read(self.efd)
         except BlockingIOError:
@@ -336,7 +345,7 @@ class UringEngine:
         while t and t < turn:
             t = self.answer()
         if t and self.ring.pending():      # its turn: the loop comes back for the rest (the
-            self.loop.call_soon(self.reap)   # eventfd said so once, for all of them)
+            self.rereap = self.loop.call_soon(self.reap)   # eventfd said so once, for all)
 
     def answer(self) -> int:
         """Take every completion queued (one pass, then one advance), take the clock once for
@@ -424,19 +433,25 @@ class UringEngine:
             self.push(held)
 
     async def calibrate(self, sources: list["Source"],
-                        stopped: Callable[[], bool]) -> dict[int, float]:
+                        stopped: Callable[[], bool]) -> tuple[dict[int, float], str]:
         """Set-up, untimed: choose `group` for the O_DIRECT slots of `sources` (one per test).
         A trial reads each test's places in its order (place(k): where the order puts the disk's
         seeks and merges) at its depth, every test at once, into a buffer of its own (the tests'
         buffers, and their files' contents, stay as they are), for CALIBRATION_NS;
         CALIBRATION_ROUNDS rounds of one trial of each of GROUPS (those below the reads in
         flight) in turn; `group` becomes the one with the best trial. Returns each group's best
-        rate (reads a second), {} when stopped (`group` stays 0); with one group to try there is
-        nothing to choose."""
-        groups = [g for g in GROUPS if g < sum(source.depth for source in sources)]
+        rate (reads a second) and, where none was chosen (`group` stays 0), why: more than
+        CALIBRATION_BYTES in flight (a trial then waits long for its last reads, and so few
+        complete in one that it measures nothing), or a trial that completed fewer than
+        TRIAL_READS times the reads in flight; ({}, "") when stopped or with one group to try."""
+        flight = sum(source.depth for source in sources)
+        held = sum(source.depth * source.size for source in sources)
+        groups = [g for g in GROUPS if g < flight]
         if len(groups) < 2:
-            self.group = groups[0] if groups else 0
-            return {}
+            return {}, ""
+        if held > CALIBRATION_BYTES:
+            return {}, f"{amount(held)} in flight, over the {amount(CALIBRATION_BYTES)} a " \
+                "calibration reads at once"
         sizes = sorted({source.size for source in sources})
         areas = [mmap.mmap(-1, size) for size in sizes]
         ids = dict(zip(sizes, self.register([memoryview(area) for area in areas])))
@@ -446,22 +461,27 @@ class UringEngine:
             for _ in range(CALIBRATION_ROUNDS):
                 for group in groups:
                     self.group = group
-                    rate = await self.trial(sources, ids, claims, stopped)
+                    count, rate = await self.trial(sources, ids, claims, stopped)
                     if stopped():
                         best.clear()
-                        return best
+                        return best, ""
+                    if count < TRIAL_READS * flight:
+                        best.clear()
+                        return best, f"a {CALIBRATION_NS // 1_000_000} ms trial completed " \
+                            f"{count} reads, under {TRIAL_READS} times the {flight} in flight"
                     best[group] = max(best.get(group, 0.0), rate)
         finally:
             self.group = max(best, key=best.__getitem__) if best else 0
             await self.forget(list(ids.values()))
             for area in areas:
                 area.close()
-        return best
+        return best, ""
 
     async def trial(self, sources: list["Source"], ids: dict[int, int],
-                    claims: list[itertools.count], stopped: Callable[[], bool]) -> float:
-        """One calibration trial at the current `group`: the reads a second that completed in
-        it; a read that failed is raised, naming its file and place."""
+                    claims: list[itertools.count],
+                    stopped: Callable[[], bool]) -> tuple[int, float]:
+        """One calibration trial at the current `group`: the reads that completed in it, and
+        their rate a second; a read that failed is raised, naming its file and place."""
         finished, failed = self.loop.create_future(), []
         left, count = sum(source.depth for source in sources), 0
         end = now() + CALIBRATION_NS
@@ -476,8 +496,8 @@ class UringEngine:
                     f, offset = source.place(next(claim))
                     return False, source.fds[f], offset
                 left -= 1
-                if not left:
-                    finished.set_result(None)
+                if not left and not finished.done():   # (cancelled: hold() has not yet
+                    finished.set_result(None)          # taken the slots' done away)
                 return None
             return done
         slots = [slot for source, claim in zip(sources, claims)
@@ -493,7 +513,7 @@ class UringEngine:
             raise Misread(source.owner, OSError(
                 e.errno, f"calibrating the O_DIRECT submissions, a read at byte {slot.what}: "
                 f"{e.strerror}", source.paths[source.fds.index(slot.fd)]))
-        return count * 1e9 / max(1, end - start)
+        return count, count * 1e9 / max(1, end - start)
 
     def started(self) -> None:
         self.flush = None
@@ -546,7 +566,7 @@ class UringEngine:
         if self.users:
             return
         UringEngine._shared = None
-        for pending in (self.retry, self.flush):
+        for pending in (self.retry, self.flush, self.rereap):
             if pending is not None:
                 pending.cancel()
         self.loop.remove_reader(self.efd)

@@ -125,8 +125,8 @@ async def calibrate(tests: list, stopped) -> list:
     their transfers can be in flight, choose together how the engine submits them
     (UringEngine.calibrate: each test's own places in its own order, read from CALIBRATION_FROM
     on, far from its first transfers; nothing is written); each one's info says what was
-    chosen. Returns the tests that chose (none when stopped); a read that failed raises
-    uring.Misread."""
+    chosen, or why nothing was. Returns the tests whose info says so (none when stopped or with
+    nothing to choose from); a read that failed raises uring.Misread."""
     chosen = [test for test in tests if isinstance(test, filetest.FileTest) and test.batched
               and test.direct and isinstance(test.engine, uring.UringEngine)]
     if sum(test.depth for test in chosen) < 2:

@@ -260,7 +260,10 @@ def run_plan(argv: list[str], began: startup.Began) -> int:
         if s.vl >= 3:
             plan = trace_every_transfer(plan)
         done = runs.run(plan, sysinfo.cache_line(), job)
-        info = survey(plan, job)
+        # a rank that will end every rank meets none at the survey (a collective): rank 0,
+        # interrupted alone, waited there for ranks that ran on
+        info = sysinfo.collect() if job and (done.failures or done.interrupted) else \
+            survey(plan, job)
     except cmdline.UsageError as e:
         error(str(e))
         return 2

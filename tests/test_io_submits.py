@@ -78,11 +78,18 @@ def test_o_direct_transfers_go_in_groups_while_the_batch_is_answered(monkeypatch
     assert starts == sorted(starts)                     # in the order they were submitted
 
 
-def test_calibration_keeps_the_group_of_the_fastest_trial_of_those_below_the_depth():
+@pytest.mark.parametrize("rates,best,group", [
+    ({0: [10, 12, 11], 2: [40, 45, 42], 1: [44, 38, 40]}, {0: 12, 2: 45, 1: 44}, 2),
+    ({0: [10, 12, 11], 2: [30, 45, 20], 1: [44, 10, 40]}, {0: 12, 2: 45, 1: 44}, 0),
+    ({0: [19502, 19510, 19505], 2: [19514, 19500, 19508], 1: [19509, 19511, 19503]},
+     {0: 19510, 2: 19514, 1: 19511}, 0)])
+def test_calibration_keeps_the_group_of_the_fastest_trial_of_those_below_the_depth(rates, best,
+                                                                                   group):
     """Every group is tried in turn, CALIBRATION_ROUNDS times; the best trial of each counts; a
-    group as large as the reads in flight is not tried (it is the batch's)."""
+    group as large as the reads in flight is not tried (it is the batch's). A best that beats
+    whole batches by no more than one group's trials differ (the noise: 389 reads in each of 12
+    trials chose '4 at a time') keeps whole batches."""
     tried = []
-    rates = {0: [10, 12, 11], 2: [30, 45, 20], 1: [44, 10, 40]}
 
     async def trial(self, sources, ids, claims, stopped):
         tried.append(self.group)
@@ -96,9 +103,9 @@ def test_calibration_keeps_the_group_of_the_fastest_trial_of_those_below_the_dep
         group = engine.group
         engine.close()
         return best, group
-    best, group = asyncio.run(main())
+    said, chose = asyncio.run(main())
     assert tried == [0, 2, 1] * uring.CALIBRATION_ROUNDS               # 4 = the depth: left out
-    assert best == ({0: 12, 2: 45, 1: 44}, "") and group == 2
+    assert said == (best, "") and chose == group
 
 
 @pytest.mark.parametrize("depth,size,completed,why", [
@@ -202,7 +209,8 @@ def test_set_up_chooses_the_submits_of_o_direct_tests_and_leaves_their_data(key,
              if line.startswith("O_DIRECT submits = ")}
     assert len(lines) == 1 and len(out.records) == 3
     (line,) = lines
-    chosen = line.split(" = ")[1].split(",")[0]
+    chosen = line.split(" = ")[1].split(",")[0].removesuffix(
+        " (none faster beyond the trials' own spread)")
     assert chosen in {uring.submits(g) for g in uring.GROUPS}
     rates, took = line.split(", the fastest here of ")[1].split(" reads/s (set-up's ")
     took = took.removesuffix(" ms)")

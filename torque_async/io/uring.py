@@ -177,6 +177,18 @@ class Misread(Exception):
         self.owner, self.error = owner, error
 
 
+def chosen(best: dict[int, float], rates: list[float]) -> int:
+    """The group of the best trial, unless it beats whole batches' best by no more than the
+    trials of one group differ among themselves (their noise): whole batches then, the fewest
+    system calls. `rates`: every trial's, round after round of one trial of each group."""
+    if not best:
+        return 0
+    top = max(best, key=best.__getitem__)
+    groups = len(best)
+    noise = max(max(rates[i::groups]) - min(rates[i::groups]) for i in range(groups))
+    return top if best[top] - best.get(0, 0.0) > noise else 0
+
+
 def submits(group: int) -> str:
     """How a GROUPS entry submits, in words."""
     return f"{group} at a time" if group else "whole batches"
@@ -457,6 +469,7 @@ class UringEngine:
         ids = dict(zip(sizes, self.register([memoryview(area) for area in areas])))
         claims = [itertools.count() for _ in sources]     # each test's reads, in its order
         best: dict[int, float] = {}
+        rates: list[float] = []                           # every trial's, in turn
         try:
             for _ in range(CALIBRATION_ROUNDS):
                 for group in groups:
@@ -470,8 +483,9 @@ class UringEngine:
                         return best, f"a {CALIBRATION_NS // 1_000_000} ms trial completed " \
                             f"{count} reads, under {TRIAL_READS} times the {flight} in flight"
                     best[group] = max(best.get(group, 0.0), rate)
+                    rates.append(rate)
         finally:
-            self.group = max(best, key=best.__getitem__) if best else 0
+            self.group = chosen(best, rates)
             await self.forget(list(ids.values()))
             for area in areas:
                 area.close()
@@ -483,8 +497,7 @@ class UringEngine:
         """One calibration trial at the current `group`: the reads that completed in it, and
         their rate a second; a read that failed is raised, naming its file and place."""
         finished, failed = self.loop.create_future(), []
-        left, count = sum(source.depth for source in sources), 0
-        end = now() + CALIBRATION_NS
+        left, count, end = sum(source.depth for source in sources), 0, 0
 
         def reader(source: Source, claim: itertools.count):
             def done(slot: Slot, res: int, t: int, at: int) -> tuple[bool, int, int] | None:
@@ -504,6 +517,7 @@ class UringEngine:
                  for slot in self.slots(reader(source, claim), [ids[source.size]] * source.depth,
                                         [ids[source.size]] * source.depth, direct=True)]
         start = now()
+        end = start + CALIBRATION_NS
         self.start(slots)
         await self.hold(slots, finished)
         if failed:

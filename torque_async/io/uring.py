@@ -177,7 +177,7 @@ class Misread(Exception):
         self.owner, self.error = owner, error
 
 
-def chosen(best: dict[int, float], rates: list[float]) -> int:
+def pick(best: dict[int, float], rates: list[float]) -> int:
     """The group of the best trial, unless it beats whole batches' best by no more than the
     trials of one group differ among themselves (their noise): whole batches then, the fewest
     system calls. `rates`: every trial's, round after round of one trial of each group."""
@@ -451,18 +451,18 @@ class UringEngine:
         seeks and merges) at its depth, every test at once, into a buffer of its own (the tests'
         buffers, and their files' contents, stay as they are), for CALIBRATION_NS;
         CALIBRATION_ROUNDS rounds of one trial of each of GROUPS (those below the reads in
-        flight) in turn; `group` becomes the one with the best trial. Returns each group's best
-        rate (reads a second) and, where none was chosen (`group` stays 0), why: more than
+        flight) in turn; `group` becomes pick()'s: the best trial's, unless within the trials'
+        noise of whole batches. Returns each group's best rate (reads a second) and, where none was chosen (`group` stays 0), why: more than
         CALIBRATION_BYTES in flight (a trial then waits long for its last reads, and so few
         complete in one that it measures nothing), or a trial that completed fewer than
         TRIAL_READS times the reads in flight; ({}, "") when stopped or with one group to try."""
         flight = sum(source.depth for source in sources)
-        held = sum(source.depth * source.size for source in sources)
+        flight_bytes = sum(source.depth * source.size for source in sources)
         groups = [g for g in GROUPS if g < flight]
         if len(groups) < 2:
             return {}, ""
-        if held > CALIBRATION_BYTES:
-            return {}, f"{amount(held)} in flight, over the {amount(CALIBRATION_BYTES)} a " \
+        if flight_bytes > CALIBRATION_BYTES:
+            return {}, f"{amount(flight_bytes)} in flight, over the {amount(CALIBRATION_BYTES)} a " \
                 "calibration reads at once"
         sizes = sorted({source.size for source in sources})
         areas = [mmap.mmap(-1, size) for size in sizes]
@@ -485,7 +485,7 @@ class UringEngine:
                     best[group] = max(best.get(group, 0.0), rate)
                     rates.append(rate)
         finally:
-            self.group = chosen(best, rates)
+            self.group = pick(best, rates)
             await self.forget(list(ids.values()))
             for area in areas:
                 area.close()
@@ -504,7 +504,8 @@ class UringEngine:
                 nonlocal left, count
                 if t and res != slot.want:
                     failed.append((source, slot, res))
-                count += 0 < t <= end
+                else:
+                    count += 0 < t <= end
                 if at < end and not failed and not stopped():
                     f, offset = source.place(next(claim))
                     return False, source.fds[f], offset

@@ -80,15 +80,19 @@ def test_o_direct_transfers_go_in_groups_while_the_batch_is_answered(monkeypatch
 
 @pytest.mark.parametrize("rates,best,group", [
     ({0: [10, 12, 11], 2: [40, 45, 42], 1: [44, 38, 40]}, {0: 12, 2: 45, 1: 44}, 2),
-    ({0: [10, 12, 11], 2: [30, 45, 20], 1: [44, 10, 40]}, {0: 12, 2: 45, 1: 44}, 0),
+    ({0: [10, 12, 11], 2: [30, 45, 20], 1: [44, 10, 40]}, {0: 12, 2: 45, 1: 44}, 2),
+    ({0: [6450, 6100, 5900], 2: [6000, 14000, 6200], 1: [14400, 9000, 6300]},
+     {0: 6450, 2: 14000, 1: 14400}, 1),
+    ({0: [100, 60, 30], 2: [90, 65, 31], 1: [120, 70, 29]}, {0: 100, 2: 90, 1: 120}, 0),
     ({0: [19502, 19510, 19505], 2: [19514, 19500, 19508], 1: [19509, 19511, 19503]},
      {0: 19510, 2: 19514, 1: 19511}, 0)])
-def test_calibration_keeps_the_group_of_the_fastest_trial_of_those_below_the_depth(rates, best,
-                                                                                   group):
-    """Every group is tried in turn, CALIBRATION_ROUNDS times; the best trial of each counts; a
-    group as large as the reads in flight is not tried (it is the batch's). A best that beats
-    whole batches by no more than one group's trials differ (the noise: 389 reads in each of 12
-    trials chose '4 at a time') keeps whole batches."""
+def test_calibration_keeps_the_group_that_beat_whole_batches_in_every_round(rates, best, group):
+    """Every group is tried in turn, CALIBRATION_ROUNDS times; the best trial of each is
+    reported; a group as large as the reads in flight is not tried (it is the batch's). The
+    group kept is the best of those whose trial beat whole batches' in the same round, every
+    round, however much its own trials spread (the disk drifts between rounds: 6-14k reads/s
+    in one slow hour had kept whole batches at 6.4k beside 1 at a time at 14.4k); a best trial
+    that lost a round, or none that wins, keeps whole batches."""
     tried = []
 
     async def trial(self, sources, ids, claims, stopped):
@@ -209,8 +213,7 @@ def test_set_up_chooses_the_submits_of_o_direct_tests_and_leaves_their_data(key,
              if line.startswith("O_DIRECT submits = ")}
     assert len(lines) == 1 and len(out.records) == 3
     (line,) = lines
-    chosen = line.split(" = ")[1].split(",")[0].removesuffix(
-        " (none faster beyond the trials' own spread)")
+    chosen = line.split(" = ")[1].split(",")[0].split(" (")[0]
     assert chosen in {uring.submits(g) for g in uring.GROUPS}
     rates, took = line.split(", the fastest here of ")[1].split(" reads/s (set-up's ")
     took = took.removesuffix(" ms)")

@@ -139,7 +139,8 @@ async def calibrate(tests: list, stopped) -> list:
     if best:
         rates = ", ".join(f"{uring.submits(g)} {per_s(rate)}" for g, rate in best.items())
         tie = "" if best.get(engine.group) == max(best.values()) else \
-            " (none faster beyond the trials' own spread)"
+            " (faster than whole batches in every round)" if engine.group else \
+            " (none faster in every round)"
         line = f"O_DIRECT submits = {uring.submits(engine.group)}{tie}, the fastest here of " \
                f"{rates} reads/s ({took})"
     elif why:

@@ -178,15 +178,21 @@ class Misread(Exception):
 
 
 def pick(best: dict[int, float], rates: list[float]) -> int:
-    """The group of the best trial, unless it beats whole batches' best by no more than the
-    trials of one group differ among themselves (their noise): whole batches then, the fewest
-    system calls. `rates`: every trial's, round after round of one trial of each group."""
-    if not best:
+    """The group whose trial beat whole batches' in every round, the best of them at its best;
+    whole batches (the fewest system calls) where none did. Paired by round: a round's trials
+    run back to back, so a disk that drifts from round to round moves both alike (the spread
+    of a group's own trials, 6-14k reads/s in one slow hour, kept whole batches at 6.4k over 1
+    at a time at 14.4k). A group no faster wins every round by chance (1 in 8 for each): it
+    then costs only system calls. `rates`: every trial's, round after round of one trial of
+    each group in best's order, whole batches first."""
+    order = list(best)
+    if 0 not in order:
         return 0
-    top = max(best, key=best.__getitem__)
-    groups = len(best)
-    noise = max(max(rates[i::groups]) - min(rates[i::groups]) for i in range(groups))
-    return top if best[top] - best.get(0, 0.0) > noise else 0
+    n = len(order)
+    whole = rates[order.index(0)::n]
+    wins = [g for i, g in enumerate(order)
+            if g and all(r > w for r, w in zip(rates[i::n], whole))]
+    return max(wins, key=best.__getitem__, default=0)
 
 
 def submits(group: int) -> str:
@@ -451,11 +457,12 @@ class UringEngine:
         seeks and merges) at its depth, every test at once, into a buffer of its own (the tests'
         buffers, and their files' contents, stay as they are), for CALIBRATION_NS;
         CALIBRATION_ROUNDS rounds of one trial of each of GROUPS (those below the reads in
-        flight) in turn; `group` becomes pick()'s: the best trial's, unless within the trials'
-        noise of whole batches. Returns each group's best rate (reads a second) and, where none was chosen (`group` stays 0), why: more than
-        CALIBRATION_BYTES in flight (a trial then waits long for its last reads, and so few
-        complete in one that it measures nothing), or a trial that completed fewer than
-        TRIAL_READS times the reads in flight; ({}, "") when stopped or with one group to try."""
+        flight) in turn; `group` becomes pick()'s: one that beat whole batches in every round, or
+        whole batches. Returns each group's best rate (reads a second) and, where none was chosen
+        (`group` stays 0), why: more than CALIBRATION_BYTES in flight (a trial then waits long
+        for its last reads, and so few complete in one that it measures nothing), or a trial
+        that completed fewer than TRIAL_READS times the reads in flight; ({}, "") when stopped
+        or with one group to try."""
         flight = sum(source.depth for source in sources)
         flight_bytes = sum(source.depth * source.size for source in sources)
         groups = [g for g in GROUPS if g < flight]

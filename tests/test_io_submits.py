@@ -62,7 +62,7 @@ def test_o_direct_transfers_go_in_groups_while_the_batch_is_answered(monkeypatch
         for j, slot in enumerate(slots):
             slot.j = j
         sizes.clear()
-        engine.serve([(slot, slot.want) for slot in slots], 0, True)
+        engine.serve(engine.starts(slots), 0, True)
         counts = list(sizes)
         await engine.hold(slots, finished)
         await engine.forget(ids)

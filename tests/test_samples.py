@@ -8,8 +8,9 @@ import re
 import time
 
 from torque_async import cmdline, report
-from torque_async.meter import Meter
+from torque_async.meter import Limit, Meter
 from torque_async.results import DONE, FAILED, MAX_SAMPLES, MEASURED, RUNNING, Results
+from torque_async.stats import BATCH
 
 from conftest import run_cli, table
 from test_report import MS, record
@@ -101,6 +102,25 @@ def test_the_meter_stamps_every_k_plus_1_transfers_and_stops_at_1024():
         rec3, rec1 = res.snapshot()
         assert rec3.samples[:3] == ((1003, 3), (1006, 6), (1009, 9)) and len(rec3.samples) == 1000
         assert len(rec1.samples) == MAX_SAMPLES and rec1.samples[-1] == (1000 + 1024, 1024)
+
+
+def test_due_is_the_first_count_whose_record_the_meter_must_take_itself():
+    """io/batch.py records counts below Meter.due() inline: the next sample, the count, or the
+    latency batch full, whichever comes first; past the last sample only the others count."""
+    with scratch_results(3) as res:
+        sampled = Meter(res, 0, 99, False, Limit(count=5000))
+        plain = Meter(res, 1, None, False, Limit(count=700))
+        assert (sampled.due(), plain.due()) == (100, 700)
+        for k in range(1, 101):
+            sampled.record(10, k)
+        assert sampled.due() == 200                        # 100 sampled: the next at 200
+        for k in range(101, 1001):
+            sampled.record(10, k)
+        assert sampled.lat.held == 1000 % BATCH and sampled.due() == 1024   # the batch is full
+        late = Meter(res, 2, 0, False, Limit(count=5000))
+        for k in range(1, MAX_SAMPLES + 1):
+            late.record(10, k)
+        assert late.due() == MAX_SAMPLES + BATCH           # no sample after the last
 
 
 def test_no_measured_transfer_stores_0_as_the_latency_min_and_max():

@@ -68,7 +68,7 @@ def floor(path: str, depth: int, seconds: float, buffered: bool,
     while time.monotonic() < end:
         ring.enter(rings.ENTER, ring.fd, 0, 1, rings.ENTER_GETEVENTS, None, 0)
         k = 0
-        for k, (j, res) in enumerate(ring.completions(int), 1):
+        for k, (j, res, _) in enumerate(ring.completions(), 1):
             if res != BLOCK:
                 sys.exit(f"ring_floor: a read returned {res}")
             done += 1
@@ -79,7 +79,7 @@ def floor(path: str, depth: int, seconds: float, buffered: bool,
             ring.submit()
     elapsed, cpu = time.monotonic() - start, time.process_time() - cpu
     ring.submit(wait=depth)            # the last reads land before their buffer goes
-    ring.completions(int)
+    ring.completions()
     del held
     ring.close()
     os.close(fd)

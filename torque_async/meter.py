@@ -175,6 +175,14 @@ class Meter:
             self.next_sample += self.every
         return k
 
+    def due(self) -> int:
+        """The first count whose transfer record() itself must take (a sample, the Summary's
+        batch full, the last measured); io/batch.py records those below it inline. Only a
+        claim refused under -t lowers it (more(): the count falls), which the caller sees."""
+        sample = self.next_sample if 0 < self.next_sample and self.nsamples < MAX_SAMPLES \
+            else self.total
+        return min(sample, self.total, self.count + BATCH - self.lat.held)
+
     def record_rw(self, latency: int, t_end: int, write: bool) -> int:
         """record() of a read or a write of a test that mixes them (after split())."""
         self.parts[write].add(latency)

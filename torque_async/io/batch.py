@@ -5,15 +5,16 @@ FileTest.setup chooses this path for such a test when its engine has `batches` (
 everything else runs as lanes (FileTest.lane). The test hands the engine `depth` Slots instead
 of a coroutine each: the engine's completion reader calls completed(slot, res, t, at) for every
 completion of a batch, which records it (FileTest.recorded, with Meter.record's common case
-inline: the latency stored in the Summary's preallocated batch, folded every 1024, the count
-and the shared counter; a due sample, a full batch or a mixed test's record_rw call it) and at
-once claims the next transfer number (FileTest.claim, in order: the measured transfers stay
-consecutive and exact under -n/-i, -t, -ramp, -slow and the stop flag), looks up its file,
-place and direction in the layout's block lists, stamps a write's buffer and prepares the
-slot's SQE. The engine submits what a batch prepared together once the batch is answered, as
-it does for lanes: no coroutine switch, no generator, no per-transfer submit call. A failed or
-short transfer ends the test naming its file and place (FileTest.failed); each slot's last
-transfer is kept for the data check (FileTest.last).
+inline: the latency stored in the Summary's preallocated batch, the count and the shared
+counter, for every count below Meter.due(); a due sample, a full batch, the last measured and
+a mixed test's record_rw go through the Meter) and at once claims the next transfer number
+(FileTest.claim, in order: the measured transfers stay consecutive and exact under -n/-i, -t,
+-ramp, -slow and the stop flag), looks up its file, place and direction in the layout's block
+lists, stamps a write's buffer and prepares the slot's SQE. The engine submits what a batch
+prepared together once the batch is answered, as it does for lanes: no coroutine switch, no
+generator, no per-transfer submit call. A failed or short transfer ends the test naming its
+file and place (FileTest.failed); each slot's last transfer is kept for the data check
+(FileTest.last), when the slot stops.
 
 Timer: a transfer's latency runs from the clock read just before the io_uring_enter that
 submits it (the engine's, slot.t0) to the one clock read of the completion batch that returned
@@ -28,7 +29,6 @@ import asyncio
 import os
 
 from . import filetest, uring
-from ..stats import BATCH
 from .engine import now, short
 from .layout import BLOCK, Cursor
 
@@ -39,8 +39,8 @@ NOTE = "I/O path = the engine's batches (plain transfers, no lane each)"
 
 async def drive(test) -> None:
     """Run a FileTest's transfers on its engine's slots until every slot has stopped."""
-    EXTRA, MASK, MEASURED, SHIFT, STOP = (filetest.EXTRA, filetest.MASK, filetest.MEASURED,
-                                          filetest.SHIFT, filetest.STOP)
+    EXTRA, MEASURED, SHIFT, STOP = filetest.EXTRA, filetest.MEASURED, filetest.SHIFT, \
+        filetest.STOP
     engine = test.engine
     finished = asyncio.get_running_loop().create_future()
     take, decide, record, failed, ended = test.take, test.decide, test.record, test.failed, \
@@ -51,62 +51,72 @@ async def drive(test) -> None:
     gear = [test.gear(j) for j in range(test.depth)]
     stampers = [g[2] for g in gear]
     touches = [g[3] for g in gear]
+    touching = any(touch is not None for touch in touches)
     extras = [0] * test.depth
     left = test.depth
-    block, files, offsets, writes = -1, [], [], []
+    base, files, offsets, writes = -BLOCK, [], [], []      # the block of transfer numbers
+                                                            # from base (claims only grow)
+    due = 0 if mixed else meter.due()     # counts below it recorded inline (Meter.record's
+                                          # common case: no sample, the batch not full)
 
     def completed(slot, res: int, t: int, at: int) -> tuple[bool, int, int] | None:
         """The engine's reader: slot's transfer completed (res: the kernel's result) in the
         batch whose clock read is t; record it, then claim the slot's next transfer at time `at`
         (t, or later where the engine gave the loop a turn first) and return it, (write, fd,
         offset), for the engine to prepare (None: the slot ends)."""
-        nonlocal block, files, offsets, writes
+        nonlocal base, files, offsets, writes, due
         try:
             if res != slot.want:
                 raise OSError(-res, os.strerror(-res)) if res < 0 else \
                     short(slot.write, slot.what, res, slot.want)
-            kind, j = slot.kind, slot.j
+            kind = slot.kind
             if kind == MEASURED:                  # FileTest.recorded, whose t never falls here
                 test.t_last = t
-                n, i = meter.count + 1, lat.held  # Meter.record, its common case inline
-                if mixed or n == meter.next_sample or i + 1 == BATCH:
-                    n = record(t - slot.t0, t, slot.write) if mixed else record(t - slot.t0, t)
-                else:
+                n = meter.count + 1
+                if n < due:                       # Meter.record, inline
+                    i = lat.held
                     lat.batch[i], lat.held, meter.count = t - slot.t0, i + 1, n
                     live[0] = n
-                if n == meter.total:
-                    test.finish(t)
+                else:
+                    n = record(t - slot.t0, t, slot.write) if mixed else record(t - slot.t0, t)
+                    due = 0 if mixed else meter.due()
+                    if n == meter.total:
+                        test.finish(t)
             elif kind == EXTRA:
-                extras[j] += 1
-            if kind != STOP:                      # STOP: not a transfer (start(), below)
-                last[j] = slot.k
-                if touches[j] is not None and not slot.write:
-                    touches[j].sum()              # the processor reads the data
+                extras[slot.j] += 1
+            if touching and kind != STOP and not slot.write:   # STOP: not a transfer (start())
+                touches[slot.j].sum()             # the processor reads the data
             k = take()                            # FileTest.claim, its first cases inline
-            kind = MEASURED if (k < test.until or k < test.upto and at < test.before) and \
-                test.error is None and not halt[0] else decide(k)
-            slot.k = k
+            if (k < test.until or k < test.upto and at < test.before) and not halt[0]:
+                kind = MEASURED                   # (a failed test's until and upto are 0)
+            else:
+                kind = decide(k)
+                due = min(due, meter.total)       # a claim refused under -t lowers the count
             if kind == STOP:
-                stop(slot)
+                last[slot.j] = slot.k             # the last transfer it made (-1: none)
+                stop(slot, k)
                 return None
-            b, i = k >> SHIFT, k & MASK
-            if b != block:
-                block, (files, offsets, writes) = b, lists(b)
+            slot.k = k
+            i = k - base
+            if i >= BLOCK:                        # past the block: k's
+                base = k >> SHIFT << SHIFT
+                files, offsets, writes = lists(k >> SHIFT)
+                i = k - base
             slot.f = f = files[i]
             offset, write = offsets[i], writes[i]
             if write and stamps:
-                stampers[j](f, offset)
+                stampers[slot.j](f, offset)
             slot.kind = kind                      # the engine prepares it next and sets
             return write, fds[f], offset          # slot.t0 when it submits it
         except Exception as e:  # noqa: BLE001 - the first failure ends every slot, run raises
             failed(e, slot.f, slot.what, slot.write)
-            stop(slot)
+            stop(slot, slot.k)
         return None
 
-    def stop(slot) -> None:
+    def stop(slot, k: int) -> None:
         """The slot ends at its transfer k (not made); the last slot to end ends drive()."""
         nonlocal left
-        ended(slot.k, extras[slot.j])
+        ended(k, extras[slot.j])
         left -= 1
         if not left:
             finished.set_result(None)

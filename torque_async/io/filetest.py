@@ -215,7 +215,7 @@ class FileTest:
         makes this first case inline, and under -t the one before the deadline, with its
         batch's clock read; it calls decide for the rest)."""
         k = self.take()
-        if k < self.until and self.error is None and not self.stop[0]:
+        if k < self.until and not self.stop[0]:    # (a failed test's is 0)
             return k, MEASURED
         return k, self.decide(k)
 
@@ -300,6 +300,7 @@ class FileTest:
                           f"{self.paths[f]}: {e.strerror or e}")
         with self.lock:
             self.error = self.error or e
+            self.until = self.upto = 0     # every later claim asks decide(), which stops
 
     def ended(self, k: int, extra: int) -> None:
         """A lane (or slot) stopped at transfer k, having made `extra` unmeasured ones (-slow)."""

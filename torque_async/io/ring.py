@@ -7,8 +7,9 @@ an eventfd that the kernel signals as completions arrive. The SQ array's indirec
 transfer's owner keep an SQE of its own (`take`): its fields are written once and only the file
 offset changes from one transfer to the next (`write` writes an SQE whole, `offsets[i]` is its
 offset); any other transfer borrows one until it is submitted (`lend`). `queue(i)` puts SQE i
-next in the submission queue, `submit()` hands the kernel what is queued (one io_uring_enter),
-`completions(who, most)` reads the CQEs that arrived and moves the head past them.
+next in the submission queue (`queue_all` a list of them, in one write), `submit()` hands the
+kernel what is queued (one io_uring_enter), `completions(most)` reads the CQEs that arrived
+and moves the head past them.
 
 The rings are read and written from Python without memory barriers: x86-64 keeps stores in
 order and loads in order, which is all io_uring asks (liburing itself compiles its barriers to
@@ -16,6 +17,7 @@ nothing but the compiler's there); `unusable()` refuses other processors.
 """
 from __future__ import annotations
 
+import array
 import ctypes
 import errno
 import mmap
@@ -40,6 +42,7 @@ PARAMS = struct.Struct("<10I8IQ8IQ")
 # struct io_uring_sqe: opcode, flags, ioprio, fd, off, addr, len, rw_flags, user_data, buf_index,
 # personality, splice_fd_in, addr3, pad
 SQE = struct.Struct("<BBHiQQIIQHHiQQ")
+CQE = struct.Struct("<QiI")                    # struct io_uring_cqe: user_data, res, flags
 WRAP = 0xFFFFFFFF                              # heads and tails are u32 that wrap
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -91,12 +94,11 @@ class Ring:
         except BaseException:
             os.close(self.fd)
             raise
-        u32, u64, i32 = (memoryview(self.map).cast(f) for f in "IQi")
-        self.u32, self.u64, self.i32 = u32, u64, i32
+        self.u32 = u32 = memoryview(self.map).cast("I")
         self.sq_head, self.sq_tail, self.sq_flags = sq_head >> 2, sq_tail >> 2, sq_flags >> 2
         self.sq_mask, self.sq_array = u32[sq_mask >> 2], sq_array >> 2
         self.cq_head, self.cq_tail, self.cq_mask = cq_head >> 2, cq_tail >> 2, u32[cq_mask >> 2]
-        self.cqe_u64, self.cqe_i32 = cqes >> 3, cqes >> 2
+        self.cq_entries, self.cqes = cq_entries, memoryview(self.map)[cqes:cqes + 16 * cq_entries]
         self.tail = u32[self.sq_tail]
         self.offsets = memoryview(self.sqe_map).cast("Q")[1::8]   # each SQE's file offset
         self.free = list(range(self.entries - 1, -1, -1))
@@ -139,6 +141,18 @@ class Ring:
         self.u32[self.sq_array + (tail & self.sq_mask)] = i
         self.tail = (tail + 1) & WRAP
 
+    def queue_all(self, sqes: list[int]) -> None:
+        """queue() each of `sqes` in turn, in one write of the submission queue's entries, and
+        empty the list."""
+        n, tail, base = len(sqes), self.tail, self.sq_array
+        start = tail & self.sq_mask
+        first = min(n, self.entries - start)          # the queue wraps past its last entry
+        self.u32[base + start:base + start + first] = array.array("I", sqes[:first])
+        if first < n:
+            self.u32[base:base + n - first] = array.array("I", sqes[first:])
+        self.tail = (tail + n) & WRAP
+        sqes.clear()
+
     def submit(self, wait: int = 0) -> int:
         """Hand the kernel every SQE queued (and with `wait`, return once that many completions
         are there); returns how many stay queued: those it could not take yet (EBUSY, EAGAIN:
@@ -160,18 +174,19 @@ class Ring:
             if err != errno.EINTR:
                 raise OSError(err, f"io_uring_enter: {os.strerror(err)}")
 
-    def completions(self, who, most: int = WRAP) -> list[tuple[object, int]]:
-        """(who(user_data), result) of the completions that have arrived, at most `most`, the
-        head moved past them; those the CQ had no room for (kept in the kernel's list) are
-        fetched once it has."""
-        u32, u64, i32 = self.u32, self.u64, self.i32
-        done: list[tuple[object, int]] = []
+    def completions(self, most: int = WRAP) -> list[tuple[int, int, int]]:
+        """(user_data, result, flags) of the completions that have arrived, at most `most`,
+        read as they lie in the CQ (no Python per completion) and the head moved past them;
+        those the CQ had no room for (kept in the kernel's list) are fetched once it has."""
+        u32, cqes, size = self.u32, self.cqes, self.cq_entries
+        done: list[tuple[int, int, int]] = []
         while True:
-            head, mask, base, res = u32[self.cq_head], self.cq_mask, self.cqe_u64, self.cqe_i32
+            head = u32[self.cq_head]
             n = min((u32[self.cq_tail] - head) & WRAP, most - len(done))
-            for j in range(head, head + n):
-                c = j & mask
-                done.append((who(u64[base + 2 * c]), i32[res + 4 * c + 2]))
+            start = head & self.cq_mask
+            done += CQE.iter_unpack(cqes[start << 4:min(start + n, size) << 4])
+            if start + n > size:                  # the CQ wraps past its last entry
+                done += CQE.iter_unpack(cqes[:start + n - size << 4])
             u32[self.cq_head] = (head + n) & WRAP
             if len(done) == most or not u32[self.sq_flags] & SQ_CQ_OVERFLOW:
                 return done
@@ -188,7 +203,7 @@ class Ring:
               "io_uring_register")
 
     def close(self) -> None:
-        for view in (self.offsets, self.u32, self.u64, self.i32):
+        for view in (self.offsets, self.cqes, self.u32):
             view.release()
         self.map.close()
         self.sqe_map.close()

@@ -107,9 +107,9 @@ def trial() -> None:
         ring.write(i, rings.OP_READ, r, addr, 1, 0, 7)
         ring.queue(i)
         ring.submit(wait=1)
-        done = ring.completions(int)
+        done = ring.completions()
         del held
-        if done != [(7, 1)] or got != b"x":
+        if done != [(7, 1, 0)] or got != b"x":
             raise OSError(errno.EIO, f"a trial read through the ring returned {done}")
     finally:
         os.close(r)
@@ -314,7 +314,13 @@ class UringEngine:
         of every test started in this turn of the loop, in one submit: each test's own, as
         it started, put its first transfer ahead of the later tests' start (-p 64: the first
         transfers of the first 50 took 34-35 ms)."""
-        self.serve([(slot, slot.want) for slot in slots], 0, True, starting=True)
+        self.serve(self.starts(slots), 0, True, starting=True)
+
+    def starts(self, slots: list[Slot]) -> list[tuple[int, int, int]]:
+        """The slots as completions of their `want` bytes, for serve() to hand them their first
+        transfer."""
+        self.waiting.update((slot.key, slot) for slot in slots)
+        return [(slot.key, slot.want, 0) for slot in slots]
 
     async def hold(self, slots: list[Slot], finished: asyncio.Future) -> None:
         """Await `finished`, which the slots' done() resolves; cancelled, the slots' transfers
@@ -368,27 +374,30 @@ class UringEngine:
     def answer(self) -> int:
         """Take every completion queued (one pass, then one advance), take the clock once for
         the batch and hand each completion to its waiter; returns that time (0: none)."""
-        batch = self.ring.completions(self.waiting.pop, BATCH)
+        batch = self.ring.completions(BATCH)
         if not batch:
             return 0
         t = now()
         self.serve(batch, t, len(batch) > 1)
         return t
 
-    def serve(self, batch: list[tuple[Waiter, int]], t: int, together: bool,
+    def serve(self, batch: list[tuple[int, int, int]], t: int, together: bool,
               starting: bool = False) -> None:
-        """Hand each (waiter, result) of a batch completed at t to its waiter: a Slot's done()
-        returns its next transfer, (write, fd, offset) or None, which is queued here; a lane
-        runs on to its next submit; a future is resolved. `together`: what they queue is
-        submitted once, after the batch is answered (`starting`: with every test's that
-        starts in this turn of the loop), else each at once; a Slot's t0 is the clock read just
-        before its submit."""
+        """Hand each completion (key, result, flags) of a batch completed at t to its waiter,
+        which `waiting` holds under the key until then: a Slot's done() returns its next
+        transfer, (write, fd, offset) or None, which is queued here; a lane runs on to its next
+        submit; a future is resolved. `together`: what they queue is submitted once, after the
+        batch is answered (`starting`: with every test's that starts in this turn of the loop),
+        else each at once; a Slot's t0 is the clock read just before its submit."""
         self.holding, step, ring = together, self.step, self.ring
-        waiting, offsets, write_sqe = self.waiting, ring.offsets, ring.write
-        array, mask, u32 = ring.sq_array, ring.sq_mask, ring.u32       # ring.queue, inline
+        waiting, offsets, write_sqe, queue = self.waiting, ring.offsets, ring.write, ring.queue_all
+        pop = waiting.pop
         held: list[Slot] = []              # slots whose transfers go with the batch's submit
+        sqes: list[int] = []               # their SQEs, queued before anything else uses the
+                                           # ring (a lend may submit, a lane's may lend)
         group, due = 0 if starting else self.group, 0      # due: O_DIRECT ones among them
-        for waiter, res in batch:
+        for key, res, _ in batch:
+            waiter = pop(key)
             done = waiter.done
             if done is not None:           # a Slot
                 place = done(waiter, res, t, t)
@@ -398,6 +407,7 @@ class UringEngine:
                 write, fd, offset = place
                 i = waiter.sqe
                 if i < 0:                  # it owns none: one lent until its submit
+                    queue(sqes)
                     i, waiter.fd = ring.lend(), -1
                 if write == waiter.write and fd == waiter.fd:
                     offsets[i] = offset
@@ -406,22 +416,24 @@ class UringEngine:
                               waiter.key)
                     waiter.write, waiter.fd = write, fd
                 waiter.what = offset
-                waiting[waiter.key] = waiter
-                tail = ring.tail
-                u32[array + (tail & mask)] = i
-                ring.tail = (tail + 1) & rings.WRAP
+                waiting[key] = waiter
+                sqes.append(i)
                 if together:
                     held.append(waiter)
                     if group and waiter.direct:
                         due += 1
                         if due == group:   # to the disk now, while the rest are prepared
                             self.held = due = 0
+                            queue(sqes)
                             self.push(held)
                             held = []
                 else:
+                    queue(sqes)
                     waiter.t0 = now()
                     self.push()
                 continue
+            if sqes:
+                queue(sqes)
             if res == waiter.want:
                 if waiter.crew is not None:
                     step(waiter, t, None)
@@ -441,6 +453,7 @@ class UringEngine:
                     lane.set_result(t)
                 else:
                     lane.set_exception(error)
+        queue(sqes)
         self.holding = False
         if starting:                       # the tests starting in this turn of the loop: one
             self.starting += held          # submit for all, next turn (started), or sooner

@@ -228,8 +228,8 @@ def test_what_is_not_plain_runs_as_lanes(key, monkeypatch, argv):
 
 def test_completions_left_for_the_loop_s_next_turn_are_answered(key):
     """At most BATCH completions are answered at once and the loop gets its turn after one
-    batch (YIELD_NS 0 here): the rest, of which the eventfd told once, are answered at the
-    loop's next turn; left unanswered, the last transfers never completed and the run hung."""
+    batch (YIELD_NS 0 here): the rest, for which the ring's fd stays readable, are answered at
+    the loop's next turn; left unanswered, the last transfers never completed and the run hung."""
     pattern_file(Path("cached.dat"), 256 * KB)
     code = ("import sys; from torque_async.io import uring; uring.BATCH, uring.YIELD_NS = 3, 0; "
             "from torque_async.launch import main; sys.argv[0] = 'torque-async'; main()")

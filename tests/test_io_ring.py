@@ -6,6 +6,7 @@ import ctypes
 import errno
 import mmap
 import os
+import select
 import time
 
 import pytest
@@ -128,16 +129,22 @@ def test_an_absolute_timeout_ends_at_its_monotonic_time_not_before(ring):
     assert done == [(3, -errno.ETIME)]
 
 
-def test_the_eventfd_is_signalled_by_a_completion(ring):
-    efd = os.eventfd(0, os.EFD_NONBLOCK)
-    try:
-        ring.register_eventfd(efd)
-        with pytest.raises(BlockingIOError):
-            os.eventfd_read(efd)
-        assert one(ring, rings.OP_NOP, -1, 0, 0, 0, 8) == [(8, 0)]
-        assert os.eventfd_read(efd) >= 1
-    finally:
-        os.close(efd)
+def test_the_ring_s_fd_is_readable_while_completions_wait_and_only_then(ring):
+    """The loop watches the ring's own fd: readable once a completion is there (those the CQ
+    had no room for too), and no longer once completions() has read them all."""
+    poll = select.poll()
+    poll.register(ring.fd, select.POLLIN)
+    assert poll.poll(0) == []
+    for k in range(20):                # past the CQ's 16: some wait in the kernel's list
+        i = ring.lend()
+        ring.write(i, rings.OP_NOP, -1, 0, 0, 0, k)
+        ring.queue(i)
+        ring.submit()
+    assert poll.poll(0) == [(ring.fd, select.POLLIN)]
+    assert len(ring.completions(16)) == 16
+    assert poll.poll(0) == [(ring.fd, select.POLLIN)]           # 4 still wait
+    assert [key for key, _, _ in ring.completions()] == [16, 17, 18, 19]
+    assert poll.poll(0) == []
 
 
 def test_a_kernel_older_than_coop_taskrun_gets_a_ring_without_it(monkeypatch):

@@ -2,8 +2,8 @@
 through ctypes (no liburing: no compiled package, so nothing built for another CPU's
 instructions).
 
-Only what the I/O engine uses: read and write at an address, absolute timeouts, a no-op, and
-an eventfd that the kernel signals as completions arrive. The SQ array's indirection lets a
+Only what the I/O engine uses: read and write at an address, absolute timeouts and a no-op;
+the ring's fd polls readable while completions wait (the loop watches it). The SQ array's indirection lets a
 transfer's owner keep an SQE of its own (`take`): its fields are written once and only the file
 offset changes from one transfer to the next (`write` writes an SQE whole, `offsets[i]` is its
 offset); any other transfer borrows one until it is submitted (`lend`). `queue(i)` puts SQE i
@@ -196,11 +196,6 @@ class Ring:
         """Whether completions wait to be read (in the CQ or the kernel's list)."""
         return self.u32[self.cq_tail] != self.u32[self.cq_head] or \
             bool(self.u32[self.sq_flags] & SQ_CQ_OVERFLOW)
-
-    def register_eventfd(self, efd: int) -> None:
-        arg = ctypes.c_int(efd)
-        check(_syscall(REGISTER, self.fd, REGISTER_EVENTFD, ctypes.byref(arg), 1),
-              "io_uring_register")
 
     def close(self) -> None:
         for view in (self.offsets, self.cqes, self.u32):

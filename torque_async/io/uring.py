@@ -5,8 +5,8 @@ A registered buffer is its address and length, its export held until forget(); a
 read or write at that address. The engine steps the lanes itself, not as asyncio tasks: a
 lane's `await submit(...)` prepares the transfer and suspends the lane's coroutine at a bare
 yield (no future, no task wake-up). Each lane keeps one Waiter, reused for every transfer (its
-key is the SQE's user_data), rather than a new entry per transfer. When the eventfd the loop
-watches fires, the reader takes every queued completion in one pass (one advance), reads the
+key is the SQE's user_data), rather than a new entry per transfer. When the ring's fd, which
+the loop watches, is readable, the reader takes every queued completion in one pass (one advance), reads the
 clock once for the batch and sends that time into each completion's lane, which runs on to its
 next submit; cached reads complete inside that batch's own submission, so the reader answers
 batch after batch while there are more, giving the loop a turn every YIELD_NS. A lane takes its
@@ -216,15 +216,12 @@ class UringEngine:
     def __init__(self):
         self.loop = asyncio.get_running_loop()
         self.ring = rings.Ring(ENTRIES)
-        self.efd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
-        self.ring.register_eventfd(self.efd)
-        self.loop.add_reader(self.efd, self.reap)
+        self.loop.add_reader(self.ring.fd, self.reap)   # readable while completions wait
         self.holding, self.held = False, 0
         self.retry: asyncio.TimerHandle | None = None
         self.starting: list[Slot] = []         # started this turn, not yet submitted
         self.group = 0                         # GROUPS: O_DIRECT slots' submits (calibrate)
         self.flush: asyncio.Handle | None = None
-        self.rereap: asyncio.Handle | None = None  # reap() again, for the completions it left
         self.users = 0
         self.iovecs: dict[int, tuple] = {}     # id -> (address, length, its export)
         self.ids = itertools.count()
@@ -353,23 +350,15 @@ class UringEngine:
             crew.finished.set_result(None)
 
     def reap(self) -> None:
-        """The eventfd fired: answer the completions queued, batch after batch while each
-        batch's submission completed more at once (cached reads complete inside io_uring_enter:
-        answered here, not after a trip through the loop), giving the loop a turn at least
-        every YIELD_NS."""
-        if self.rereap is not None:        # this call does what it would have
-            self.rereap.cancel()
-            self.rereap = None
-        try:
-            os.eventfd_read(self.efd)
-        except BlockingIOError:
-            pass
+        """The ring's fd is readable (completions wait: the kernel's poll says so for as long
+        as they do, no eventfd to read): answer the completions queued, batch after batch while
+        each batch's submission completed more at once (cached reads complete inside
+        io_uring_enter: answered here, not after a trip through the loop), giving the loop a
+        turn at least every YIELD_NS; it calls again for what is left."""
         t = self.answer()
         turn = t + YIELD_NS
         while t and t < turn:
             t = self.answer()
-        if t and self.ring.pending():      # its turn: the loop comes back for the rest (the
-            self.rereap = self.loop.call_soon(self.reap)   # eventfd said so once, for all)
 
     def answer(self) -> int:
         """Take every completion queued (one pass, then one advance), take the clock once for
@@ -601,9 +590,8 @@ class UringEngine:
         if self.users:
             return
         UringEngine._shared = None
-        for pending in (self.retry, self.flush, self.rereap):
+        for pending in (self.retry, self.flush):
             if pending is not None:
                 pending.cancel()
-        self.loop.remove_reader(self.efd)
+        self.loop.remove_reader(self.ring.fd)
         self.ring.close()
-        os.close(self.efd)

@@ -26,6 +26,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from bench_io import warm      # tools/ is the script's path
+
 REPO = Path(__file__).resolve().parents[1]
 RUNNER = ("import runpy, sys; from torque_async.io import uring; uring.YIELD_NS = 1 << 62; "
           "sys.argv[0] = 'torque-async'; runpy.run_module('torque_async', run_name='__main__')")
@@ -51,12 +53,6 @@ def instructions(repo: Path, path: str, procs: int, direct: bool, count: int, ke
     sys.exit("transfer_instructions: no callgrind output for torque-async's main process")
 
 
-def warm(path: str) -> None:
-    with open(path, "rb") as fh:
-        while fh.read(8 << 20):
-            pass
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("file")
@@ -77,7 +73,7 @@ def main() -> None:
     totals = []
     for count in (low, high):
         if not args.direct:
-            warm(args.file)
+            warm(Path(args.file))
         totals.append(instructions(args.repo, args.file, args.procs, args.direct, count,
                                    args.key))
     per = (totals[1] - totals[0]) / ((high - low) * args.procs)

@@ -45,7 +45,8 @@ def instructions(repo: Path, path: str, procs: int, direct: bool, count: int, ke
         r = subprocess.run(cmd, capture_output=True, text=True, cwd=repo,  # (-c: the current
                            env={**os.environ, "PYTHONPATH": str(repo)})  # directory comes first)
         if r.returncode:
-            sys.exit(f"transfer_instructions: the run failed:\n{r.stdout[-2000:]}{r.stderr[-2000:]}")
+            sys.exit("transfer_instructions: the run failed:\n"
+                     f"{r.stdout[-2000:]}{r.stderr[-2000:]}")
         for out in Path(tmp).glob("cg.*"):
             text = out.read_text(errors="replace")
             if "cmd:" in text and "-smkey" in text.split("cmd:", 1)[1].split("\n", 1)[0]:

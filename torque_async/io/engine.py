@@ -15,8 +15,9 @@ every backend.
 The paced streams are not lanes (they await their gates and the precise timer): they move each
 frame with `transfer`, which any coroutine may await:
 
-    uring    io_uring (ring.py, our own): one ring for every test on the loop, completions when
-             the ring's fd, which the loop watches, is readable; the engine steps the lanes itself (uring.py);
+    uring    io_uring (ring.py, our own): one ring for every test on the loop, answered when
+             the ring's fd, which the loop watches, is readable; the engine steps the lanes
+             itself (uring.py);
              transfer() is a future on the same ring, resolved by the same completion reader.
              It also has `batches`: slots whose completions a plain function answers with the
              next transfer (a file test's plain transfers, io/batch.py), no lane each

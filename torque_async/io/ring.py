@@ -3,13 +3,13 @@ through ctypes (no liburing: no compiled package, so nothing built for another C
 instructions).
 
 Only what the I/O engine uses: read and write at an address, absolute timeouts and a no-op;
-the ring's fd polls readable while completions wait (the loop watches it). The SQ array's indirection lets a
-transfer's owner keep an SQE of its own (`take`): its fields are written once and only the file
-offset changes from one transfer to the next (`write` writes an SQE whole, `offsets[i]` is its
-offset); any other transfer borrows one until it is submitted (`lend`). `queue(i)` puts SQE i
-next in the submission queue (`queue_all` a list of them, in one write), `submit()` hands the
-kernel what is queued (one io_uring_enter), `completions(most)` reads the CQEs that arrived
-and moves the head past them.
+the ring's fd polls readable while completions wait (the loop watches it). The SQ array's
+indirection lets a transfer's owner keep an SQE of its own (`take`): its fields are written once
+and only the file offset changes from one transfer to the next (`write` writes an SQE whole,
+`offsets[i]` is its offset); any other transfer borrows one until it is submitted (`lend`).
+`queue(i)` puts SQE i next in the submission queue (`queue_all` a list of them, in one write),
+`submit()` hands the kernel what is queued (one io_uring_enter), `completions(most)` reads the
+CQEs that arrived and moves the head past them.
 
 The rings are read and written from Python without memory barriers: x86-64 keeps stores in
 order and loads in order, which is all io_uring asks (liburing itself compiles its barriers to
@@ -25,13 +25,12 @@ import os
 import platform
 import struct
 
-SETUP, ENTER, REGISTER = 425, 426, 427         # the same numbers on every architecture but alpha
+SETUP, ENTER = 425, 426                        # the same numbers on every architecture but alpha
 OP_NOP, OP_TIMEOUT, OP_READ, OP_WRITE = 0, 11, 22, 23
 ENTER_GETEVENTS = 1
 SETUP_COOP_TASKRUN = 1 << 8                    # Linux 5.19: completions wait for the task's next
                                                # entry into the kernel, not an interrupt (fio's
                                                # io_uring engine sets it too)
-REGISTER_EVENTFD = 4
 FEAT_SINGLE_MMAP, FEAT_NODROP = 1, 2
 SQ_CQ_OVERFLOW = 2                             # sq flags: completions wait in the kernel's list
 TIMEOUT_ABS = 1

@@ -6,12 +6,12 @@ read or write at that address. The engine steps the lanes itself, not as asyncio
 lane's `await submit(...)` prepares the transfer and suspends the lane's coroutine at a bare
 yield (no future, no task wake-up). Each lane keeps one Waiter, reused for every transfer (its
 key is the SQE's user_data), rather than a new entry per transfer. When the ring's fd, which
-the loop watches, is readable, the reader takes every queued completion in one pass (one advance), reads the
-clock once for the batch and sends that time into each completion's lane, which runs on to its
-next submit; cached reads complete inside that batch's own submission, so the reader answers
-batch after batch while there are more, giving the loop a turn every YIELD_NS. A lane takes its
-start time just before its submit: a transfer's latency runs from there to the clock read of the
-batch that returned it. A transfer is submitted
+the loop watches, is readable, the reader takes every queued completion in one pass (one
+advance), reads the clock once for the batch and sends that time into each completion's lane,
+which runs on to its next submit; cached reads complete inside that batch's own submission,
+so the reader answers batch after batch while there are more, giving the loop a turn every
+YIELD_NS. A lane takes its start time just before its submit: a transfer's latency runs from
+there to the clock read of the batch that returned it. A transfer is submitted
 
     at once            alone in its batch of completions (or the test's first)
     with its batch     the transfers that one batch of completions prepared: submitted together

@@ -7,6 +7,7 @@ each group.
 """
 from __future__ import annotations
 
+import re
 import signal
 from dataclasses import dataclass
 
@@ -539,10 +540,14 @@ def procs_named(rows: list[int]) -> str:
     return f"proc {rows[0]}" if len(rows) == 1 else f"procs {spans}"
 
 
+# where a choice's candidates begin: the memory kernels' way, io/uring.TRIALS (O_DIRECT submits)
+CANDIDATES = ", the fastest here of|, the best trial of each way here:"
+
+
 def choices(info: str) -> list[str]:
     """An info's parts (its lines' "; " parts), each without the candidates it was chosen
     from (and their measured rates)."""
-    return [part.split(", the fastest here of")[0]
+    return [re.split(CANDIDATES, part)[0]
             for line in info.splitlines() for part in line.split("; ")]
 
 

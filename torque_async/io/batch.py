@@ -151,7 +151,7 @@ async def calibrate(tests: list, stopped) -> list:
         tie = "" if best.get(engine.group) == max(best.values()) else \
             " (faster than whole batches in every round)" if engine.group else \
             " (none faster in every round)"
-        line = f"O_DIRECT submits = {uring.submits(engine.group)}{tie}, the fastest here of " \
+        line = f"O_DIRECT submits = {uring.submits(engine.group)}{tie}, {uring.TRIALS} " \
                f"{rates} reads/s ({took})"
     elif why:
         line = f"O_DIRECT submits = {uring.submits(engine.group)} (not calibrated: {why}; {took})"

@@ -195,6 +195,9 @@ def pick(best: dict[int, float], rates: list[float]) -> int:
     return max(wins, key=best.__getitem__, default=0)
 
 
+TRIALS = "the best trial of each way here:"     # the O_DIRECT submits line's, before the rates
+
+
 def submits(group: int) -> str:
     """How a GROUPS entry submits, in words."""
     return f"{group} at a time" if group else "whole batches"

@@ -534,3 +534,18 @@ def test_the_first_block_of_each_test_s_layout_is_made_before_the_release(key, m
     calibrated = batch.CALIBRATION_FROM // BLOCK                   # set-up's calibration's
     assert [b for b, t in made if t < released and b != calibrated] == [0, 0, 0, 0]
     assert not [b for b, t in made if released <= t < ended]       # none while they ran
+
+
+def test_threads_lanes_samples_never_go_back_in_time(key):
+    """16 lanes in 16 threads record in turn under one lock, each with its own clock read: the
+    sample times (and the end) are the latest completion so far, so they never fall (with each
+    lane's own time, 644 of 1024 samples of -aio 64 ended before they began)."""
+    pattern_file(Path("cached.dat"), 1024 * KB)
+    out = run(key, "-engine", "threads", "-fbc", "-f", "cached.dat", "-n", "3000", "-i", "1",
+              "-KB", "4", "-mfileKB", "1024", "-sample", "0", "-aio", "16")
+    assert not out.failures
+    (rec,) = out.records
+    times = [t for t, _ in rec.samples]
+    assert len(times) == 1024 and [k for _, k in rec.samples] == list(range(1, 1025))
+    assert all(a <= b for a, b in zip(times, times[1:]))
+    assert times[-1] <= rec.finish

@@ -235,12 +235,15 @@ class FileTest:
 
     def recorded(self, latency: int, t: int, *parts) -> None:
         """A measured transfer completed at t (parts: its write flag or -rmw's read and write
-        times, as self.record takes them); the last of them ends the measured interval.
-        batch.py does the same inline (its t never falls: one clock read per batch, in order)."""
+        times, as self.record takes them); the last of them ends the measured interval. A
+        sample and the end take the latest completion so far, t_last: the threads engine's lanes
+        record in turn under a lock, each with its own clock read, so a later one can carry an
+        earlier time (a sample then ended before it began: 644 of 1024 at -aio 64). batch.py
+        does the same inline (its t never falls: one clock read per batch, in order)."""
         if t > self.t_last:
             self.t_last = t
-        if self.record(latency, t, *parts) == self.meter.total:
-            self.finish(t)
+        if self.record(latency, self.t_last, *parts) == self.meter.total:
+            self.finish(self.t_last)
 
     def gear(self, j: int) -> tuple:
         """Lane (or slot) j's read and write buffers (engine ids), the stamper of its write

@@ -215,12 +215,14 @@ def test_a_test_stopped_in_its_ramp_says_so(tmp_path):
                  "-KB", "4", "-mfileKB", "256", "-fbc", "-rand", cwd=tmp_path)
     wait_for_rows(key, 1, RUNNING)
     out, _ = interrupt(proc, signal.SIGINT)
-    (test,) = json.loads((tmp_path / "r.json").read_text())["tests"]
+    doc = json.loads((tmp_path / "r.json").read_text())
+    (test,) = doc["tests"]
     ramp = test["record"]["ramp_transfers"]
-    said = "test 0 (-rand, group 0, process 0) stopped before it measured anything"
+    said = "test 0 (-rand, group 0, process 0) stopped before it measured anything" + \
+        (f" ({ramp} unmeasured transfers of its -ramp)" if ramp else "")
     assert test["record"]["transfers"] == 0 and table(out) == []
-    assert out.rstrip().endswith(said + (f" ({ramp} unmeasured transfers of its -ramp)"
-                                         if ramp else ""))
+    assert out.rstrip().endswith(said)
+    assert doc["interrupted"] == "SIGINT" and doc["cut_short"] == [said]
 
 
 def test_a_memory_stream_far_behind_still_lets_a_signal_end_the_run():

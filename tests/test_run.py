@@ -125,16 +125,24 @@ def test_a_worker_killed_at_the_start_barrier_ends_the_run_not_hangs_it():
     proc.stdin.close()
 
 
-def test_a_killed_worker_ends_the_run_cleanly_and_names_the_test():
-    proc = start("-smkey", "0x7008", "-n", "16", "-i", "1000000", "-KB", "64", "-bzero",
-                 "-spinWait")
+def test_a_killed_worker_ends_the_run_cleanly_and_names_the_test(tmp_path):
+    """The test the failure cut short says so (in the report and the JSON), as one a signal
+    cut short does: it read as done, as if its count had been made."""
+    proc = start("-smkey", "0x7008", "-json", "r.json", "-n", "16", "-i", "1000000", "-KB",
+                 "64", "-bzero", "-spinWait", cwd=tmp_path)
     victim = int(wait_for_rows(0x7008, 2, RUNNING)["pid"][0])
     children = psutil.Process(proc.pid).children(recursive=True)
     os.kill(victim, signal.SIGKILL)
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 1
     assert "died: SIGKILL" in err and "Traceback" not in err
-    assert "INCOMPLETE" in out
+    cut = "test 1 (-spinWait, group 1, process 0) stopped while running: measured until a " \
+          "failure stopped the run"
+    assert out.rstrip().endswith("INCOMPLETE: some tests failed\n"
+                                 "test 0 (-bzero, group 0, process 0) died: SIGKILL\n" + cut)
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["cut_short"] == [cut] and doc["interrupted"] is None
+    assert [t["record"]["transfers"] < 1000000 * 16 for t in doc["tests"]] == [True, True]
     assert not shm_left(0x7008)
     gone, alive = psutil.wait_procs(children, timeout=5)
     assert not alive

@@ -356,7 +356,7 @@ def finish(plan, done: runs.Runs, info, job, began: startup.Began | None = None)
             if alone else None
         doc = export.document(plan, records, procs, info, date, done.failures,
                               [o.records for o in done.complete], alone, found, began,
-                              alone_info)
+                              alone_info, done.interrupted, outcome.unfinished)
         doc = report_cluster.document([o.cluster for o in done.complete], doc) if run else doc
         machine = {path: make(doc) for path, make in ((s.json, export.json_text),
                                                       (s.csv, export.csv_text)) if path}

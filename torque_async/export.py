@@ -12,6 +12,7 @@ import csv
 import io
 import json
 import math
+import signal
 from dataclasses import asdict, dataclass, fields
 from functools import cache
 from pathlib import Path
@@ -175,12 +176,14 @@ def document(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], i
              repetitions: list[tuple[Record, ...]] = (),
              alone: list[dict[str, float | None]] | None = None,
              found: list[figures.Change] | None = None, began=None,
-             alone_info: list[list[str]] | None = None) -> dict[str, Any]:
+             alone_info: list[list[str]] | None = None, interrupted: int = 0,
+             cut_short: tuple[str, ...] = ()) -> dict[str, Any]:
     """The whole run as one JSON-ready dict (see schema/results.schema.json): `records` are the
     first (or only) repetition; `repetitions` all of them (-repeat); `alone` each test's main
     figures alone, `alone_info` its info in each run alone (the kernel variants its set-up
     chose) and `found` the changes (-baseline); `began` (a startup.Began) when the command
-    started."""
+    started; `interrupted` the signal that stopped the run, `cut_short` the tests a stop (a
+    signal, a failure) ended before their measured end."""
     run = run_entries(plan, records, procs)
     for test, figs in zip(run["tests"], alone or [None] * len(procs)):
         test["alone"] = figs
@@ -195,7 +198,8 @@ def document(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], i
         "repeats": repeats_entry(plan, list(repetitions), procs),
         "baseline": baseline_entry(found),
         "startup": startup_entry(began, run["time_zero_ns"]),
-        "failures": failures})
+        "failures": failures, "cut_short": cut_short,
+        "interrupted": signal.Signals(interrupted).name if interrupted else None})
 
 
 def json_text(doc: dict[str, Any]) -> str:

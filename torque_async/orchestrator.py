@@ -47,7 +47,7 @@ class Outcome:
     records: tuple[Record, ...]
     failures: tuple[str, ...]      # one line per test process that failed, by name
     interrupted: int = 0           # the signal (SIGINT, SIGTERM, SIGHUP) that stopped the run
-    unfinished: tuple[str, ...] = ()   # interrupted: the tests the signal cut short, by name
+    unfinished: tuple[str, ...] = ()   # the tests a stop (a signal, a failure) cut short
     cluster: Any = None            # under mpiexec, rank 0's: every rank's run, whose records these
                                    # are (report_cluster.ClusterRun; cluster.Cluster.gather)
 
@@ -169,10 +169,11 @@ def in_process(plan: Plan, proc: Proc, results: Results, linesize: int) -> Outco
 def ended(procs, results: Results, exitcodes: dict[int, int | None], killed: set[int],
           interrupted: int, stopped_ns: int = 0) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """How every process that did not finish well ended, saying why: (the failures, the tests a
-    stop signal cut short). A test the run's stop ended is a failure only when no signal
-    stopped the run; one that ended at the stop flag (its last measured transfer after the
-    signal came at `stopped_ns`) was cut short."""
+    stop cut short). A test the run's stop ended is a failure only when no signal stopped the
+    run; one that ended at the stop flag (its last measured transfer after the stop at
+    `stopped_ns`, a signal's or a failure's) was cut short."""
     failed, cut = [], []
+    until = "the stop" if interrupted else "a failure stopped the run"
     for proc, rec in zip(procs, results.snapshot()):
         code, was_killed = exitcodes.get(proc.row, 0), proc.row in killed
         if rec.error:
@@ -183,9 +184,9 @@ def ended(procs, results: Results, exitcodes: dict[int, int | None], killed: set
                 f"{'interrupted' if interrupted else 'stopped'}")
         elif rec.state == DONE and was_killed:
             continue                     # its part was over: killed while it exited
-        elif rec.state == DONE and interrupted and rec.transfers and rec.finish > stopped_ns:
-            cut.append(f"{describe(proc)} stopped while running: measured until the stop")
-        elif rec.state == DONE and interrupted and not rec.transfers:
+        elif rec.state == DONE and stopped_ns and rec.transfers and rec.finish > stopped_ns:
+            cut.append(f"{describe(proc)} stopped while running: measured until {until}")
+        elif rec.state == DONE and stopped_ns and not rec.transfers:
             ramp = rec.ramp_transfers
             cut.append(f"{describe(proc)} stopped before it measured anything"
                        + (f" ({ramp} unmeasured transfers of its -ramp)" if ramp else ""))

@@ -715,8 +715,8 @@ def render(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], inf
            began=None) -> list[str]:
     """The whole text report; -nh drops the header, -bo keeps only the bandwidth lines; a
     report_cluster.ClusterRun adds Host and Rank columns and the cluster's block; `runs`: the
-    -repeat and -baseline blocks, printed after the table; `unfinished` lists the tests an
-    interruption cut short; `began` (a startup.Began) when the command started."""
+    -repeat and -baseline blocks, printed after the table; `unfinished` lists the tests a stop
+    (a signal, a failure) cut short; `began` (a startup.Began) when the command started."""
     t0 = time_zero(records)
     bw = bw_lines(plan, records, procs)
     if plan.settings.bo:
@@ -752,5 +752,6 @@ def render(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], inf
         lines += ["", f"INTERRUPTED by {signal.Signals(interrupted).name}: the figures cover the "
                       f"transfers measured before it", *unfinished]
     if failures:
-        lines += ["", "INCOMPLETE: some tests failed", *failures]
+        lines += ["", "INCOMPLETE: some tests failed", *failures,
+                  *(() if interrupted else unfinished)]
     return [ln for i, ln in enumerate(lines) if ln or (i and lines[i - 1])]

@@ -88,7 +88,8 @@ class Supervisor:
         self.exitcodes: dict[int, int | None] = {}
         self.failed = asyncio.Event()
         self.problems: tuple[str, ...] = ()
-        self.interrupted = self.stopped_ns = 0          # the first stop signal, and when
+        self.interrupted = 0           # the first stop signal
+        self.stopped_ns = 0            # when the run was first stopped (a signal, a failure)
         self.testing = False           # the barrier released the tests
 
     async def run(self, caught: list[int]) -> Outcome:
@@ -230,6 +231,7 @@ class Supervisor:
                 self.loop.call_soon_threadsafe(self.abort)
 
     def abort(self) -> None:
+        self.stopped_ns = self.stopped_ns or time.monotonic_ns()
         self.results.header["stop"] = 1
         self.workers.break_barrier()
         self.failed.set()

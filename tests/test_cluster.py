@@ -391,6 +391,26 @@ def test_a_killed_or_interrupted_rank_ends_every_rank_and_nothing_is_left(tmp_pa
     assert shm_now() <= before
 
 
+def test_a_rank_interrupted_in_its_set_up_ends_every_rank_at_once(tmp_path):
+    """Rank 1 stopped while it writes its scratch file: it never reaches the MPI set-up
+    barrier, and rank 0 must not wait there for the set-up timeout (300 s)."""
+    key, before = 0x79E0, shm_now()
+    run = mpiexec(2, "-smkey", hex(key), "-nh", "-n", "64", "-KB", "64", "-mfileMB", "3000",
+                  "-rand", cwd=tmp_path)
+    deadline = time.monotonic() + 60
+    while len(list(tmp_path.glob("torque-async-scratch.*/test0.dat"))) < 2:   # both writing
+        assert time.monotonic() < deadline and run.poll() is None
+        time.sleep(0.02)
+    scratch = list(tmp_path.glob("torque-async-scratch.*"))
+    began = time.monotonic()
+    psutil.Process(owner_of(segment_name(key + 1))).send_signal(signal.SIGINT)
+    code, out, err = finished(run, timeout=60)
+    assert time.monotonic() - began < 30 and code == 130, err
+    assert not err or f"torque-async: rank 1 on {HOST}: interrupted by SIGINT" in err, err
+    assert gone(scratch) and gone([Path("/dev/shm", segment_name(key + k)) for k in range(2)])
+    assert shm_now() <= before
+
+
 def test_a_rank_s_guard_removes_only_the_mpi_files_it_was_given_while_they_are_the_same(
         tmp_path):
     from torque_async import cleanup_guard

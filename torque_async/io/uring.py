@@ -376,24 +376,25 @@ class UringEngine:
     def serve(self, batch: list[tuple[int, int, int]], t: int, together: bool,
               starting: bool = False) -> None:
         """Hand each completion (key, result, flags) of a batch completed at t to its waiter,
-        which `waiting` holds under the key until then: a Slot's done() returns its next
+        which `waiting` holds under the key until then (a Slot's for as long as it lives, the
+        same key for each of its transfers): a Slot's done() returns its next
         transfer, (write, fd, offset) or None, which is queued here; a lane runs on to its next
         submit; a future is resolved. `together`: what they queue is submitted once, after the
         batch is answered (`starting`: with every test's that starts in this turn of the loop),
         else each at once; a Slot's t0 is the clock read just before its submit."""
         self.holding, step, ring = together, self.step, self.ring
         waiting, offsets, write_sqe, queue = self.waiting, ring.offsets, ring.write, ring.queue_all
-        pop = waiting.pop
         held: list[Slot] = []              # slots whose transfers go with the batch's submit
         sqes: list[int] = []               # their SQEs, queued before anything else uses the
                                            # ring (a lend may submit, a lane's may lend)
         group, due = 0 if starting else self.group, 0      # due: O_DIRECT ones among them
         for key, res, _ in batch:
-            waiter = pop(key)
+            waiter = waiting[key]
             done = waiter.done
             if done is not None:           # a Slot
                 place = done(waiter, res, t, t)
                 if place is None:
+                    del waiting[key]
                     self.release(waiter)
                     continue
                 write, fd, offset = place
@@ -408,7 +409,6 @@ class UringEngine:
                               waiter.key)
                     waiter.write, waiter.fd = write, fd
                 waiter.what = offset
-                waiting[key] = waiter
                 sqes.append(i)
                 if together:
                     held.append(waiter)
@@ -424,6 +424,7 @@ class UringEngine:
                     waiter.t0 = now()
                     self.push()
                 continue
+            del waiting[key]
             if sqes:
                 queue(sqes)
             if res == waiter.want:

@@ -141,9 +141,8 @@ class Supervisor:
             raise step.exception()
 
     def interrupt(self, signum: int) -> None:
-        if not self.interrupted:
-            self.interrupted, self.stopped_ns = signum, time.monotonic_ns()
-        self.abort()
+        self.interrupted = self.interrupted or signum
+        self.abort()                               # (keeps a failure's earlier stop time)
 
     def watch(self, loop: asyncio.AbstractEventLoop, row: int, child) -> asyncio.Future:
         """A future that resolves when the child exits; a bad exit stops the whole run."""

@@ -205,6 +205,38 @@ def test_forget_waits_for_a_transfer_in_flight():
 
 
 @needs_uring
+def test_a_slot_whose_done_raises_fails_its_hold_and_the_rest_of_the_batch_is_answered(
+        tmp_path):
+    """A bug in a batch driver's done(): that slot ends and hold() raises the error, and the
+    other completions of the same batch still reach their done() (the error escaped the
+    engine's reader, which lost them and left hold() waiting for ever, even under SIGTERM)."""
+    (tmp_path / "f").write_bytes(os.urandom(3 * 4096))
+    fd = os.open(tmp_path / "f", os.O_RDONLY)
+
+    async def body():
+        eng = engines.open_engine("uring")
+        ids = eng.register(buffers(3))
+        finished, got = asyncio.get_running_loop().create_future(), []
+
+        def done(slot, res, t, at):
+            if not t:                              # its first transfer, before any completion
+                return False, fd, slot.j * 4096
+            got.append(slot.j)
+            if slot.j == 1:
+                raise RuntimeError("a bug in done")
+            return None
+        slots = eng.slots(done, ids, ids)
+        with pytest.raises(RuntimeError, match="a bug in done"):
+            await asyncio.wait_for(eng.hold(slots, finished), 10)
+        await asyncio.wait_for(eng.forget(ids), 10)    # nothing left in flight
+        eng.close()
+        return got
+    got = on_loop(body)
+    os.close(fd)
+    assert sorted(got) == [0, 1, 2]
+
+
+@needs_uring
 @pytest.mark.parametrize("path", ["lane", "slot"])
 def test_a_submit_the_kernel_refuses_for_now_goes_again_with_nothing_in_flight(path, tmp_path):
     """EAGAIN from io_uring_enter leaves the SQE queued; with no other transfer in flight no
@@ -237,7 +269,6 @@ def test_a_submit_the_kernel_refuses_for_now_goes_again_with_nothing_in_flight(p
                     return None
                 return False, fd, 0
             slots = eng.slots(done, [buf], [buf])
-            eng.start(slots)
             await asyncio.wait_for(eng.hold(slots, finished), 10)
             assert got == [4096]
         await eng.forget([buf])
@@ -283,7 +314,6 @@ def test_sync_batches_make_each_slot_s_transfers_in_turn_giving_the_loop_its_tur
                 return None
             return False, bad if (slot.j, slot.k) == (1, 3) else fd, slot.j * 4096
         slots = eng.slots(done, ids, ids)
-        eng.start(slots)
         spinner = asyncio.ensure_future(other())
         await asyncio.wait_for(eng.hold(slots, finished), 10)
         await spinner
@@ -332,7 +362,6 @@ def test_sync_batches_of_two_tests_take_whole_turns_and_let_others_run_first(tmp
                     return None
                 return False, fd, 0
             slots = eng.slots(done, ids, ids)
-            eng.start(slots)
             if name == "a":                        # ready just before the batches start
                 asyncio.get_running_loop().call_soon(order.append, "other")
             await eng.hold(slots, done_f)

@@ -126,7 +126,6 @@ async def drive(test) -> None:
                          test.direct)
     for slot in slots:                 # start: as if a non-transfer (STOP) had completed
         slot.kind = STOP
-    engine.start(slots)
     await engine.hold(slots, finished)
 
 

@@ -157,7 +157,8 @@ class SyncEngine:
     def slots(self, done, reads: list[int], writes: list[int], direct: bool = False) -> list[Slot]:
         """A Slot for each pair of registered buffers (reads[j], writes[j]): done(slot, res, t,
         at) gets each transfer's result and returns the slot's next transfer (write, fd, offset) or
-        None (the slot ends). (`direct` changes nothing here: each call is a transfer's own.)"""
+        None (the slot ends); the caller awaits hold() for them. (`direct` changes nothing here:
+        each call is a transfer's own.)"""
         return [Slot(j, done, self.views[r], self.views[w]) for j, (r, w) in
                 enumerate(zip(reads, writes))]
 
@@ -166,11 +167,12 @@ class SyncEngine:
         self.places = [(slot, slot.done(slot, slot.want, 0, 0)) for slot in slots]
 
     async def hold(self, slots: list[Slot], finished: asyncio.Future) -> None:
-        """Make the slots' transfers, one blocking call each, the slots in turn, until each has
-        ended (then `finished`, which their done() resolves, is done); the loop gets a turn
-        every YIELD_NS, and first (a stream due at the start waited for the first slice). A
-        transfer's latency runs from the clock read just before its call to the one just
-        after."""
+        """Start the slots, then make their transfers, one blocking call each, the slots in turn,
+        until each has ended (then `finished`, which their done() resolves, is done; a done()
+        that raises, raises here); the loop gets a turn every YIELD_NS, and first (a stream due
+        at the start waited for the first slice). A transfer's latency runs from the clock read
+        just before its call to the one just after."""
+        self.start(slots)
         await asyncio.sleep(0)
         places, turn = [p for p in self.places if p[1] is not None], now()
         calls = (os.preadv, os.pwritev)

@@ -144,8 +144,9 @@ class Slot(Waiter):
     and length, `want`; `buf` is the read one's id, which is what forget() looks for); j, k,
     kind and f are the driver's own (which slot, the transfer number, what it is, its file);
     t0 is the engine's: the clock read just before the io_uring_enter that submitted its
-    transfer; fd is the file its SQE was last written for."""
-    __slots__ = ("bufs", "j", "k", "kind", "t0", "f", "fd", "direct")
+    transfer; fd is the file its SQE was last written for; finished is the future its hold()
+    awaits, which a done() that raises fails."""
+    __slots__ = ("bufs", "j", "k", "kind", "t0", "f", "fd", "direct", "finished")
 
     def __init__(self, key: int, j: int, done, read: tuple, write: tuple, buf: int, sqe: int,
                  direct: bool):
@@ -156,6 +157,7 @@ class Slot(Waiter):
             raise ValueError(f"a slot's buffers differ in length: {self.want} and {wlen}")
         self.bufs, self.done, self.buf, self.sqe = (raddr, waddr), done, buf, sqe
         self.j, self.k, self.kind, self.t0, self.f, self.fd = j, -1, 0, 0, 0, -1
+        self.finished: asyncio.Future | None = None
 
 
 class Source(NamedTuple):
@@ -302,7 +304,7 @@ class UringEngine:
     def slots(self, done, reads: list[int], writes: list[int], direct: bool = False) -> list[Slot]:
         """A Slot for each pair of registered buffers (reads[j], writes[j]), its completions to
         go to done(slot, res, t, t), which returns the slot's next transfer (write, fd, offset) or
-        None (the slot ends); the caller start()s them and awaits hold(). `direct`: its files
+        None (the slot ends); the caller awaits hold() for them. `direct`: its files
         are open with O_DIRECT."""
         return [Slot(next(self.keys), j, done, self.iovecs[r], self.iovecs[w], r,
                      self.ring.take(), direct)
@@ -323,11 +325,15 @@ class UringEngine:
         return [(slot.key, slot.want, 0) for slot in slots]
 
     async def hold(self, slots: list[Slot], finished: asyncio.Future) -> None:
-        """Await `finished`, which the slots' done() resolves; cancelled, the slots' transfers
-        still in the ring are dropped by reap() (forget() waits for them)."""
+        """Start the slots and await `finished`, which their done() resolves (or fails, by
+        raising: serve() ends that slot); cancelled or failed, the slots' transfers still in
+        the ring are dropped by reap() (forget() waits for them)."""
+        for slot in slots:
+            slot.finished = finished
+        self.start(slots)
         try:
             await finished
-        except asyncio.CancelledError:
+        except BaseException:
             for slot in slots:
                 slot.done = None
             raise
@@ -392,7 +398,12 @@ class UringEngine:
             waiter = waiting[key]
             done = waiter.done
             if done is not None:           # a Slot
-                place = done(waiter, res, t, t)
+                try:
+                    place = done(waiter, res, t, t)
+                except Exception as e:  # noqa: BLE001 - a bug: the slot ends, its hold() raises
+                    place = None           # it, and the rest of the batch is answered
+                    if not waiter.finished.done():
+                        waiter.finished.set_exception(e)
                 if place is None:
                     del waiting[key]
                     self.release(waiter)
@@ -532,7 +543,6 @@ class UringEngine:
                                         [ids[source.size]] * source.depth, direct=True)]
         start = now()
         end = start + CALIBRATION_NS
-        self.start(slots)
         await self.hold(slots, finished)
         if failed:
             source, slot, res = failed[0]

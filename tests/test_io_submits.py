@@ -64,7 +64,7 @@ def test_o_direct_transfers_go_in_groups_while_the_batch_is_answered(monkeypatch
         sizes.clear()
         engine.serve(engine.starts(slots), 0, True)
         counts = list(sizes)
-        await engine.hold(slots, finished)
+        await finished
         await engine.forget(ids)
         engine.close()
         return counts, [slot.t0 for slot in slots]
@@ -179,6 +179,7 @@ def test_a_trial_cancelled_while_its_reads_complete_ends_without_an_error(monkey
         engine = uring.UringEngine.shared()
 
         async def hold(slots, finished):       # the cancellation, before hold() sees it
+            engine.start(slots)
             finished.cancel()
             while engine.waiting:               # the reads run to the trial's end
                 await asyncio.sleep(0.001)

@@ -194,6 +194,23 @@ def test_a_test_the_signal_cut_short_is_named_and_one_that_had_finished_is_not()
     assert "test 0 " not in out
 
 
+@pytest.mark.parametrize("action", [["-mfileKB", "256", "-fbc", "-rand"], ["-bzero"]])
+def test_a_test_idle_in_its_throttle_at_the_signal_is_cut_short(tmp_path, action):
+    """Between two -T waits at the stop (a file lane on the loop, a memory worker): its last
+    transfer ended before the signal, and it read as done with 3 of its 1000 made."""
+    key = 0x751a + len(action)
+    proc = start("-smkey", hex(key), "-json", "r.json", "-n", "1000", "-KB", "4", "-T",
+                 "300000", *action, cwd=tmp_path)
+    wait_for_rows(key, 1, RUNNING, until=lambda rows: rows["transfers"][0] >= 2)
+    out, _ = interrupt(proc, signal.SIGINT)
+    said = f"test 0 ({action[-1]}, group 0, process 0) stopped while running: measured until " \
+        "the stop"
+    doc = json.loads((tmp_path / "r.json").read_text())
+    (test,) = doc["tests"]
+    assert 2 <= test["record"]["transfers"] < 1000 and test["record"]["whole"] is False
+    assert out.rstrip().endswith(said) and doc["cut_short"] == [said]
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGHUP])
 def test_a_stop_signal_ignored_when_the_command_started_stays_ignored(tmp_path, sig):
     """nohup's SIGHUP, a script's background job's SIGINT: the run goes on to its report."""

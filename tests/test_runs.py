@@ -45,6 +45,31 @@ def test_a_deadline_refuses_from_the_first_transfer_past_it_and_that_fixes_the_c
     assert not meter.more(8, t)             # later numbers stay refused: 0 .. 6 were measured
 
 
+@pytest.mark.parametrize("limit, made, stop, whole", [
+    (Limit(count=3), 3, None, True),
+    (Limit(count=3), 3, 1, True),          # the last one in flight at the stop, then made
+    (Limit(count=3), 2, 1, False),         # idle (-T) at the stop: its count not made
+    (Limit(runtime_ns=5 * MS), 2, None, True),       # more() refused one at the deadline
+    (Limit(runtime_ns=5 * MS), 2, 5 * MS, True),     # the stop came after the deadline
+    (Limit(runtime_ns=5 * MS), 2, 5 * MS - 1, False)])
+def test_a_measured_part_is_whole_when_it_reached_its_limit_before_any_stop(results, limit, made,
+                                                                          stop, whole):
+    """Cut short or not was judged by the last transfer's end against the stop: an idle test
+    read as whole, one whose last transfer completed after the stop as cut."""
+    meter = Meter(results, 0, None, False, limit)
+    t = meter.begin()
+    for k in range(made):
+        assert meter.more(k, t)
+        meter.record(1, t)
+    if stop is None:
+        assert not meter.more(made, t + 5 * MS)            # the limit refuses the next
+    else:
+        results.header["stop"] = t + stop
+    meter.end(t)
+    meter.publish(0, 0)
+    assert results.snapshot()[0].whole is whole
+
+
 def test_the_ramp_is_part_of_t_and_comes_before_the_measured_part():
     local = cmdline.parse("-t 2 -ramp 0.5 -load".split()).groups[0].local
     assert Limit.of(local) == Limit(runtime_ns=1_500_000_000, ramp_ns=500_000_000,

@@ -211,9 +211,14 @@ class Meter:
             waiting.pop()
         return bool(waiting) and not self.stop[0]
 
-    def publish(self, transfer_bytes: int, system_bytes: int, ops_per_transfer: int = 0) -> None:
-        """Write the measured figures into the row and mark it measured."""
+    def publish(self, transfer_bytes: int, system_bytes: int, ops_per_transfer: int = 0,
+                whole: bool | None = None) -> None:
+        """Write the measured figures into the row and mark it measured. `whole`: its measured
+        part reached its limit, by default the Meter's: the count made (-t: more() refused one
+        at the deadline, which made the count), or the deadline passed before the stop."""
         r, lat, k = self.row, self.lat.settle(), self.count
+        r["whole"] = k >= self.total or self.stop[0] >= self.deadline if whole is None \
+            else whole
         r["start"], r["finish"] = self.start, self.finish
         r["bytes"], r["sys_bytes"] = k * transfer_bytes, k * system_bytes
         r["lat_min"], r["lat_max"], r["lat_sum"], r["lat_count"] = lat.lo, lat.hi, lat.total, k

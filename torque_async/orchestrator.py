@@ -117,7 +117,7 @@ def run(plan: Plan, linesize: int,
             return in_process(plan, procs[0], results, linesize)
         return launched(plan, results, linesize, meet)
     finally:
-        results.header["stop"] = 1
+        results.stop()
         results.unlink()
         results.release()
 
@@ -146,14 +146,14 @@ def in_process(plan: Plan, proc: Proc, results: Results, linesize: int) -> Outco
     """-sp: the one worker test in this process. A stop signal before it is released ends the
     run at once (Interrupted); once it measures, it sets the stop flag, so the test ends its
     measured part and the report shows it."""
-    caught = []                  # (signal, when)
+    caught = []
     state = results.rows["state"]
 
     def stop(signum: int, _frame) -> None:
         if state[proc.row] < RUNNING:
             raise Interrupted(signum)
-        caught.append((signum, time.monotonic_ns()))
-        results.header["stop"] = 1
+        caught.append(signum)
+        results.stop()
     previous = {sig: signal.signal(sig, stop) for sig in STOP_SIGNALS}
     try:
         spec = spec_for(plan, proc, results.shm.name.lstrip("/"), linesize)
@@ -161,32 +161,31 @@ def in_process(plan: Plan, proc: Proc, results: Results, linesize: int) -> Outco
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    interrupted, stopped_ns = caught[0] if caught else (0, 0)
-    failed, cut = ended((proc,), results, {}, set(), interrupted, stopped_ns)
+    interrupted = caught[0] if caught else 0
+    failed, cut = ended((proc,), results, {}, set(), interrupted)
     return Outcome(results.snapshot(), failed, interrupted, cut)
 
 
 def ended(procs, results: Results, exitcodes: dict[int, int | None], killed: set[int],
-          interrupted: int, stopped_ns: int = 0) -> tuple[tuple[str, ...], tuple[str, ...]]:
+          interrupted: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """How every process that did not finish well ended, saying why: (the failures, the tests a
     stop cut short). A test the run's stop ended is a failure only when no signal stopped the
-    run; one that ended at the stop flag (its last measured transfer after the stop at
-    `stopped_ns`, a signal's or a failure's) was cut short."""
-    failed, cut = [], []
+    run; one whose measured part the stop ended before its limit (not `whole`: a signal's stop
+    or a failure's) was cut short, as was one that never started beside a failure."""
+    failed, cut, unstarted = [], [], []
     until = "the stop" if interrupted else "a failure stopped the run"
     for proc, rec in zip(procs, results.snapshot()):
         code, was_killed = exitcodes.get(proc.row, 0), proc.row in killed
         if rec.error:
             failed.append(f"{describe(proc)} failed: {rec.error}")
-        elif rec.state in (NEW, READY, ABORTED) and (interrupted or was_killed):
-            (cut if interrupted else failed).append(
-                f"{describe(proc)} not started: the run was "
-                f"{'interrupted' if interrupted else 'stopped'}")
+        elif rec.state in (NEW, READY, ABORTED) and (interrupted or was_killed or not code):
+            unstarted.append(f"{describe(proc)} not started: the run was "
+                             f"{'interrupted' if interrupted else 'stopped'}")
         elif rec.state == DONE and was_killed:
             continue                     # its part was over: killed while it exited
-        elif rec.state == DONE and stopped_ns and rec.transfers and rec.finish > stopped_ns:
+        elif rec.state == DONE and rec.transfers and not rec.whole:
             cut.append(f"{describe(proc)} stopped while running: measured until {until}")
-        elif rec.state == DONE and stopped_ns and not rec.transfers:
+        elif rec.state == DONE and not rec.whole:
             ramp = rec.ramp_transfers
             cut.append(f"{describe(proc)} stopped before it measured anything"
                        + (f" ({ramp} unmeasured transfers of its -ramp)" if ramp else ""))
@@ -201,7 +200,8 @@ def ended(procs, results: Results, exitcodes: dict[int, int | None], killed: set
         elif rec.state in (READY, RUNNING, MEASURED) or code:
             failed.append(f"{describe(proc)} stopped while {STATE_NAMES[rec.state]} "
                           f"(exit code {code})")
-    return tuple(failed), tuple(cut)
+    (cut if interrupted or failed else failed).extend(unstarted)   # (alone: nothing else
+    return tuple(failed), tuple(cut)                               # says why they did not)
 
 
 @dataclass
@@ -262,7 +262,7 @@ class Workers:
         """Stop every worker: the stop flag first, then SIGKILL to those still running
         STOP_GRACE after it; one that never started testing has nothing to lose: at once. Their
         semaphores' names go; their exit codes, by row."""
-        results.header["stop"] = 1
+        results.stop()
         self.break_barrier()
         deadline = time.monotonic() + STOP_GRACE
         states = results.rows["state"]

@@ -11,6 +11,7 @@ import os
 import stat
 import signal
 import tempfile
+import time
 from dataclasses import dataclass
 import _posixshmem
 from multiprocessing import resource_tracker, shared_memory
@@ -52,13 +53,18 @@ STATE_NAMES = ("new", "ready", "running", "measured", "done", "failed", "aborted
 SEGMENT_PREFIX = "torque-async-"    # a segment's name: the prefix and -smkey in hex
 SHM_DIR = "/dev/shm"               # where Linux keeps POSIX shared memory (shm_open names)
 MAX_SEMS = 8
-HEADER = np.dtype([("magic", "i8"), ("owner", "i8"), ("rows", "i8"), ("stop", "i8"),
+HEADER = np.dtype([("magic", "i8"), ("owner", "i8"), ("rows", "i8"),
+                   ("stop", "i8"),                    # the stop flag: when the run was first
+                                                      # stopped (Results.stop), else 0
                    ("sems", "S32", (MAX_SEMS,))])     # the run's named semaphores, while they
                                                       # exist (semaphores.py)
 ROW = np.dtype([
     ("state", "i8"), ("pid", "i8"),
     ("start", "i8"), ("finish", "i8"),            # the measured interval
     ("transfers", "i8"),                         # measured transfers (live while running)
+    ("whole", "i8"),                             # 1: its measured part reached its limit (n x
+                                                 # i, -t's deadline, a stream's frames) before
+                                                 # any stop (Meter.publish)
     ("bytes", "i8"), ("sys_bytes", "i8"),        # transfer bytes and system bytes measured
     ("extra_transfers", "i8"),                   # unmeasured transfers run under -slow
     ("ramp_transfers", "i8"),                    # unmeasured transfers run first (-ramp)
@@ -158,6 +164,11 @@ class Results:
         shm = shared_memory.SharedMemory(name)
         rows = int(np.ndarray((), HEADER, shm.buf, 0)["rows"])
         return cls(shm, rows)
+
+    def stop(self) -> int:
+        """Raise the stop flag, which holds when the run was first stopped; returns that."""
+        self.header["stop"] = int(self.header["stop"]) or time.monotonic_ns()
+        return int(self.header["stop"])
 
     def row(self, i: int) -> np.ndarray:
         """Row i as a one-record view: writes land in the segment."""
@@ -347,6 +358,7 @@ class Record:
     group_work: tuple[int, ...] = ()
     launched: int = 0
     setup_ns: int = 0
+    whole: bool = True             # its measured part was not cut short by a stop
 
     @classmethod
     def of(cls, r: np.void, row: int) -> "Record":
@@ -376,7 +388,7 @@ class Record:
                    cpu_user=int(r["cpu_user"]), cpu_sys=int(r["cpu_sys"]),
                    csw_vol=int(r["csw_vol"]), csw_invol=int(r["csw_invol"]),
                    harness_ns=int(r["harness_ns"]), launched=int(r["launched"]),
-                   setup_ns=int(r["setup_ns"]),
+                   setup_ns=int(r["setup_ns"]), whole=bool(r["whole"]),
                    op_lat=tuple(Stats(int(r["op_count"][i]), int(r["op_min"][i]),
                                       int(r["op_max"][i]), int(r["op_sum"][i]),
                                       sparse(r["op_hist"][i]))

@@ -89,7 +89,6 @@ class Supervisor:
         self.failed = asyncio.Event()
         self.problems: tuple[str, ...] = ()
         self.interrupted = 0           # the first stop signal
-        self.stopped_ns = 0            # when the run was first stopped (a signal, a failure)
         self.testing = False           # the barrier released the tests
 
     async def run(self, caught: list[int]) -> Outcome:
@@ -121,7 +120,7 @@ class Supervisor:
                 loop.remove_signal_handler(sig)
                 signal.signal(sig, handler)
         failed, cut = ended(self.procs, self.results, self.exitcodes, self.workers.killed,
-                            self.interrupted, self.stopped_ns)
+                            self.interrupted)
         return Outcome(self.results.snapshot(), self.problems + failed, self.interrupted, cut)
 
     async def unless_failed(self, step, grace: float = 0) -> None:
@@ -142,7 +141,7 @@ class Supervisor:
 
     def interrupt(self, signum: int) -> None:
         self.interrupted = self.interrupted or signum
-        self.abort()                               # (keeps a failure's earlier stop time)
+        self.abort()
 
     def watch(self, loop: asyncio.AbstractEventLoop, row: int, child) -> asyncio.Future:
         """A future that resolves when the child exits; a bad exit stops the whole run."""
@@ -230,7 +229,6 @@ class Supervisor:
                 self.loop.call_soon_threadsafe(self.abort)
 
     def abort(self) -> None:
-        self.stopped_ns = self.stopped_ns or time.monotonic_ns()
-        self.results.header["stop"] = 1
+        self.results.stop()
+        self.failed.set()              # before the barrier breaks: pass_barrier reads it
         self.workers.break_barrier()
-        self.failed.set()

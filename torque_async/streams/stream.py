@@ -118,17 +118,18 @@ class StreamTest:
             await pipe.run(g.frames)
             chunk = max(1, math.ceil(EXTRA_CHUNK / g.period))
             meter.end(pipe.finish or start)
-            self.publish(meter)
+            self.publish(meter, True)
             while meter.keep_going():
                 await pipe.run(pipe.done() + chunk)
         except Stopped:
             if meter.finish == 0:
                 meter.end(pipe.finish or start)
-                self.publish(meter)
+                self.publish(meter, False)
         meter.publish_extra(sum(p.done for p in pipe.progress) - meter.count)
 
-    def publish(self, meter: Meter) -> None:
-        meter.publish(self.transfer_bytes, self.system_bytes)
+    def publish(self, meter: Meter, whole: bool) -> None:
+        """The measured figures (`whole`: every frame measured, not stopped first)."""
+        meter.publish(self.transfer_bytes, self.system_bytes, whole=whole)
         row = meter.row
         row["nsubs"] = len(self.stages)
         for i, s in enumerate(self.pipeline.lateness):

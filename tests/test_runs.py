@@ -228,18 +228,23 @@ def test_baseline_runs_each_group_alone_first_and_a_failure_ends_the_series(monk
     def fake_run(p, linesize, meet=None):
         ran.append(tuple(g.action for g in p.groups))
         recs = tuple(record(i, 0, 1000 * MS, 100 * len(ran), MB) for i in range(len(p.procs())))
-        return orchestrator.Outcome(recs, ("test 0 failed: planted",) if len(ran) == fail_at[0]
+        failing = len(ran) == fail_at[0]
+        return orchestrator.Outcome(recs, ("test 0 failed: planted",) if failing else (),
+                                    unfinished=("test 1 stopped while running",) if failing
                                     else ())
     monkeypatch.setattr(runs.orchestrator, "run", fake_run)
     done = runs.run(plan, 64)
     assert ran == [("load",)] * 3 + [("bzero",)] * 2 and len(done.alone) == 2
     assert done.failures == ("group 1 alone (-baseline), repetition 2 of 3: test 0 failed: "
                              "planted",) and done.first is None
+    assert done.unfinished == ("group 1 alone (-baseline), repetition 2 of 3: test 1 stopped "
+                               "while running",)     # the failing run's, not the first's
     ran.clear()
     fail_at[0] = 8                                    # the second repetition together fails
     done = runs.run(plan, 64)
     assert len(ran) == 8 and len(done.together) == 2 and done.complete == done.together[:1]
     assert done.failures == ("repetition 2 of 3: test 0 failed: planted",)
+    assert done.unfinished == ("repetition 2 of 3: test 1 stopped while running",)
     procs = plan.procs()
     alone = done.alone_figures(procs)                 # medians of runs 1-3 (load), 4-6 (bzero)
     assert [a["iops"] for a in alone] == [200.0, 500.0, 500.0]

@@ -346,7 +346,7 @@ def finish(plan, done: runs.Runs, info, job, began: startup.Began | None = None)
     began = None if s.baseline else began     # (the first run together came after the others)
     rendering = time.monotonic_ns()
     lines = report.render(plan, records, procs, info, date, done.failures, outcome.interrupted,
-                          run, blocks, outcome.unfinished, began)
+                          run, blocks, done.unfinished, began)
     if any(g.local.checkpoint for g in plan.groups) and not s.bo:
         lines += ["", f"checkpoint report (ms): {(time.monotonic_ns() - rendering) / 1e6:.1f}"]
     machine = {}
@@ -356,7 +356,7 @@ def finish(plan, done: runs.Runs, info, job, began: startup.Began | None = None)
             if alone else None
         doc = export.document(plan, records, procs, info, date, done.failures,
                               [o.records for o in done.complete], alone, found, began,
-                              alone_info, done.interrupted, outcome.unfinished)
+                              alone_info, done.interrupted, done.unfinished)
         doc = report_cluster.document([o.cluster for o in done.complete], doc) if run else doc
         machine = {path: make(doc) for path, make in ((s.json, export.json_text),
                                                       (s.csv, export.csv_text)) if path}
@@ -420,7 +420,8 @@ def repeated(plan, done: runs.Runs, procs, run=None) \
               "", *report.choice_lines([o.records for o in done.complete], alone_records, procs)]
     if done.interrupted and not done.first.interrupted:   # a later repetition was stopped
         blocks += ["", f"INTERRUPTED by {signal.Signals(done.interrupted).name} after "
-                       f"{len(done.complete)} complete repetitions: the figures are theirs"]
+                       f"{len(done.complete)} complete repetitions: the figures are theirs",
+                   *done.unfinished]
     return alone, found, blocks
 
 

@@ -25,6 +25,7 @@ class Runs:
     failures: tuple[str, ...] = ()               # every run's failures, each saying which run
     interrupted: int = 0
     ranks: int = 1                               # under mpiexec: every outcome holds every rank's
+    unfinished: tuple[str, ...] = ()             # the tests a stop cut short, as failures say
 
     @property
     def first(self) -> Outcome | None:
@@ -69,39 +70,42 @@ def alone_plan(plan: Plan, group: Group) -> Plan:
 
 
 def series(plan: Plan, linesize: int, times: int, name: str, job=None) \
-        -> tuple[list[Outcome], list[str]]:
-    """Run the plan `times` times, stopping at a failure or an interrupt; the outcomes and the
-    failures, each line saying which run (`name` and the repetition). `job` (under mpiexec, a
-    cluster.Cluster): every rank's run meets the others' (job.meet) and its records are
-    gathered (job.gather)."""
-    outcomes, lines = [], []
+        -> tuple[list[Outcome], list[str], list[str]]:
+    """Run the plan `times` times, stopping at a failure or an interrupt; the outcomes, the
+    failures and the tests cut short, each line saying which run (`name` and the repetition).
+    `job` (under mpiexec, a cluster.Cluster): every rank's run meets the others' (job.meet)
+    and its records are gathered (job.gather)."""
+    outcomes, lines, cut = [], [], []
     for k in range(times):
         outcome = orchestrator.run(plan, linesize, job and job.meet)
         outcomes.append(job.gather(outcome, plan) if job else outcome)
         which = ", ".join(filter(None, (name, times > 1 and f"repetition {k + 1} of {times}")))
-        lines += [f"{which}: {f}" if which else f for f in outcome.failures]
+        said = f"{which}: " if which else ""
+        lines += [said + f for f in outcome.failures]
+        cut += [said + f for f in outcome.unfinished]
         if outcome.failures or outcome.interrupted:
             break
-    return outcomes, lines
+    return outcomes, lines, cut
 
 
 def run(plan: Plan, linesize: int, job=None) -> Runs:
     """-baseline's alone runs (if asked), then the plan's -repeat repetitions; `job`: see
     series (rank 0's Runs then counts every rank)."""
-    times, alone, failures = plan.settings.repeat, [], []
+    times, alone, failures, unfinished = plan.settings.repeat, [], [], []
     ranks = job.size if job and not job.rank else 1
     if plan.settings.baseline:
         for group in plan.groups:
-            outcomes, lines = series(alone_plan(plan, group), linesize, times,
-                                     f"group {group.index} alone (-baseline)", job)
+            outcomes, lines, cut = series(alone_plan(plan, group), linesize, times,
+                                          f"group {group.index} alone (-baseline)", job)
             alone.append(tuple(outcomes))
             failures += lines
+            unfinished += cut
             if lines or outcomes[-1].interrupted:
                 return Runs(plan, (), tuple(alone), tuple(failures), outcomes[-1].interrupted,
-                            ranks)
-    together, lines = series(plan, linesize, times, "", job)
+                            ranks, tuple(unfinished))
+    together, lines, cut = series(plan, linesize, times, "", job)
     return Runs(plan, tuple(together), tuple(alone), tuple(failures + lines),
-                together[-1].interrupted, ranks)
+                together[-1].interrupted, ranks, tuple(unfinished + cut))
 
 
 def with_alone_rates(records: tuple[Record, ...], alone: list[dict[str, float | None]]) \

@@ -117,6 +117,34 @@ def test_a_planted_30_percent_slowdown_is_significant_and_fails_on_regression(tm
     assert run_cli("compare", a, b, "--threshold", "40", "--fail-on-regression").returncode == 0
 
 
+def test_a_run_that_did_not_finish_is_named_its_tests_marked_and_it_fails_the_gate(tmp_path):
+    """B failed and cut one test short: compare compared them as whole measurements (a -bcopy
+    stopped after 0.1 s read as 90% slower, significant) and --fail-on-regression passed."""
+    a = repeated(PLAN, SAME)
+    b = repeated(PLAN, SAME)
+    bcopy, spin = b["repeats"]["runs"][1]["tests"][1], b["repeats"]["runs"][1]["tests"][2]
+    bcopy["record"]["whole"] = False
+    bcopy["figures"]["bw"] = 50.0
+    spin["record"]["error"], spin["state"] = "planted", "failed"
+    cut = "repetition 2 of 5: test 1 (-bcopy, group 1, process 0) stopped while running: " \
+        "measured until a failure stopped the run"
+    b |= {"failures": ["repetition 2 of 5: test 2 (-spinWait, group 2, process 0) failed: "
+                       "planted"], "cut_short": [cut], "interrupted": None}
+    found = by_figure(compare.compare(a, b))
+    assert found[("-KB 64 -bcopy", "BW")].unfinished == ("cut short in B",)
+    assert found[("-spinWait", "loops/s")].unfinished == ("failed in B",)
+    assert found[("-n 8 -MB 4 -load", "BW")].unfinished == ()
+    assert not any(c.regression(5) for c in found.values())
+    paths = write(a, tmp_path / "a.json"), write(b, tmp_path / "b.json")
+    r = run_cli("compare", *paths, "--fail-on-regression")
+    assert r.returncode == 1, r.stderr
+    assert f"note: B did not finish: {cut}\n" in r.stdout
+    assert "did not finish (cut short in B)" in r.stdout
+    assert "figures of tests that did not finish (failed, or cut short by a stop)" in r.stdout
+    assert run_cli("compare", *reversed(paths), "--fail-on-regression").returncode == 0
+    assert "note: A did not finish: " in run_cli("compare", *reversed(paths)).stdout
+
+
 def test_a_series_is_each_run_against_the_base(tmp_path):
     base = write(repeated(PLAN, SAME), tmp_path / "base.json")
     one = write(repeated(PLAN, SAME), tmp_path / "one.json")

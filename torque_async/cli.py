@@ -127,7 +127,8 @@ def plot_command(results: str, output: str | None) -> None:
 @click.option("--threshold", type=click.FloatRange(min=0), default=5.0, show_default=True,
               help="changes smaller than this many percent count as no change")
 @click.option("--fail-on-regression", is_flag=True,
-              help="exit with 1 when a run is significantly worse than BASE beyond the threshold")
+              help="exit with 1 when a run is significantly worse than BASE beyond the threshold, "
+                   "or did not finish (interrupted, a test failed or was cut short)")
 def compare_command(base: str, runs: tuple[str, ...], threshold: float,
                     fail_on_regression: bool) -> None:
     """What changed from run BASE to each RUN (-json files; -repeat on both sides tells a
@@ -147,7 +148,8 @@ def compare_command(base: str, runs: tuple[str, ...], threshold: float,
         except DAMAGED as e:
             fail(f"compare: {base} and {path}: {damaged(e)}", 2)
         say(([""] if i else []) + report)
-        worse |= any(c.regression(threshold) for c in found.changes)
+        worse |= any(c.regression(threshold) for c in found.changes) or \
+            bool(comparing.incomplete(doc, path))
         unmatched |= not found.changes
     sys.exit(2 if unmatched else 1 if fail_on_regression and worse else 0)
 

@@ -10,7 +10,9 @@ the matched tests only; unmatched tests are listed apart, never summed.
 
 With repetitions on both sides (-repeat), a change is significant when a two-sample t-test
 (Welch's, 95%) says the means differ, as pyperf's compare_to does; with one value on either side
-a change cannot be told from noise, and the report says so.
+a change cannot be told from noise, and the report says so. A test that failed, or that a stop
+(a signal, another test's failure) cut short, is compared on what it measured but marked, and
+never counted as a regression; the report names each run's failures and interruption first.
 """
 from __future__ import annotations
 
@@ -168,6 +170,7 @@ class Change:
     a: tuple[float, ...]
     b: tuple[float, ...]
     unresolved: tuple[str, ...] = ()   # flags (short, harness) of either side's repetitions
+    unfinished: tuple[str, ...] = ()   # "failed in B", "cut short in A" (unfinished())
 
     @property
     def pct(self) -> float | None:
@@ -197,7 +200,8 @@ class Change:
     def regression(self, threshold: float) -> bool:
         """A significant change for the worse beyond the threshold, of figures both runs
         resolved."""
-        return bool(self.significant) and self.worse(threshold) and not self.unresolved
+        return bool(self.significant) and self.worse(threshold) and not self.unresolved \
+            and not self.unfinished
 
     def verdict(self, threshold: float) -> str:
         pct, gain = self.pct, self.gain(threshold)
@@ -207,6 +211,7 @@ class Change:
         change = f"{pct:+.1f}%" if pct is not None else "from 0"
         sig = self.significant
         flags = f"; not resolved ({', '.join(self.unresolved)})" if self.unresolved else ""
+        flags += f"; did not finish ({', '.join(self.unfinished)})" if self.unfinished else ""
         if sig is None:
             return f"{change} {direction}, cannot be told from noise (one run: use -repeat)" \
                 + flags
@@ -255,19 +260,37 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> Comparison:
         ta, tb = [[rep[i] for i in ia] for rep in reps_a], [[rep[j] for j in jb] for rep in reps_b]
         fa, fb = [group_figures(t) for t in ta], [group_figures(t) for t in tb]
         flags = tuple(sorted({f for t in ta + tb for x in t for f in x.get("flags") or ()}))
+        ended = tuple(sorted({f"{how} in {side}" for side, reps in (("A", ta), ("B", tb))
+                              for t in reps for x in t if (how := unfinished(x))}))
         for fig, (unit, up, _) in fa[0].items():
             va = tuple(f[fig][2] for f in fa if f.get(fig) and f[fig][2] is not None)
             vb = tuple(f[fig][2] for f in fb if f.get(fig) and f[fig][2] is not None)
             if va and vb:
-                changes.append(Change(name, fig, unit, up, va, vb, flags))
+                changes.append(Change(name, fig, unit, up, va, vb, flags, ended))
     total = lambda reps, idx: tuple(sum(rep[k]["sys_bw"] for k in idx) for rep in reps)  # noqa
     if matched or groups:
         pairs = matched + groups
         changes.append(Change("Total (matched tests)", "BW", "MB/s", True,
                               total(reps_a, [i for ia, _ in pairs for i in ia]),
                               total(reps_b, [j for _, jb in pairs for j in jb]),
-                              tuple(sorted({f for c in changes for f in c.unresolved}))))
+                              tuple(sorted({f for c in changes for f in c.unresolved})),
+                              tuple(sorted({f for c in changes for f in c.unfinished}))))
     return Comparison(tuple(changes), tuple(only_a), tuple(only_b))
+
+
+def unfinished(test: dict[str, Any]) -> str | None:
+    """How a test's measured part did not reach its end: "failed" (its error, or it never got to
+    done), "cut short" (a stop ended it before its limit), else None."""
+    if test["record"].get("error") or test["state"] != "done":
+        return "failed"
+    return None if test["record"].get("whole", True) else "cut short"
+
+
+def incomplete(doc: dict[str, Any], label: str) -> list[str]:
+    """What the run `label` says went wrong: its interruption, failures and tests cut short."""
+    signal = [f"interrupted by {doc['interrupted']}"] if doc.get("interrupted") else []
+    return [f"note: {label} did not finish: {line}"
+            for line in (*signal, *doc.get("failures", ()), *(doc.get("cut_short") or ()))]
 
 
 def provenance(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
@@ -318,7 +341,7 @@ def lines(found: Comparison, docs: tuple[dict[str, Any], dict[str, Any]],
     out = [f"{label}: {path} ({doc['date']}, {len(repetitions(doc))} repetition"
            f"{'s' if len(repetitions(doc)) > 1 else ''}): torque-async {doc['command']}".rstrip()
            for label, path, doc in zip("AB", names, docs)]
-    out += provenance(*docs)
+    out += provenance(*docs) + incomplete(docs[0], "A") + incomplete(docs[1], "B")
     out += ["", "test, figure, A, B, unit, change"]
     out += [", ".join((c.test, c.figure, value_text(c.a), value_text(c.b), c.unit,
                        c.verdict(threshold))) for c in found.changes]
@@ -340,4 +363,8 @@ def lines(found: Comparison, docs: tuple[dict[str, Any], dict[str, Any]],
         summary += (f"; {unresolved} figure{'s' * (unresolved > 1)} not resolved on one side or "
                     f"both (measured too briefly, or the harness's cost too large a share: "
                     f"lengthen the tests, e.g. -t), never counted as a regression")
+    ended = sum(bool(c.unfinished) for c in found.changes)
+    if ended:
+        summary += (f"; {ended} figure{'s' * (ended > 1)} of tests that did not finish (failed, "
+                    f"or cut short by a stop), never counted as a regression")
     return out + ["", summary]

@@ -21,7 +21,6 @@ import pytest
 
 from torque_async import cluster, export, report, report_cluster
 from torque_async.cluster import Cluster, Pong, offset_of, shift
-from torque_async.kinds import KINDS
 from torque_async.report_cluster import ClusterRun, Rank
 from torque_async.results import READY, RUNNING, owner_of, segment_name
 
@@ -426,7 +425,6 @@ def test_a_rank_s_guard_removes_only_the_mpi_files_it_was_given_while_they_are_t
 
 
 def test_a_rank_that_ended_mpi_has_its_guard_remove_only_the_mpi_files_left(tmp_path):
-    from torque_async import cleanup_guard
     mine, other = tmp_path / "mpich_shm_1_0", tmp_path / "mpich_shm_2_0"
     mine.write_text("x")
     other.write_text("x")

@@ -217,6 +217,8 @@ def test_compare_takes_the_unrounded_figures_as_the_repeat_block_does():
             "figures": {"bw": 1.3691, "iops": 350.51}, "record": {}}
     got = compare.figures(test)
     assert got["IO/s"][2] == 350.51 and got["BW"][2] == 1.3691
+    dead = {"family": "file", "table": None, "figures": {"bw": None, "iops": None}}
+    assert compare.figures(dead)["BW"] == ("MB/s", True, None)     # it published no row
 
 
 def test_a_regression_of_figures_not_resolved_is_flagged_and_never_fails(tmp_path):

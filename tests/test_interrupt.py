@@ -21,7 +21,7 @@ import pytest
 from torque_async import orchestrator
 from torque_async.results import DONE, MEASURED, READY, RUNNING, free_segment, segment_name
 
-from conftest import (ENV, assert_one_clean_line, never_alive, rows_of, run_cli, start, table,
+from conftest import (ENV, assert_one_clean_line, never_alive, run_cli, start, table,
                       wait_for_rows)
 
 LONG = ["-n", "16", "-i", "1000000", "-KB", "256", "-bzero", "-spinWait"]

@@ -130,10 +130,13 @@ def test_a_worker_killed_at_the_start_barrier_ends_the_run_not_hangs_it():
 
 def test_a_killed_worker_ends_the_run_cleanly_and_names_the_test(tmp_path):
     """The test the failure cut short says so (in the report and the JSON), as one a signal
-    cut short does: it read as done, as if its count had been made."""
+    cut short does: it read as done, as if its count had been made. The dead one published
+    nothing: it has no table row (its live count, with start and finish 0, printed as a row
+    some 10**12 ms before the start)."""
     proc = start("-smkey", "0x7008", "-json", "r.json", "-n", "16", "-i", "1000000", "-KB",
                  "64", "-bzero", "-spinWait", cwd=tmp_path)
-    victim = int(wait_for_rows(0x7008, 2, RUNNING)["pid"][0])
+    victim = int(wait_for_rows(0x7008, 2, RUNNING, until=lambda r: r["transfers"][0] > 0)
+                 ["pid"][0])
     children = psutil.Process(proc.pid).children(recursive=True)
     os.kill(victim, signal.SIGKILL)
     out, err = proc.communicate(timeout=30)
@@ -145,6 +148,8 @@ def test_a_killed_worker_ends_the_run_cleanly_and_names_the_test(tmp_path):
                                  "test 0 (-bzero, group 0, process 0) died: SIGKILL\n" + cut)
     doc = json.loads((tmp_path / "r.json").read_text())
     assert doc["cut_short"] == [cut] and doc["interrupted"] is None
+    assert [row[0] for row in table(out)] == ["1"] and "proc 0:" not in out   # (0.0 ms: short)
+    assert doc["tests"][0]["table"] is None and doc["tests"][1]["table"]["proc"] == 1
     assert [t["record"]["transfers"] < 1000000 * 16 for t in doc["tests"]] == [True, True]
     assert not shm_left(0x7008)
     gone, alive = psutil.wait_procs(children, timeout=5)

@@ -68,7 +68,7 @@ def significant(a: list[float], b: list[float]) -> bool | None:
 
 def figures(test: dict[str, Any]) -> dict[str, tuple[str, bool, float | None]]:
     """name -> (unit, higher is better, value) of the figures a test's family reports."""
-    family, table, lat = test["family"], test["table"], test.get("latency") or {}
+    family, table, lat = test["family"], test["table"] or {}, test.get("latency") or {}
     out: dict[str, tuple[str, bool, float | None]] = {}
     if test.get("spin"):
         out["loops/s"] = ("Mloops/s", True, test["spin"]["loops_per_s"] / 1e6)
@@ -77,8 +77,8 @@ def figures(test: dict[str, Any]) -> dict[str, tuple[str, bool, float | None]]:
         out["lateness max"] = ("us", False, _us(lat.get("max")))
     else:
         exact = test.get("figures") or {}          # unrounded, as the -repeat block's
-        out["BW"] = ("MB/s", True, exact.get("bw", table["bw"]))
-        out["IO/s"] = ("IO/s", True, exact.get("iops", table["iops"]))
+        out["BW"] = ("MB/s", True, exact.get("bw", table.get("bw")))
+        out["IO/s"] = ("IO/s", True, exact.get("iops", table.get("iops")))
         out["latency p50"] = ("us", False, _us(lat.get("p50")))
         out["latency p99"] = ("us", False, _us(lat.get("p99")))
     for name, sub in stream_subs(test):

@@ -85,7 +85,8 @@ def streams(rec: Record, proc: Proc, t0: int) -> dict[str, Any] | None:
 
 # The derived figures of one test process: name -> f(record, proc, time zero).
 FIGURES: dict[str, Callable[[Record, Proc, int], Any]] = {
-    "table": lambda rec, proc, t0: asdict(report.table_row(rec, proc, t0)),
+    "table": lambda rec, proc, t0: asdict(report.table_row(rec, proc, t0)) if rec.measured
+    else None,
     "sys_bw": lambda rec, proc, t0: mb_per_s(rec.sys_bytes, rec.elapsed),
     "latency": lambda rec, proc, t0: report.latency_summary(rec),
     "spin": lambda rec, proc, t0: report.spin_rates(rec),

@@ -69,7 +69,7 @@ def names(proc: Proc) -> tuple[str, ...]:
 def main_figures(rec: Record, proc: Proc) -> dict[str, float | None]:
     """Every figure's value for this test: None where it does not apply or nothing was
     measured."""
-    mine = names(proc) if rec.transfers and rec.elapsed > 0 else ()
+    mine = names(proc) if rec.measured else ()
     return {name: f.value(rec) if name in mine else None for name, f in FIGURES.items()}
 
 

@@ -103,7 +103,7 @@ def bw_lines(plan: Plan, records, procs) -> list[str]:
 def overlap_window(records) -> tuple[int, int, int] | None:
     """(latest start, earliest finish, count) of the tests that measured, None for fewer than
     two; they all ran together only when start < finish."""
-    measured = [r for r in records if r.transfers]
+    measured = [r for r in records if r.measured]
     if len(measured) < 2:
         return None
     return max(r.start for r in measured), min(r.finish for r in measured), len(measured)
@@ -176,7 +176,7 @@ def group_figures(records) -> dict | None:
     """A group's summary: total IO/s and MB/s, latency percentiles of the merged histograms
     (never an average of percentiles), and reads and writes apart when its test splits them;
     None when nothing was measured."""
-    measured = [r for r in records if r.transfers]
+    measured = [r for r in records if r.measured]
     if not measured:
         return None
     out = {"processes": len(records),
@@ -311,7 +311,7 @@ def resolution_flags(rec: Record) -> dict[str, str]:
     """Why a test's figures cannot be trusted as exact: "short", a measured interval under
     SHORTEST_NS (STREAM's rule: enough clock ticks), "harness", the harness's own cost per
     transfer over HARNESS_SHARE of a transfer's time; each with its note."""
-    if not rec.transfers:
+    if not rec.measured:
         return {}
     flags, per = {}, rec.elapsed / rec.transfers
     if rec.elapsed < SHORTEST_NS:
@@ -734,7 +734,7 @@ def render(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], inf
     rows, each = tuple(r for r, _ in shown), tuple(p for _, p in shown)
     lines.append(TABLE_HEADER + (cluster.columns if cluster else ""))
     lines += [table_row(r, p, t0).text() + where(cluster, r.row)
-              for r, p in zip(rows, each) if r.transfers]
+              for r, p in zip(rows, each) if r.measured]
     lines += [*resolution_lines(rows), "", *summary_lines(plan, records, procs)]
     lines += filter(None, (overlap_line(plan, records, t0, cluster), startup_line(began, t0),
                            loop_line(records, procs, rank_of(cluster)), *spin_lines(records),

@@ -407,5 +407,11 @@ class Record:
         return self.finish - self.start
 
     @property
+    def measured(self) -> bool:
+        """It published its measured part's figures: a test that died while running has only
+        the live count, no interval (start and finish 0) and no bytes."""
+        return self.transfers > 0 and self.finish > self.start
+
+    @property
     def ok(self) -> bool:
         return self.state == DONE

@@ -22,8 +22,7 @@ def group_summary(group, records, procs) -> dict[str, Any] | None:
     first client's start to its last one's finish, latency per request and per operation from
     the histograms of the measured requests merged over its clients, the sizes of the tree, and
     the most files open at once."""
-    mine = [r for r, p in zip(records, procs)      # a client that failed before it published
-            if p.group is group and r.transfers and r.finish > r.start > 0]   # has no interval
+    mine = [r for r, p in zip(records, procs) if p.group is group and r.measured]
     if group.action != "web" or not mine:
         return None
     span = max(r.finish for r in mine) - min(r.start for r in mine)

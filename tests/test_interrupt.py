@@ -18,11 +18,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from torque_async import orchestrator
+from torque_async import cli, orchestrator
 from torque_async.results import DONE, MEASURED, READY, RUNNING, free_segment, segment_name
 
-from conftest import (ENV, assert_one_clean_line, never_alive, run_cli, start, table,
-                      wait_for_rows)
+from conftest import (ENV, assert_one_clean_line, execute, never_alive, run_cli, start,
+                      table, wait_for_rows)
 
 LONG = ["-n", "16", "-i", "1000000", "-KB", "256", "-bzero", "-spinWait"]
 CODES = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
@@ -107,6 +107,44 @@ scratch._unlink = held
 sys.argv = ["torque-async", *sys.argv[1:]]
 launch.main()
 """
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_after_the_tests_ended_lets_the_report_and_its_files_be_written(
+        tmp_path, monkeypatch, capsys, key, sig):
+    """A stop signal once the tests are over (here as the machine is surveyed, before the
+    report) is held: the report and -json are written whole, the JSON says no test was
+    interrupted, and the exit status and one line say the signal came. It lost them: the run's
+    end raised it, with nothing printed but 'interrupted'."""
+    real = cli.survey
+
+    def survey(*args):
+        os.kill(os.getpid(), sig)
+        return real(*args)
+    monkeypatch.setattr(cli, "survey", survey)
+    monkeypatch.chdir(tmp_path)
+    code, out, err = execute(capsys, "-smkey", key, "-json", "r.json", "-n", "4", "-i", "1",
+                             "-KB", "64", "-bzero")
+    assert (code, err) == (CODES[sig], f"torque-async: interrupted by {signal.Signals(sig).name} "
+                           "after the tests ended: it stopped none of them, and the report and "
+                           "its files are whole\n")
+    assert [(row[4], row[8]) for row in table(out)] == [("4", "Bzero")]
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["interrupted"] is None and doc["tests"][0]["record"]["transfers"] == 4
+
+
+def test_a_second_signal_after_the_tests_ended_ends_the_report_at_once(tmp_path, monkeypatch,
+                                                                        capsys, key):
+    """(A report stuck on a full pipe must still end.) The scratch files still go."""
+    def survey(*args):
+        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGINT)
+    monkeypatch.setattr(cli, "survey", survey)
+    monkeypatch.chdir(tmp_path)
+    code, out, err = execute(capsys, "-smkey", key, "-json", "r.json", "-n", "4", "-KB", "4",
+                             "-mfileMB", "1", "-rand")
+    assert (code, out, err) == (130, "", "torque-async: interrupted by SIGINT\n")
+    assert os.listdir(tmp_path) == []              # no -json, no scratch directory
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])

@@ -201,9 +201,9 @@ def execute(argv: list[str], began: startup.Began | None = None) -> int:
     began = began or startup.now()
     for sig in orchestrator.STOP_SIGNALS:
         signal.signal(sig, orchestrator.raise_interrupted)
-    code = 1
+    code, late = 1, []
     try:
-        code = run_plan(argv, began)
+        code = run_plan(argv, began, late)
     except orchestrator.Interrupted as e:
         print(f"torque-async: interrupted by {e}", file=sys.stderr)
         code = 128 + e.signum
@@ -211,33 +211,36 @@ def execute(argv: list[str], began: startup.Began | None = None) -> int:
         error(f"running the plan: {e.filename}: {e.strerror}" if e.filename is not None
               else f"running the plan: {e.strerror or e}")
     finally:
-        late = removed()
+        hold(late, again_ends=False)       # an unlink cannot be cut short
+        scratch = sys.modules.get("torque_async.io.scratch")
+        if scratch is not None:            # (threads of io/scratch.release, behind the report)
+            scratch.remove()
         for sig in orchestrator.STOP_SIGNALS:
             signal.signal(sig, signal.SIG_DFL if sig != signal.SIGINT else signal.default_int_handler)
     if late and code < 128:
-        print(f"torque-async: interrupted by {signal.Signals(late).name} while its scratch "
-              f"files were removed", file=sys.stderr)
-        code = 128 + late
+        print(f"torque-async: interrupted by {signal.Signals(late[0]).name} after the tests "
+              f"ended: it stopped none of them, and the report and its files are whole",
+              file=sys.stderr)
+        code = 128 + late[0]
     return code
 
 
-def removed() -> int:
-    """Wait for the scratch files' removal (threads of io/scratch.release, behind the report)
-    while the stop signals are still ours; a stop signal meanwhile is handled after it (an
-    unlink cannot be cut short): returns its number, or 0."""
-    scratch, late = sys.modules.get("torque_async.io.scratch"), 0
-    while scratch is not None:
-        try:
-            scratch.remove()
-            return late
-        except orchestrator.Interrupted as e:
-            late = e.signum
-    return late
+def hold(late: list[int], again_ends: bool = True) -> None:
+    """From the tests' end: a stop signal is noted in `late`, not raised. What is left (the
+    report, its files, the scratch files' removal) is quick, and a signal in its middle lost
+    the report of a run that was over, or left scratch files; the exit status still says it.
+    A second one ends the report at once (stuck on a full pipe), never the removal."""
+    def held(signum: int, _frame) -> None:
+        if late and again_ends:
+            raise orchestrator.Interrupted(signum)
+        late.append(signum)
+    for sig in orchestrator.STOP_SIGNALS:
+        signal.signal(sig, held)
 
 
-def run_plan(argv: list[str], began: startup.Began) -> int:
+def run_plan(argv: list[str], began: startup.Began, late: list[int]) -> int:
     """The run's steps: parse; answer a question (help, -quit) or free leftovers; check;
-    run; report and export."""
+    run; report and export (a stop signal from the runs' end is held in `late`)."""
     try:
         plan = cmdline.parse(argv)
         answer = answers(plan)
@@ -262,6 +265,7 @@ def run_plan(argv: list[str], began: startup.Began) -> int:
         if s.vl >= 3:
             plan = trace_every_transfer(plan)
         done = runs.run(plan, sysinfo.cache_line(), job)
+        hold(late)
         # a rank that will end every rank meets none at the survey (a collective): rank 0,
         # interrupted alone, waited there for ranks that ran on
         info = sysinfo.collect() if job and (done.failures or done.interrupted) else \

@@ -1,7 +1,8 @@
 """The command's entry point: a stop signal while the modules still load (Ctrl-C, SIGTERM,
 SIGHUP) ends it as a run's interrupt would (one line, 128 + the signal, its exit hooks run: the
 workers' server's directory is removed), not with a traceback from inside an import or no word
-at all. A signal ignored at the start (nohup) stays ignored."""
+at all. A signal ignored at the start (nohup) stays ignored; one once the command has returned
+(during the exit) is ignored."""
 from __future__ import annotations
 
 import signal
@@ -30,7 +31,11 @@ def main() -> None:
         signum = e.args[0] if isinstance(e, Stopped) else signal.SIGINT
         print(f"torque-async: interrupted by {signal.Signals(signum).name}", file=sys.stderr)
         sys.exit(128 + signum)
-    command(prog_name="torque-async")
+    try:
+        command(prog_name="torque-async")
+    finally:                  # the exit (its hooks, the interpreter's teardown: 70 ms): there
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # is nothing left to stop, and
+            signal.signal(sig, signal.SIG_IGN)     # a Ctrl-C there died of a KeyboardInterrupt
 
 
 def early(argv: list[str]) -> None:

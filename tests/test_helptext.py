@@ -7,7 +7,7 @@ from click.testing import CliRunner
 
 from tools import readme_options
 from torque_async.cli import main
-from torque_async.helptext import INDENT, WIDTH, help_lines
+from torque_async.helptext import INDENT, WIDTH, help_lines, option_line
 from torque_async.options import ACTION, GLOBAL, LOCAL, OPTIONS
 
 from conftest import execute
@@ -56,10 +56,24 @@ def test_stream_arguments_say_their_units():
 
 
 def test_click_help_prints_the_option_help_too():
-    for argv in (["--help"], ["run", "--help"], ["-load", "--help"]):
+    for argv in (["--help"], ["run", "--help"], ["--help", "compare"]):
         r = CliRunner().invoke(main, argv, prog_name="torque-async")
         assert r.exit_code == 0 and "\n".join(help_lines("all")) in r.output, argv
     assert "Commands:" in CliRunner().invoke(main, ["--help"]).output
+
+
+def test_help_beside_option_names_prints_those_options_alone(capsys):
+    """`-help -percR` (a newcomer's way to ask about one option) said '-percR needs 1
+    argument'; `--help -streams` printed all 223 lines."""
+    percr, streams = option_line("percR"), option_line("streams")
+    for argv in (["-help", "-percR"], ["-percR", "-hl"], ["-h", "-percR", "-n", "4"]):
+        code, out, err = execute(capsys, *argv)
+        assert (code, err) == (0, "") and out.splitlines() == percr + (
+            option_line("n") if "-n" in argv else []), argv
+    for argv in (["--help", "-percR", "-streams"], ["run", "-percR", "--help", "-streams"],
+                 ["-percR", "-streams", "--help"]):
+        r = CliRunner().invoke(main, argv, prog_name="torque-async")
+        assert (r.exit_code, r.output.splitlines()) == (0, percr + streams), argv
 
 
 def complete(line: str) -> list[str]:

@@ -32,7 +32,8 @@ class DefaultRun(click.Group):
     def parse_args(self, ctx, args):
         completing = ctx.resilient_parsing and not args     # complete the subcommands too
         if not completing and (not args or (args[0] not in self.commands
-                                            and not args[0].startswith("--"))):
+                                            and not args[0].startswith("--"))
+                               or args[0] == "--help" and any(a[:1] == "-" for a in args[1:])):
             args = ["run", *args]
         return super().parse_args(ctx, args)
 
@@ -87,7 +88,7 @@ def main() -> None:
 def run(tokens: tuple[str, ...]) -> None:
     """Run tests (the default command), in torque's grammar: -p 2 -n 8 -MB 4 -load"""
     if "--help" in tokens:                  # click's convention, besides torque's -help
-        say(helptext.help_lines("all"))
+        say(helptext.asked_about(list(tokens)) or helptext.help_lines("all"))
         sys.exit(0)
     sys.exit(cluster.finish(execute(list(tokens), startup.process_start())))
 
@@ -241,6 +242,9 @@ def hold(late: list[int], again_ends: bool = True) -> None:
 def run_plan(argv: list[str], began: startup.Began, late: list[int]) -> int:
     """The run's steps: parse; answer a question (help, -quit) or free leftovers; check;
     run; report and export (a stop signal from the runs' end is held in `late`)."""
+    if about := helptext.asked_about(argv):
+        say(about)
+        return 0
     try:
         plan = cmdline.parse(argv)
         answer = answers(plan)

@@ -87,6 +87,18 @@ def help_lines(level: str) -> list[str]:
     return lines
 
 
+def asked_about(argv: list[str]) -> list[str] | None:
+    """`-help -percR -streams` (any help option, or --help, beside other option names): the
+    help of those options, in the order named; None when no help option or no other option is
+    named (the options need no arguments here: `-help -percR` read as -percR without its p)."""
+    names = [a[1:] for a in argv if a.startswith("-") and a[1:] in OPTIONS]
+    helps = {n for n in names if OPTIONS[n].field == "help"}
+    others = dict.fromkeys(n for n in names if n not in helps)
+    if not others or not (helps or "--help" in argv):
+        return None
+    return [line for name in others for line in option_line(name)]
+
+
 def plan_lines(plan: Plan) -> list[str]:
     """What -quit shows: the globals that were set, then each group's locals and action."""
     s = plan.settings

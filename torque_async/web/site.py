@@ -11,7 +11,7 @@ manifest), not -seed: one tree serves every seed and is reused while its law mat
 DIR/torque-web.json (the manifest) names the law, the leaf directories and every size; it is
 written before the files (complete: false) and again after them (complete: true), so every name
 an interrupted -cfiles made is still recognised as torque-async's own. DIR/torque-web.log is the
-log the clients append to, created with O_EXCL. Everything is opened relative to directory
+log the clients append to, created with O_EXCL and emptied at each run's set-up. Everything is opened relative to directory
 descriptors with O_NOFOLLOW; a symbolic link or a file with other hard links among the tree's
 names is refused, and so is any other name under DIR unless -allowForeign.
 """
@@ -408,10 +408,13 @@ def open_tree(root: str, law: Law, made: bool) -> Tree:
 
 
 def open_log(tree: Tree) -> int:
-    """The log for appending: a plain file of the tree with no other link."""
+    """The log for appending: a plain file of the tree with no other link, emptied once that
+    is checked. Each run starts it anew, as filebench makes its log fileset anew (appended to
+    for ever, it grew by 37 MB a second of each run)."""
     fd = os.open(LOG, os.O_WRONLY | os.O_APPEND | NOFOLLOW, dir_fd=tree.fd)
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
         os.close(fd)
         raise ValueError(f"{os.path.join(tree.root, LOG)} is not a plain file with one link")
+    os.ftruncate(fd, 0)
     return fd

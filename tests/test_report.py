@@ -1,6 +1,7 @@
 """The report is pure: known records in, the man page's lines out."""
 from __future__ import annotations
 
+import signal
 from dataclasses import replace
 
 from torque_async import cmdline, report
@@ -100,6 +101,21 @@ def test_render_has_header_group_block_table_and_bw_and_honours_nh_and_bo():
                        plan.procs(), INFO, "today")
     assert bo == ["BW, Load, Total", "BW:, 714, 714", "",
                   "714: Total Bandwidth Consumed (MBytes/sec)"]
+
+
+def test_bandwidth_only_still_says_what_is_not_whole():
+    """-bo kept the BW lines alone: an unresolved figure, an interruption and a failure went
+    unsaid (a spreadsheet of `-nh -bo | grep BW:` runs collected them as exact)."""
+    plan = cmdline.parse("-bo -n 8 -MB 4 -load".split())
+    short = (record(0, 0, 4 * MS, 8, 4 * MB),)
+    lines = report.render(plan, short, plan.procs(), INFO, "today", ("test 0 failed: x",),
+                          signal.SIGINT, unfinished=("test 0 stopped while running",))
+    assert lines == ["BW, Load, Total", "BW:, 8000, 8000", "",
+                     "8000: Total Bandwidth Consumed (MBytes/sec)", "",
+                     "proc 0: measured for 4.0 ms (< 100 ms): its figures are not resolved", "",
+                     "INTERRUPTED by SIGINT: the figures cover the transfers measured before it",
+                     "test 0 stopped while running", "",
+                     "INCOMPLETE: some tests failed", "test 0 failed: x"]
 
 
 def test_overlap_warns_when_measured_intervals_do_not_meet_with_advice_for_the_plan():

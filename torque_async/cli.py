@@ -372,7 +372,7 @@ def finish(plan, done: runs.Runs, info, job, began: startup.Began | None = None)
                                                       (s.csv, export.csv_text)) if path}
     say(lines, err="-" in machine)
     unwritten = [outputs.write_result(path, text) for path, text in machine.items()]
-    shown = not s.bo and ("-" in machine or same_file(sys.stdout, sys.stderr))
+    shown = "-" in machine or same_file(sys.stdout, sys.stderr)
     say([f"torque-async: {line}" for line in (*(() if shown else done.failures),
                                               *filter(None, unwritten))], err=True)
     if done.interrupted:

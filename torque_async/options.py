@@ -164,7 +164,8 @@ _G = [
     Option("baseline", GLOBAL, "run each group alone first (same plan), then all together; "
            "the report adds alone / together / change per test, largest slowdown first",
            group="Execution"),
-    Option("bo", GLOBAL, "print only the bandwidth results", group="Output"),
+    Option("bo", GLOBAL, "print only the bandwidth results (and what says they are not whole: "
+           "figures not resolved, an interruption, failures)", group="Output"),
     Option("c", GLOBAL, "configuration file (default Torque.config in the working directory, else "
            "the default workload shipped in the package)",
            (Arg("file", text),), dest="config", group="Configuration"),

@@ -713,14 +713,19 @@ def render(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], inf
            date: str, failures: tuple[str, ...] = (), interrupted: int = 0,
            cluster=None, runs: list[str] = (), unfinished: tuple[str, ...] = (),
            began=None) -> list[str]:
-    """The whole text report; -nh drops the header, -bo keeps only the bandwidth lines; a
+    """The whole text report; -nh drops the header, -bo keeps only the bandwidth lines, with
+    what says they are not whole (figures not resolved, an interruption, failures); a
     report_cluster.ClusterRun adds Host and Rank columns and the cluster's block; `runs`: the
     -repeat and -baseline blocks, printed after the table; `unfinished` lists the tests a stop
     (a signal, a failure) cut short; `began` (a startup.Began) when the command started."""
     t0 = time_zero(records)
     bw = bw_lines(plan, records, procs)
+    # the processes listed one by one (a grouped kind's only with -v)
+    shown = [(r, p) for r, p in zip(records, procs) if per_process(p, plan.settings.vl)]
+    rows, each = tuple(r for r, _ in shown), tuple(p for _, p in shown)
+    closing = closing_lines(failures, interrupted, unfinished)
     if plan.settings.bo:
-        return bw
+        return nonblank([*bw, "", *resolution_lines(rows), "", *closing])
     lines: list[str] = []
     if not plan.settings.nh:
         lines += [f"torque-async, version: {__version__}", f"torque-async {plan.command}".rstrip(),
@@ -729,12 +734,9 @@ def render(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], inf
                   f"We waited for {len(procs)} process{'es' * (len(procs) != 1)}"]
         for group in plan.groups:
             lines += group_lines(plan, group, records, procs, rank_of(cluster)) + [""]
-    # the processes listed one by one (a grouped kind's only with -v)
-    shown = [(r, p) for r, p in zip(records, procs) if per_process(p, plan.settings.vl)]
-    rows, each = tuple(r for r, _ in shown), tuple(p for _, p in shown)
-    lines.append(TABLE_HEADER + (cluster.columns if cluster else ""))
-    lines += [table_row(r, p, t0).text() + where(cluster, r.row)
-              for r, p in zip(rows, each) if r.measured]
+    table = [table_row(r, p, t0).text() + where(cluster, r.row)
+             for r, p in zip(rows, each) if r.measured]
+    lines += [TABLE_HEADER + (cluster.columns if cluster else ""), *table] if table else []
     lines += [*resolution_lines(rows), "", *summary_lines(plan, records, procs)]
     lines += filter(None, (overlap_line(plan, records, t0, cluster), startup_line(began, t0),
                            loop_line(records, procs, rank_of(cluster)), *spin_lines(records),
@@ -747,11 +749,24 @@ def render(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], inf
         lines += ["", *detail_lines(records, procs, plan.settings.vl)]
     if not plan.settings.nh:
         lines += ["", *latency_lines(rows, each), "", *cpu_lines(rows, each)]
-    lines += ["", *bw]
+    return nonblank([*lines, "", *bw, "", *closing])
+
+
+def closing_lines(failures: tuple[str, ...], interrupted: int,
+                  unfinished: tuple[str, ...]) -> list[str]:
+    """What says the figures are not whole: the interruption, the failures, each with the tests
+    the stop cut short."""
+    lines = []
     if interrupted:
-        lines += ["", f"INTERRUPTED by {signal.Signals(interrupted).name}: the figures cover the "
-                      f"transfers measured before it", *unfinished]
+        lines += [f"INTERRUPTED by {signal.Signals(interrupted).name}: the figures cover the "
+                  f"transfers measured before it", *unfinished, ""]
     if failures:
-        lines += ["", "INCOMPLETE: some tests failed", *failures,
+        lines += ["INCOMPLETE: some tests failed", *failures,
                   *(() if interrupted else unfinished)]
-    return [ln for i, ln in enumerate(lines) if ln or (i and lines[i - 1])]
+    return lines
+
+
+def nonblank(lines: list[str]) -> list[str]:
+    """No blank line first, none after another, none last."""
+    kept = [ln for i, ln in enumerate(lines) if ln or (i and lines[i - 1])]
+    return kept[:-1] if kept and not kept[-1] else kept

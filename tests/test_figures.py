@@ -10,6 +10,7 @@ from dataclasses import replace
 
 import jsonschema
 import numpy as np
+import pytest
 
 from torque_async import cmdline, export, report
 from torque_async.meter import cpu_interval, thread_usage
@@ -118,8 +119,9 @@ def test_a_busy_loop_says_it_limited_the_loop_tests():
     assert report.loop_line((short, *loads), plan.procs()) == (         # 110%: a tick's error
         "Event loop: busy 110% of proc 0's measured 2 ms (its thread's CPU time): not resolved "
         "(< 100 ms)")
-    cpu = report.cpu_lines((busy, *loads), plan.procs())
-    assert cpu[2] == "0, 900.0, 50.0, 95, 0, 0, loop, Read" and cpu[3].endswith("process, Load")
+    cpu = report.cpu_lines((replace(busy, cpu_wait=30 * MS), *loads), plan.procs())
+    assert cpu[2] == "0, 900.0, 50.0, 95, 3, 0, 0, loop, Read" and cpu[3].endswith("process, Load")
+    assert report.cpu_lines(loads, plan.procs())[2].startswith("1, 0.0, 0.0, 0, NA, ")  # unknown
 
 
 def spin_cpu(ns: int) -> None:
@@ -140,8 +142,22 @@ def test_the_loop_s_cpu_is_its_own_thread_s_whichever_thread_reads_it():
     other.join()
     assert sum(cpu_interval(before, read[0])[:2]) < 30 * MS      # not the lane's 60 ms
     spin_cpu(60 * MS)
-    user, system, vol, invol = cpu_interval(before, usage()).tolist()
+    user, system, vol, invol, wait = cpu_interval(before, usage()).tolist()
     assert user + system >= 60 * MS and min(user, system, vol, invol) >= 0
+    assert wait >= 0 or not os.path.exists("/proc/self/schedstat")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/schedstat"), reason="no schedstat")
+def test_tests_that_outnumber_the_cpus_say_how_long_they_waited_for_one(key):
+    """N + 1 spinners on N CPUs: together about one interval runnable but not running (each
+    runs N/(N+1) of it); the baseline's 'waited for a CPU' is this, measured, where it was
+    guessed from a lower CPU share (a disk test waiting for its disk read as one)."""
+    cpus = len(os.sched_getaffinity(0))
+    out = run(key, "-p", str(cpus + 1), "-t", "0.5", "-n", "1000000000", "-spinWait")
+    assert not out.failures
+    interval = max(r.elapsed for r in out.records)
+    assert all(0 <= r.cpu_wait <= r.elapsed for r in out.records)
+    assert sum(r.cpu_wait for r in out.records) > 0.3 * interval
 
 
 def test_the_loop_s_own_reading_and_another_thread_s_count_alike_so_either_may_follow():

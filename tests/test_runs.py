@@ -182,8 +182,8 @@ def test_baseline_s_alone_figures_match_a_run_alone_and_reach_json_and_csv(tmp_p
     assert spin["spin"]["alone_per_s"] == spin["alone"]["loops_per_s"] > 0   # one mechanism
     changes = doc["baseline"]["changes"]
     assert {(c["proc"], c["figure"]) for c in changes} == {
-        (0, "bw"), (0, "iops"), (0, "p50_us"), (0, "p99_us"), (0, "cpu_pct"), (1, "loops_per_s"),
-        (1, "cpu_pct")}
+        (0, "bw"), (0, "iops"), (0, "p50_us"), (0, "p99_us"), (0, "cpu_pct"), (0, "wait_pct"),
+        (1, "loops_per_s"), (1, "cpu_pct"), (1, "wait_pct")}
     assert all(0 < c["alone"] < 110 for c in changes if c["figure"] == "cpu_pct")   # one CPU
     ranks = [c["slowdown"] for c in changes if c["figure"] in ("bw", "loops_per_s")]
     assert ranks == sorted(ranks, reverse=True)
@@ -215,7 +215,7 @@ def test_repeat_keeps_every_repetition_and_prints_medians(tmp_path):
         assert any(ln.startswith(f"{entry['proc']}, ") and printed in ln
                    for ln in r.stdout.splitlines())
     assert {e["figure"] for e in reps["summary"]} == {"bw", "iops", "p50_us", "p99_us",
-                                                      "loops_per_s", "cpu_pct"}
+                                                      "loops_per_s", "cpu_pct", "wait_pct"}
     assert "Repeated 3 times" in r.stdout
     once = run_cli("-smkey", "0x7D66", "-json", "-", "-n", "4", "-KB", "64", "-bzero")
     assert json.loads(once.stdout)["repeats"] is None and "Repeated" not in once.stderr
@@ -266,11 +266,15 @@ def test_under_t_a_test_finishes_at_its_time_and_slow_keeps_it_running_unmeasure
 
 def test_a_test_that_waited_for_a_cpu_together_is_said_to():
     """Two memory kernels and a file test on 2 CPUs: Bcopy's -66% read as the memory's, while
-    it was on a CPU 37% of its time together."""
-    cpu = figures.FIGURES["cpu_pct"]
+    it waited for a CPU 60% of its time together. A lower CPU share alone is no such wait: a
+    disk test whose reads took longer together (on a CPU 28% of its time, 49% alone) read as
+    one that waited for a CPU."""
+    cpu, wait = figures.FIGURES["cpu_pct"], figures.FIGURES["wait_pct"]
     lines = report.baseline_lines([figures.Change(0, "Bcopy", cpu, 99.0, 37.0),
-                                   figures.Change(1, "STriad", cpu, 99.0, 90.0)])
-    assert lines[-1] == ("proc 0 (Bcopy): on a CPU 37% of its time together, 99% alone: it "
-                         "waited for a CPU (more busy tests than CPUs), so its slowdown is not "
-                         "all its memory's or disk's")
-    assert "0, Bcopy, CPU(%), 99.0, 37.0, -62.6" in lines and len(lines) == 5
+                                   figures.Change(0, "Bcopy", wait, 1.0, 60.0),
+                                   figures.Change(1, "Random", cpu, 49.0, 28.0),
+                                   figures.Change(1, "Random", wait, 0.5, 2.0)])
+    assert lines[-1] == ("proc 0 (Bcopy): waited for a CPU (runnable, not running) 60% of its "
+                         "time together, 1% alone: more busy tests than CPUs, so its slowdown is "
+                         "not all its memory's or disk's")
+    assert "0, Bcopy, CPU wait(%), 1.0, 60.0, +5900.0" in lines and len(lines) == 7

@@ -53,13 +53,18 @@ FIGURES = {f.name: f for f in (
     Figure("cpu_pct", "CPU(%)", True,             # of its process (a loop test: the loop's);
            lambda r: 100 * (r.cpu_user + r.cpu_sys) / r.elapsed    # none counted: not measured
            if r.cpu_user + r.cpu_sys else None),
+    Figure("wait_pct", "CPU wait(%)", False,      # runnable, waiting on a run queue
+           lambda r: 100 * r.cpu_wait / r.elapsed if r.cpu_wait >= 0 and r.cpu_user + r.cpu_sys
+           else None),
 )}
 # The figures of each family (others: the transfer tests'), the one that ranks first; each
-# family's last, its CPU share, says whether a test slowed together for want of a CPU.
-BY_FAMILY = {"cpu": ("loops_per_s", "cpu_pct"), "timer": ("p99_us", "max_us", "cpu_pct"),
-             "streams": ("late", "bw", "late_p99_us", "cpu_pct")}
-TRANSFERS = ("bw", "iops", "p50_us", "p99_us", "cpu_pct")
-CPU_WAITED = 0.8                   # -baseline: a CPU share together below this of alone's
+# family's last, its wait for a CPU, says whether a test slowed together for want of a CPU.
+BY_FAMILY = {"cpu": ("loops_per_s", "cpu_pct", "wait_pct"),
+             "timer": ("p99_us", "max_us", "cpu_pct", "wait_pct"),
+             "streams": ("late", "bw", "late_p99_us", "cpu_pct", "wait_pct")}
+TRANSFERS = ("bw", "iops", "p50_us", "p99_us", "cpu_pct", "wait_pct")
+CPU_WAITED = 10                    # -baseline: percentage points of its time more spent
+                                   # waiting for a CPU together than alone
 
 
 def names(proc: Proc) -> tuple[str, ...]:

@@ -83,7 +83,7 @@ class Meter:
         self.limit, self.total, self.deadline, self.ramp_end = limit, limit.count, NEVER, 0
         self.parts: tuple[Summary, Summary] | None = None   # reads, writes (split)
         self.who = usage or process_usage
-        self.cpu0, self.cpu = np.zeros(5, np.int64), np.zeros(4, np.int64)
+        self.cpu0, self.cpu = np.zeros(6, np.int64), np.zeros(5, np.int64)
 
     def split(self) -> None:
         """Reads and writes are also counted and timed apart (record_rw)."""
@@ -228,7 +228,8 @@ class Meter:
         r["ops"] = k * ops_per_transfer
         r["phase"][0, 3] = self.finish
         r["ramp_transfers"] = self.ramped
-        r["cpu_user"], r["cpu_sys"], r["csw_vol"], r["csw_invol"] = self.cpu.tolist()
+        r["cpu_user"], r["cpu_sys"], r["csw_vol"], r["csw_invol"], r["cpu_wait"] = \
+            self.cpu.tolist()
         if self.parts:
             r["split"] = 1
             for i, part in enumerate(self.parts):
@@ -244,10 +245,22 @@ class Meter:
 
 def process_usage() -> np.ndarray:
     """This process's user and system CPU, its CPU in all (ns), voluntary and involuntary
-    context switches (the counters cpu_interval takes)."""
+    context switches, and how long its main thread (a worker's test) waited for a CPU (the
+    counters cpu_interval takes)."""
     u = resource.getrusage(resource.RUSAGE_SELF)
     user, system = round(u.ru_utime * 1e9), round(u.ru_stime * 1e9)
-    return np.array([user, system, user + system, u.ru_nvcsw, u.ru_nivcsw], np.int64)
+    return np.array([user, system, user + system, u.ru_nvcsw, u.ru_nivcsw,
+                     waited("/proc/self/schedstat")], np.int64)
+
+
+def waited(schedstat: str) -> int:
+    """ns a thread spent runnable but waiting on a run queue (the kernel's schedstat, as
+    perf sched and schedtool read it), -1 where the kernel does not count it."""
+    try:
+        with open(schedstat, "rb") as fh:
+            return int(fh.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return -1
 
 
 def thread_usage() -> Callable[[], np.ndarray]:
@@ -267,21 +280,23 @@ def thread_usage() -> Callable[[], np.ndarray]:
             u = resource.getrusage(resource.RUSAGE_THREAD)
             return np.array([round(u.ru_utime * 1e6) // US_PER_TICK,
                              round(u.ru_stime * 1e6) // US_PER_TICK, cpu, u.ru_nvcsw,
-                             u.ru_nivcsw], np.int64)
+                             u.ru_nivcsw, waited(f"{task}/schedstat")], np.int64)
         with open(f"{task}/stat", "rb") as fh:
             user, system = map(int, fh.read().rsplit(b")", 1)[1].split()[11:13])
         with open(f"{task}/status", "rb") as fh:
             switches = [int(ln.split()[1]) for ln in fh if b"ctxt_switches" in ln]
-        return np.array([user, system, cpu, *switches], np.int64)
+        return np.array([user, system, cpu, *switches, waited(f"{task}/schedstat")], np.int64)
     return usage
 
 
 def cpu_interval(before: np.ndarray, after: np.ndarray) -> np.ndarray:
-    """User and system CPU (ns), voluntary and involuntary context switches between two
-    readings: the CPU in all split as the user and system counters split."""
-    user, system, cpu, vol, invol = (after - before).tolist()
+    """User and system CPU (ns), voluntary and involuntary context switches, and the wait for
+    a CPU (ns, -1 unknown) between two readings: the CPU in all split as the user and system
+    counters split."""
+    user, system, cpu, vol, invol, wait = (after - before).tolist()
     user_ns = cpu * user // (user + system) if user + system else cpu
-    return np.array([user_ns, cpu - user_ns, vol, invol], np.int64)
+    known = min(before[5], after[5]) >= 0
+    return np.array([user_ns, cpu - user_ns, vol, invol, wait if known else -1], np.int64)
 
 
 HARNESS_ROUNDS = 1000

@@ -23,7 +23,7 @@ from .web import summary as web
 
 TABLE_HEADER = "proc,Start,Finish,Diff,Xfers,BW(MB/s),TS(KB),IO/sec,Test,File,PID"
 LATENCY_HEADER = "proc,min,avg,p50,p90,p99,p99.9,p99.99,max,Test"
-CPU_HEADER = "proc,user(ms),sys(ms),CPU%,vcsw,ivcsw,Of,Test"
+CPU_HEADER = "proc,user(ms),sys(ms),CPU%,wait%,vcsw,ivcsw,Of,Test"
 SHORTEST_NS = 100_000_000          # a measured interval shorter than this is not resolved
 HARNESS_SHARE = 0.1                # nor one whose harness costs more than this of a transfer
 LOOP_LIMITED = 0.9                 # the loop busier than this: torque-async limited its tests
@@ -240,6 +240,7 @@ def cpu_figures(rec: Record, proc: Proc) -> dict | None:
     return {"of": "loop" if KINDS[proc.group.action].runs_in == LOOP else "process",
             "user": rec.cpu_user, "sys": rec.cpu_sys,
             "busy_pct": 100 * (rec.cpu_user + rec.cpu_sys) / rec.elapsed,
+            "wait_pct": 100 * rec.cpu_wait / rec.elapsed if rec.cpu_wait >= 0 else None,
             "vcsw": rec.csw_vol, "ivcsw": rec.csw_invol}
 
 
@@ -253,7 +254,9 @@ def cpu_lines(records, procs) -> list[str]:
         if cpu:
             lines.append(", ".join(map(str, (
                 rec.row, f"{cpu['user'] / NS_PER_MS:.1f}", f"{cpu['sys'] / NS_PER_MS:.1f}",
-                f"{cpu['busy_pct']:.0f}", cpu["vcsw"], cpu["ivcsw"], cpu["of"],
+                f"{cpu['busy_pct']:.0f}",
+                "NA" if cpu["wait_pct"] is None else f"{cpu['wait_pct']:.0f}", cpu["vcsw"],
+                cpu["ivcsw"], cpu["of"],
                 test_label(proc.group)))))
     return lines if len(lines) > 2 else []
 
@@ -688,15 +691,15 @@ def baseline_lines(found: list[Change], cluster=None) -> list[str]:
     if not found:
         return []
     waited = [c for c in found
-              if c.figure.name == "cpu_pct" and c.together < CPU_WAITED * c.alone]
+              if c.figure.name == "wait_pct" and c.together >= c.alone + CPU_WAITED]
     return ["Alone vs together (-baseline: each group ran alone first), largest slowdown first",
             BASELINE_HEADER + (cluster.columns if cluster else ""),
             *(f"{c.proc}, {c.test}, {c.figure.label}, {c.alone:.1f}, {c.together:.1f}, "
               f"{'new' if c.change_pct is None else f'{c.change_pct:+.1f}'}"
               + where(cluster, c.proc) for c in found),
-            *(f"proc {c.proc} ({c.test}): on a CPU {c.together:.0f}% of its time together, "
-              f"{c.alone:.0f}% alone: it waited for a CPU (more busy tests than CPUs), so its "
-              f"slowdown is not all its memory's or disk's" for c in waited)]
+            *(f"proc {c.proc} ({c.test}): waited for a CPU (runnable, not running) "
+              f"{c.together:.0f}% of its time together, {c.alone:.0f}% alone: more busy tests "
+              f"than CPUs, so its slowdown is not all its memory's or disk's" for c in waited)]
 
 
 def rank_of(cluster):

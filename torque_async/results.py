@@ -93,6 +93,7 @@ ROW = np.dtype([
     ("rw_max", "i8", (2,)), ("rw_sum", "i8", (2,)), ("rw_hist", "i8", (2, HIST_BUCKETS)),
     ("cpu_user", "i8"), ("cpu_sys", "i8"),       # CPU ns over the measured interval (a worker:
     ("csw_vol", "i8"), ("csw_invol", "i8"),      # its process; a loop test: the loop's thread)
+    ("cpu_wait", "i8"),                          # ns runnable but waiting for a CPU (-1: unknown)
     ("harness_ns", "i8"),                        # the harness's own cost per transfer
     ("launched", "i8"),                          # when its process was started (a worker: the
                                                  # orchestrator's stamp just before it started
@@ -350,6 +351,7 @@ class Record:
     cpu_sys: int = 0
     csw_vol: int = 0
     csw_invol: int = 0
+    cpu_wait: int = -1             # ns it waited for a CPU, runnable (-1: not known)
     harness_ns: int = 0
     ramp_transfers: int = 0
     op_lat: tuple[Stats, ...] = ()               # -web: latency of each of WEB_OPS
@@ -387,6 +389,7 @@ class Record:
                                   sparse(r["rw_hist"][i])) for i in range(2 * int(r["split"]))),
                    cpu_user=int(r["cpu_user"]), cpu_sys=int(r["cpu_sys"]),
                    csw_vol=int(r["csw_vol"]), csw_invol=int(r["csw_invol"]),
+                   cpu_wait=int(r["cpu_wait"]),
                    harness_ns=int(r["harness_ns"]), launched=int(r["launched"]),
                    setup_ns=int(r["setup_ns"]), whole=bool(r["whole"]),
                    op_lat=tuple(Stats(int(r["op_count"][i]), int(r["op_min"][i]),

@@ -118,3 +118,8 @@ def test_a_reader_that_stops_early_is_not_an_error():
     proc.stdout.close()                     # before the command can have written a byte
     err = proc.stderr.read().decode()
     assert proc.wait(60) == 0 and err == ""
+
+
+def test_quit_shows_the_shared_memory_key_as_it_was_typed_and_its_segment_is_named(capsys):
+    code, out, _ = execute(capsys, "-smkey", "0x7d08", "-quit", "-n", "4", "-bcopy")
+    assert code == 0 and "globals: smkey=0x7d08" in out.splitlines()     # (it said 32008)

@@ -102,7 +102,7 @@ def asked_about(argv: list[str]) -> list[str] | None:
 def plan_lines(plan: Plan) -> list[str]:
     """What -quit shows: the globals that were set, then each group's locals and action."""
     s = plan.settings
-    set_globals = [f"{f.name}={getattr(s, f.name)!r}" for f in fields(s)
+    set_globals = [f"{f.name}={shown(f.name, getattr(s, f.name))}" for f in fields(s)
                    if getattr(s, f.name) != f.default and f.name not in ("quit", "seed")]
     lines = [f"command line: torque-async {plan.command}".rstrip(),
              f"configuration file: {plan.config or 'none'}"
@@ -117,6 +117,12 @@ def plan_lines(plan: Plan) -> list[str]:
         lines += [f"group {g.index}: -{g.action}{' ' + args if args else ''} x {g.local.p}",
                   f"  locals: {', '.join(changed) or 'defaults'}", f"  from: {g.text}"]
     return lines
+
+
+def shown(name: str, value) -> str:
+    """A global's value as -quit shows it: the shared-memory key in hex, as its segment's name
+    (torque-async-7d08) and -smkey 0x7d08 have it."""
+    return hex(value) if name == "smkey" else repr(value)
 
 
 def alias_lines(plan: Plan) -> list[str]:

@@ -206,6 +206,18 @@ def test_a_configuration_file_cannot_name_another(tmp_path):
         cmdline.parse([], cwd=str(tmp_path))
 
 
+def test_the_readme_s_alias_path_away_from_the_checkout_says_where_the_shipped_one_is(
+        tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(cmdline.UsageError) as e:
+        cmdline.parse(["-aliasFile", "aliases/workloads.alias", "-webserver"])
+    assert str(e.value) == ("cannot read alias file aliases/workloads.alias: No such file or "
+                            f"directory (the shipped one: -aliasFile {cmdline.SHIPPED_ALIASES})")
+    with pytest.raises(cmdline.UsageError) as e:
+        cmdline.parse(["-aliasFile", "other.alias", "-webserver"])
+    assert "shipped" not in str(e.value)
+
+
 def test_a_shipped_workload_named_without_its_alias_file_says_where_it_is(tmp_path):
     with pytest.raises(cmdline.UsageError) as e:
         cmdline.parse(["-videoserver"], cwd=str(tmp_path))

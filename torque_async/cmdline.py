@@ -80,7 +80,13 @@ def config_tokens(path: str) -> list[Token]:
 def read_aliases(path: str) -> dict[str, tuple[Token, ...]]:
     """Alias file: one 'NAME = tokens ...' a line; '-NAME' on the command line expands."""
     aliases = {}
-    for number, words in read_lines(path, "alias file"):
+    try:
+        lines = read_lines(path, "alias file")
+    except UsageError as e:      # the README's aliases/workloads.alias, away from the checkout
+        if os.path.exists(path) or os.path.basename(path) != os.path.basename(SHIPPED_ALIASES):
+            raise
+        raise UsageError(f"{e} (the shipped one: -aliasFile {SHIPPED_ALIASES})") from None
+    for number, words in lines:
         where = f"{path}:{number}"
         if len(words) < 3 or words[1] != "=":
             raise UsageError(f"{where}: expected 'NAME = tokens ...'")

@@ -6,12 +6,15 @@ named semaphore, no scratch directory, no process.
 """
 from __future__ import annotations
 
+import array
+import fcntl
 import json
 import os
 import signal
 import subprocess
 import sys
 import tempfile
+import termios
 import time
 from pathlib import Path
 
@@ -21,7 +24,7 @@ import pytest
 from torque_async import cli, orchestrator
 from torque_async.results import DONE, MEASURED, READY, RUNNING, free_segment, segment_name
 
-from conftest import (ENV, assert_one_clean_line, execute, never_alive, run_cli, start,
+from conftest import (CMD, ENV, assert_one_clean_line, execute, never_alive, run_cli, start,
                       table, wait_for_rows)
 
 LONG = ["-n", "16", "-i", "1000000", "-KB", "256", "-bzero", "-spinWait"]
@@ -131,6 +134,30 @@ def test_a_signal_after_the_tests_ended_lets_the_report_and_its_files_be_written
     assert [(row[4], row[8]) for row in table(out)] == [("4", "Bzero")]
     doc = json.loads((tmp_path / "r.json").read_text())
     assert doc["interrupted"] is None and doc["tests"][0]["record"]["transfers"] == 4
+
+
+def test_a_signal_while_the_output_waits_on_a_full_pipe_loses_none_of_it(tmp_path):
+    """sys.stdout dropped the rest of a write a signal handler interrupted (a -json - cut at
+    the pipe's size, 64 KiB, and 'the report and its files are whole' said)."""
+    r, w = os.pipe()
+    size = fcntl.fcntl(r, fcntl.F_SETPIPE_SZ, 4096)          # the JSON is about 10 KiB
+    proc = subprocess.Popen([*CMD, "-smkey", "0x7519", "-nh", "-n", "64", "-i", "10", "-KB",
+                             "64", "-bzero", "-json", "-"], stdout=w, stderr=subprocess.PIPE,
+                            text=True, env=ENV, cwd=tmp_path)
+    os.close(w)
+    waiting, deadline = array.array("i", [0]), time.monotonic() + 60
+    while waiting[0] < size:                                 # the pipe is full: the writer waits
+        assert time.monotonic() < deadline and proc.poll() is None
+        fcntl.ioctl(r, termios.FIONREAD, waiting)
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGTERM)
+    with os.fdopen(r, "rb") as pipe:
+        data = pipe.read()
+    err = proc.stderr.read()
+    assert proc.wait(timeout=60) == 143, err
+    assert json.loads(data)["interrupted"] is None and len(data) > 2 * size
+    assert err.endswith("interrupted by SIGTERM after the tests ended: it stopped none of them, "
+                        "and the report and its files are whole\n")
 
 
 def test_a_second_signal_after_the_tests_ended_ends_the_report_at_once(tmp_path, monkeypatch,

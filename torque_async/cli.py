@@ -189,8 +189,7 @@ def say(lines: list[str], err: bool = False) -> None:
         text = "\n".join(lines).encode("utf-8", "surrogateescape").decode("utf-8", "replace")
         stream = sys.stderr if err else sys.stdout
         try:
-            stream.write(text + "\n")        # one write: ranks' lines never interleave
-            stream.flush()
+            outputs.emit(stream, text + "\n")   # one write: ranks' lines never interleave
         except BrokenPipeError:            # the reader stopped early (| head): not a failure;
             os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())   # the rest goes nowhere
 

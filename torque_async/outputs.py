@@ -139,11 +139,26 @@ def write(path: str, text: str | bytes) -> None:
         raise
 
 
+def emit(stream, text: str) -> None:
+    """All of text on stream, through its file descriptor, a partial write resumed: a signal
+    handled while a pipe was full made sys.stdout drop the rest (a report, a -json - cut at 64
+    KiB). A stream without one (a test's capture) is written as it is."""
+    stream.flush()
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):       # (io.UnsupportedOperation)
+        stream.write(text)
+        stream.flush()
+        return
+    view = memoryview(text.encode(stream.encoding or "utf-8", "replace"))
+    while view:
+        view = view[os.write(fd, view):]
+
+
 def write_result(path: str, text: str) -> str:
     """Write a -json/-csv output ('-': stdout); the problem, or '' when written."""
     if path == "-":
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        emit(sys.stdout, text)
         return ""
     try:
         write(path, text)

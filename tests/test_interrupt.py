@@ -97,6 +97,20 @@ launch.main()
 """
 
 
+AT_THE_END = """
+import os, signal, sys
+from torque_async import cluster, launch
+real = cluster.finish
+def finish(code):              # the command's last step: its status made, its exit next
+    os.kill(os.getpid(), signal.SIGTERM)
+    os.kill(os.getpid(), signal.SIGINT)
+    return real(code)
+cluster.finish = finish
+sys.argv = ["torque-async", *sys.argv[1:]]
+launch.main()
+"""
+
+
 SLOW_REMOVAL = """
 import os, sys, time
 from torque_async import launch
@@ -158,6 +172,15 @@ def test_a_signal_while_the_output_waits_on_a_full_pipe_loses_none_of_it(tmp_pat
     assert json.loads(data)["interrupted"] is None and len(data) > 2 * size
     assert err.endswith("interrupted by SIGTERM after the tests ended: it stopped none of them, "
                         "and the report and its files are whole\n")
+
+
+def test_a_signal_once_the_command_has_its_exit_status_is_ignored(tmp_path):
+    """Nothing is left to stop: the default handlers back, it died of SIGTERM (-15), or of a
+    KeyboardInterrupt that click made 'aborted' (exit 1)."""
+    done = subprocess.run([sys.executable, "-c", AT_THE_END, "-smkey", "0x751a", "-n", "4",
+                           "-KB", "64", "-bzero"], capture_output=True, text=True, env=ENV,
+                          cwd=tmp_path, timeout=120)
+    assert (done.returncode, done.stderr) == (0, "") and table(done.stdout)[0][8] == "Bzero"
 
 
 def test_a_second_signal_after_the_tests_ended_ends_the_report_at_once(tmp_path, monkeypatch,

@@ -130,12 +130,14 @@ def signals(pid: int, field: str) -> set[int]:
 
 
 LOADING = """
-import os, signal, sys
+import atexit, os, signal, sys
 from torque_async import launch
 real, sig, key = launch.early, int(sys.argv[1]), sys.argv[2]
 def early(argv):
     real(argv)                                   # the server started, its directory made
-    os.kill(os.getpid(), sig)                    # while the rest of the modules would load
+    atexit.register(os.kill, os.getpid(), signal.SIGINT)   # another as it exits, before the
+    os.kill(os.getpid(), sig)                    # directory's removal; this one while the rest
+                                                 # of the modules would load
 launch.early = early
 sys.argv = ["torque-async", "-smkey", key, "-nh", "-n", "4", "-KB", "64", "-load"]
 launch.main()
@@ -143,9 +145,11 @@ launch.main()
 
 
 @pytest.mark.parametrize("sig,ignored", [(signal.SIGTERM, False), (signal.SIGHUP, False),
-                                         (signal.SIGHUP, True)])
+                                         (signal.SIGINT, False), (signal.SIGHUP, True)])
 def test_a_stop_signal_while_the_modules_load_is_one_line_and_its_exit_code(key, tmp_path, sig,
                                                                               ignored):
+    """A second signal as it exits is ignored: it died of it (-2), with a KeyboardInterrupt
+    ignored in an exit hook, and the server's directory was left."""
     temp = tmp_path / "temp"
     temp.mkdir()
     done = subprocess.run([sys.executable, "-c", LOADING, str(int(sig)), key], capture_output=True,
@@ -154,6 +158,7 @@ def test_a_stop_signal_while_the_modules_load_is_one_line_and_its_exit_code(key,
                           if ignored else None)
     if ignored:                                     # nohup's SIGHUP: the command goes on
         assert done.returncode == 0 and ", Load," in done.stdout, done.stderr
+        assert "Exception ignored" not in done.stderr and "Traceback" not in done.stderr
     else:
         assert done.returncode == 128 + sig and done.stdout == ""
         assert done.stderr == f"torque-async: interrupted by {signal.Signals(sig).name}\n"

@@ -90,7 +90,7 @@ def run(tokens: tuple[str, ...]) -> None:
     if "--help" in tokens:                  # click's convention, besides torque's -help
         say(helptext.asked_about(list(tokens)) or helptext.help_lines("all"))
         sys.exit(0)
-    sys.exit(cluster.finish(execute(list(tokens), startup.process_start())))
+    sys.exit(cluster.finish(execute(list(tokens), startup.process_start(), exiting=True)))
 
 
 @main.command("plot")
@@ -194,10 +194,12 @@ def say(lines: list[str], err: bool = False) -> None:
             os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())   # the rest goes nowhere
 
 
-def execute(argv: list[str], began: startup.Began | None = None) -> int:
+def execute(argv: list[str], began: startup.Began | None = None, exiting: bool = False) -> int:
     """Parse, run and report; returns the exit status (0 ok, 1 a test failed, 2 bad input,
     3 a stream missed its rate under -failLate, 128 + the signal when SIGINT, SIGTERM or
-    SIGHUP stopped it). `began`: when the command started (default: now)."""
+    SIGHUP stopped it). `began`: when the command started (default: now). `exiting`: the
+    command ends after it, the stop signals left held (a default handler between here and the
+    exit's ignoring them died of the signal, or of a KeyboardInterrupt as 'aborted')."""
     began = began or startup.now()
     for sig in orchestrator.STOP_SIGNALS:
         signal.signal(sig, orchestrator.raise_interrupted)
@@ -215,7 +217,7 @@ def execute(argv: list[str], began: startup.Began | None = None) -> int:
         scratch = sys.modules.get("torque_async.io.scratch")
         if scratch is not None:            # (threads of io/scratch.release, behind the report)
             scratch.remove()
-        for sig in orchestrator.STOP_SIGNALS:
+        for sig in () if exiting else orchestrator.STOP_SIGNALS:
             signal.signal(sig, signal.SIG_DFL if sig != signal.SIGINT else signal.default_int_handler)
     if late and code < 128:
         print(f"torque-async: interrupted by {signal.Signals(late[0]).name} after the tests "

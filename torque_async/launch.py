@@ -1,16 +1,19 @@
-"""The command's entry point: a stop signal while the modules still load (Ctrl-C, SIGTERM,
-SIGHUP) ends it as a run's interrupt would (one line, 128 + the signal, its exit hooks run: the
-workers' server's directory is removed), not with a traceback from inside an import or no word
-at all. A signal ignored at the start (nohup) stays ignored; one once the command has returned
-(during the exit) is ignored."""
+"""The command's entry point: a stop signal (Ctrl-C, SIGTERM, SIGHUP) while the modules still
+load, or outside a run (click's dispatch, compare, plot), ends it as a run's interrupt would
+(one line, 128 + the signal, its exit hooks run: the workers' server's directory is removed),
+not with a traceback from inside an import, click's 'aborted' or no word at all. A signal
+ignored at the start (nohup) stays ignored; one during the exit is ignored."""
 from __future__ import annotations
 
 import signal
 import sys
 
 
+STOPS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 class Stopped(BaseException):
-    """SIGTERM or SIGHUP while the modules load."""
+    """A stop signal while the modules load, or outside a run (click's dispatch, compare)."""
 
 
 def stopped(signum: int, _frame) -> None:
@@ -18,24 +21,27 @@ def stopped(signum: int, _frame) -> None:
 
 
 def main() -> None:
-    loading = [sig for sig in (signal.SIGTERM, signal.SIGHUP)
-               if signal.getsignal(sig) != signal.SIG_IGN]
-    for sig in loading:
-        signal.signal(sig, stopped)
+    for sig in STOPS:
+        if signal.getsignal(sig) != signal.SIG_IGN:
+            signal.signal(sig, stopped)           # until a run sets its own
     try:
         early(sys.argv[1:])
         from .cli import main as command
-        for sig in loading:            # as before the command ran; a run sets its own
-            signal.signal(sig, signal.SIG_DFL)
-    except (KeyboardInterrupt, Stopped) as e:
-        signum = e.args[0] if isinstance(e, Stopped) else signal.SIGINT
-        print(f"torque-async: interrupted by {signal.Signals(signum).name}", file=sys.stderr)
-        sys.exit(128 + signum)
-    try:
         command(prog_name="torque-async")
-    finally:                  # the exit (its hooks, the interpreter's teardown: 70 ms): there
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # is nothing left to stop, and
-            signal.signal(sig, signal.SIG_IGN)     # a Ctrl-C there died of a KeyboardInterrupt
+    except Stopped as e:
+        ignore_stops()
+        print(f"torque-async: interrupted by {signal.Signals(e.args[0]).name}", file=sys.stderr)
+        sys.exit(128 + e.args[0])
+    finally:
+        ignore_stops()
+
+
+def ignore_stops() -> None:
+    """For the exit (its hooks, the interpreter's teardown: 70 ms): nothing is left to stop,
+    and a signal there died of a KeyboardInterrupt, or cut the removal of the workers' server's
+    directory short (a second Ctrl-C while the modules loaded)."""
+    for sig in STOPS:
+        signal.signal(sig, signal.SIG_IGN)
 
 
 def early(argv: list[str]) -> None:

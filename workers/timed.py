@@ -43,17 +43,17 @@ def measure(test, meter: Meter, local, ops_per_transfer: int = 0) -> None:
         k += 1
         t = now()
     meter.ramped, base = k, k
-    t = meter.begin()                 # the measured interval: begin .. the last transfer's end
+    t = last = meter.begin()          # the measured interval: begin .. the last transfer's end
     sure = base + meter.certain       # measured whatever the time: more() need not be asked
     while (k < sure or more(k - base, t)) and not stop[0]:
         t0 = now()                    # a transfer's latency is its own call, nothing around it
         transfer(k)
-        t = now()
+        t = last = now()
         record(t - t0, t)
         k += 1
-        if throttle:
-            t = wait_until(t + throttle, stop)
-    meter.end(t)
+        if throttle:                  # between transfers, as a file test's: the last one's
+            t = wait_until(t + throttle, stop)    # (cut short by a stop) was counted
+    meter.end(last)
     meter.publish(test.transfer_bytes, test.system_bytes, ops_per_transfer)
     extra = 0
     while meter.keep_going():

@@ -221,3 +221,16 @@ def test_a_choice_made_again_at_other_rates_is_not_a_different_choice():
 def test_procs_are_named_in_runs():
     assert [report.procs_named(rows) for rows in ([3], [1, 2, 3], [0, 2, 3, 7])] == \
         ["proc 3", "procs 1-3", "procs 0, 2-3, 7"]
+
+
+def test_a_later_repetition_s_interruption_closes_the_report_even_bandwidth_only():
+    """-repeat 3 stopped in its third: said in the middle of the report, and not at all under
+    -bo (the exit status alone said it)."""
+    for bo in (False, True):
+        plan = cmdline.parse(f"{'-bo ' * bo}-repeat 3 -n 8 -i 200 -MB 4 -load".split())
+        lines = report.render(plan, (record(0, 0, 900 * MS, 1600, 4 * MB),), plan.procs(), INFO,
+                              "today", (), signal.SIGINT,
+                              unfinished=("repetition 3 of 3: test 0 stopped while running",),
+                              complete=2)
+        assert lines[-2:] == ["INTERRUPTED by SIGINT after 2 complete repetitions: the figures "
+                              "are theirs", "repetition 3 of 3: test 0 stopped while running"]

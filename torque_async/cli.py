@@ -356,8 +356,9 @@ def finish(plan, done: runs.Runs, info, job, began: startup.Began | None = None)
     date = time.strftime("%a %b %d %H:%M:%S %Z %Y")
     began = None if s.baseline else began     # (the first run together came after the others)
     rendering = time.monotonic_ns()
-    lines = report.render(plan, records, procs, info, date, done.failures, outcome.interrupted,
-                          run, blocks, done.unfinished, began)
+    later = len(done.complete) if done.interrupted and not outcome.interrupted else 0
+    lines = report.render(plan, records, procs, info, date, done.failures, done.interrupted,
+                          run, blocks, done.unfinished, began, later)
     if any(g.local.checkpoint for g in plan.groups) and not s.bo:
         lines += ["", f"checkpoint report (ms): {(time.monotonic_ns() - rendering) / 1e6:.1f}"]
     machine = {}
@@ -429,10 +430,6 @@ def repeated(plan, done: runs.Runs, procs, run=None) \
                 if run and len(done.complete) > 1 else []),
               "", *(report.baseline_lines(found, run) if found is not None else []),
               "", *report.choice_lines([o.records for o in done.complete], alone_records, procs)]
-    if done.interrupted and not done.first.interrupted:   # a later repetition was stopped
-        blocks += ["", f"INTERRUPTED by {signal.Signals(done.interrupted).name} after "
-                       f"{len(done.complete)} complete repetitions: the figures are theirs",
-                   *done.unfinished]
     return alone, found, blocks
 
 

@@ -715,18 +715,19 @@ def where(cluster, row: int) -> str:
 def render(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], info: SysInfo,
            date: str, failures: tuple[str, ...] = (), interrupted: int = 0,
            cluster=None, runs: list[str] = (), unfinished: tuple[str, ...] = (),
-           began=None) -> list[str]:
+           began=None, complete: int = 0) -> list[str]:
     """The whole text report; -nh drops the header, -bo keeps only the bandwidth lines, with
     what says they are not whole (figures not resolved, an interruption, failures); a
     report_cluster.ClusterRun adds Host and Rank columns and the cluster's block; `runs`: the
     -repeat and -baseline blocks, printed after the table; `unfinished` lists the tests a stop
-    (a signal, a failure) cut short; `began` (a startup.Began) when the command started."""
+    (a signal, a failure) cut short; `began` (a startup.Began) when the command started;
+    `complete`: the repetitions before the one a signal stopped (-repeat)."""
     t0 = time_zero(records)
     bw = bw_lines(plan, records, procs)
     # the processes listed one by one (a grouped kind's only with -v)
     shown = [(r, p) for r, p in zip(records, procs) if per_process(p, plan.settings.vl)]
     rows, each = tuple(r for r, _ in shown), tuple(p for _, p in shown)
-    closing = closing_lines(failures, interrupted, unfinished)
+    closing = closing_lines(failures, interrupted, unfinished, complete)
     if plan.settings.bo:
         return nonblank([*bw, "", *resolution_lines(rows), "", *closing])
     lines: list[str] = []
@@ -755,13 +756,15 @@ def render(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], inf
     return nonblank([*lines, "", *bw, "", *closing])
 
 
-def closing_lines(failures: tuple[str, ...], interrupted: int,
-                  unfinished: tuple[str, ...]) -> list[str]:
-    """What says the figures are not whole: the interruption, the failures, each with the tests
-    the stop cut short."""
+def closing_lines(failures: tuple[str, ...], interrupted: int, unfinished: tuple[str, ...],
+                  complete: int = 0) -> list[str]:
+    """What says the figures are not whole: the interruption (of a repetition after `complete`
+    whole ones), the failures, each with the tests the stop cut short."""
     lines = []
     if interrupted:
-        lines += [f"INTERRUPTED by {signal.Signals(interrupted).name}: the figures cover the "
+        name = signal.Signals(interrupted).name
+        lines += [f"INTERRUPTED by {name} after {complete} complete repetitions: the figures "
+                  f"are theirs" if complete else f"INTERRUPTED by {name}: the figures cover the "
                   f"transfers measured before it", *unfinished, ""]
     if failures:
         lines += ["INCOMPLETE: some tests failed", *failures,

@@ -141,8 +141,8 @@ def test_a_run_that_did_not_finish_is_named_its_tests_marked_and_it_fails_the_ga
     assert f"note: B did not finish: {cut}\n" in r.stdout
     assert "did not finish (cut short in B)" in r.stdout
     assert "figures of tests that did not finish (failed, or cut short by a stop)" in r.stdout
-    assert run_cli("compare", *reversed(paths), "--fail-on-regression").returncode == 0
-    assert "note: A did not finish: " in run_cli("compare", *reversed(paths)).stdout
+    assert run_cli("compare", *reversed(paths), "--fail-on-regression").returncode == 1
+    assert "note: A did not finish: " in run_cli("compare", *reversed(paths)).stdout   # (BASE)
 
 
 def test_a_series_is_each_run_against_the_base(tmp_path):

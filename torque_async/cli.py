@@ -129,7 +129,8 @@ def plot_command(results: str, output: str | None) -> None:
               help="changes smaller than this many percent count as no change")
 @click.option("--fail-on-regression", is_flag=True,
               help="exit with 1 when a run is significantly worse than BASE beyond the threshold, "
-                   "or did not finish (interrupted, a test failed or was cut short)")
+                   "or BASE or a run did not finish (interrupted, a test failed or was cut "
+                   "short)")
 def compare_command(base: str, runs: tuple[str, ...], threshold: float,
                     fail_on_regression: bool) -> None:
     """What changed from run BASE to each RUN (-json files; -repeat on both sides tells a
@@ -141,7 +142,7 @@ def compare_command(base: str, runs: tuple[str, ...], threshold: float,
         docs = [export.load(path) for path in (base, *runs)]
     except export.ResultsFileError as e:
         fail(str(e), 2)
-    worse = unmatched = False
+    worse, unmatched = bool(comparing.incomplete(docs[0], base)), False
     for i, (path, doc) in enumerate(zip(runs, docs[1:])):
         try:
             found = comparing.compare(docs[0], doc)

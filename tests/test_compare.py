@@ -3,10 +3,12 @@ family reports, significance over repetitions, totals over matched tests, exit c
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
 from torque_async import cmdline, compare, export
+from torque_async.results import RUNNING
 from torque_async.stats import merge
 
 from conftest import run_cli
@@ -16,9 +18,10 @@ PLAN = "-n 8 -MB 4 -load -KB 64 -bcopy -spinWait"
 REORDERED = "-spinWait -KB 64 -bcopy -n 8 -MB 4 -load"      # the same tests, another order
 
 
-def document(argv: str, mb: dict[str, float], info=INFO) -> dict:
+def document(argv: str, mb: dict[str, float], info=INFO, dead: str = "") -> dict:
     """A results document whose tests moved mb[action] MB in one second each (spinWait: that
-    many million loops)."""
+    many million loops); the test of action `dead` died before it published (its live count
+    only)."""
     plan = cmdline.parse(argv.split())
     recs = []
     for row, proc in enumerate(plan.procs()):
@@ -29,6 +32,8 @@ def document(argv: str, mb: dict[str, float], info=INFO) -> dict:
         else:
             recs.append(record(row, 0, 1000 * MS, int(amount), 2**20,
                                sys_factor=2 if action == "bcopy" else 1))
+        if action == dead:
+            recs[-1] = replace(recs[-1], start=0, finish=0, bytes=0, sys_bytes=0, state=RUNNING)
     return export.document(plan, tuple(recs), plan.procs(), info, argv)
 
 
@@ -143,6 +148,19 @@ def test_a_run_that_did_not_finish_is_named_its_tests_marked_and_it_fails_the_ga
     assert "figures of tests that did not finish (failed, or cut short by a stop)" in r.stdout
     assert run_cli("compare", *reversed(paths), "--fail-on-regression").returncode == 1
     assert "note: A did not finish: " in run_cli("compare", *reversed(paths)).stdout   # (BASE)
+
+
+def test_a_test_that_died_before_it_published_is_named_and_the_total_marked(tmp_path):
+    """It had no figures: no line said so, and the Total read 100% worse for it, unmarked."""
+    a = document(PLAN, {"load": 1000, "bcopy": 500, "spinWait": 100})
+    b = document(PLAN, {"load": 1000, "bcopy": 500, "spinWait": 100}, dead="bcopy")
+    assert b["tests"][1]["table"] is None
+    found = compare.compare(a, b)
+    assert found.unmeasured == ("-KB 64 -bcopy [process 0]: did not finish (failed in B)",)
+    total = by_figure(found)[("Total (matched tests)", "BW")]
+    assert total.unfinished == ("failed in B",) and not total.regression(5)
+    text = compare.lines(found, (a, b), ("a.json", "b.json"), 5)
+    assert "no figures to compare: -KB 64 -bcopy [process 0]: did not finish (failed in B)" in text
 
 
 def test_a_series_is_each_run_against_the_base(tmp_path):

@@ -223,6 +223,7 @@ class Comparison:
     changes: tuple[Change, ...]
     only_a: tuple[str, ...]
     only_b: tuple[str, ...]
+    unmeasured: tuple[str, ...] = ()   # matched, but with no figure on a side: it did not finish
 
 
 def group_of(keys: dict[int, tuple[str, int]], test: dict[str, Any]) -> tuple:
@@ -252,7 +253,7 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> Comparison:
     only_b = [test_name(b, reps_b[0][j]) for j in index_b.values()]
     groups = [([i for i, t in enumerate(reps_a[0]) if in_a(t) == g],
                [j for j, t in enumerate(reps_b[0]) if in_b(t) == g]) for g in whole]
-    changes = []
+    changes, unmeasured, ended_any = [], [], set()
     for ia, jb in matched + groups:
         first = reps_a[0][ia[0]]
         name = test_name(a, first) if len(ia) == len(jb) else \
@@ -262,11 +263,15 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> Comparison:
         flags = tuple(sorted({f for t in ta + tb for x in t for f in x.get("flags") or ()}))
         ended = tuple(sorted({f"{how} in {side}" for side, reps in (("A", ta), ("B", tb))
                               for t in reps for x in t if (how := unfinished(x))}))
+        ended_any.update(ended)
+        before = len(changes)
         for fig, (unit, up, _) in fa[0].items():
             va = tuple(f[fig][2] for f in fa if f.get(fig) and f[fig][2] is not None)
             vb = tuple(f[fig][2] for f in fb if f.get(fig) and f[fig][2] is not None)
             if va and vb:
                 changes.append(Change(name, fig, unit, up, va, vb, flags, ended))
+        if len(changes) == before and ended:       # (a test that died before it published)
+            unmeasured.append(f"{name}: did not finish ({', '.join(ended)})")
     total = lambda reps, idx: tuple(sum(rep[k]["sys_bw"] for k in idx) for rep in reps)  # noqa
     if matched or groups:
         pairs = matched + groups
@@ -274,8 +279,8 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> Comparison:
                               total(reps_a, [i for ia, _ in pairs for i in ia]),
                               total(reps_b, [j for _, jb in pairs for j in jb]),
                               tuple(sorted({f for c in changes for f in c.unresolved})),
-                              tuple(sorted({f for c in changes for f in c.unfinished}))))
-    return Comparison(tuple(changes), tuple(only_a), tuple(only_b))
+                              tuple(sorted(ended_any))))
+    return Comparison(tuple(changes), tuple(only_a), tuple(only_b), tuple(unmeasured))
 
 
 def unfinished(test: dict[str, Any]) -> str | None:
@@ -347,6 +352,7 @@ def lines(found: Comparison, docs: tuple[dict[str, Any], dict[str, Any]],
                        c.verdict(threshold))) for c in found.changes]
     out += [f"only in A (not compared): {t}" for t in found.only_a]
     out += [f"only in B (not compared): {t}" for t in found.only_b]
+    out += [f"no figures to compare: {t}" for t in found.unmeasured]
     if not found.changes:
         return out + ["", "nothing compared: no test of A matches one of B (tests match by "
                           "action, arguments and the local options that change the work)"]

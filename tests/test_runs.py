@@ -278,3 +278,13 @@ def test_a_test_that_waited_for_a_cpu_together_is_said_to():
                          "time together, 1% alone: more busy tests than CPUs, so its slowdown is "
                          "not all its memory's or disk's")
     assert "0, Bcopy, CPU wait(%), 1.0, 60.0, +5900.0" in lines and len(lines) == 7
+
+
+def test_a_baseline_whose_run_together_was_cut_short_marks_those_changes():
+    """Stopped in its run together, the block ranked a cut-short test's change (13 transfers,
+    -29.6%) as if it were measured whole."""
+    bw = figures.FIGURES["bw"]
+    lines = report.baseline_lines([figures.Change(0, "Load", bw, 1000.0, 704.0),
+                                   figures.Change(1, "Bzero", bw, 900.0, 890.0)], cut={0})
+    assert lines[2:4] == ["0, Load, BW(MB/s), 1000.0, 704.0, -29.6 (cut short together)",
+                          "1, Bzero, BW(MB/s), 900.0, 890.0, -1.1"]

@@ -429,7 +429,9 @@ def repeated(plan, done: runs.Runs, procs, run=None) \
                                     len(done.complete), run) if len(done.complete) > 1 else []),
               "", *(report_cluster.skew_lines([o.cluster for o in done.complete])
                 if run and len(done.complete) > 1 else []),
-              "", *(report.baseline_lines(found, run) if found is not None else []),
+              "", *(report.baseline_lines(found, run, {r.row for o in done.complete
+                                                        for r in o.records if not r.whole})
+                    if found is not None else []),
               "", *report.choice_lines([o.records for o in done.complete], alone_records, procs)]
     return alone, found, blocks
 

@@ -685,9 +685,10 @@ def repeat_lines(spreads: list[dict[str, Spread]], procs, times: int, cluster=No
             *lines]
 
 
-def baseline_lines(found: list[Change], cluster=None) -> list[str]:
+def baseline_lines(found: list[Change], cluster=None, cut: set[int] = frozenset()) -> list[str]:
     """-baseline: alone / together / change of each test's main figures (figures.changes),
-    the test that lost most first; a cluster adds Host and Rank columns."""
+    the test that lost most first; a cluster adds Host and Rank columns; the tests in `cut`
+    (rows) were cut short together, and say so."""
     if not found:
         return []
     waited = [c for c in found
@@ -696,6 +697,7 @@ def baseline_lines(found: list[Change], cluster=None) -> list[str]:
             BASELINE_HEADER + (cluster.columns if cluster else ""),
             *(f"{c.proc}, {c.test}, {c.figure.label}, {c.alone:.1f}, {c.together:.1f}, "
               f"{'new' if c.change_pct is None else f'{c.change_pct:+.1f}'}"
+              + (" (cut short together)" if c.proc in cut else "")
               + where(cluster, c.proc) for c in found),
             *(f"proc {c.proc} ({c.test}): waited for a CPU (runnable, not running) "
               f"{c.together:.0f}% of its time together, {c.alone:.0f}% alone: more busy tests "

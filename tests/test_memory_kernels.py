@@ -7,6 +7,7 @@ import ctypes
 import errno
 import json
 import re
+import signal
 import tracemalloc
 import types
 
@@ -330,6 +331,27 @@ def test_pattern_key_starts_the_buffer():
     assert int(words[0]) == 0xDECAFBAD0000002A
     assert [int(w) for w in words[1:]] == [P2, P1, P2, P1]
     assert int(pattern(5, bpkey=0)[0]) == P1
+
+
+def test_a_large_fill_lets_a_signal_handler_run_while_it_fills():
+    """A stop signal is handled between bytecodes: -sp's fill of 2 GB in one numpy call held
+    the command 13 s after a Ctrl-C. A timer's handler finds the fill at several places in its
+    pieces (`r`, the piece it copies); every word is still the pattern's."""
+    words = np.empty(32 * patterns.COPY_BLOCK * patterns.FILL_ROWS + 3, U64)     # 512 MiB
+    seen = set()
+
+    def handler(_signum, frame):
+        if frame.f_code is patterns.fill.__code__ and "r" in frame.f_locals:
+            seen.add(frame.f_locals["r"])
+    previous = signal.signal(signal.SIGALRM, handler)
+    signal.setitimer(signal.ITIMER_REAL, 0.001, 0.001)
+    try:
+        patterns.fill(words, make_local(bt=100, bpkey=0), np.random.default_rng(0), 0)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert len(seen) >= 3
+    assert (words[1::2] == P2).all() and (words[::2] == P1).all()
 
 
 def test_pattern_invert_keeps_the_key():

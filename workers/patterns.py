@@ -34,6 +34,8 @@ WALKING_ONE = 101
 RANDOM = 102
 RANDOM_BLOCK = 1 << 16          # words drawn per call when filling with random numbers
 COPY_BLOCK = 1 << 15            # words of a deterministic pattern made once, then copied
+FILL_ROWS = 64                  # COPY_BLOCKs copied a call (16 MiB): a stop signal is handled
+                                # between calls (-sp fills in the command: 2 GB held it 13 s)
                                 # (a multiple of every period)
 
 
@@ -75,7 +77,9 @@ def fill(buf_u64: np.ndarray, local, rng: np.random.Generator, row: int, *,
     else:
         block = np.tile(~cycle if invert else cycle, COPY_BLOCK // cycle.size)
         whole = words - words % COPY_BLOCK
-        buf_u64[:whole].reshape(-1, COPY_BLOCK)[...] = block
+        rows = buf_u64[:whole].reshape(-1, COPY_BLOCK)
+        for r in range(0, len(rows), FILL_ROWS):
+            rows[r:r + FILL_ROWS] = block
         buf_u64[whole:] = block[:words - whole]
     if words and local.bpkey:
         buf_u64[0] = key(row)

@@ -22,7 +22,8 @@ import psutil
 import pytest
 
 from torque_async import cli, orchestrator
-from torque_async.results import DONE, MEASURED, READY, RUNNING, free_segment, segment_name
+from torque_async.results import (DONE, MEASURED, NEW, READY, RUNNING, free_segment,
+                                  segment_name)
 
 from conftest import (CMD, ENV, assert_one_clean_line, execute, never_alive, run_cli, start,
                       table, wait_for_rows)
@@ -349,6 +350,17 @@ def test_sp_interrupted_prints_its_report():
     out, _ = interrupt(proc, signal.SIGINT)
     (row,) = table(out)
     assert int(row[4]) > 0 and int(row[10]) == proc.pid
+
+
+def test_sp_interrupted_in_its_set_up_reports_the_test_not_started():
+    """Its set-up runs in the command: the signal ended it with one line, no report and no
+    JSON (and a large fill held it for seconds)."""
+    key = 0x751b
+    proc = start("-smkey", hex(key), "-sp", "-btr", "-n", "64", "-MB", "16", "-load")  # 1 GiB
+    wait_for_rows(key, 1, NEW, until=lambda rows: rows["phase"][0][0] > 0)   # of random words
+    out, _ = interrupt(proc, signal.SIGTERM)
+    assert out.rstrip().endswith("test 0 (-load, group 0, process 0) not started: the run was "
+                                 "interrupted")
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])

@@ -143,21 +143,24 @@ def launched(plan: Plan, results: Results, linesize: int, meet) -> Outcome:
 
 
 def in_process(plan: Plan, proc: Proc, results: Results, linesize: int) -> Outcome:
-    """-sp: the one worker test in this process. A stop signal before it is released ends the
-    run at once (Interrupted); once it measures, it sets the stop flag, so the test ends its
-    measured part and the report shows it."""
+    """-sp: the one worker test in this process. A stop signal sets the stop flag: before the
+    test is released it also ends its set-up at once (Interrupted, caught here), once it
+    measures the test ends its measured part; the report shows either, as a worker's."""
     caught = []
     state = results.rows["state"]
 
     def stop(signum: int, _frame) -> None:
-        if state[proc.row] < RUNNING:
-            raise Interrupted(signum)
+        first = not caught
         caught.append(signum)
         results.stop()
+        if first and state[proc.row] < RUNNING:
+            raise Interrupted(signum)
     previous = {sig: signal.signal(sig, stop) for sig in STOP_SIGNALS}
     try:
         spec = spec_for(plan, proc, results.shm.name.lstrip("/"), linesize)
         resolve(WORKER_MAIN)(spec, threading.Barrier(1), threading.Lock(), in_process=True)
+    except Interrupted:                # in its set-up: nothing measured, the report says so
+        pass
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

@@ -17,7 +17,7 @@ from torque_async.results import Results
 from torque_async.stats import bucket
 from torque_async.units import MB
 
-from conftest import run_cli
+from conftest import execute, run_cli
 from test_export import VALIDATOR
 from test_report import MS, record
 
@@ -249,6 +249,30 @@ def test_baseline_runs_each_group_alone_first_and_a_failure_ends_the_series(monk
     alone = done.alone_figures(procs)                 # medians of runs 1-3 (load), 4-6 (bzero)
     assert [a["iops"] for a in alone] == [200.0, 500.0, 500.0]
     assert [t[0]["iops"] for t in done.per_test(procs)] == [700.0] * 3
+
+
+def test_a_baseline_stopped_in_a_run_alone_reports_and_exports_that_run(monkeypatch, capsys,
+                                                                          tmp_path):
+    """Nothing ran together: it said one line and wrote no -json, losing what the run alone had
+    measured and what cut it short."""
+    def fake_run(p, linesize, meet=None):
+        recs = tuple(record(i, 0, 1000 * MS, 100, MB) for i in range(len(p.procs())))
+        failing = p.groups[0].action == "bzero"
+        return orchestrator.Outcome(recs, ("test 0 failed: planted",) if failing else (),
+                                    unfinished=("test 1 stopped while running",) if failing
+                                    else ())
+    monkeypatch.setattr(runs.orchestrator, "run", fake_run)
+    monkeypatch.chdir(tmp_path)
+    code, out, err = execute(capsys, "-baseline", "-json", "b.json", "-n", "8", "-load", "-p",
+                             "2", "-n", "4", "-bzero")
+    assert code == 1
+    assert out.rstrip().endswith("INCOMPLETE: some tests failed\n"
+                                 "group 1 alone (-baseline): test 0 failed: planted\n"
+                                 "group 1 alone (-baseline): test 1 stopped while running")
+    doc = json.loads((tmp_path / "b.json").read_text())
+    VALIDATOR.validate(doc)
+    assert [t["kind"] for t in doc["tests"]] == ["Bzero", "Bzero"]
+    assert doc["failures"] == ["group 1 alone (-baseline): test 0 failed: planted"]
 
 
 @pytest.mark.parametrize("mode", ["-fast", "-slow"])

@@ -344,18 +344,16 @@ def finish(plan, done: runs.Runs, info, job, began: startup.Began | None = None)
         code = job.ended(done.failures, done.interrupted)
         if code or job.rank:
             return code
+    began = None if plan.settings.baseline else began   # (the first run together came after
+    if done.first is None:                              # the others)
+        done = done.stopped_alone()
+        plan = done.plan
     s, outcome = plan.settings, done.first
-    if outcome is None:                  # a -baseline run alone failed: nothing ran together
-        stopped = done.interrupted and [f"interrupted by {signal.Signals(done.interrupted).name} "
-                                        f"while a group ran alone (-baseline)"]
-        say([f"torque-async: {line}" for line in (*done.failures, *(stopped or ()))], err=True)
-        return 128 + done.interrupted if done.interrupted else 1
     run = outcome.cluster                    # under mpiexec: every rank's (rank 0's outcome)
     procs = run.procs if run else plan.procs()
     alone, found, blocks = repeated(plan, done, procs, run)
     records = runs.with_alone_rates(outcome.records, alone) if alone else outcome.records
     date = time.strftime("%a %b %d %H:%M:%S %Z %Y")
-    began = None if s.baseline else began     # (the first run together came after the others)
     rendering = time.monotonic_ns()
     later = len(done.complete) if done.interrupted and not outcome.interrupted else 0
     lines = report.render(plan, records, procs, info, date, done.failures, done.interrupted,

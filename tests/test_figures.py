@@ -10,7 +10,6 @@ from dataclasses import replace
 
 import jsonschema
 import numpy as np
-import pytest
 
 from torque_async import cmdline, export, report
 from torque_async.meter import cpu_interval, thread_usage
@@ -144,10 +143,9 @@ def test_the_loop_s_cpu_is_its_own_thread_s_whichever_thread_reads_it():
     spin_cpu(60 * MS)
     user, system, vol, invol, wait = cpu_interval(before, usage()).tolist()
     assert user + system >= 60 * MS and min(user, system, vol, invol) >= 0
-    assert wait >= 0 or not os.path.exists("/proc/self/schedstat")
+    assert wait >= 0                                            # (Linux's schedstat)
 
 
-@pytest.mark.skipif(not os.path.exists("/proc/self/schedstat"), reason="no schedstat")
 def test_tests_that_outnumber_the_cpus_say_how_long_they_waited_for_one(key):
     """N + 1 spinners on N CPUs: together about one interval runnable but not running (each
     runs N/(N+1) of it); the baseline's 'waited for a CPU' is this, measured, where it was

@@ -144,6 +144,32 @@ launch.main()
 """
 
 
+COMPILING = """
+import os, subprocess, sys, time
+from torque_async import launch, options
+real = launch.early
+def early(argv):
+    real(argv)
+    source = open(options.__file__).read()         # compiled for 0.5 s, as a module with no
+    subprocess.Popen(["sh", "-c", f"sleep 0.05; kill -TERM {os.getpid()}"])  # bytecode cached
+    began = time.monotonic()                       # is, while the signal comes (from outside:
+    while time.monotonic() - began < 0.5:          # a thread of ours would wait for the GIL)
+        compile(source, "options.py", "exec")
+launch.early = early
+sys.argv = ["torque-async", "-smkey", sys.argv[1], "-nh", "-n", "4", "-KB", "64", "-load"]
+launch.main()
+"""
+
+
+def test_a_stop_signal_while_a_module_compiles_is_not_lost(key, tmp_path):
+    """compile() loses the exception a signal handler raises in it: the signal was lost, and
+    the run went on to its end (exit 0)."""
+    done = subprocess.run([sys.executable, "-c", COMPILING, key], capture_output=True,
+                          text=True, env=ENV, cwd=tmp_path, timeout=120)
+    assert (done.returncode, done.stdout, done.stderr) == \
+        (143, "", "torque-async: interrupted by SIGTERM\n")
+
+
 @pytest.mark.parametrize("sig,ignored", [(signal.SIGTERM, False), (signal.SIGHUP, False),
                                          (signal.SIGINT, False), (signal.SIGHUP, True)])
 def test_a_stop_signal_while_the_modules_load_is_one_line_and_its_exit_code(key, tmp_path, sig,

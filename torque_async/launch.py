@@ -25,8 +25,12 @@ def main() -> None:
         if signal.getsignal(sig) != signal.SIG_IGN:
             signal.signal(sig, stopped)           # until a run sets its own
     try:
-        early(sys.argv[1:])
-        from .cli import main as command
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, STOPS)   # while the modules load:
+        try:                           # compiling one (no bytecode cached) lost the exception a
+            early(sys.argv[1:])        # handler raised there, and the signal with it
+            from .cli import main as command
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)     # one that came is handled here
         command(prog_name="torque-async")
     except Stopped as e:
         ignore_stops()

@@ -275,9 +275,10 @@ def test_the_calibration_reads_the_places_of_each_test_in_its_order(key, monkeyp
 def test_a_test_that_writes_past_its_file_s_end_is_calibrated_within_it(key):
     """A write-only -aio on a file shorter than its places (it extends it as it runs): its
     calibration read past the end and failed the test at set-up, where -engine threads ran it."""
-    pattern_file(Path("w.dat"), 1024 * KB)
-    out = run(key, "-engine", "uring", "-f", "w.dat", "-KB", "64", "-n", "200", "-i", "1",
-              "-percR", "0", "-aio", "16")
-    assert not out.failures and out.records[0].transfers == 200
-    assert "O_DIRECT submits = " in out.records[0].info
-    assert Path("w.dat").stat().st_size > 1024 * KB
+    for size, calibrated in ((1024 * KB, True), (4 * KB, False), (0, False)):   # (less than a
+        pattern_file(Path("w.dat"), size)                    # transfer: nothing to read there)
+        out = run(key, "-engine", "uring", "-f", "w.dat", "-KB", "64", "-n", "200", "-i", "1",
+                  "-percR", "0", "-aio", "16")
+        assert not out.failures and out.records[0].transfers == 200, size
+        assert ("O_DIRECT submits = " in out.records[0].info) == calibrated
+        assert Path("w.dat").stat().st_size > 1024 * KB

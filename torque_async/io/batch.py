@@ -137,7 +137,8 @@ async def calibrate(tests: list, stopped) -> list:
     chosen, or why nothing was. Returns the tests whose info says so (none when stopped or with
     nothing to choose from); a read that failed raises uring.Misread."""
     chosen = [test for test in tests if isinstance(test, filetest.FileTest) and test.batched
-              and test.direct and isinstance(test.engine, uring.UringEngine)]
+              and test.direct and isinstance(test.engine, uring.UringEngine)
+              and all(held(fd, test.size) for fd in test.fds)]   # (one to read in each file)
     if sum(test.depth for test in chosen) < 2:
         return []
     sources = [uring.Source(test, test.size, test.depth, test.fds, test.paths, place(test))
@@ -166,14 +167,19 @@ def per_s(rate: float) -> str:
     return f"{rate / 1000:.1f}k" if rate >= 10_000 else f"{rate:.0f}"
 
 
+def held(fd: int, size: int) -> int:
+    """The bytes of whole transfers of `size` a file holds now."""
+    return os.fstat(fd).st_size // size * size
+
+
 def place(test):
     """The (file index, offset) of a test's transfer CALIBRATION_FROM + k, as its layout has it
     (its first block made now: made in the first trial, 128 tests' took 38 of its 20 ms), kept
-    within what its file holds now: a test that writes extends a shorter file as it runs, and
-    calibrating it read past the end."""
+    within what its file holds now (a transfer at least): a test that writes extends a shorter
+    file as it runs, and calibrating it read past the end."""
     cursor = Cursor(test.layout)
     cursor.lists(CALIBRATION_FROM // BLOCK)
-    ends = [os.fstat(fd).st_size // test.size * test.size or 1 << 62 for fd in test.fds]
+    ends = [held(fd, test.size) for fd in test.fds]
 
     def at(k: int) -> tuple[int, int]:
         f, offset, _ = cursor(CALIBRATION_FROM + k)

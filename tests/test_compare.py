@@ -305,3 +305,13 @@ def test_real_stream_results_compare_by_sub_stream(tmp_path):
     subs = doc["tests"][0]["streams"]
     late = [ln for ln in same.stdout.splitlines() if ", sub 0 lateness p99, " in ln]
     assert len(late) == 1 and late[0].split(", ")[2] == f"{subs['sub0']['lateness_p99'] / 1000:.1f}"
+
+
+def test_a_spinwait_with_no_rate_alone_still_compares_its_loops():
+    """(-baseline stopped in its run alone: no idle rate, so no spin block.) compare found no
+    figure and said it did not finish, though it had measured its loops."""
+    a = document(PLAN, {"load": 1000, "bcopy": 500, "spinWait": 100})
+    b = document(PLAN, {"load": 1000, "bcopy": 500, "spinWait": 50})
+    b["tests"][2]["spin"] = None
+    assert compare.figures(b["tests"][2])["loops/s"] == ("Mloops/s", True, 50.0)
+    assert by_figure(compare.compare(a, b))[("-spinWait", "loops/s")].pct == -50.0

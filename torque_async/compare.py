@@ -69,14 +69,15 @@ def significant(a: list[float], b: list[float]) -> bool | None:
 def figures(test: dict[str, Any]) -> dict[str, tuple[str, bool, float | None]]:
     """name -> (unit, higher is better, value) of the figures a test's family reports."""
     family, table, lat = test["family"], test["table"] or {}, test.get("latency") or {}
+    exact = test.get("figures") or {}          # unrounded, as the -repeat block's
     out: dict[str, tuple[str, bool, float | None]] = {}
-    if test.get("spin"):
-        out["loops/s"] = ("Mloops/s", True, test["spin"]["loops_per_s"] / 1e6)
+    if family == "cpu":                        # (one with no rate alone has no spin block)
+        loops = exact.get("loops_per_s", (test.get("spin") or {}).get("loops_per_s"))
+        out["loops/s"] = ("Mloops/s", True, None if loops is None else loops / 1e6)
     elif family == "timer":
         out["lateness p99"] = ("us", False, _us(lat.get("p99")))
         out["lateness max"] = ("us", False, _us(lat.get("max")))
     else:
-        exact = test.get("figures") or {}          # unrounded, as the -repeat block's
         out["BW"] = ("MB/s", True, exact.get("bw", table.get("bw")))
         out["IO/s"] = ("IO/s", True, exact.get("iops", table.get("iops")))
         out["latency p50"] = ("us", False, _us(lat.get("p50")))
@@ -205,13 +206,13 @@ class Change:
 
     def verdict(self, threshold: float) -> str:
         pct, gain = self.pct, self.gain(threshold)
+        flags = f"; not resolved ({', '.join(self.unresolved)})" if self.unresolved else ""
+        flags += f"; did not finish ({', '.join(self.unfinished)})" if self.unfinished else ""
         if pct is None and not gain:
-            return "no change (0 on both sides)"
+            return "no change (0 on both sides)" + flags
         direction = ("within threshold", "better", "worse")[gain]
         change = f"{pct:+.1f}%" if pct is not None else "from 0"
         sig = self.significant
-        flags = f"; not resolved ({', '.join(self.unresolved)})" if self.unresolved else ""
-        flags += f"; did not finish ({', '.join(self.unfinished)})" if self.unfinished else ""
         if sig is None:
             return f"{change} {direction}, cannot be told from noise (one run: use -repeat)" \
                 + flags

@@ -234,3 +234,8 @@ def test_a_later_repetition_s_interruption_closes_the_report_even_bandwidth_only
                               complete=2)
         assert lines[-2:] == ["INTERRUPTED by SIGINT after 2 complete repetitions: the figures "
                               "are theirs", "repetition 3 of 3: test 0 stopped while running"]
+        failed = report.render(plan, (record(0, 0, 900 * MS, 1600, 4 * MB),), plan.procs(),
+                               INFO, "today", ("repetition 2 of 3: test 0 died: SIGKILL",),
+                               complete=1)
+        assert failed[-2:] == ["INCOMPLETE: some tests failed (after 1 complete repetition: the "
+                               "figures are theirs)", "repetition 2 of 3: test 0 died: SIGKILL"]

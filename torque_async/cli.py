@@ -355,7 +355,8 @@ def finish(plan, done: runs.Runs, info, job, began: startup.Began | None = None)
     records = runs.with_alone_rates(outcome.records, alone) if alone else outcome.records
     date = time.strftime("%a %b %d %H:%M:%S %Z %Y")
     rendering = time.monotonic_ns()
-    later = len(done.complete) if done.interrupted and not outcome.interrupted else 0
+    later = len(done.complete) if (done.interrupted or done.failures) and not \
+        (outcome.interrupted or outcome.failures) else 0     # a later repetition was stopped
     lines = report.render(plan, records, procs, info, date, done.failures, done.interrupted,
                           run, blocks, done.unfinished, began, later)
     if any(g.local.checkpoint for g in plan.groups) and not s.bo:

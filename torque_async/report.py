@@ -723,7 +723,7 @@ def render(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], inf
     report_cluster.ClusterRun adds Host and Rank columns and the cluster's block; `runs`: the
     -repeat and -baseline blocks, printed after the table; `unfinished` lists the tests a stop
     (a signal, a failure) cut short; `began` (a startup.Began) when the command started;
-    `complete`: the repetitions before the one a signal stopped (-repeat)."""
+    `complete`: the repetitions before the one a signal or a failure stopped (-repeat)."""
     t0 = time_zero(records)
     bw = bw_lines(plan, records, procs)
     # the processes listed one by one (a grouped kind's only with -v)
@@ -763,13 +763,15 @@ def closing_lines(failures: tuple[str, ...], interrupted: int, unfinished: tuple
     """What says the figures are not whole: the interruption (of a repetition after `complete`
     whole ones), the failures, each with the tests the stop cut short."""
     lines = []
+    after = f"{complete} complete repetition{'s' * (complete != 1)}: the figures are theirs"
     if interrupted:
         name = signal.Signals(interrupted).name
-        lines += [f"INTERRUPTED by {name} after {complete} complete repetitions: the figures "
-                  f"are theirs" if complete else f"INTERRUPTED by {name}: the figures cover the "
-                  f"transfers measured before it", *unfinished, ""]
+        lines += [f"INTERRUPTED by {name} after {after}" if complete else
+                  f"INTERRUPTED by {name}: the figures cover the transfers measured before it",
+                  *unfinished, ""]
     if failures:
-        lines += ["INCOMPLETE: some tests failed", *failures,
+        lines += ["INCOMPLETE: some tests failed" + (
+                      f" (after {after})" if complete and not interrupted else ""), *failures,
                   *(() if interrupted else unfinished)]
     return lines
 

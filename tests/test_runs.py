@@ -301,7 +301,8 @@ def test_a_test_that_waited_for_a_cpu_together_is_said_to():
     assert lines[-1] == ("proc 0 (Bcopy): waited for a CPU (runnable, not running) 60% of its "
                          "time together, 1% alone: more busy tests than CPUs, so its slowdown is "
                          "not all its memory's or disk's")
-    assert "0, Bcopy, CPU wait(%), 1.0, 60.0, +5900.0" in lines and len(lines) == 7
+    assert "0, Bcopy, CPU wait(%), 1.0, 60.0, +59.0 points" in lines and len(lines) == 7  # (a
+    assert "0, Bcopy, CPU(%), 99.0, 37.0, -62.0 points" in lines    # share's change: +5900.0%)
 
 
 def test_a_baseline_whose_run_together_was_cut_short_marks_those_changes():

@@ -76,6 +76,9 @@ def test_reads_and_writes_get_their_own_lines_and_one_process_no_total():
         "group 0 (-rand, 1 process) writes: 20 IO/s, 0.1 MB/s; latency (us) p50 90.0, p90 90.0, "
         "p99 90.0, p99.9 90.0, p99.99 90.0, max 90.0",
         "group 1 (-load, 2 processes): 40 IO/s, 0.2 MB/s"]                # no latency kept
+    dead = replace(loads[0], start=0, finish=0, bytes=0, sys_bytes=0)   # its live count only
+    assert report.summary_lines(plan, (mixed, dead, loads[1]), plan.procs())[-1] == \
+        "group 1 (-load, 2 processes, 1 measured): 30 IO/s, 0.1 MB/s"   # (the survivor's)
     rw = report.rw_figures(mixed)
     assert (rw["reads"]["transfers"], rw["writes"]["bytes"]) == (30, 10 * 4096)
 

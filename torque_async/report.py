@@ -208,8 +208,10 @@ def summary_lines(plan: Plan, records, procs) -> list[str]:
         figures = group_figures(mine)
         if figures is None or KINDS[group.action].grouped:      # it prints its own
             continue
+        measured = sum(r.measured for r in mine)
         name = f"group {group.index} (-{group.action}, {len(mine)} " \
-               f"process{'es' if len(mine) > 1 else ''})"
+               f"process{'es' if len(mine) > 1 else ''}" \
+               f"{f', {measured} measured' if measured < len(mine) else ''})"
         if len(mine) > 1:
             lines.append(f"{name}: {figures_text(figures['all'])}")
         lines += [f"{name} {part}: {figures_text(figures[part])}" for part in RW if part in figures]

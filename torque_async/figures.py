@@ -54,8 +54,7 @@ FIGURES = {f.name: f for f in (
            lambda r: 100 * (r.cpu_user + r.cpu_sys) / r.elapsed    # none counted: not measured
            if r.cpu_user + r.cpu_sys else None),
     Figure("wait_pct", "CPU wait(%)", False,      # runnable, waiting on a run queue
-           lambda r: 100 * r.cpu_wait / r.elapsed if r.cpu_wait >= 0 and r.cpu_user + r.cpu_sys
-           else None),
+           lambda r: r.wait_pct if r.cpu_user + r.cpu_sys else None),
 )}
 # The figures of each family (others: the transfer tests'), the one that ranks first; each
 # family's last, its wait for a CPU, says whether a test slowed together for want of a CPU.

@@ -21,13 +21,13 @@ def stopped(signum: int, _frame) -> None:
 
 
 def main() -> None:
-    for sig in STOPS:
-        if signal.getsignal(sig) != signal.SIG_IGN:
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, STOPS)   # while the modules load: compiling
+    for sig in STOPS:                  # one (no bytecode cached) lost the exception a handler
+        if signal.getsignal(sig) != signal.SIG_IGN:          # raised there, and the signal
             signal.signal(sig, stopped)           # until a run sets its own
     try:
-        held = signal.pthread_sigmask(signal.SIG_BLOCK, STOPS)   # while the modules load:
-        try:                           # compiling one (no bytecode cached) lost the exception a
-            early(sys.argv[1:])        # handler raised there, and the signal with it
+        try:
+            early(sys.argv[1:])
             from .cli import main as command
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, held)     # one that came is handled here

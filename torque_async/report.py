@@ -242,7 +242,7 @@ def cpu_figures(rec: Record, proc: Proc) -> dict | None:
     return {"of": "loop" if KINDS[proc.group.action].runs_in == LOOP else "process",
             "user": rec.cpu_user, "sys": rec.cpu_sys,
             "busy_pct": 100 * (rec.cpu_user + rec.cpu_sys) / rec.elapsed,
-            "wait_pct": 100 * rec.cpu_wait / rec.elapsed if rec.cpu_wait >= 0 else None,
+            "wait_pct": rec.wait_pct,
             "vcsw": rec.csw_vol, "ivcsw": rec.csw_invol}
 
 

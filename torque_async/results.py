@@ -410,6 +410,12 @@ class Record:
         return self.finish - self.start
 
     @property
+    def wait_pct(self) -> float | None:
+        """The share of its measured interval it waited for a CPU, % (None: not known)."""
+        return 100 * self.cpu_wait / self.elapsed if self.cpu_wait >= 0 and self.elapsed > 0 \
+            else None
+
+    @property
     def measured(self) -> bool:
         """It published its measured part's figures: a test that died while running has only
         the live count, no interval (start and finish 0) and no bytes."""

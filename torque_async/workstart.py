@@ -41,9 +41,11 @@ def parent(local) -> int:
 
 
 def forked_modules(plan: Plan) -> list[str]:
-    """The modules the plan's forked workers run: the server imports them once, for all."""
+    """The modules the plan's forked workers run: the server imports them once, for all
+    (torque_async.plan for the Proc each one is sent, numpy.random for its rng: 10-20 ms each
+    in every worker when left to them)."""
     groups = [g for g in plan.groups if KINDS[g.action].runs_in == WORKER and not g.local.execChild]
-    return ["torque_async.tied", "numpy", "workers.entry",
+    return ["torque_async.tied", "torque_async.plan", "numpy", "numpy.random", "workers.entry",
             *sorted({KINDS[g.action].impl.split(":")[0] for g in groups})] if groups else []
 
 

@@ -72,6 +72,21 @@ def test_a_failed_test_with_nothing_measured_still_validates():
     assert doc["overlap"] is None and doc["failures"] == ["test 0 failed: boom"]
 
 
+def test_repeat_stopped_after_its_first_repetition_still_exports_that_one():
+    """-repeat 3 stopped in its second: `repeats` was null, as if no -repeat was asked, while
+    the report said 'after 1 complete repetition'."""
+    plan = cmdline.parse("-repeat 3 -n 8 -load".split())
+    recs = (record(0, 0, 900 * MS, 8, 4 << 20),)
+    doc = export.document(plan, recs, plan.procs(), INFO, "today", (), [recs],
+                          interrupted=2, cut_short=("repetition 2 of 3: test 0 stopped",))
+    VALIDATOR.validate(doc)
+    assert doc["repeats"]["count"] == len(doc["repeats"]["runs"]) == 1
+    assert doc["repeats"]["runs"][0]["tests"] == \
+        [{k: v for k, v in t.items() if k != "alone"} for t in doc["tests"]]
+    once = cmdline.parse("-n 8 -load".split())
+    assert export.document(once, recs, once.procs(), INFO, "today", (), [recs])["repeats"] is None
+
+
 def test_histograms_are_sparse_upper_bounds_and_phases_are_named():
     lats = [900, 900, 50_000]
     rec = record(0, 0, MS, 3, 64, hist=hist_of(*lats), lat_count=3, lat_min=900, lat_max=50_000,

@@ -42,6 +42,18 @@ def man_page_example():
     return plan, recs
 
 
+def test_the_configuration_file_line_says_when_the_command_line_named_the_tests(tmp_path):
+    """The config's actions run only when the command line has none: the line named the file
+    as if its tests had run."""
+    (tmp_path / "Torque.config").write_text("-seed 7\n-n 4 -bzero\n")
+    for argv, said in ((["-n", "8", "-load"], " (its global options: the command line named the "
+                        "tests)"), ([], "")):
+        plan = cmdline.parse(argv, cwd=str(tmp_path))
+        assert plan.settings.seed == 7
+        lines = report.group_lines(plan, plan.groups[0], (), plan.procs())
+        assert f"configuration file = {tmp_path / 'Torque.config'}{said}" in lines
+
+
 def test_table_row_has_the_man_pages_numbers():
     plan, recs = man_page_example()
     procs = plan.procs()

@@ -391,8 +391,8 @@ def sample_lines(records, procs, t0: int) -> list[str]:
     if not sampled:
         return []
     bw_only = any(p.group.local.sa for p in procs)
-    lines = ["Samples (ms since the start; bandwidth over each interval alone)",
-             SA_HEADER if bw_only else SAMPLES_HEADER]
+    lines = [f"Samples ({'' if bw_only else 'ms since the start; '}bandwidth over each "
+             "interval alone)", SA_HEADER if bw_only else SAMPLES_HEADER]
     for rec, proc in sampled:
         label = KINDS[proc.group.action].label
         for j, s in enumerate(sample_intervals(rec, t0)):
@@ -563,7 +563,8 @@ def group_lines(plan: Plan, group: Group, records, procs, rank=no_rank) -> list[
     kind = KINDS[group.action]
     largest = max((r.file_bytes for r, _ in mine), default=0)
     lines = {"size": f"transaction size = {size} ({kb_text(size)}K), ({human(size)})",
-             "config": f"configuration file = {plan.config or 'none'}",
+             "config": f"configuration file = {plan.config or 'none'}" + ("" if plan.from_config
+                       else " (its global options: the command line named the tests)"),
              "n": f"number of transactions = {local.n}",
              "largest": largest and f"Largest File Size = {largest / MB:g} MBytes",
              "working": kind.working_sets and

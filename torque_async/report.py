@@ -300,8 +300,11 @@ def loop_line(records, procs, rank=no_rank) -> str:
     busy = loop_busy(records, procs, rank)
     if busy is None:
         return ""
+    group = next(p.group for r, p in zip(records, procs) if r.row == busy["proc"])
+    client = f"a client of {KINDS[group.action].label} group {group.index}; " \
+        if KINDS[group.action].grouped else ""     # (its row is listed only with -v)
     line = (f"Event loop: busy {busy['busy_pct']:.0f}% of proc {busy['proc']}'s measured "
-            f"{busy['interval_ns'] / NS_PER_MS:.0f} ms (its thread's CPU time)")
+            f"{busy['interval_ns'] / NS_PER_MS:.0f} ms ({client}its thread's CPU time)")
     if busy["loops"] > 1:
         line = (f"Event loops: {busy['loops']}, one per rank; the busiest, rank "
                 f"{busy['rank']}'s:{line[len('Event loop:'):]}")

@@ -273,6 +273,8 @@ def test_a_baseline_stopped_in_a_run_alone_reports_and_exports_that_run(monkeypa
     VALIDATOR.validate(doc)
     assert [t["kind"] for t in doc["tests"]] == ["Bzero", "Bzero"]
     assert doc["failures"] == ["group 1 alone (-baseline): test 0 failed: planted"]
+    assert doc["plan"]["settings"]["baseline"] and doc["baseline"] is None   # (as asked; said
+    assert doc["plan"]["groups"][0]["text"] == "-p 2 -n 4 -bzero"           # false)
 
 
 @pytest.mark.parametrize("mode", ["-fast", "-slow"])

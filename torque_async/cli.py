@@ -420,7 +420,7 @@ def repeated(plan, done: runs.Runs, procs, run=None) \
     (the blocks get Host and Rank columns)."""
     from . import figures, report, report_cluster
     per_test = done.per_test(procs)
-    alone = done.alone_figures(procs) if plan.settings.baseline else None
+    alone = done.alone_figures(procs) if plan.settings.baseline and done.alone else None
     alone_records = [recs for _, recs in done.alone_records()] if alone else None
     found = figures.changes(alone, [figures.medians(t) for t in per_test], procs) \
         if alone else None

@@ -59,11 +59,10 @@ class Runs:
         """-baseline stopped (a signal, a failure) in a group's run alone, before anything ran
         together: that run as one of its own (the group alone, no baseline), so the report and
         -json show what it measured and what cut it short (they said one line, wrote no file).
-        Its group is the plan's group 0 (the lines of the run name it as it ran)."""
+        Its group is the plan's group 0 (the lines of the run name it as it ran); the settings
+        keep -baseline, as asked (no figures alone: `alone` is empty)."""
         group = replace(self.plan.groups[len(self.alone) - 1], index=0)
-        plan = alone_plan(self.plan, group)
-        return replace(self, plan=replace(plan, settings=replace(plan.settings, baseline=False)),
-                       together=self.alone[-1], alone=())
+        return replace(self, plan=alone_plan(self.plan, group), together=self.alone[-1], alone=())
 
     def alone_figures(self, procs: tuple[Proc, ...]) -> list[dict[str, float | None]]:
         """-baseline: each test's main figures alone (medians over the repetitions), in the

@@ -54,6 +54,17 @@ def test_the_configuration_file_line_says_when_the_command_line_named_the_tests(
         assert f"configuration file = {tmp_path / 'Torque.config'}{said}" in lines
 
 
+def test_a_sequential_test_says_when_its_mfile_cap_is_beyond_what_its_n_transfers_reach():
+    """-KB 4 -mfileMB 64 -aio 16 made a 0.25 MB file (-n 64 transfers), unsaid: fio's `size`,
+    which -mfileMB stands for in its hints, is the file's size."""
+    plan = cmdline.parse("-KB 4 -mfileMB 64 -aio 16 -n 16 -KB 4 -mfileMB 64 -rand "
+                         "-n 20000 -KB 4 -mfileMB 64 -r -n 64 -KB 4 -r".split())
+    said = [[ln for ln in report.group_lines(plan, g, (), plan.procs()) if "-mfile*" in ln]
+            for g in plan.groups]
+    assert said == [["-mfile* = 64 MBytes is a maximum: this sequential test's -n 64 transfers "
+                     "reach 0.25 MBytes of it (raise -n for more)"], [], [], []]
+
+
 def test_table_row_has_the_man_pages_numbers():
     plan, recs = man_page_example()
     procs = plan.procs()

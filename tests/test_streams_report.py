@@ -25,12 +25,16 @@ def test_stream_lines_give_each_sub_stream_its_target_bandwidth_and_lateness():
     lines = report.stream_lines((rec,), plan.procs())
     assert lines == [               # p99: the 198th of 200 is 5000 ns, bucket top 5119
         "Streams: lateness = completion - deadline (us, 0 when on time); a frame is late "
-        "beyond -lateUs; HELD: no frame late or dropped", report.STREAM_HEADER,
+        "more than -lateUs 0 us after its deadline; HELD: no frame late or dropped",
+        report.STREAM_HEADER,
         "0, 0 read t0, 100.0, 100.000, 100.0, 100.000, 200, 0, 0, 0, 0.0, 0.0, 0.0, HELD, "
         "MemStreams rw",
         "0, 1 write t0, 100.0, 100.000, 100.0, 100.000, 200, 3, 0, 2, 0.0, 5.1, 400.0, MISSED, "
         "MemStreams rw", "",
         "streams: 0 held, 1 missed (sub-streams: 1 held, 1 missed)"]
+    tolerant = cmdline.parse("-lateUs 2000 -memStreams rw 2 1024 100 0 2 64".split())
+    assert "more than -lateUs 2000 us after its deadline" in \
+        report.stream_lines((rec,), tolerant.procs())[0]     # (it said "beyond -lateUs")
     text = "\n".join(report.render(plan, (rec,), plan.procs(), INFO, "today"))
     # -sample: the stream's intervals are in the one samples table, per interval
     assert "0, 0, 0.000, 1000.000, 100, 100.0, MemStreams" in text

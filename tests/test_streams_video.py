@@ -107,9 +107,12 @@ def test_a_tolerance_forgives_lateness_below_it_and_the_exit_status_says_missed(
                      "102400", "0", "0.01", "64")
     assert missed.returncode == 3, missed.stderr
     assert "streams: 0 held, 1 missed" in missed.stdout and "MISSED" in missed.stdout
+    assert missed.stderr.splitlines()[-1] == \
+        "torque-async: -failLate: 1 of 1 streams missed their rate (exit 3)"   # (it was silent)
     held = run_cli("-failLate", "-smkey", "0x7A1F1", "-lateUs", "1000000", "-memStreams", "r",
                    "0", "64", "1", "0", "0.2", "1")
     assert held.returncode == 0 and "streams: 1 held, 0 missed" in held.stdout, held.stdout
+    assert "-failLate" not in held.stderr
 
 
 def test_drop_late_skips_a_frame_a_whole_period_past_its_deadline_and_never_moves_it():

@@ -381,7 +381,12 @@ def finish(plan, done: runs.Runs, info, job, began: startup.Began | None = None)
         return 128 + done.interrupted
     if done.failures or any(unwritten):
         return 1
-    return MISSED_EXIT if s.failLate and not all(report.stream_verdicts(outcome.records)) else 0
+    verdicts = report.stream_verdicts(outcome.records)
+    if s.failLate and not all(verdicts):
+        say([f"torque-async: -failLate: {verdicts.count(False)} of {len(verdicts)} streams "
+             f"missed their rate (exit {MISSED_EXIT})"], err=True)
+        return MISSED_EXIT
+    return 0
 
 
 def free_shared_memory(smkey: int) -> list[str]:

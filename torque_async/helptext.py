@@ -25,15 +25,16 @@ Examples:
       the same two tests written out: locals apply only to the action after them
   torque-async -n 16 -MB 8 -Striad -spinWait -bcopy -quit
       show how the line parses (Triad on 3 x 128 MB, a spinner, a bcopy) and exit
-  torque-async -p 2 -n 400 -MB 4 -Striad -spinWait
+  torque-async -p 2 -n 100 -MB 4 -Striad -spinWait
       how much CPU a spinner keeps while two STREAM Triads load memory
   torque-async -nh -bo -n 64 -MB 4 -bcopy | grep -a BW:
       only the comma-separated bandwidth figures, for spreadsheets
-  torque-async -p 2 -n 64 -MB 1 -r -n 400 -MB 4 -Striad
+  torque-async -p 2 -n 64 -MB 1 -r -n 100 -MB 4 -Striad
       two uncached sequential file reads (scratch files) beside a STREAM Triad
-  torque-async -KB 4 -n 20000 -mfileMB 1024 -aio 32
-      32 asynchronous 4 KB transfers always outstanding (io_uring)
-  torque-async -streams rrw 4 2048 200 1 8 1024 -n 400 -MB 4 -Striad
+  torque-async -KB 4 -n 20000 -aio 32
+      32 asynchronous 4 KB transfers always outstanding (io_uring), in order over the
+      78 MB that -n x -KB make the working set (a sequential test's -mfile* only caps it)
+  torque-async -streams rrw 4 2048 200 1 3 256 -t 4 -n 100 -MB 4 -Striad
       two 200 MB/s camera streams combined into one output: does it hold its rate under load?
   torque-async -cyclic 1000 -n 64 -MB 4 -Striad
       timer wake-up latency every 1 ms while memory is loaded (cyclictest-style)
@@ -42,9 +43,9 @@ Examples:
   torque-async -baseline -n 100 -MB 4 -Striad -n 4000 -KB 4 -mfileMB 256 -rand -cyclic 1000
       who slowed whom: each group alone first, then all together (the plan runs 4 times);
       the report lists alone / together / change, the largest slowdown first
-  torque-async -t 5 -p 8 -KB 4 -mfileMB 512 -aio 16 -t 5 -n 64 -MB 4 -Striad
+  torque-async -t 5 -p 2 -n 16384 -KB 4 -aio 16 -t 5 -n 64 -MB 4 -Striad
       each group runs 5 s (fio's time_based) instead of n x i transfers; -ramp adds warm-up
-  torque-async -repeat 5 -json runs.json -n 64 -MB 4 -Striad -KB 4 -mfileMB 256 -aio 16
+  torque-async -repeat 5 -json runs.json -n 64 -MB 4 -Striad -n 16384 -KB 4 -aio 16
       the plan 5 times: each figure's median, min-max and spread; the JSON keeps every run
 Units: KB, MB, GB are 2^10, 2^20, 2^30 bytes; BW(MB/s) is MiB per second; times in ms.
 Torque.config in the working directory (or -c FILE; without either, the copy shipped in the

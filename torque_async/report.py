@@ -19,6 +19,7 @@ from .results import MAX_SAMPLES, PHASES, STATE_NAMES, Record
 from .stats import PERCENTILES, Stats, bucket_range, merge
 from .sysinfo import SysInfo, header_lines
 from .units import MB, NS_PER_MS, human, kb_text, mb_per_s, per_s
+from .io import actions
 from .web import summary as web
 
 TABLE_HEADER = "proc,Start,Finish,Diff,Xfers,BW(MB/s),TS(KB),IO/sec,Test,File,PID"
@@ -479,8 +480,11 @@ def stream_lines(records, procs) -> list[str]:
         return []
     held = stream_verdicts(records)
     subs = [sub.held for rec in records for sub in rec.subs]
+    tolerance = ", ".join(map(str, sorted({p.group.local.lateUs
+                                           for r, p in zip(records, procs) if r.subs})))
     return ["Streams: lateness = completion - deadline (us, 0 when on time); a frame is late "
-            "beyond -lateUs; HELD: no frame late or dropped", STREAM_HEADER, *lines, "",
+            f"more than -lateUs {tolerance} us after its deadline; HELD: no frame late or "
+            "dropped", STREAM_HEADER, *lines, "",
             f"streams: {sum(held)} held, {len(held) - sum(held)} missed "
             f"(sub-streams: {sum(subs)} held, {len(subs) - sum(subs)} missed)"]
 
@@ -559,6 +563,18 @@ def choices(info: str) -> list[str]:
             for line in info.splitlines() for part in line.split("; ")]
 
 
+def unreached_cap(group: Group) -> str:
+    """A sequential file test's -mfile* beyond what its -n transfers reach: a maximum (torque's
+    wrap), not the file's size as fio's `size` is, so say how far the test goes."""
+    local = group.local
+    cap = actions.max_size(local) if group.action in actions.SPECS else None
+    reach = local.offset + (local.n - 1) * (local.size + local.vector) + local.size
+    if not cap or actions.SPECS[group.action].order != "seq" or reach >= cap:
+        return ""
+    return (f"-mfile* = {cap / MB:g} MBytes is a maximum: this sequential test's -n {local.n} "
+            f"transfers reach {reach / MB:g} MBytes of it (raise -n for more)")
+
+
 def group_lines(plan: Plan, group: Group, records, procs, rank=no_rank) -> list[str]:
     local = group.local
     mine = [(r, p) for r, p in zip(records, procs) if p.group is group]
@@ -570,6 +586,7 @@ def group_lines(plan: Plan, group: Group, records, procs, rank=no_rank) -> list[
                        else " (its global options: the command line named the tests)"),
              "n": f"number of transactions = {local.n}",
              "largest": largest and f"Largest File Size = {largest / MB:g} MBytes",
+             "reach": unreached_cap(group),
              "working": kind.working_sets and
              f"Working Set = {kind.working_sets} x {local.n * size / MB:g} MBytes/process",
              "bytes": f"Bytes Transferred = {local.n * local.i * size / MB:g} MBytes/process",

@@ -221,6 +221,19 @@ def test_repeat_keeps_every_repetition_and_prints_medians(tmp_path):
     assert json.loads(once.stdout)["repeats"] is None and "Repeated" not in once.stderr
 
 
+def test_repeat_says_which_medians_come_from_figures_not_resolved():
+    """A test measured for 10 ms in every repetition: its medians read as resolved figures
+    (only the first repetition's table was flagged)."""
+    from torque_async import cli
+    plan = cmdline.parse("-repeat 3 -n 8 -load -n 8 -bzero".split())
+    outcomes = tuple(orchestrator.Outcome((record(0, 0, 900 * MS, 80, MB),
+                                           record(1, 0, ms * MS, 80, MB)), ())
+                     for ms in (10, 200, 20))
+    _, _, blocks = cli.repeated(plan, runs.Runs(plan, outcomes), plan.procs())
+    assert [ln for ln in blocks if ln.startswith("proc ")] == \
+        ["proc 1: not resolved in 2 of 3 repetitions: its medians are not resolved"]
+
+
 def test_baseline_runs_each_group_alone_first_and_a_failure_ends_the_series(monkeypatch):
     plan = cmdline.parse("-repeat 3 -baseline -n 8 -load -p 2 -n 4 -bzero".split())
     ran, fail_at = [], [5]
@@ -275,6 +288,21 @@ def test_a_baseline_stopped_in_a_run_alone_reports_and_exports_that_run(monkeypa
     assert doc["failures"] == ["group 1 alone (-baseline): test 0 failed: planted"]
     assert doc["plan"]["settings"]["baseline"] and doc["baseline"] is None   # (as asked; said
     assert doc["plan"]["groups"][0]["text"] == "-p 2 -n 4 -bzero"           # false)
+
+
+def test_repeat_stopped_in_its_first_repetition_exports_no_repeats(monkeypatch, capsys,
+                                                                     tmp_path):
+    """It wrote repeats.count 1, the cut-short run as if complete: a stop in repetition 2
+    wrote count 1 too, for the one that was."""
+    def fake_run(p, linesize, meet=None):
+        return orchestrator.Outcome((record(0, 0, 900 * MS, 80, MB),), (), interrupted=15,
+                                    unfinished=("test 0 stopped while running",))
+    monkeypatch.setattr(runs.orchestrator, "run", fake_run)
+    monkeypatch.chdir(tmp_path)
+    code, _, _ = execute(capsys, "-repeat", "3", "-json", "r.json", "-n", "8", "-load")
+    doc = json.loads((tmp_path / "r.json").read_text())
+    VALIDATOR.validate(doc)
+    assert code == 143 and doc["repeats"] is None and doc["interrupted"] == "SIGTERM"
 
 
 @pytest.mark.parametrize("mode", ["-fast", "-slow"])

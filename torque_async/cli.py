@@ -12,6 +12,7 @@ import signal
 import socket
 import sys
 import time
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
@@ -367,7 +368,7 @@ def finish(plan, done: runs.Runs, info, job, began: startup.Began | None = None)
         alone_info = [[r.info for r in recs] for _, recs in done.alone_records()] \
             if alone else None
         doc = export.document(plan, records, procs, info, date, done.failures,
-                              [o.records for o in done.complete], alone, found, began,
+                              [o.records for o in done.whole], alone, found, began,
                               alone_info, done.interrupted, done.unfinished)
         doc = report_cluster.document([o.cluster for o in done.complete], doc) if run else doc
         machine = {path: make(doc) for path, make in ((s.json, export.json_text),
@@ -429,8 +430,11 @@ def repeated(plan, done: runs.Runs, procs, run=None) \
     alone_records = [recs for _, recs in done.alone_records()] if alone else None
     found = figures.changes(alone, [figures.medians(t) for t in per_test], procs) \
         if alone else None
+    unresolved = Counter(r.row for o in done.complete for r in o.records
+                         if report.resolution_flags(r))
     blocks = [*(report.repeat_lines([figures.spreads(t) for t in per_test], procs,
-                                    len(done.complete), run) if len(done.complete) > 1 else []),
+                                    len(done.complete), run, unresolved)
+                if len(done.complete) > 1 else []),
               "", *(report_cluster.skew_lines([o.cluster for o in done.complete])
                 if run and len(done.complete) > 1 else []),
               "", *(report.baseline_lines(found, run, {r.row for o in done.complete

@@ -144,7 +144,7 @@ def run_entries(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...]
 def repeats_entry(plan: Plan, repetitions: list[tuple[Record, ...]],
                   procs: tuple[Proc, ...]) -> dict | None:
     """-repeat: every complete repetition's figures (one, when the second failed or was
-    stopped), and each test's median, min, max and spread."""
+    stopped; none when the first was: null), and each test's median, min, max and spread."""
     if plan.settings.repeat < 2 or not repetitions:
         return None
     runs = [run_entries(plan, records, procs) for records in repetitions]

@@ -694,9 +694,11 @@ REPEAT_HEADER = "proc,Test,Figure,Median,Min,Max,Spread(%)"
 BASELINE_HEADER = "proc,Test,Figure,Alone,Together,Change(%)"
 
 
-def repeat_lines(spreads: list[dict[str, Spread]], procs, times: int, cluster=None) -> list[str]:
+def repeat_lines(spreads: list[dict[str, Spread]], procs, times: int, cluster=None,
+                 unresolved: dict[int, int] | None = None) -> list[str]:
     """-repeat: each test's main figures over the repetitions (from figures.spreads); a
-    report_cluster.ClusterRun adds Host and Rank columns, as to the table."""
+    report_cluster.ClusterRun adds Host and Rank columns, as to the table; `unresolved`: in how
+    many repetitions each row's figures were not resolved (resolution_flags)."""
     lines = [f"{proc.row}, {KINDS[proc.group.action].label}, {FIGURES[name].label}, "
              f"{s.median:.1f}, {s.lo:.1f}, {s.hi:.1f}, "
              f"{'NA' if s.spread_pct is None else f'{s.spread_pct:.1f}'}" + where(cluster, proc.row)
@@ -705,7 +707,8 @@ def repeat_lines(spreads: list[dict[str, Spread]], procs, times: int, cluster=No
         return []
     return [f"Repeated {times} times (the table above is the first): median, min, max, "
             f"spread = (max - min) / median", REPEAT_HEADER + (cluster.columns if cluster else ""),
-            *lines]
+            *lines, *(f"proc {row}: not resolved in {k} of {times} repetitions: its medians are "
+                      f"not resolved" for row, k in sorted((unresolved or {}).items()))]
 
 
 def baseline_lines(found: list[Change], cluster=None, cut: set[int] = frozenset()) -> list[str]:

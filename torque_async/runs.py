@@ -32,11 +32,14 @@ class Runs:
         return self.complete[0] if self.together else None
 
     @property
+    def whole(self) -> tuple[Outcome, ...]:
+        """The repetitions that ran to their end (none failed, nothing interrupted them)."""
+        return tuple(o for o in self.together if not (o.failures or o.interrupted))
+
+    @property
     def complete(self) -> tuple[Outcome, ...]:
-        """The repetitions that ran to their end (none failed, nothing interrupted them); the
-        first when none did (its report says what went wrong)."""
-        return tuple(o for o in self.together if not (o.failures or o.interrupted)) \
-            or self.together[:1]
+        """The whole repetitions; the first when none was (its report says what went wrong)."""
+        return self.whole or self.together[:1]
 
     def per_test(self, procs: tuple[Proc, ...]) -> list[list[dict[str, float | None]]]:
         """Each test's (in plan order) main figures in each complete repetition."""

@@ -290,6 +290,17 @@ def test_a_baseline_stopped_in_a_run_alone_reports_and_exports_that_run(monkeypa
     assert doc["plan"]["groups"][0]["text"] == "-p 2 -n 4 -bzero"           # false)
 
 
+def test_repeat_gives_a_share_s_spread_in_points():
+    """CPU wait 0.0, 0.0 and 1.7 read as a spread of 9206.3%."""
+    procs = cmdline.parse("-n 8 -load".split()).procs()
+    none = dict.fromkeys(figures.FIGURES)
+    spreads = figures.spreads([{**none, "bw": bw, "wait_pct": w}
+                               for bw, w in ((100.0, 0.0), (110.0, 0.02), (90.0, 1.7))])
+    lines = report.repeat_lines([spreads], procs, 3)
+    assert lines[2:] == ["0, Load, BW(MB/s), 100.0, 90.0, 110.0, 20.0",
+                         "0, Load, CPU wait(%), 0.0, 0.0, 1.7, 1.7 points"]
+
+
 def test_repeat_stopped_in_its_first_repetition_exports_no_repeats(monkeypatch, capsys,
                                                                      tmp_path):
     """It wrote repeats.count 1, the cut-short run as if complete: a stop in repetition 2

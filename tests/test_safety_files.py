@@ -121,6 +121,10 @@ OUTPUT_ONTO_INPUT = [
     (["-json", "fifo", *READ], "-json fifo is a FIFO, not a file"),
     (["-json", "/proc/self/fd/1", *READ], "-json /proc/self/fd/1 "),      # /dev/stdout's target
     (["-json", "to-fifo", *READ], "-json to-fifo leads to a FIFO, not a file"),
+    (["-csv", "sub/torque-web.json", "-dir", "sub", "-cfiles", "-web"], "-csv "
+     "sub/torque-web.json is inside the -web tree sub: "),   # (it replaced the manifest)
+    (["-json", "sub/r.json", "-dir", "./sub", "-cfiles", "-files", "10"], "is inside the "
+     "-files tree ./sub"),
 ]
 
 

@@ -2,7 +2,7 @@
 
 Checked with the plan, so a bad target is one line and exit 2 before anything runs: never a
 directory or a device, never the same file as an input (a -f file, a -scan/-scanfile FILE, the
--c configuration, the alias file) or as another output; names are compared as files (the
+-c configuration, the alias file) or as another output, never inside a -files or -web tree; names are compared as files (the
 resolved path, or the same device and inode), not as strings. Written after the run to a new
 file in the target's directory and renamed into place, so an existing name (a symbolic link
 planted there, a hard link to another file) is replaced, never opened and never followed.
@@ -110,6 +110,23 @@ def check(plan) -> None:
             if same(path, name):
                 raise UsageError(f"{what} {path} is the same file as {other} {name}: writing it "
                                  f"would destroy that file")
+        for action, tree in trees(plan):
+            if inside(path, tree):
+                raise UsageError(f"{what} {path} is inside the {action} tree {tree}: a file there "
+                                 f"that torque-async did not make (or its manifest, replaced) "
+                                 f"makes later runs refuse the tree; name a file outside it")
+
+
+def trees(plan) -> list[tuple[str, str]]:
+    """(action, directory) of every -files and -web tree: torque-async's own files."""
+    return [(f"-{g.action}", g.local.dir) for g in plan.groups if g.action in ("files", "web")]
+
+
+def inside(path: str, tree: str) -> bool:
+    """Whether `path` would be made in directory `tree` or below it (resolved names)."""
+    folder = os.path.realpath(os.path.dirname(os.path.abspath(path)))
+    top = os.path.realpath(tree)
+    return folder == top or folder.startswith(top.rstrip("/") + "/")
 
 
 def write(path: str, text: str | bytes) -> None:

@@ -125,6 +125,30 @@ def test_load_refuses_what_is_not_a_results_file(tmp_path):
             export.load(str(path))
 
 
+def test_load_refuses_nan_and_infinity(tmp_path):
+    """Python's json reads them: compare printed 'nan ... +nan%' and '+inf% better', exit 0."""
+    plan, recs = man_page_example()
+    doc = export.document(plan, recs, plan.procs(), INFO, "today")
+    for word in ("NaN", "Infinity", "-Infinity"):
+        doc["tests"][0]["figures"]["bw"] = word
+        path = tmp_path / f"{word}.json"
+        path.write_text(export.json_text(doc).replace(f'"{word}"', word))
+        with pytest.raises(export.ResultsFileError, match=f"it holds {word}, which is no JSON"):
+            export.load(str(path))
+
+
+def test_load_refuses_a_repeat_count_that_is_not_its_runs(tmp_path):
+    plan = cmdline.parse("-repeat 3 -n 8 -load".split())
+    recs = (record(0, 0, 900 * MS, 8, 4 << 20),)
+    doc = export.document(plan, recs, plan.procs(), INFO, "today", (), [recs, recs])
+    doc["repeats"]["count"] = 5
+    path = tmp_path / "r.json"
+    path.write_text(export.json_text(doc))
+    with pytest.raises(export.ResultsFileError, match="repeats.count is 5, but repeats.runs "
+                                                      "holds 2"):
+        export.load(str(path))
+
+
 def test_load_refuses_a_test_of_a_group_the_plan_does_not_have(tmp_path):
     """A hand-edited group made compare fail with KeyError and plot with IndexError."""
     plan, recs = man_page_example()

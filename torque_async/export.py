@@ -324,9 +324,11 @@ def inconsistent(doc: dict[str, Any]) -> str:
     tests."""
     groups = len(doc["plan"]["groups"])
     runs = (doc.get("repeats") or {}).get("runs", [])
+    if doc.get("repeats") and doc["repeats"]["count"] != len(runs):
+        return f"repeats.count is {doc['repeats']['count']}, but repeats.runs holds {len(runs)}"
     for i, run in enumerate(runs):
         if len(run["tests"]) != len(doc["tests"]):
-            return (f"repeats.runs[{i}] has {len(run['tests'])} tests, the run "
+            return (f"repeats.runs[{i}] has {len(run['tests'])} tests, the top-level tests "
                     f"{len(doc['tests'])}")
     lists = [("tests", doc["tests"]),
              *((f"repeats.runs[{i}].tests", run["tests"]) for i, run in enumerate(runs))]
@@ -338,11 +340,22 @@ def inconsistent(doc: dict[str, Any]) -> str:
     return ""
 
 
+class NotANumber(ValueError):
+    """NaN or Infinity: Python's json reads them, JSON has no such number, -json writes none."""
+
+
+def not_json(word: str):
+    raise NotANumber(word)
+
+
 def load(path: str) -> dict[str, Any]:
     """A results file written by -json, checked for its schema name, version and shape (read
     at most inputs.RESULTS_LIMIT bytes, from a regular file only)."""
     try:
-        doc = json.loads(read_bounded(path, RESULTS_LIMIT))
+        doc = json.loads(read_bounded(path, RESULTS_LIMIT), parse_constant=not_json)
+    except NotANumber as e:
+        raise ResultsFileError(f"{path} is not JSON: it holds {e}, which is no JSON "
+                               f"number") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ResultsFileError(f"{path} is not JSON: {e}") from None
     except RecursionError:                    # arrays nested deeper than any results file

@@ -181,6 +181,12 @@ def test_the_group_block_of_loop_tests_says_their_pid_is_torque_async_s_own():
     assert "PID 700 is torque-async itself: its 2 processes run as coroutines on one event " \
            "loop" in reading
     assert not any(ln.startswith("PID") for ln in loading)
+    plan = cmdline.parse("-p 3 -r".split())              # a stop in set-up: one started
+    recs = (record(0, 0, 10 * MS, 1, MB, pid=700), *(record(i, 0, 0, 0, MB, pid=0)
+                                                     for i in (1, 2)))
+    assert "PID 700 is torque-async itself: its 1 process runs as coroutines on one event loop " \
+           "(2 of its 3 never started)" in report.group_lines(plan, plan.groups[0], recs,
+                                                               plan.procs())
 
 
 def test_a_figure_that_does_not_apply_leaves_no_blank_line_in_its_block():

@@ -608,19 +608,21 @@ def group_lines(plan: Plan, group: Group, records, procs, rank=no_rank) -> list[
     if extra:
         lines.append(f"Unmeasured transfers while waiting for the slowest test (-slow) = {extra}")
     if kind.runs_in == LOOP:
-        lines += loop_pid_lines(event_loops(*zip(*mine), rank) if mine else {})
+        lines += loop_pid_lines(event_loops(*zip(*mine), rank) if mine else {}, len(mine))
     return lines + [group.text]
 
 
-def loop_pid_lines(loops: dict[tuple, list]) -> list[str]:
+def loop_pid_lines(loops: dict[tuple, list], size: int = 0) -> list[str]:
     """Which process runs a loop group's tests: torque-async itself, or under mpiexec each
-    rank's own."""
+    rank's own (`size`: the group's processes, some of which a stop may have kept from
+    starting)."""
     def processes(tests: list) -> str:
         return f"{len(tests)} process{'es' * (len(tests) > 1)}"
     if len(loops) == 1:
         (_, pid), tests = next(iter(loops.items()))
+        never = f" ({size - len(tests)} of its {size} never started)" if size > len(tests) else ""
         return [f"PID {pid} is torque-async itself: its {processes(tests)} run"
-                f"{'s' * (len(tests) == 1)} as coroutines on one event loop"]
+                f"{'s' * (len(tests) == 1)} as coroutines on one event loop{never}"]
     return [f"PID {pid} is rank {where}'s torque-async: its {processes(tests)} of the group run"
             f"{'s' * (len(tests) == 1)} as coroutines on its own event loop"
             for (where, pid), tests in sorted(loops.items())] if loops else []

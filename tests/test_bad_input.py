@@ -152,7 +152,7 @@ CONFIG = [   # (config file text, the message naming FILE:LINE)
     ("-n 4 -MB 2\n", "bad.cfg:1: local options without an action after them: -n 4 -MB 2"),
     ("-streams r 4 'unclosed\n", "bad.cfg:1: No closing quotation"),
     ("-V 99\n", "bad.cfg:1: -V n: 99 is out of range"),
-    ("# only a comment\n", "no action given"),
+    ("# only a comment\n", "no action given: name a test (e.g. -load) or put one in bad.cfg"),
 ]
 
 ALIASES = [  # (alias file text, command line after -aliasFile, message)
@@ -174,6 +174,15 @@ def test_bad_command_lines(capsys, argv, message):
 def test_bad_config_files_name_file_and_line(capsys, tmp_path, text, message):
     (tmp_path / "bad.cfg").write_text(text)
     assert_one_clean_line(*execute(capsys, "-c", "bad.cfg"), message)
+
+
+@pytest.mark.parametrize("make", [os.mkdir, lambda p: os.symlink("gone.cfg", p)])
+def test_a_torque_config_that_is_no_file_is_refused(capsys, tmp_path, make):
+    """A directory or a dangling link named Torque.config ran the packaged workload, unsaid."""
+    make(tmp_path / "Torque.config")
+    assert_one_clean_line(*execute(capsys, "-smkey", "0x7D6F"),
+                          "Torque.config is not a file (a directory, or a link to none): "
+                          "remove it, or name a configuration file with -c")
 
 
 @pytest.mark.parametrize("text,argv,message", ALIASES, ids=[m for _, _, m in ALIASES])

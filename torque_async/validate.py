@@ -13,8 +13,8 @@ from .plan import Plan
 def check(plan: Plan) -> None:
     """Raise UsageError, naming the option, for a plan that cannot run here."""
     if not plan.groups:
-        raise UsageError("no action given: name a test (e.g. -load) or put one in Torque.config;"
-                         " -h for help")
+        raise UsageError(f"no action given: name a test (e.g. -load) or put one in "
+                         f"{plan.config or 'Torque.config'}; -h for help")
     if plan.settings.g and cluster.launcher_rank() is None:   # under mpiexec: cluster.refuse
         check_key_input()
     child = plan.settings.child

@@ -340,10 +340,26 @@ def test_a_test_that_waited_for_a_cpu_together_is_said_to():
                                    figures.Change(1, "Random", cpu, 49.0, 28.0),
                                    figures.Change(1, "Random", wait, 0.5, 2.0)])
     assert lines[-1] == ("proc 0 (Bcopy): waited for a CPU (runnable, not running) 60% of its "
-                         "time together, 1% alone: more busy tests than CPUs, so its slowdown is "
-                         "not all its memory's or disk's")
+                         "time together, 1% alone: more runnable threads than CPUs, of these "
+                         "tests or other programs, so its slowdown is not all its memory's or "
+                         "disk's")
     assert "0, Bcopy, CPU wait(%), 1.0, 60.0, +59.0 points" in lines and len(lines) == 7  # (a
     assert "0, Bcopy, CPU(%), 99.0, 37.0, -62.0 points" in lines    # share's change: +5900.0%)
+
+
+def test_a_run_says_which_tests_waited_for_a_cpu_without_baseline():
+    """Six busy tests on 2 CPUs waited 48-69% of their time, unflagged without -baseline: their
+    figures read as the memory's."""
+    rows = (record(0, 0, 1000 * MS, 10, MB, cpu_wait=480 * MS),
+            record(1, 0, 1000 * MS, 10, MB, cpu_wait=90 * MS),
+            record(2, 0, 1000 * MS, 10, MB, cpu_wait=690 * MS),
+            record(3, 0, 1000 * MS, 10, MB, cpu_wait=-1))          # (not known)
+    assert report.waited_lines(rows) == [
+        "procs 0, 2: waited for a CPU 48-69% of the measured time (more runnable threads than "
+        "CPUs, of these tests or other programs): the figures are partly time-slicing's; "
+        "-baseline shows how much"]
+    assert report.waited_lines(rows[1:2]) == [] and report.waited_lines(rows, True)[0].endswith(
+        "partly time-slicing's")
 
 
 def test_a_baseline_whose_run_together_was_cut_short_marks_those_changes():

@@ -727,8 +727,25 @@ def baseline_lines(found: list[Change], cluster=None, cut: set[int] = frozenset(
               f"{change_text(c)}" + (" (cut short together)" if c.proc in cut else "")
               + where(cluster, c.proc) for c in found),
             *(f"proc {c.proc} ({c.test}): waited for a CPU (runnable, not running) "
-              f"{c.together:.0f}% of its time together, {c.alone:.0f}% alone: more busy tests "
-              f"than CPUs, so its slowdown is not all its memory's or disk's" for c in waited)]
+              f"{c.together:.0f}% of its time together, {c.alone:.0f}% alone: {BUSY_CPUS}, so "
+              f"its slowdown is not all its memory's or disk's" for c in waited)]
+
+
+BUSY_CPUS = "more runnable threads than CPUs, of these tests or other programs"
+
+
+def waited_lines(rows, baseline: bool = False) -> list[str]:
+    """The tests that waited for a CPU (runnable, not running) CPU_WAITED % of their measured
+    time or more: their figures are partly the scheduler's, not the memory's or disk's alone
+    (`baseline`: its block below says how much)."""
+    waited = [r for r in rows if r.measured and (r.wait_pct or 0) >= CPU_WAITED]
+    if not waited:
+        return []
+    shares = sorted(r.wait_pct for r in waited)
+    span = f"{shares[0]:.0f}%" if len(shares) == 1 else f"{shares[0]:.0f}-{shares[-1]:.0f}%"
+    return [f"{procs_named([r.row for r in waited])}: waited for a CPU {span} of the measured "
+            f"time ({BUSY_CPUS}): the figures are partly time-slicing's"
+            + ("" if baseline else "; -baseline shows how much")]
 
 
 def change_text(c: Change) -> str:
@@ -791,7 +808,8 @@ def render(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], inf
     table = [table_row(r, p, t0).text() + where(cluster, r.row)
              for r, p in zip(rows, each) if r.measured]
     lines += [TABLE_HEADER + (cluster.columns if cluster else ""), *table] if table else []
-    lines += [*resolution_lines(rows), "", *summary_lines(plan, records, procs)]
+    lines += [*resolution_lines(rows), *waited_lines(rows, plan.settings.baseline), "",
+              *summary_lines(plan, records, procs)]
     lines += filter(None, (overlap_line(plan, records, t0, cluster), startup_line(began, t0),
                            loop_line(records, procs, rank_of(cluster)), *spin_lines(records),
                            *cyclic_lines(records, procs), *checkpoint_lines(records, procs, t0)))

@@ -251,6 +251,8 @@ def test_a_regression_of_figures_not_resolved_is_flagged_and_never_fails(tmp_pat
     assert r.returncode == 0, r.stdout
     assert "-30.0% worse; not resolved (short)\n" in r.stdout
     assert "figures not resolved on one side or both" in r.stdout
+    assert "significant changes beyond 5%: 0 worse, 0 better" in r.stdout   # (counted 'worse'
+                                                                            # while not resolved)
 
 
 def test_a_group_of_another_process_count_is_compared_whole():

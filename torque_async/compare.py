@@ -358,8 +358,9 @@ def lines(found: Comparison, docs: tuple[dict[str, Any], dict[str, Any]],
         return out + ["", "nothing compared: no test of A matches one of B (tests match by "
                           "action, arguments and the local options that change the work)"]
     sig = [c for c in found.changes if c.significant]
-    worse = sum(c.worse(threshold) for c in sig)
-    better = sum(c.better(threshold) for c in sig)
+    sure = [c for c in sig if not (c.unresolved or c.unfinished)]    # (the others: below)
+    worse = sum(c.worse(threshold) for c in sure)
+    better = sum(c.better(threshold) for c in sure)
     told = sum(c.significant is not None for c in found.changes)
     summary = (f"significant changes beyond {threshold:g}%: {worse} worse, {better} better; "
                f"{told - len(sig)} not significant" if told else
@@ -369,9 +370,9 @@ def lines(found: Comparison, docs: tuple[dict[str, Any], dict[str, Any]],
     if unresolved:
         summary += (f"; {unresolved} figure{'s' * (unresolved > 1)} not resolved on one side or "
                     f"both (measured too briefly, or the harness's cost too large a share: "
-                    f"lengthen the tests, e.g. -t), never counted as a regression")
+                    f"lengthen the tests, e.g. -t), never counted as worse or better")
     ended = sum(bool(c.unfinished) for c in found.changes)
     if ended:
         summary += (f"; {ended} figure{'s' * (ended > 1)} of tests that did not finish (failed, "
-                    f"or cut short by a stop), never counted as a regression")
+                    f"or cut short by a stop), never counted as worse or better")
     return out + ["", summary]

@@ -276,7 +276,7 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> Comparison:
     total = lambda reps, idx: tuple(sum(rep[k]["sys_bw"] for k in idx) for rep in reps)  # noqa
     if matched or groups:
         pairs = matched + groups
-        changes.append(Change("Total (matched tests)", "BW", "MB/s", True,
+        changes.append(Change("Total (matched tests)", "system BW", "MB/s", True,
                               total(reps_a, [i for ia, _ in pairs for i in ia]),
                               total(reps_b, [j for _, jb in pairs for j in jb]),
                               tuple(sorted({f for c in changes for f in c.unresolved})),

@@ -150,7 +150,7 @@ async def calibrate(tests: list, stopped) -> list:
         rates = ", ".join(f"{uring.submits(g)} {per_s(rate)}" for g, rate in best.items())
         tie = "" if best.get(engine.group) == max(best.values()) else \
             " (faster than whole batches in every round)" if engine.group else \
-            " (none faster in every round)"
+            " (the default: no other way was faster in every round)"
         line = f"O_DIRECT submits = {uring.submits(engine.group)}{tie}, {uring.TRIALS} " \
                f"{rates} reads/s ({took})"
     elif why:

@@ -29,7 +29,8 @@ CMDLINE = [
     (["-i", "0", "-load"], "-i n: 0 is out of range"),
     (["-p", "0", "-load"], "-p n: 0 is out of range"),
     (["-p", "5000", "-load"], "out of range"),
-    (["-n", "8"], "local options without an action after them: -n 8"),
+    (["-n", "8"], "local options without an action after them: -n 8 (they modify the action that "
+                  "follows them"),
     (["-load", "-MB", "4"], "local options without an action after them: -MB 4"),
     (["-V"], "-V needs 1 argument"),
     (["-V", "13"], "-V n: 13 is out of range (1..12)"),

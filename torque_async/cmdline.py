@@ -211,7 +211,8 @@ def scan(tokens: list[Token], aliases: Iterable[str] = ()) -> Scan:
     if group_text:
         first = next(t for t in tokens if t.text == group_text[0])
         raise UsageError(f"{first.where()}local options without an action after them: "
-                         f"{' '.join(group_text)}")
+                         f"{' '.join(group_text)} (they modify the action that follows them: "
+                         f"-n 8 -MB 4 -load)")
     if files:
         settings["files"] = tuple(files)
     return Scan(settings, groups)

@@ -116,6 +116,8 @@ def test_a_planted_30_percent_slowdown_is_significant_and_fails_on_regression(tm
     b = write(repeated(PLAN, SLOWER), tmp_path / "b.json")
     r = run_cli("compare", a, b, "--fail-on-regression")
     assert r.returncode == 1
+    assert r.stderr.splitlines()[-1] == \
+        f"torque-async: --fail-on-regression: exit 1: {b}: 3 significant regressions"
     assert "-n 8 -MB 4 -load [process 0], BW, 1000.0 (spread 2.7%), 700.0 (spread 2.7%), MB/s, -30.0% worse\n" \
         in r.stdout
     assert "significant changes beyond 5%: 3 worse, 0 better" in r.stdout   # BW, IO/s, total
@@ -147,7 +149,11 @@ def test_a_run_that_did_not_finish_is_named_its_tests_marked_and_it_fails_the_ga
     assert f"note: B did not finish: {cut}\n" in r.stdout
     assert "did not finish (cut short in B)" in r.stdout
     assert "figures of tests that did not finish (failed, or cut short by a stop)" in r.stdout
-    assert run_cli("compare", *reversed(paths), "--fail-on-regression").returncode == 1
+    assert r.stderr.splitlines()[-1] == \
+        f"torque-async: --fail-on-regression: exit 1: {paths[1]} did not finish"  # ('0 worse')
+    r = run_cli("compare", *reversed(paths), "--fail-on-regression")
+    assert r.returncode == 1 and r.stderr.splitlines()[-1] == \
+        f"torque-async: --fail-on-regression: exit 1: {paths[1]} (BASE) did not finish"
     assert "note: A did not finish: " in run_cli("compare", *reversed(paths)).stdout   # (BASE)
 
 

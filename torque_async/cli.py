@@ -143,7 +143,8 @@ def compare_command(base: str, runs: tuple[str, ...], threshold: float,
         docs = [export.load(path) for path in (base, *runs)]
     except export.ResultsFileError as e:
         fail(str(e), 2)
-    worse, unmatched = bool(comparing.incomplete(docs[0], base)), False
+    why = [f"{base} (BASE) did not finish"] if comparing.incomplete(docs[0], base) else []
+    unmatched = False
     for i, (path, doc) in enumerate(zip(runs, docs[1:])):
         try:
             found = comparing.compare(docs[0], doc)
@@ -151,10 +152,13 @@ def compare_command(base: str, runs: tuple[str, ...], threshold: float,
         except DAMAGED as e:
             fail(f"compare: {base} and {path}: {damaged(e)}", 2)
         say(([""] if i else []) + report)
-        worse |= any(c.regression(threshold) for c in found.changes) or \
-            bool(comparing.incomplete(doc, path))
+        regressed = sum(c.regression(threshold) for c in found.changes)
+        why += [f"{path}: {regressed} significant regression{'s' * (regressed > 1)}"] * \
+            bool(regressed) + [f"{path} did not finish"] * bool(comparing.incomplete(doc, path))
         unmatched |= not found.changes
-    sys.exit(2 if unmatched else 1 if fail_on_regression and worse else 0)
+    if fail_on_regression and why and not unmatched:
+        say([f"torque-async: --fail-on-regression: exit 1: {'; '.join(why)}"], err=True)
+    sys.exit(2 if unmatched else 1 if fail_on_regression and why else 0)
 
 
 # What a results file that passed export.load's checks can still raise in compare or plot: it

@@ -1,6 +1,7 @@
 """The file tests end to end: every action on small files, data read back, seeds, safety."""
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import tempfile
@@ -165,11 +166,35 @@ def test_what_w_wrote_reads_back_in_place(key, engine, tmp_path):
     assert np.array_equal(after, expect)
 
 
-def test_w_makes_a_named_file_that_does_not_exist_yet(key, tmp_path):
+def test_w_makes_a_named_file_that_does_not_exist_yet_and_says_so(key, tmp_path):
+    """It made (and kept) the user's -f file unsaid."""
     target = tmp_path / "new.dat"
-    assert not run(key, "-f", str(target), "-n", "3", "-i", "1", "-KB", "4", "-w").failures
+    out = run(key, "-f", str(target), "-n", "3", "-i", "1", "-KB", "4", "-w")
+    assert not out.failures
     assert np.array_equal(np.frombuffer(target.read_bytes(), np.uint8),
                           np.concatenate([data.written(0, p, 4 * KB) for p in (0, 4096, 8192)]))
+    made = f"{target}: made by this run (there was none), and kept, as a -f file is"
+    assert out.records[0].info.splitlines()[-1] == made
+    again = run(key, "-f", str(target), "-n", "3", "-i", "1", "-KB", "4", "-w")
+    assert "made by this run" not in again.records[0].info
+
+
+def test_a_stream_says_when_it_made_or_grew_its_named_file(tmp_path):
+    from torque_async.streams.tracks import FileTracks
+    local = cmdline.parse("-fbc -streams r 0 64 1 0 1 1".split()).groups[0].local
+    path = tmp_path / "cam.dat"
+    for size, said in ((64 * KB, [f"{path}: made by this run (there was none), and kept, as a "
+                                  "-f file is"]),
+                       (128 * KB, [f"{path}: grown from 131072 to 262144 bytes by this run, "
+                                   "and kept so"]),
+                       (128 * KB, [])):
+        async def note(size=size) -> str:
+            tracks = FileTracks(str(path), 2, 1, size, local, 0)  # 2 tracks of 1 frame
+            try:
+                return tracks.note
+            finally:
+                tracks.close()
+        assert asyncio.run(note()).splitlines()[2:] == said
 
 
 def test_a_write_shorter_than_its_stamp_writes_the_stamp_s_first_bytes(key, tmp_path):

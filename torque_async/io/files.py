@@ -57,6 +57,14 @@ def choose_mode(local, sizes: tuple[int, ...], align: int, path: str) -> Mode:
     return Mode(True, False, f"File buffer cache = off (O_DIRECT{memory})", fs)
 
 
+def made_note(path: str, was: int | None, now: int) -> str:
+    """What set-up did to a file the user named (-f): made it (`was` None: there was none) or
+    grew it, from `was` to `now` bytes; it is kept either way ('' when it did neither)."""
+    if was is None:
+        return f"{path}: made by this run (there was none), and kept, as a -f file is"
+    return f"{path}: grown from {was} to {now} bytes by this run, and kept so" if now > was else ""
+
+
 def open_file(path: str, write: bool, create: bool, mode: Mode, opener=None) -> tuple[int, Mode]:
     """Open one test file; a file system that refuses O_DIRECT turns the mode into the fallback.
     A write-open never follows a symbolic link; `opener(flags)` opens it instead of the path

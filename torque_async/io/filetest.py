@@ -40,7 +40,7 @@ from torque_async.timer import SLICE_NS
 from ..meter import EXTRA, MEASURED, STOP
 from . import actions, batch, data, scratch, tree
 from .engine import NAMES, choose, now, open_engine
-from .files import block_size, choose_mode, open_file
+from .files import block_size, choose_mode, made_note, open_file
 from .layout import BLOCK, Cursor, Layout
 
 SHIFT = BLOCK.bit_length() - 1     # transfer k is in block k >> SHIFT, at k & MASK
@@ -74,6 +74,7 @@ class FileTest:
         self.ids: list[int] = []
         self.error: BaseException | None = None
         self.single = self.batched = self.direct = False     # set-up: see batch.py
+        self.made = ""                                        # a -f file set-up made: its note
 
     # set-up --------------------------------------------------------------------------------
     async def setup(self) -> None:
@@ -97,7 +98,8 @@ class FileTest:
         if not self.batched:
             self.engine.ready(self.depth)              # its lanes' threads, if it has them
         self.info = "\n".join((f"I/O engine = {engine}", mode.note) +
-                               ((batch.NOTE,) if self.batched else ()))
+                               ((batch.NOTE,) if self.batched else ()) +
+                               ((self.made,) if self.made else ()))
         self.at = Cursor(self.layout)
         self.at.lists(0)                   # the first block now: made after the release it held
                                            # the loop 1-2 ms a test (16 tests: the first
@@ -128,6 +130,8 @@ class FileTest:
         self.layout = actions.layout(ctx.group, ctx.row, ctx.settings.seed, size,
                                      align=self.align)
         need = self.layout.span + self.extra_bytes      # a named file holds it: plancheck
+        if named is not None and self.writes and not os.path.lexists(named):
+            self.made = made_note(named, None, need)
         if named is None:
             named, fd = scratch.create(f"test{ctx.row}.dat")
             self.scratch = f"test{ctx.row}.dat"

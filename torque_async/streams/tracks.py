@@ -22,7 +22,7 @@ from torque_async.testing.buffers import Buffers
 
 from ..io import scratch
 from ..io.engine import NAMES, choose, open_engine
-from ..io.files import block_size, choose_mode, open_file
+from ..io.files import block_size, choose_mode, made_note, open_file
 from ..meter import now
 from .schedule import READ
 
@@ -70,11 +70,13 @@ class FileTracks:
             self.scratch = os.path.basename(path)
             opener = lambda flags: scratch.reopen(self.scratch, flags)     # noqa: E731
         self.path, self.fd = path, -1
+        existed = bool(self.scratch) or os.path.lexists(path)
         try:
             mode = choose_mode(local, (size,), block_size(path), path)
             self.fd, mode = open_file(path, True, True, mode, opener)
             need = tracks * slots * size
-            if os.fstat(self.fd).st_size < need:
+            was = os.fstat(self.fd).st_size if existed else None
+            if (was or 0) < need:
                 try:
                     os.posix_fallocate(self.fd, 0, need)
                 except OSError as e:
@@ -86,7 +88,9 @@ class FileTracks:
         name, why = choose(engine, False)
         self.engine = open_engine(name)
         self.direct, self.drop = mode.direct, mode.drop
-        self.note = f"I/O engine = {NAMES[name]}{f' ({why})' if why else ''}\n{mode.note}"
+        made = "" if self.scratch else made_note(path, was, need)    # (a -f file)
+        self.note = f"I/O engine = {NAMES[name]}{f' ({why})' if why else ''}\n{mode.note}" + \
+            (f"\n{made}" if made else "")
         self.where = f"{'scratch ' if self.scratch else ''}{path}"
 
     def offset(self, track: int, slot: int) -> int:

@@ -149,6 +149,21 @@ def test_overlap_warns_when_measured_intervals_do_not_meet_with_advice_for_the_p
     assert "-fast" not in slow and "finished before another began measuring" in slow
 
 
+def test_fast_names_a_test_that_measured_mostly_after_the_others_stopped():
+    """Under -fast a Triad measured 89% of its time alone, and the Total added its bandwidth to
+    the others' as if all had run together."""
+    recs = (record(0, 0, 900 * MS, 1, MB), record(1, 0, 100 * MS, 1, MB),
+            record(2, 0, 150 * MS, 1, MB))
+    fast = cmdline.parse("-fast -load -load -load".split())
+    assert report.mostly_alone_lines(fast, recs) == [
+        "proc 0: 89% of its measured time was outside it (-fast: the others were not running), "
+        "so its figures are mostly its own alone"]
+    assert report.mostly_alone_lines(cmdline.parse("-load -load -load".split()), recs) == []
+    lines = report.render(fast, recs, fast.procs(), INFO, "today")
+    at = lines.index("All 3 tests ran together from 0 ms to 100 ms (100 ms)")
+    assert lines[at + 1].startswith("proc 0: 89% of its measured time was outside it")
+
+
 def test_diff_is_finish_minus_start_as_printed_and_video_tests_are_numbered():
     plan = cmdline.parse("-n 4 -V 7".split())
     rec = record(0, 0, 40 * MS, 4, MB, start=MS - 1, finish=41 * MS)   # 0.999.. to 41 ms

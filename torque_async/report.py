@@ -110,6 +110,19 @@ def overlap_window(records) -> tuple[int, int, int] | None:
     return max(r.start for r in measured), min(r.finish for r in measured), len(measured)
 
 
+def mostly_alone_lines(plan: Plan, records) -> list[str]:
+    """-fast: the tests that measured more than half their time outside the interval all ran
+    together (the others had finished, or not begun): their figures are mostly their own
+    alone, which the Total adds to the rest as if measured together."""
+    window = overlap_window(records)
+    if window is None or plan.settings.slow is not False or window[1] <= window[0]:
+        return []
+    together = window[1] - window[0]
+    return [f"proc {r.row}: {100 * (1 - together / r.elapsed):.0f}% of its measured time was "
+            f"outside it (-fast: the others were not running), so its figures are mostly its "
+            f"own alone" for r in records if r.measured and together < r.elapsed / 2]
+
+
 def overlap_line(plan: Plan, records, t0: int, cluster=None) -> str:
     """The interval in which every test was measuring at once; when there was none, advice
     that fits the plan that ran (under mpiexec: the ranks' start skew, when each rank's own
@@ -810,7 +823,8 @@ def render(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], inf
     lines += [TABLE_HEADER + (cluster.columns if cluster else ""), *table] if table else []
     lines += [*resolution_lines(rows), *waited_lines(rows, plan.settings.baseline), "",
               *summary_lines(plan, records, procs)]
-    lines += filter(None, (overlap_line(plan, records, t0, cluster), startup_line(began, t0),
+    lines += filter(None, (overlap_line(plan, records, t0, cluster),
+                           *mostly_alone_lines(plan, records), startup_line(began, t0),
                            loop_line(records, procs, rank_of(cluster)), *spin_lines(records),
                            *cyclic_lines(records, procs), *checkpoint_lines(records, procs, t0)))
     for group in plan.groups:

@@ -91,6 +91,9 @@ def test_the_table_has_every_column_and_sa_anywhere_keeps_only_bandwidth():
 def test_no_samples_no_table():
     rec = record(0, 0, MS, 10, KB64)
     assert report.sample_lines((rec,), cmdline.parse(["-bzero"]).procs(), 0) == []
+    # -sample k over fewer than k + 1 transfers: it printed nothing, and no reason
+    assert report.sample_lines((rec,), cmdline.parse("-sample 99 -bzero".split()).procs(), 0) \
+        == ["proc 0: -sample 99: no sample, as its 10 measured transfers are fewer than 100"]
 
 
 def test_the_meter_stamps_every_k_plus_1_transfers_and_stops_at_1024():

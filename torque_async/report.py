@@ -405,8 +405,12 @@ def sample_intervals(rec: Record, t0: int) -> list[Interval]:
 def sample_lines(records, procs, t0: int) -> list[str]:
     """One samples table for every sampled test; -sa anywhere keeps only the bandwidth."""
     sampled = [(r, p) for r, p in zip(records, procs) if r.samples]
+    none = [f"proc {r.row}: -sample {p.group.local.sample}: no sample, as its {r.transfers} "
+            f"measured transfers are fewer than {p.group.local.sample + 1}"
+            for r, p in zip(records, procs) if p.group.local.sample is not None and r.measured
+            and not r.samples]
     if not sampled:
-        return []
+        return none
     bw_only = any(p.group.local.sa for p in procs)
     lines = [f"Samples ({'' if bw_only else 'ms since the start; '}bandwidth over each "
              "interval alone)", SA_HEADER if bw_only else SAMPLES_HEADER]
@@ -419,7 +423,7 @@ def sample_lines(records, procs, t0: int) -> list[str]:
             lines.append(", ".join(map(str, (*cols, label))))
     return lines + [f"proc {rec.row}: sampling stopped at {MAX_SAMPLES} samples, after transfer "
                     f"{rec.samples[-1][1]} of {rec.transfers}"
-                    for rec, _ in sampled if sampling_cut(rec)]
+                    for rec, _ in sampled if sampling_cut(rec)] + none
 
 
 STREAM_HEADER = ("proc,sub,Target(MB/s),Target(fps),BW(MB/s),BW(fps),Frames,Late,Dropped,"

@@ -65,6 +65,14 @@ def test_a_sequential_test_says_when_its_mfile_cap_is_beyond_what_its_n_transfer
                      "reach 0.25 MBytes of it (raise -n for more)"], [], [], []]
 
 
+def test_a_web_group_calls_its_size_the_read_size():
+    """'transaction size = 1M' read as a request's size; a request reads a whole file."""
+    plan = cmdline.parse("-dir /srv -KB 64 -web".split())
+    lines = report.group_lines(plan, plan.groups[0], (), plan.procs())
+    assert lines[0] == ("read size = 65536 (64K), (64K): each request reads its file whole, in "
+                        "reads of up to this")
+
+
 def test_table_row_has_the_man_pages_numbers():
     plan, recs = man_page_example()
     procs = plan.procs()

@@ -610,6 +610,9 @@ def group_lines(plan: Plan, group: Group, records, procs, rank=no_rank) -> list[
              "procs": f"Number of processes = {len(mine)}",
              "iterations": f"Number of iterations = {local.i}",
              "ramp": local.ramp and f"Ramp (unmeasured transfers first) = {local.ramp:g} s"}
+    if kind.family == "web":           # a request reads a whole file, in reads of `size`
+        lines["size"] = (f"read size = {size} ({kb_text(size)}K), ({human(size)}): each request "
+                         f"reads its file whole, in reads of up to this")
     if local.t is not None:            # -t: a time, not a count, ends the measured part
         measured = f", measured after the ramp: {local.t - local.ramp:g} s" if local.ramp else ""
         lines.update(n=f"run time = {local.t:g} s (-t{measured})", bytes="", iterations="")

@@ -173,20 +173,23 @@ def test_w_makes_a_named_file_that_does_not_exist_yet_and_says_so(key, tmp_path)
     assert not out.failures
     assert np.array_equal(np.frombuffer(target.read_bytes(), np.uint8),
                           np.concatenate([data.written(0, p, 4 * KB) for p in (0, 4096, 8192)]))
-    made = f"{target}: made by this run (there was none), and kept, as a -f file is"
+    made = f"-f file {target}: made by this run (there was none), and kept"
     assert out.records[0].info.splitlines()[-1] == made
     again = run(key, "-f", str(target), "-n", "3", "-i", "1", "-KB", "4", "-w")
-    assert "made by this run" not in again.records[0].info
+    assert "-f file" not in again.records[0].info
+    longer = run(key, "-f", str(target), "-n", "4", "-i", "1", "-KB", "4", "-w")
+    assert longer.records[0].info.splitlines()[-1] == \
+        f"-f file {target}: grown from 12288 to 16384 bytes by this run, and kept so"
 
 
 def test_a_stream_says_when_it_made_or_grew_its_named_file(tmp_path):
     from torque_async.streams.tracks import FileTracks
     local = cmdline.parse("-fbc -streams r 0 64 1 0 1 1".split()).groups[0].local
     path = tmp_path / "cam.dat"
-    for size, said in ((64 * KB, [f"{path}: made by this run (there was none), and kept, as a "
-                                  "-f file is"]),
-                       (128 * KB, [f"{path}: grown from 131072 to 262144 bytes by this run, "
-                                   "and kept so"]),
+    for size, said in ((64 * KB, [f"-f file {path}: made by this run (there was none), and "
+                                  "kept"]),
+                       (128 * KB, [f"-f file {path}: grown from 131072 to 262144 bytes by this "
+                                   "run, and kept so"]),
                        (128 * KB, [])):
         async def note(size=size) -> str:
             tracks = FileTracks(str(path), 2, 1, size, local, 0)  # 2 tracks of 1 frame

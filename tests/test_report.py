@@ -270,6 +270,16 @@ def test_a_choice_made_again_at_other_rates_is_not_a_different_choice():
                             "alone (-baseline), O_DIRECT submits = 4 at a time together: ")
 
 
+def test_a_file_made_in_one_run_is_no_choice_of_its_set_up():
+    """-repeat and -baseline read the first run's 'made by this run' note as a kernel choice:
+    'set-up chose differently in each repetition', and a garbled -baseline line."""
+    procs = cmdline.parse("-f x.dat -n 4 -KB 4 -w".split()).procs()
+    first = "I/O engine = sync\n-f file x.dat: made by this run (there was none), and kept"
+    reps = [(record(0, 0, MS, 1, MB, info=info),) for info in (first, "I/O engine = sync")]
+    assert report.choice_lines(reps, [[reps[1][0]]], procs) == []
+    assert report.choice_lines(reps[1:], [[reps[0][0]]], procs) == []
+
+
 def test_procs_are_named_in_runs():
     assert [report.procs_named(rows) for rows in ([3], [1, 2, 3], [0, 2, 3, 7])] == \
         ["proc 3", "procs 1-3", "procs 0, 2-3, 7"]

@@ -19,7 +19,7 @@ from .results import MAX_SAMPLES, PHASES, STATE_NAMES, Record
 from .stats import PERCENTILES, Stats, bucket_range, merge
 from .sysinfo import SysInfo, header_lines
 from .units import MB, NS_PER_MS, human, kb_text, mb_per_s, per_s
-from .io import actions
+from .io import actions, files
 from .web import summary as web
 
 TABLE_HEADER = "proc,Start,Finish,Diff,Xfers,BW(MB/s),TS(KB),IO/sec,Test,File,PID"
@@ -575,9 +575,9 @@ CANDIDATES = ", the fastest here of|, the best trial of each way here:"
 
 def choices(info: str) -> list[str]:
     """An info's parts (its lines' "; " parts), each without the candidates it was chosen
-    from (and their measured rates)."""
-    return [re.split(CANDIDATES, part)[0]
-            for line in info.splitlines() for part in line.split("; ")]
+    from (and their measured rates); a -f file's note (made by set-up) is no choice."""
+    return [re.split(CANDIDATES, part)[0] for line in info.splitlines()
+            if not line.startswith(files.MADE) for part in line.split("; ")]
 
 
 def unreached_cap(group: Group) -> str:

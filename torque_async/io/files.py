@@ -57,12 +57,16 @@ def choose_mode(local, sizes: tuple[int, ...], align: int, path: str) -> Mode:
     return Mode(True, False, f"File buffer cache = off (O_DIRECT{memory})", fs)
 
 
+MADE = "-f file "                  # starts the note of made_note: no set-up choice (report)
+
+
 def made_note(path: str, was: int | None, now: int) -> str:
     """What set-up did to a file the user named (-f): made it (`was` None: there was none) or
     grew it, from `was` to `now` bytes; it is kept either way ('' when it did neither)."""
     if was is None:
-        return f"{path}: made by this run (there was none), and kept, as a -f file is"
-    return f"{path}: grown from {was} to {now} bytes by this run, and kept so" if now > was else ""
+        return f"{MADE}{path}: made by this run (there was none), and kept"
+    return f"{MADE}{path}: grown from {was} to {now} bytes by this run, and kept so" \
+        if now > was else ""
 
 
 def open_file(path: str, write: bool, create: bool, mode: Mode, opener=None) -> tuple[int, Mode]:

@@ -130,8 +130,8 @@ class FileTest:
         self.layout = actions.layout(ctx.group, ctx.row, ctx.settings.seed, size,
                                      align=self.align)
         need = self.layout.span + self.extra_bytes      # a named file holds it: plancheck
-        if named is not None and self.writes and not os.path.lexists(named):
-            self.made = made_note(named, None, need)
+        if named is not None and self.writes:           # made, or grown by the writes
+            self.made = made_note(named, size if os.path.lexists(named) else None, need)
         if named is None:
             named, fd = scratch.create(f"test{ctx.row}.dat")
             self.scratch = f"test{ctx.row}.dat"

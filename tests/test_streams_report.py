@@ -50,3 +50,24 @@ def test_cyclic_line_is_cyclictests_with_p99():
                   last_lat=7000)
     assert report.cyclic_lines((rec,), plan.procs()) == [
         "T: 0 (42) I:1000 C: 4 Min: 5 Act: 7 Avg: 27 Max: 90 p99: 90 (us)"]
+
+
+def test_fail_late_counts_every_repetition_not_only_the_first(monkeypatch, capsys, tmp_path):
+    """-failLate -repeat 3 with a stream that missed in repetition 2 only: exit 0, unsaid (the
+    verdicts were the first repetition's)."""
+    from torque_async import orchestrator, runs
+    from conftest import execute
+    ran = []
+
+    def fake_run(p, linesize, meet=None):
+        ran.append(1)
+        late = [5_000_000] if len(ran) == 2 else []
+        return orchestrator.Outcome((record(0, 0, 1000 * MS, 200, 1024 * KB, sys_factor=2,
+                                            subs=(sub(200, late),)),), ())
+    monkeypatch.setattr(runs.orchestrator, "run", fake_run)
+    monkeypatch.chdir(tmp_path)
+    code, out, err = execute(capsys, "-failLate", "-repeat", "3", "-memStreams", "w", "2",
+                             "1024", "200", "0", "1", "64")
+    assert "streams: 1 held, 0 missed" in out                   # the table is repetition 1's
+    assert code == 3 and err.splitlines()[-1] == \
+        "torque-async: -failLate: a stream missed its rate in repetition 2 of 3 (exit 3)"

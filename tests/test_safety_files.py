@@ -125,6 +125,8 @@ OUTPUT_ONTO_INPUT = [
      "sub/torque-web.json is inside the -web tree sub: "),   # (it replaced the manifest)
     (["-json", "sub/r.json", "-dir", "./sub", "-cfiles", "-files", "10"], "is inside the "
      "-files tree ./sub"),
+    (["-f", "sub/new.dat", "-n", "4", "-KB", "4", "-w", "-dir", "sub", "-cfiles", "-files",
+      "10"], "-f sub/new.dat is inside the -files tree sub: "),    # (a -w made it there)
 ]
 
 

@@ -110,11 +110,14 @@ def check(plan) -> None:
             if same(path, name):
                 raise UsageError(f"{what} {path} is the same file as {other} {name}: writing it "
                                  f"would destroy that file")
+    for what, path in outs + [("-f", name) for name in s.files]:   # (a test's -f writes)
         for action, tree in trees(plan):
             if inside(path, tree):
+                fix = "run from another directory" if path == SYSCTL_FILE else \
+                    "name a file outside it"
                 raise UsageError(f"{what} {path} is inside the {action} tree {tree}: a file there "
-                                 f"that torque-async did not make (or its manifest, replaced) "
-                                 f"makes later runs refuse the tree; name a file outside it")
+                                 f"that torque-async did not make (or one of its own, changed) "
+                                 f"makes later runs refuse the tree; {fix}")
 
 
 def trees(plan) -> list[tuple[str, str]]:

@@ -177,13 +177,20 @@ def test_bad_config_files_name_file_and_line(capsys, tmp_path, text, message):
     assert_one_clean_line(*execute(capsys, "-c", "bad.cfg"), message)
 
 
-@pytest.mark.parametrize("make", [os.mkdir, lambda p: os.symlink("gone.cfg", p)])
-def test_a_torque_config_that_is_no_file_is_refused(capsys, tmp_path, make):
-    """A directory or a dangling link named Torque.config ran the packaged workload, unsaid."""
+@pytest.mark.parametrize("make, what", [(os.mkdir, "a directory"),
+                                        (lambda p: os.symlink("gone.cfg", p),
+                                         "a link that leads to no file"),
+                                        (os.mkfifo, "a FIFO")])
+def test_a_torque_config_that_is_no_file_is_refused_by_a_run_alone(capsys, tmp_path, make,
+                                                                   what):
+    """A directory or a dangling link named Torque.config ran the packaged workload, unsaid;
+    -version and -freeSharedMemory, which read no configuration, still answer."""
     make(tmp_path / "Torque.config")
     assert_one_clean_line(*execute(capsys, "-smkey", "0x7D6F"),
-                          "Torque.config is not a file (a directory, or a link to none): "
-                          "remove it, or name a configuration file with -c")
+                          f"Torque.config is {what}, not a configuration file: remove it, or "
+                          f"name one with -c")
+    assert execute(capsys, "-version")[0] == 0
+    assert execute(capsys, "-smkey", "0x7D6F", "-freeSharedMemory")[0] == 0
 
 
 @pytest.mark.parametrize("text,argv,message", ALIASES, ids=[m for _, _, m in ALIASES])

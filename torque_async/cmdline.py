@@ -235,11 +235,9 @@ def parse(argv: list[str], cwd: str = ".") -> Plan:
     line = [Token(a, COMMAND_LINE) for a in argv]
     named = value_after(line, "c")
     path = named.text if named else os.path.join(cwd, DEFAULT_CONFIG)
-    if not named and os.path.lexists(path) and not os.path.isfile(path):
-        raise UsageError(f"{path} is not a file (a directory, or a link to none): remove it, or "
-                         f"name a configuration file with -c")     # (the packaged one ran)
-    config = path if named or os.path.isfile(path) else PACKAGED_CONFIG
-    conf = config_tokens(config)
+    stray = not named and os.path.lexists(path) and not os.path.isfile(path)  # a run refuses it
+    config = path if named or stray or os.path.isfile(path) else PACKAGED_CONFIG   # (validate)
+    conf = [] if stray else config_tokens(config)
 
     alias_tok = value_after(line, "aliasFile") or value_after(conf, "aliasFile")
     aliases = read_aliases(alias_tok.text) if alias_tok else {}

@@ -6,12 +6,24 @@ import stat
 
 from . import cluster, limits, outputs
 from .cmdline import UsageError
+from .inputs import kind
 from .kinds import KINDS, LOOP, resolve
 from .plan import Plan
 
 
+def not_a_file(path: str) -> str:
+    """What a name that is no regular file is, in words."""
+    try:
+        return kind(os.stat(path).st_mode)
+    except OSError:
+        return "a link that leads to no file" if os.path.islink(path) else "gone"
+
+
 def check(plan: Plan) -> None:
     """Raise UsageError, naming the option, for a plan that cannot run here."""
+    if plan.config and not os.path.isfile(plan.config):   # a Torque.config that is none: the
+        raise UsageError(f"{plan.config} is {not_a_file(plan.config)}, not a configuration "
+                         f"file: remove it, or name one with -c")    # packaged workload ran
     if not plan.groups:
         raise UsageError(f"no action given: name a test (e.g. -load) or put one in "
                          f"{plan.config or 'Torque.config'}; -h for help")

@@ -129,12 +129,23 @@ def test_load_refuses_nan_and_infinity(tmp_path):
     """Python's json reads them: compare printed 'nan ... +nan%' and '+inf% better', exit 0."""
     plan, recs = man_page_example()
     doc = export.document(plan, recs, plan.procs(), INFO, "today")
-    for word in ("NaN", "Infinity", "-Infinity"):
+    for word in ("NaN", "Infinity", "-Infinity", "1e400"):
         doc["tests"][0]["figures"]["bw"] = word
         path = tmp_path / f"{word}.json"
         path.write_text(export.json_text(doc).replace(f'"{word}"', word))
         with pytest.raises(export.ResultsFileError, match=f"it holds {word}, which is no JSON"):
             export.load(str(path))
+
+
+def test_load_refuses_a_negative_figure(tmp_path):
+    plan, recs = man_page_example()
+    doc = export.document(plan, recs, plan.procs(), INFO, "today")
+    doc["tests"][1]["figures"]["bw"] = -5.0
+    path = tmp_path / "neg.json"
+    path.write_text(export.json_text(doc))
+    with pytest.raises(export.ResultsFileError, match=r"tests\[1\]\.figures\.bw is -5.0, below its "
+                                                      r"least, 0"):
+        export.load(str(path))
 
 
 def test_load_refuses_a_repeat_count_that_is_not_its_runs(tmp_path):

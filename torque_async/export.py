@@ -341,18 +341,25 @@ def inconsistent(doc: dict[str, Any]) -> str:
 
 
 class NotANumber(ValueError):
-    """NaN or Infinity: Python's json reads them, JSON has no such number, -json writes none."""
+    """NaN or Infinity (or 1e400, read as one): Python's json reads them, JSON has no such
+    number, -json writes none."""
 
 
 def not_json(word: str):
     raise NotANumber(word)
 
 
+def finite(text: str) -> float:
+    value = float(text)
+    return value if math.isfinite(value) else not_json(text)
+
+
 def load(path: str) -> dict[str, Any]:
     """A results file written by -json, checked for its schema name, version and shape (read
     at most inputs.RESULTS_LIMIT bytes, from a regular file only)."""
     try:
-        doc = json.loads(read_bounded(path, RESULTS_LIMIT), parse_constant=not_json)
+        doc = json.loads(read_bounded(path, RESULTS_LIMIT), parse_constant=not_json,
+                         parse_float=finite)
     except NotANumber as e:
         raise ResultsFileError(f"{path} is not JSON: it holds {e}, which is no JSON "
                                f"number") from None

@@ -279,7 +279,8 @@ def test_a_baseline_stopped_in_a_run_alone_reports_and_exports_that_run(monkeypa
     code, out, err = execute(capsys, "-baseline", "-json", "b.json", "-n", "8", "-load", "-p",
                              "2", "-n", "4", "-bzero")
     assert code == 1
-    assert out.rstrip().endswith("INCOMPLETE: some tests failed\n"
+    assert out.rstrip().endswith("INCOMPLETE: some tests failed in group 1 alone (-baseline), "
+                                 "before any run together\n"
                                  "group 1 alone (-baseline): test 0 failed: planted\n"
                                  "group 1 alone (-baseline): test 1 stopped while running")
     doc = json.loads((tmp_path / "b.json").read_text())
@@ -314,6 +315,18 @@ def test_repeat_stopped_in_its_first_repetition_exports_no_repeats(monkeypatch, 
     doc = json.loads((tmp_path / "r.json").read_text())
     VALIDATOR.validate(doc)
     assert code == 143 and doc["repeats"] is None and doc["interrupted"] == "SIGTERM"
+
+
+def test_a_baseline_stopped_in_a_later_repetition_alone_says_nothing_ran_together():
+    """-baseline -repeat 2 stopped in group 1's second run alone said 'after 1 complete
+    repetition: the figures are theirs', as if the plan had run together once."""
+    lines = report.closing_lines((), 15, ("group 1 alone (-baseline), repetition 2 of 2: test 0 "
+                                          "stopped while running",), 1, "group 1 alone (-baseline)")
+    assert lines[0] == ("INTERRUPTED by SIGTERM after 1 complete repetition in group 1 alone "
+                        "(-baseline), before any run together: the figures are theirs")
+    assert report.closing_lines((), 15, (), 0, "group 0 alone (-baseline)")[0] == (
+        "INTERRUPTED by SIGTERM in group 0 alone (-baseline), before any run together: the "
+        "figures cover the transfers measured before it")
 
 
 @pytest.mark.parametrize("mode", ["-fast", "-slow"])

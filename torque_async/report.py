@@ -802,19 +802,21 @@ def where(cluster, row: int) -> str:
 def render(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], info: SysInfo,
            date: str, failures: tuple[str, ...] = (), interrupted: int = 0,
            cluster=None, runs: list[str] = (), unfinished: tuple[str, ...] = (),
-           began=None, complete: int = 0) -> list[str]:
+           began=None, complete: int = 0, alone: str = "") -> list[str]:
     """The whole text report; -nh drops the header, -bo keeps only the bandwidth lines, with
     what says they are not whole (figures not resolved, an interruption, failures); a
     report_cluster.ClusterRun adds Host and Rank columns and the cluster's block; `runs`: the
     -repeat and -baseline blocks, printed after the table; `unfinished` lists the tests a stop
     (a signal, a failure) cut short; `began` (a startup.Began) when the command started;
-    `complete`: the repetitions before the one a signal or a failure stopped (-repeat)."""
+    `complete`: the repetitions before the one a signal or a failure stopped (-repeat);
+    `alone`: the -baseline run alone that a stop ended before anything ran together, whose
+    figures these are ('group 1 alone (-baseline)')."""
     t0 = time_zero(records)
     bw = bw_lines(plan, records, procs)
     # the processes listed one by one (a grouped kind's only with -v)
     shown = [(r, p) for r, p in zip(records, procs) if per_process(p, plan.settings.vl)]
     rows, each = tuple(r for r, _ in shown), tuple(p for _, p in shown)
-    closing = closing_lines(failures, interrupted, unfinished, complete)
+    closing = closing_lines(failures, interrupted, unfinished, complete, alone)
     if plan.settings.bo:
         return nonblank([*bw, "", *resolution_lines(rows), "", *closing])
     lines: list[str] = []
@@ -846,20 +848,22 @@ def render(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], inf
 
 
 def closing_lines(failures: tuple[str, ...], interrupted: int, unfinished: tuple[str, ...],
-                  complete: int = 0) -> list[str]:
+                  complete: int = 0, alone: str = "") -> list[str]:
     """What says the figures are not whole: the interruption (of a repetition after `complete`
     whole ones), the failures, each with the tests the stop cut short."""
     lines = []
-    after = f"{complete} complete repetition{'s' * (complete != 1)}: the figures are theirs"
+    where = f" in {alone}, before any run together" if alone else ""
+    after = f"{complete} complete repetition{'s' * (complete != 1)}{where}: the figures are " \
+            f"theirs"
     if interrupted:
         name = signal.Signals(interrupted).name
         lines += [f"INTERRUPTED by {name} after {after}" if complete else
-                  f"INTERRUPTED by {name}: the figures cover the transfers measured before it",
-                  *unfinished, ""]
+                  f"INTERRUPTED by {name}{where}: the figures cover the transfers measured "
+                  f"before it", *unfinished, ""]
     if failures:
         lines += ["INCOMPLETE: some tests failed" + (
-                      f" (after {after})" if complete and not interrupted else ""), *failures,
-                  *(() if interrupted else unfinished)]
+                      f" (after {after})" if complete and not interrupted else where),
+                  *failures, *(() if interrupted else unfinished)]
     return lines
 
 

@@ -26,6 +26,7 @@ class Runs:
     interrupted: int = 0
     ranks: int = 1                               # under mpiexec: every outcome holds every rank's
     unfinished: tuple[str, ...] = ()             # the tests a stop cut short, as failures say
+    alone_stop: str = ""                         # stopped_alone(): which run alone these are
 
     @property
     def first(self) -> Outcome | None:
@@ -64,8 +65,10 @@ class Runs:
         -json show what it measured and what cut it short (they said one line, wrote no file).
         Its group is the plan's group 0 (the lines of the run name it as it ran); the settings
         keep -baseline, as asked (no figures alone: `alone` is empty)."""
-        group = replace(self.plan.groups[len(self.alone) - 1], index=0)
-        return replace(self, plan=alone_plan(self.plan, group), together=self.alone[-1], alone=())
+        k = len(self.alone) - 1
+        return replace(self, plan=alone_plan(self.plan, replace(self.plan.groups[k], index=0)),
+                       together=self.alone[-1], alone=(),
+                       alone_stop=f"group {k} alone (-baseline)")
 
     def alone_figures(self, procs: tuple[Proc, ...]) -> list[dict[str, float | None]]:
         """-baseline: each test's main figures alone (medians over the repetitions), in the

@@ -208,7 +208,7 @@ def test_the_group_block_of_loop_tests_says_their_pid_is_torque_async_s_own():
     recs = (record(0, 0, 10 * MS, 1, MB, pid=700), *(record(i, 0, 0, 0, MB, pid=0)
                                                      for i in (1, 2)))
     assert "PID 700 is torque-async itself: its 1 process runs as coroutines on one event loop " \
-           "(2 of its 3 never started)" in report.group_lines(plan, plan.groups[0], recs,
+           "(2 of its 3 never launched)" in report.group_lines(plan, plan.groups[0], recs,
                                                                plan.procs())
 
 

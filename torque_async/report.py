@@ -635,12 +635,12 @@ def group_lines(plan: Plan, group: Group, records, procs, rank=no_rank) -> list[
 def loop_pid_lines(loops: dict[tuple, list], size: int = 0) -> list[str]:
     """Which process runs a loop group's tests: torque-async itself, or under mpiexec each
     rank's own (`size`: the group's processes, some of which a stop may have kept from
-    starting)."""
+    launching)."""
     def processes(tests: list) -> str:
         return f"{len(tests)} process{'es' * (len(tests) > 1)}"
     if len(loops) == 1:
         (_, pid), tests = next(iter(loops.items()))
-        never = f" ({size - len(tests)} of its {size} never started)" if size > len(tests) else ""
+        never = f" ({size - len(tests)} of its {size} never launched)" if size > len(tests) else ""
         return [f"PID {pid} is torque-async itself: its {processes(tests)} run"
                 f"{'s' * (len(tests) == 1)} as coroutines on one event loop{never}"]
     return [f"PID {pid} is rank {where}'s torque-async: its {processes(tests)} of the group run"
@@ -761,8 +761,9 @@ def waited_lines(rows, baseline: bool = False) -> list[str]:
     waited = [r for r in rows if r.measured and (r.wait_pct or 0) >= CPU_WAITED]
     if not waited:
         return []
-    shares = sorted(r.wait_pct for r in waited)
-    span = f"{shares[0]:.0f}%" if len(shares) == 1 else f"{shares[0]:.0f}-{shares[-1]:.0f}%"
+    shares = [r.wait_pct for r in waited]
+    lo, hi = f"{min(shares):.0f}", f"{max(shares):.0f}"
+    span = f"{lo}%" if lo == hi else f"{lo}-{hi}%"
     return [f"{procs_named([r.row for r in waited])}: waited for a CPU {span} of the measured "
             f"time ({BUSY_CPUS}): the figures are partly time-slicing's"
             + ("" if baseline else "; -baseline shows how much")]

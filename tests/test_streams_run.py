@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import os
+import subprocess
 
 import numpy as np
+import pytest
 
 from torque_async.report import SAMPLES_HEADER, STREAM_HEADER
 from torque_async.streams.frames import WRITTEN, header_of
@@ -83,3 +85,34 @@ def test_bad_stream_arguments_are_usage_errors(tmp_path):
     r = run_cli("-f", str(tmp_path / "none.dat"), "-streams", "r", "2", "64", "100", "0", "1", "1")
     assert r.returncode == 2 and "reads 1 MB of it" in r.stderr
     assert not (tmp_path / "none.dat").exists()
+
+
+@pytest.fixture
+def loop_device(tmp_path):
+    """A 32 MiB block device (a loop device over a file here), where this machine lends one."""
+    image = tmp_path / "disk.img"
+    with open(image, "wb") as f:
+        f.truncate(32 << 20)
+    made = subprocess.run(["losetup", "-f", "--show", str(image)], capture_output=True,
+                          text=True)
+    if made.returncode:
+        pytest.skip(f"no loop device here: {made.stderr.strip()}")
+    yield made.stdout.strip()
+    subprocess.run(["losetup", "-d", made.stdout.strip()], check=True)
+
+
+def test_a_stream_writes_and_reads_back_a_block_device(loop_device):
+    """Its size read as 0 (st_size): a write failed 'cannot size stream file ... No such
+    device', a read 'holds 0 MB'."""
+    wrote = run_cli("-smkey", "0x7A1F4", "-writeDevices", "-f", loop_device, "-streams", "w", "2",
+                    "1024", "20", "0", "0.3", "8")
+    assert wrote.returncode == 0, wrote.stdout + wrote.stderr
+    read = run_cli("-smkey", "0x7A1F5", "-f", loop_device, "-streams", "r", "2", "1024", "20",
+                   "0", "0.3", "8")
+    assert read.returncode == 0, read.stdout + read.stderr
+    assert [row[-1] for row in stream_rows(wrote.stdout) + stream_rows(read.stdout)] == \
+        ["Streams w", "Streams r"]
+    too_big = run_cli("-smkey", "0x7A1F6", "-f", loop_device, "-streams", "r", "2", "1024", "20",
+                      "0", "3", "64")
+    assert too_big.returncode == 2 and f"{loop_device} holds 32 MB; the stream reads 60 MB" in \
+        too_big.stderr

@@ -22,7 +22,7 @@ from torque_async.testing.api import TestContext, TestError
 from torque_async.testing.buffers import Buffers
 
 from ..cmdline import UsageError
-from ..io.actions import list_index
+from ..io.actions import file_size, list_index
 from ..io.plancheck import check_path
 from ..io.scratch import IN_FLIGHT
 from ..meter import Meter, now
@@ -209,7 +209,10 @@ def check_group(plan, group) -> None:
                              f"list, which has {len(files)}")
         path = files[index]
         check_path(plan.settings, name, path, any(s.op.kind != READ for s in g.stages()))
-        have = os.path.getsize(path) if os.path.exists(path) else 0
+        try:
+            have = file_size(path)                     # a block device's too (its st_size: 0)
+        except ValueError as e:
+            raise UsageError(f"{name}: {e}") from None
         if reads_first and have < need:
             raise UsageError(f"{name}: {path} holds {have // MB} MB; the stream reads "
                              f"{need // MB} MB of it (only scratch files are filled for it)")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import stat
 
 import numpy as np
 
@@ -75,8 +76,11 @@ class FileTracks:
             mode = choose_mode(local, (size,), block_size(path), path)
             self.fd, mode = open_file(path, True, True, mode, opener)
             need = tracks * slots * size
-            was = os.fstat(self.fd).st_size if existed else None
+            was = os.lseek(self.fd, 0, os.SEEK_END) if existed else None  # (a device's too)
             if (was or 0) < need:
+                if stat.S_ISBLK(os.fstat(self.fd).st_mode):
+                    raise TestError(f"stream device {path} holds {was} bytes, not the {need} "
+                                    f"its tracks need: lower mfile")
                 try:
                     os.posix_fallocate(self.fd, 0, need)
                 except OSError as e:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import stat
 import tempfile
 import threading
 import time
@@ -16,6 +17,7 @@ from torque_async import cmdline, report
 from torque_async.io import actions, batch, data, filetest as filetests, scratch, uring
 from torque_async.io.layout import BLOCK, Cursor, Layout
 from torque_async.results import PHASES
+from torque_async.testing import api
 from torque_async.stats import merge
 
 from conftest import AUTO, NO_URING, needs_uring, execute, run, run_cli, table
@@ -198,6 +200,35 @@ def test_a_stream_says_when_it_made_or_grew_its_named_file(tmp_path):
             finally:
                 tracks.close()
         assert asyncio.run(note()).splitlines()[2:] == said
+
+
+def test_a_stream_sizes_a_device_by_its_end_not_its_st_size(tmp_path, monkeypatch):
+    """A block device's st_size is 0: its tracks were 'grown' (posix_fallocate: 'No such
+    device'). Here the file stands in for a device (its fstat says one, st_size 0); the
+    loop-device test in test_streams_run.py runs the real one where the machine has one."""
+    from torque_async.streams.tracks import FileTracks
+    local = cmdline.parse("-fbc -streams r 0 64 1 0 1 1".split()).groups[0].local
+    path = tmp_path / "dev"
+    path.write_bytes(bytes(128 * KB))
+    real, ino = os.fstat, os.stat(path).st_ino
+
+    def as_device(fd):
+        st = real(fd)
+        return os.stat_result((stat.S_IFBLK | 0o660, *st[1:6], 0, *st[7:])) \
+            if st.st_ino == ino else st
+    monkeypatch.setattr(os, "fstat", as_device)
+
+    async def note(size: int) -> str:
+        tracks = FileTracks(str(path), 2, 1, size, local, 0)      # 2 tracks of 1 frame
+        try:
+            return tracks.note
+        finally:
+            tracks.close()
+    assert len(asyncio.run(note(64 * KB)).splitlines()) == 2       # holds them: no note
+    with pytest.raises(api.TestError, match=f"stream device {path} holds 131072 bytes, not the "
+                                        f"262144 its tracks need"):
+        asyncio.run(note(128 * KB))
+    assert path.stat().st_size == 128 * KB
 
 
 def test_a_write_shorter_than_its_stamp_writes_the_stamp_s_first_bytes(key, tmp_path):

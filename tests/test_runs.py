@@ -374,7 +374,7 @@ def test_a_run_says_which_tests_waited_for_a_cpu_without_baseline():
     assert report.waited_lines(rows[1:2]) == [] and report.waited_lines(rows, True)[0].endswith(
         "partly time-slicing's")
     alike = (rows[0], record(1, 0, 1000 * MS, 10, MB, cpu_wait=481 * MS))
-    assert report.waited_lines(alike)[0].startswith("procs 0-1: waited for a CPU 48% of")  # (48-48%)
+    assert report.waited_lines(alike)[0].startswith("procs 0-1: waited for a CPU 48% of")  # 48-48
 
 
 def test_a_baseline_whose_run_together_was_cut_short_marks_those_changes():

@@ -2,10 +2,11 @@
 
 Checked with the plan, so a bad target is one line and exit 2 before anything runs: never a
 directory or a device, never the same file as an input (a -f file, a -scan/-scanfile FILE, the
--c configuration, the alias file) or as another output, never inside a -files or -web tree; names are compared as files (the
-resolved path, or the same device and inode), not as strings. Written after the run to a new
-file in the target's directory and renamed into place, so an existing name (a symbolic link
-planted there, a hard link to another file) is replaced, never opened and never followed.
+-c configuration, the alias file) or as another output, never (nor a -f file) inside a -files or
+-web tree; names are compared as files (the resolved path, or the same device and inode), not
+as strings. Written after the run to a new file in the target's directory and renamed into
+place, so an existing name (a symbolic link planted there, a hard link to another file) is
+replaced, never opened and never followed.
 """
 from __future__ import annotations
 

@@ -728,7 +728,8 @@ def repeat_lines(spreads: list[dict[str, Spread]], procs, times: int, cluster=No
     if not lines:
         return []
     return [f"Repeated {times} times (the table above is the first): median, min, max, "
-            f"spread = (max - min) / median (a share's: max - min, in points)", REPEAT_HEADER + (cluster.columns if cluster else ""),
+            f"spread = (max - min) / median (a share's: max - min, in points)",
+            REPEAT_HEADER + (cluster.columns if cluster else ""),
             *lines, *(f"proc {row}: not resolved in {k} of {times} repetitions: its medians are "
                       f"not resolved" for row, k in sorted((unresolved or {}).items()))]
 

@@ -43,6 +43,8 @@ def test_quit_shows_the_plan_and_runs_nothing():
     assert r.returncode == 0, r.stderr
     assert "group 0: -Striad x 1" in r.stdout and "group 2: -bcopy x 1" in r.stdout
     assert "size=8388608, n=16" in r.stdout and "proc,Start" not in r.stdout
+    assert "  working set: 3 x 128 MBytes per process" in r.stdout      # (the help's example
+    assert "  working set: 2 x 64 MBytes per process" in r.stdout       # promised it)
 
 
 def test_the_default_workload_shipped_in_the_package_runs_where_there_is_no_config(tmp_path):

@@ -5,7 +5,9 @@ import textwrap
 from dataclasses import fields
 
 from .options import ACTION, GLOBAL, LOCAL, LOCAL_DEFAULTS, OPTIONS, Locals, default_text
+from .kinds import KINDS
 from .plan import Plan
+from .units import MB
 
 USAGE = ("usage: torque-async [run] [global options] [[local options] action] "
          "[[local options] action] ...")
@@ -116,8 +118,11 @@ def plan_lines(plan: Plan) -> list[str]:
         changed = [f"{f.name}={getattr(g.local, f.name)!r}" for f in fields(Locals)
                    if getattr(g.local, f.name) != LOCAL_DEFAULTS[f.name]]
         args = " ".join(map(str, g.args))
+        sets = KINDS[g.action].working_sets      # (a memory test's arrays, as it allocates)
         lines += [f"group {g.index}: -{g.action}{' ' + args if args else ''} x {g.local.p}",
-                  f"  locals: {', '.join(changed) or 'defaults'}", f"  from: {g.text}"]
+                  f"  locals: {', '.join(changed) or 'defaults'}",
+                  *([f"  working set: {sets} x {g.local.n * g.local.size / MB:g} MBytes per "
+                     f"process"] if sets else []), f"  from: {g.text}"]
     return lines
 
 

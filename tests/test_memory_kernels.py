@@ -443,19 +443,25 @@ def injected(monkeypatch, took):
     return timed
 
 
-def test_triad_keeps_the_block_size_that_ran_fastest_and_its_blocks_cover_the_chunk(monkeypatch):
+@pytest.mark.parametrize("way", list(stream.WAYS))
+def test_triad_keeps_the_block_size_then_the_way_that_ran_fastest(monkeypatch, way):
     monkeypatch.setattr(stream, "l2_bytes", lambda: 7 * 32)     # candidates 7, 14 ... doubles
     monkeypatch.setattr(stream.sysinfo, "cache_sizes", lambda: {"1Data": 0})
-    took = {"8 bytes": 90, "56 bytes": 50, "112 bytes": 40, "224 bytes": 70, "448 bytes": 60,
-            "800 bytes": 80}                                    # ns a pass, made up
-    timed = injected(monkeypatch, took)
+    sizes = {"8 bytes": 90, "56 bytes": 50, "112 bytes": 40, "224 bytes": 70, "448 bytes": 60,
+             "800 bytes": 80}                                   # ns a pass, made up
+    ways = {name: 30 if name == way else 35 for name in stream.WAYS}
+    timed = injected(monkeypatch, sizes | ways)
     test = make("Striad", n=3, size=800)                        # 100 doubles a chunk
     assert test.candidates() == [1, 7, 14, 28, 56, 100]
-    assert timed == list(took) * memory.timed.CALIBRATION_PASSES    # in rounds of every one
+    passes = memory.timed.CALIBRATION_PASSES
+    assert timed == list(sizes) * passes + list(ways) * passes  # in rounds of every one
     assert test.step == 14 and len(test.block_views[0]) == 8    # 7 blocks of 14, then 2
-    assert test.chosen == {"Triad in blocks of": "112 bytes"}
+    assert test.chosen == {"Triad in blocks of": "112 bytes", "Triad by": way}
     assert test.info.endswith("Triad in blocks of 112 bytes, the fastest here of "
-                              "8 bytes, 56 bytes, 112 bytes, 224 bytes, 448 bytes, 800 bytes")
+                              "8 bytes, 56 bytes, 112 bytes, 224 bytes, 448 bytes, 800 bytes; "
+                              f"Triad by {way}, the fastest here of {', '.join(stream.WAYS)}")
+    assert test.run.__closure__ is not None and stream.WAYS[way] in \
+        [cell.cell_contents for cell in test.run.__closure__]   # the way kept runs
     blocks = [a for a, _b, _c, _s in test.block_views[1]]       # chunk 1: a[100:200]
     assert blocks[0].ctypes.data == test.a[100:].ctypes.data
     assert sum(b.size for b in blocks) == 100
@@ -466,6 +472,16 @@ def test_triad_keeps_the_block_size_that_ran_fastest_and_its_blocks_cover_the_ch
     test.transfer(2)
     with pytest.raises(api.TestError, match=r"Striad: a\[250\] = 5.0"):
         test.check()                                            # ... and a shows it
+
+
+@pytest.mark.parametrize("way", list(stream.WAYS.values()))
+def test_each_triad_way_writes_b_plus_s_times_c_and_leaves_b_and_c(way):
+    a, b, c = np.ones(10), np.full(10, 2.0), np.linspace(-1, 1, 10)
+    blocks = [(a[i:i + 4], b[i:i + 4], c[i:i + 4], np.empty(4)[:min(4, 10 - i)])
+              for i in range(0, 10, 4)]
+    way(blocks)
+    assert (a == np.linspace(-1, 1, 10) * stream.SCALAR + 2.0).all()
+    assert (b == 2.0).all() and (c == np.linspace(-1, 1, 10)).all()
 
 
 def test_triad_calibration_leaves_the_arrays_as_set_up():

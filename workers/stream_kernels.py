@@ -14,10 +14,13 @@ differs from its initial value:
     Add    c = a + b      c: 0.5 -> 3.0
     Triad  a = b + s * c  a: 1.0 -> 3.5
 
-Triad needs s * c somewhere: it runs over the chunk in blocks, computing s * c into a scratch
-block made at set-up (it stays in cache), then b + scratch into a.  Memory sees what C's single
-loop makes it see (read b, read c, write a) and nothing is allocated.  The best block size
-depends on the machine's caches, so set-up times the candidates and keeps the fastest.
+Triad needs s * c somewhere: it runs over the chunk in blocks that stay in cache, one of two
+ways: s * c into a scratch block made at set-up, then b + scratch into a; or s * c into a's
+block, then a += b.  Memory sees what C's single loop makes it see (read b, read c, write a)
+and nothing is allocated.  The best block size and way depend on the machine (its caches, how
+its memory serves one stream or two at once: on a Zen 3 VM the scratch way, on a Xeon VM the
+other, by 0.88-1.13), so set-up times the block sizes (the scratch way), then both ways at
+the block kept, and keeps the fastest.
 Copy is a bit-exact copy on uint64 views, by numpy's SIMD loop (a | 0) or by glibc's memmove
 (np.copyto), whichever set-up measures faster on this machine.  Both choices are
 MemoryTest.choose's (workers/memory.py): timed from memory, untimed, and named in the group
@@ -159,17 +162,20 @@ class Sadd(StreamKernel):
 
 
 class Striad(StreamKernel):
-    """a = b + s * c in blocks: s * c into a scratch block that stays in cache, then b + scratch
-    into a. The block size is the machine's: set-up times the candidates (candidates(), by
-    MemoryTest.choose) and keeps the fastest; the group block says which."""
+    """a = b + s * c in blocks that stay in cache: set-up times the block sizes (candidates(),
+    by MemoryTest.choose, the scratch way), then the WAYS at the block size kept, and keeps the
+    fastest of each; the group block says which."""
 
     action, output, traffic, kernels = "Striad", "a", 3, ("run", "block_views")
 
     def __init__(self, ctx: TestContext):
         super().__init__(ctx)
-        self.run = self.choose("Triad in blocks of",
-                               {f"{human(step * 8)} bytes": step for step in self.candidates()},
-                               self.blocked)
+        self.choose("Triad in blocks of",
+                    {f"{human(step * 8)} bytes": step for step in self.candidates()},
+                    lambda step, chunks: self.blocked(scratched, step, chunks))
+        step = self.step
+        self.run = self.choose("Triad by", WAYS,
+                               lambda way, chunks: self.blocked(way, step, chunks))
 
     def candidates(self) -> list[int]:
         """Block sizes (doubles) worth timing: fractions of L1d and L2, and the whole chunk."""
@@ -177,13 +183,12 @@ class Striad(StreamKernel):
         fits = {l1 // 16, l2 // 32, l2 // 16, l2 // 8, l2 // 4}
         return sorted({max(1, min(self.m, b)) for b in fits} | {self.m})
 
-    def blocked(self, step: int, chunks: int):
-        """The kernel of chunk j < chunks in blocks of `step` doubles; `step` and `block_views`
-        keep the last one made (choose makes the chosen one last)."""
+    def blocked(self, way, step: int, chunks: int):
+        """The kernel of chunk j < chunks by `way` (one of WAYS) in blocks of `step` doubles;
+        `step` and `block_views` keep the last one made (choose makes the chosen one last)."""
         self.step = step
         self.block_views = views = [self.split(step, *chunk) for chunk in self._views[:chunks]]
-        blocks = self.blocks
-        return lambda j: blocks(views[j])
+        return lambda j: way(views[j])
 
     @functools.cached_property
     def scratch(self) -> np.ndarray:
@@ -199,12 +204,24 @@ class Striad(StreamKernel):
         self.transfers += 1
         self.run(k % self.n)
 
-    @staticmethod
-    def blocks(views) -> None:
-        multiply, add = np.multiply, np.add
-        for a, b, c, scratch in views:
-            multiply(c, SCALAR, scratch)
-            add(b, scratch, a)
-
     def expected(self):
         return INITIAL["b"] + SCALAR * INITIAL["c"]
+
+
+def scratched(views) -> None:
+    """Triad's blocks: s * c into the scratch block, then b + scratch into a."""
+    multiply, add = np.multiply, np.add
+    for a, b, c, scratch in views:
+        multiply(c, SCALAR, scratch)
+        add(b, scratch, a)
+
+
+def in_place(views) -> None:
+    """Triad's blocks: s * c into a's block, then a += b (the same a, bit for bit)."""
+    multiply, add = np.multiply, np.add
+    for a, b, c, _scratch in views:
+        multiply(c, SCALAR, a)
+        add(a, b, a)
+
+
+WAYS = {"s * c into scratch then b + scratch": scratched, "s * c into a then a += b": in_place}

@@ -6,8 +6,11 @@ import collections
 import ctypes
 import errno
 import json
+import os
 import re
 import signal
+import subprocess
+import sys
 import tracemalloc
 import types
 
@@ -614,3 +617,14 @@ def test_the_run_names_what_set_up_chose_in_the_group_block_and_the_json():
     assert re.search(r"Triad in blocks of .* bytes, the fastest here of ", infos[1])
     for info in infos:
         assert info.split("; ")[-1] in r.stderr             # the report prints it
+
+
+def test_numpy_blas_runs_one_thread_in_the_command_and_so_in_its_workers():
+    """np.dot (a load kernel) ran on every CPU and left a thread spinning beside the other tests,
+    whatever OPENBLAS_NUM_THREADS the user's shell set."""
+    code = ("import os, torque_async, numpy as np; x = np.ones(1 << 22); np.dot(x, x); "
+            "print(len(os.listdir('/proc/self/task')), os.environ['OPENBLAS_NUM_THREADS'])")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "OPENBLAS_NUM_THREADS": "4", "MKL_NUM_THREADS": "4"})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["1", "1"]          # threads of the process, what children inherit

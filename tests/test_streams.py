@@ -169,6 +169,27 @@ def test_a_prefetching_read_is_released_lookahead_periods_early():
     assert pipe.lateness[0].late == 0
 
 
+@pytest.mark.parametrize("label, lookahead", [("w", 0), ("r", 4), ("rrw", 2)])
+def test_each_sub_stream_that_held_spans_exactly_its_frames_periods(label, lookahead):
+    """N frames that held read exactly the target rate: N periods, not the N - 1 from the first
+    release to the last completion, nor the whole pipeline's N + stages - 1."""
+    g, pipe, clock, trace = virtual_pipeline(label, lookahead, 64, 62.5, 0.05, lambda k: 1000)
+    asyncio.run(pipe.run(g.frames))
+    assert all(pipe.lateness[s.index].late == 0 for s in pipe.stages)
+    for stage in pipe.stages:
+        assert pipe.window(stage) == g.frames * 1_000_000 == g.frames * g.period
+
+
+def test_a_sub_stream_late_at_its_end_spans_to_its_last_completion():
+    g, pipe, clock, trace = virtual_pipeline("w", 0, 64, 62.5, 0.05,
+                                             lambda k: 3_500_000 if k == 49 else 1000)
+    asyncio.run(pipe.run(g.frames))
+    assert g.frames == 50 and pipe.lateness[0].late == 1
+    last = trace[-1][3]
+    assert last == pipe.pacer.release(49) + 3_500_000                 # 2.5 ms past its deadline
+    assert pipe.window(pipe.stages[0]) == last - pipe.pacer.release(0) == 52_500_000
+
+
 # Every label, on memory ----------------------------------------------------------------------
 
 LABEL_ARGS = "{label} 3 64 62.5 0 0.1 1"   # 64 KB every 1 ms for 0.1 s: 100 frames, 16 slots

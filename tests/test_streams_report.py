@@ -43,6 +43,18 @@ def test_stream_lines_give_each_sub_stream_its_target_bandwidth_and_lateness():
     assert text.index("Streams: lateness") < text.index("BW:")
 
 
+def test_a_sub_streams_rate_is_over_the_time_its_frames_span_not_the_processes():
+    """200 frames of 10 ms that held span 2 s (SubStream.elapsed), though the process measured
+    1.99 s (first release to last completion): the rate reads 100 fps, not 100.503."""
+    plan = cmdline.parse("-memStreams w 2 1024 100 0 2 64".split())
+    held = replace(sub(200, []), elapsed=2000 * MS)
+    rec = record(0, 0, 1990 * MS, 200, 1024 * KB, sys_factor=2, subs=(held,))
+    (figures,) = report.sub_stream_figures(rec, plan.procs()[0])
+    assert (figures.fps, figures.bw) == (100.0, 100.0) == (figures.target_fps, figures.target_bw)
+    unknown = replace(rec, subs=(replace(held, elapsed=0),))    # an older record: its own time
+    assert report.sub_stream_figures(unknown, plan.procs()[0])[0].fps == round(200 / 1.99, 3)
+
+
 def test_cyclic_line_is_cyclictests_with_p99():
     plan = cmdline.parse("-cyclic 1000 -seed 1".split())
     rec = replace(record(0, 0, 4 * MS, 4, 0, pid=42), lat_min=5000, lat_max=90_000,

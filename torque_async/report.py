@@ -440,7 +440,8 @@ def sub_stream_names(args) -> list[str]:
 @dataclass(frozen=True)
 class SubStreamFigures:
     """One sub-stream as the report and the exports give it. BW is the frames moved over the
-    stream's measured time (first release to last completion); a frame is late when it
+    time they span (SubStream.elapsed: N periods for N frames that held; the stream's measured
+    time where that is not known); a frame is late when it
     completed more than -lateUs after its deadline; HELD: none late, none dropped."""
     sub: str
     target_bw: float              # MB/s
@@ -465,11 +466,11 @@ def sub_stream_figures(rec: Record, proc: Proc) -> list[SubStreamFigures]:
     g = Geometry.of(proc.group.args, proc.group.local)
     out = []
     for name, sub in zip(sub_stream_names(proc.group.args), rec.subs):
-        late = sub.lateness
+        late, elapsed = sub.lateness, sub.elapsed or rec.elapsed
         out.append(SubStreamFigures(
             name, round(g.bw, 3), round(g.fps, 3),
-            round(mb_per_s(sub.transfers * rec.transfer_bytes, rec.elapsed), 3),
-            round(per_s(sub.transfers, rec.elapsed), 3), sub.frames, sub.late, sub.dropped,
+            round(mb_per_s(sub.transfers * rec.transfer_bytes, elapsed), 3),
+            round(per_s(sub.transfers, elapsed), 3), sub.frames, sub.late, sub.dropped,
             sub.late_run, late.percentile(0.5), late.percentile(0.99), late.hi,
             HELD if sub.held else MISSED))
     return out

@@ -86,6 +86,7 @@ ROW = np.dtype([
     ("late_sum", "i8", (MAX_SUBS,)),             # on time): min, max, sum and histogram
     ("late_hist", "i8", (MAX_SUBS, HIST_BUCKETS)),
     ("dropped", "i8", (MAX_SUBS,)),              # and the frames it skipped (-dropLate);
+    ("sub_ns", "i8", (MAX_SUBS,)),               # the ns its frames span (Pipeline.window);
     ("nlate_trace", "i8"),                       # the stream's lateness over time: (completion
     ("late_trace", "i8", (MAX_SAMPLES, 2)),      # ns, greatest lateness ns) per run of frames
     ("split", "i8"),                             # 1: reads and writes also apart (file tests
@@ -292,7 +293,9 @@ def free_segment(name: str) -> tuple[int, tuple[str, ...]] | None:
 @dataclass(frozen=True)
 class SubStream:
     """One sub-stream's figures: measured transfers (frames moved) and their lateness (ns),
-    those late beyond -lateUs, frames dropped (-dropLate), the longest run late or dropped."""
+    those late beyond -lateUs, frames dropped (-dropLate), the longest run late or dropped, and
+    the ns its frames span (from its first frame's period to the later of its last due frame's
+    deadline and its last completion: the time of its rate; 0 where not known)."""
     transfers: int
     late: int
     late_run: int
@@ -301,6 +304,7 @@ class SubStream:
     total: int
     hist: tuple[tuple[int, int], ...]
     dropped: int = 0
+    elapsed: int = 0
 
     @property
     def frames(self) -> int:
@@ -380,7 +384,8 @@ class Record:
                    subs=tuple(SubStream(int(r["sub_xfers"][i]), int(r["late"][i]),
                                         int(r["late_run"][i]), int(r["late_min"][i]),
                                         int(r["late_max"][i]), int(r["late_sum"][i]),
-                                        sparse(r["late_hist"][i]), int(r["dropped"][i]))
+                                        sparse(r["late_hist"][i]), int(r["dropped"][i]),
+                                        int(r["sub_ns"][i]))
                               for i in range(int(r["nsubs"]))),
                    late_trace=tuple((int(t), int(ns)) for t, ns in
                                     r["late_trace"][:int(r["nlate_trace"])]),

@@ -117,6 +117,7 @@ class Pipeline:
         self.timeline: Timeline | None = None  # set with measured
         self.record: Record | None = None
         self.finish = 0                       # completion time of the last measured transfer
+        self.last = [0] * len(stages)         # each sub-stream's, 0 before its first
         self.trace = trace                    # tests: (sub-stream, k, start, end) per transfer
 
     async def run(self, end: int) -> None:
@@ -167,10 +168,21 @@ class Pipeline:
                 self.record(t1 - t0, t1)
                 if t1 > self.finish:
                     self.finish = t1
+                self.last[i] = t1             # (its frames complete in order)
             if self.trace is not None:
                 self.trace.append((i, k, t0, t1))
             progress[i].advance()
             k += 1
+
+    def window(self, stage: Stage) -> int:
+        """ns a sub-stream's measured frames span: from its first frame's period (released at
+        pacer.release(stage), lookahead or not) to the later of its last due frame's deadline
+        and its last completion, so a sub-stream that held reads exactly its rate (N frames
+        over N periods), and one late at its end or that dropped frames reads below it."""
+        lateness, release = self.lateness[stage.index].settle(), self.pacer.release
+        due = lateness.count + lateness.dropped
+        end = max(release(stage.stage + due), self.last[stage.index])
+        return end - release(stage.stage)
 
     def skips(self, stage: Stage, k: int) -> bool:
         """-dropLate: frame k is a whole period past its deadline, or an input of it was dropped."""

@@ -137,6 +137,7 @@ class StreamTest:
             row["sub_xfers"][0, i], row["late"][0, i], row["late_run"][0, i] = \
                 s.count, s.late, s.longest
             row["dropped"][0, i] = s.dropped
+            row["sub_ns"][0, i] = self.pipeline.window(self.stages[i])
             row["late_min"][0, i], row["late_max"][0, i], row["late_sum"][0, i] = \
                 s.lo, s.hi, s.total
             row["late_hist"][0, i] = s.hist

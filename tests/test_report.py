@@ -95,7 +95,7 @@ def test_bw_line_sums_system_bandwidth_per_group_and_counts_bcopy_twice():
     plan = cmdline.parse("-p 2 -load -bcopy".split())
     recs = (record(0, 0, 1000 * MS, 100, MB), record(1, 0, 1000 * MS, 50, MB),
             record(2, 0, 500 * MS, 10, MB, sys_factor=2))
-    lines = report.bw_lines(plan, recs, plan.procs())
+    lines = report.bw_lines(plan, (recs,), plan.procs())
     assert lines[0] == "BW, Load, Bcopy, Total"
     assert lines[1] == "BW:, 150, 40, 190"
     assert lines[-1] == "190: Total Bandwidth Consumed (MBytes/sec)"
@@ -105,11 +105,27 @@ def test_bw_line_has_a_column_per_group_in_plan_order_and_tells_groups_of_one_ki
     plan = cmdline.parse("-load -bcopy -load".split())
     recs = (record(0, 0, 1000 * MS, 100, MB), record(1, 0, 1000 * MS, 50, MB),
             record(2, 0, 1000 * MS, 10, MB))
-    lines = report.bw_lines(plan, recs, plan.procs())
+    lines = report.bw_lines(plan, (recs,), plan.procs())
     assert lines[:2] == ["BW, Load#0, Bcopy, Load#2, Total", "BW:, 100, 50, 10, 160"]
-    none_ran = report.bw_lines(plan, (replace(recs[0], transfers=0, bytes=0, sys_bytes=0),
-                                      *recs[1:]), plan.procs())
+    none_ran = report.bw_lines(plan, ((replace(recs[0], transfers=0, bytes=0, sys_bytes=0),
+                                       *recs[1:]),), plan.procs())
     assert none_ran[0] == lines[0]               # a test that measured nothing keeps its column
+
+
+def test_bw_line_of_several_repetitions_gives_each_columns_median_and_the_totals():
+    """-repeat: the BW: line was the first repetition's, and under -bo it was all there was."""
+    plan = cmdline.parse("-repeat 3 -load -bcopy".split())
+    reps = [(record(0, 0, 1000 * MS, load, MB), record(1, 0, 1000 * MS, bcopy, MB))
+            for load, bcopy in ((100, 10), (300, 40), (200, 5))]
+    lines = report.bw_lines(plan, reps, plan.procs())
+    assert lines[1] == "BW:, 200, 10, 205"           # totals 110, 340, 205: their median
+    assert lines[-1] == "205: Total Bandwidth Consumed (MBytes/sec), each the median of 3 " \
+                        "repetitions"
+    text = report.render(plan, reps[0], plan.procs(), INFO, "today", repetitions=tuple(reps))
+    assert "BW:, 200, 10, 205" in text
+    bo = replace(plan, settings=replace(plan.settings, bo=True))
+    assert report.render(bo, reps[0], plan.procs(), INFO, "today",
+                         repetitions=tuple(reps))[1] == "BW:, 200, 10, 205"
 
 
 def test_render_has_header_group_block_table_and_bw_and_honours_nh_and_bo():

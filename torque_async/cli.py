@@ -363,7 +363,8 @@ def finish(plan, done: runs.Runs, info, job, began: startup.Began | None = None)
     later = len(done.complete) if (done.interrupted or done.failures) and not \
         (outcome.interrupted or outcome.failures) else 0     # a later repetition was stopped
     lines = report.render(plan, records, procs, info, date, done.failures, done.interrupted,
-                          run, blocks, done.unfinished, began, later, done.alone_stop)
+                          run, blocks, done.unfinished, began, later, done.alone_stop,
+                          tuple(o.records for o in done.complete))
     if any(g.local.checkpoint for g in plan.groups) and not s.bo:
         lines += ["", f"checkpoint report (ms): {(time.monotonic_ns() - rendering) / 1e6:.1f}"]
     machine = {}

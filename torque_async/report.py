@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import signal
+import statistics
 from dataclasses import dataclass
 
 from . import __version__
@@ -91,14 +92,18 @@ def group_bandwidths(plan: Plan, records, procs) -> dict[str, float]:
     return dict(zip(group_labels(plan), sums))
 
 
-def bw_lines(plan: Plan, records, procs) -> list[str]:
+def bw_lines(plan: Plan, repetitions, procs) -> list[str]:
     """The BW: line: a column per group in plan order, Total last (stable: paste many runs of
-    one plan into a spreadsheet and the columns line up)."""
-    groups = group_bandwidths(plan, records, procs)
-    total = sum(groups.values())
+    one plan into a spreadsheet and the columns line up). `repetitions`: the records of each
+    complete one (-repeat), or of the one run; of several, each column is the median of its
+    repetitions' and the Total the median of their totals."""
+    each = [group_bandwidths(plan, records, procs) for records in repetitions]
+    groups = {name: statistics.median(g[name] for g in each) for name in each[0]}
+    total = statistics.median(sum(g.values()) for g in each)
+    medians = f", each the median of {len(each)} repetitions" if len(each) > 1 else ""
     return [", ".join(["BW", *groups, "Total"]),
             ", ".join(["BW:", *(f"{v:.0f}" for v in groups.values()), f"{total:.0f}"]),
-            "", f"{total:.0f}: Total Bandwidth Consumed (MBytes/sec)"]
+            "", f"{total:.0f}: Total Bandwidth Consumed (MBytes/sec){medians}"]
 
 
 def overlap_window(records) -> tuple[int, int, int] | None:
@@ -805,7 +810,7 @@ def where(cluster, row: int) -> str:
 def render(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], info: SysInfo,
            date: str, failures: tuple[str, ...] = (), interrupted: int = 0,
            cluster=None, runs: list[str] = (), unfinished: tuple[str, ...] = (),
-           began=None, complete: int = 0, alone: str = "") -> list[str]:
+           began=None, complete: int = 0, alone: str = "", repetitions=()) -> list[str]:
     """The whole text report; -nh drops the header, -bo keeps only the bandwidth lines, with
     what says they are not whole (figures not resolved, an interruption, failures); a
     report_cluster.ClusterRun adds Host and Rank columns and the cluster's block; `runs`: the
@@ -813,9 +818,10 @@ def render(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], inf
     (a signal, a failure) cut short; `began` (a startup.Began) when the command started;
     `complete`: the repetitions before the one a signal or a failure stopped (-repeat);
     `alone`: the -baseline run alone that a stop ended before anything ran together, whose
-    figures these are ('group 1 alone (-baseline)')."""
+    figures these are ('group 1 alone (-baseline)'); `repetitions`: every complete repetition's
+    records (-repeat: the BW: line gives their medians)."""
     t0 = time_zero(records)
-    bw = bw_lines(plan, records, procs)
+    bw = bw_lines(plan, repetitions or (records,), procs)
     # the processes listed one by one (a grouped kind's only with -v)
     shown = [(r, p) for r, p in zip(records, procs) if per_process(p, plan.settings.vl)]
     rows, each = tuple(r for r, _ in shown), tuple(p for _, p in shown)

@@ -228,6 +228,7 @@ def test_a_real_run_validates_and_text_json_and_csv_agree(tmp_path):
     assert printed_bw == {k: round(v) for k, v in doc["bandwidth"]["groups"].items()} | \
         {"Total": round(doc["bandwidth"]["total"])}
     assert doc["command"].startswith("-smkey 0x7501 -json run.json")
+    assert doc["stopped_alone"] is None                 # (-baseline stopped alone: its group)
 
 
 def test_json_to_stdout_moves_the_text_report_to_stderr():

@@ -289,6 +289,7 @@ def test_a_baseline_stopped_in_a_run_alone_reports_and_exports_that_run(monkeypa
     assert doc["failures"] == ["group 1 alone (-baseline): test 0 failed: planted"]
     assert doc["plan"]["settings"]["baseline"] and doc["baseline"] is None   # (as asked; said
     assert doc["plan"]["groups"][0]["text"] == "-p 2 -n 4 -bzero"           # false)
+    assert doc["stopped_alone"] == 1          # the plan's group 1 (its entry ran as index 0)
 
 
 def test_repeat_gives_a_share_s_spread_in_points():

@@ -374,7 +374,7 @@ def finish(plan, done: runs.Runs, info, job, began: startup.Began | None = None)
             if alone else None
         doc = export.document(plan, records, procs, info, date, done.failures,
                               [o.records for o in done.whole], alone, found, began,
-                              alone_info, done.interrupted, done.unfinished)
+                              alone_info, done.interrupted, done.unfinished, done.alone_group)
         doc = report_cluster.document([o.cluster for o in done.complete], doc) if run else doc
         machine = {path: make(doc) for path, make in ((s.json, export.json_text),
                                                       (s.csv, export.csv_text)) if path}

@@ -179,13 +179,15 @@ def document(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], i
              alone: list[dict[str, float | None]] | None = None,
              found: list[figures.Change] | None = None, began=None,
              alone_info: list[list[str]] | None = None, interrupted: int = 0,
-             cut_short: tuple[str, ...] = ()) -> dict[str, Any]:
+             cut_short: tuple[str, ...] = (), stopped_alone: int | None = None) -> dict[str, Any]:
     """The whole run as one JSON-ready dict (see schema/results.schema.json): `records` are the
     first (or only) repetition; `repetitions` all of them (-repeat); `alone` each test's main
     figures alone, `alone_info` its info in each run alone (the kernel variants its set-up
     chose) and `found` the changes (-baseline); `began` (a startup.Began) when the command
     started; `interrupted` the signal that stopped the run, `cut_short` the tests a stop (a
-    signal, a failure) ended before their measured end."""
+    signal, a failure) ended before their measured end; `stopped_alone` the plan's index of the
+    group whose run alone (-baseline) a stop ended before anything ran together, whose figures
+    these are (its plan.groups entry is then index 0, as it ran)."""
     run = run_entries(plan, records, procs)
     for test, figs in zip(run["tests"], alone or [None] * len(procs)):
         test["alone"] = figs
@@ -201,7 +203,8 @@ def document(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], i
         "baseline": baseline_entry(found),
         "startup": startup_entry(began, run["time_zero_ns"]),
         "failures": failures, "cut_short": cut_short,
-        "interrupted": signal.Signals(interrupted).name if interrupted else None})
+        "interrupted": signal.Signals(interrupted).name if interrupted else None,
+        "stopped_alone": stopped_alone})
 
 
 def json_text(doc: dict[str, Any]) -> str:

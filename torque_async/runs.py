@@ -26,7 +26,13 @@ class Runs:
     interrupted: int = 0
     ranks: int = 1                               # under mpiexec: every outcome holds every rank's
     unfinished: tuple[str, ...] = ()             # the tests a stop cut short, as failures say
-    alone_stop: str = ""                         # stopped_alone(): which run alone these are
+    alone_group: int | None = None               # stopped_alone(): the plan's group whose run
+                                                 # alone these are
+
+    @property
+    def alone_stop(self) -> str:
+        """stopped_alone()'s run, in words ('' for any other)."""
+        return "" if self.alone_group is None else f"group {self.alone_group} alone (-baseline)"
 
     @property
     def first(self) -> Outcome | None:
@@ -63,12 +69,12 @@ class Runs:
         """-baseline stopped (a signal, a failure) in a group's run alone, before anything ran
         together: that run as one of its own (the group alone, no baseline), so the report and
         -json show what it measured and what cut it short (they said one line, wrote no file).
-        Its group is the plan's group 0 (the lines of the run name it as it ran); the settings
-        keep -baseline, as asked (no figures alone: `alone` is empty)."""
+        Its group is the plan's group 0 (the lines of the run name it as it ran), and
+        `alone_group` the index it has in the plan; the settings keep -baseline, as asked (no
+        figures alone: `alone` is empty)."""
         k = len(self.alone) - 1
         return replace(self, plan=alone_plan(self.plan, replace(self.plan.groups[k], index=0)),
-                       together=self.alone[-1], alone=(),
-                       alone_stop=f"group {k} alone (-baseline)")
+                       together=self.alone[-1], alone=(), alone_group=k)
 
     def alone_figures(self, procs: tuple[Proc, ...]) -> list[dict[str, float | None]]:
         """-baseline: each test's main figures alone (medians over the repetitions), in the

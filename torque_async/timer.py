@@ -16,6 +16,10 @@ import heapq
 import itertools
 import os
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import asyncio
 
 CLOCK_MONOTONIC = 1
 TIMER_ABSTIME = TFD_TIMER_ABSTIME = 1

@@ -620,8 +620,8 @@ def test_the_run_names_what_set_up_chose_in_the_group_block_and_the_json():
 
 
 def test_numpy_blas_runs_one_thread_in_the_command_and_so_in_its_workers():
-    """np.dot (a load kernel) ran on every CPU and left a thread spinning beside the other tests,
-    whatever OPENBLAS_NUM_THREADS the user's shell set."""
+    """numpy's OpenBLAS ran a float np.dot on every CPU and kept a helper thread that spun after
+    numpy loaded and after each call, whatever OPENBLAS_NUM_THREADS the user's shell set."""
     code = ("import os, torque_async, numpy as np; x = np.ones(1 << 22); np.dot(x, x); "
             "print(len(os.listdir('/proc/self/task')), os.environ['OPENBLAS_NUM_THREADS'])")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,

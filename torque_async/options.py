@@ -194,8 +194,8 @@ _G = [
     Option("help", GLOBAL, "all help and the examples", const="all", group="Help"),
     Option("hg", GLOBAL, "help on global parameters", dest="help", const="global", group="Help"),
     Option("hl", GLOBAL, "help on local parameters", dest="help", const="local", group="Help"),
-    Option("json", GLOBAL, "write the results as JSON (schema/results.schema.json) to FILE "
-           "('-': stdout; the text report then goes to stderr)", (Arg("file", text),),
+    Option("json", GLOBAL, "write the results as JSON (torque_async/schema/results.schema.json) "
+           "to FILE ('-': stdout; the text report then goes to stderr)", (Arg("file", text),),
            group="Output"),
     Option("nh", GLOBAL, "no header: leave out the header, the latency and the CPU tables",
            group="Output"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 import signal
 from dataclasses import replace
 
-from torque_async import cmdline, report
+from torque_async import cmdline, export, report
 from torque_async.io import uring
 from torque_async.results import DONE, Record
 from torque_async.stats import Summary
@@ -126,6 +126,8 @@ def test_bw_line_of_several_repetitions_gives_each_columns_median_and_the_totals
     bo = replace(plan, settings=replace(plan.settings, bo=True))
     assert report.render(bo, reps[0], plan.procs(), INFO, "today",
                          repetitions=tuple(reps))[1] == "BW:, 200, 10, 205"
+    entry = export.repeats_entry(plan, reps, plan.procs())       # the JSON has the line too
+    assert entry["bandwidth"] == {"groups": {"Load": 200.0, "Bcopy": 10.0}, "total": 205.0}
 
 
 def test_render_has_header_group_block_table_and_bw_and_honours_nh_and_bo():

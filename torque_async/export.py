@@ -144,7 +144,8 @@ def run_entries(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...]
 def repeats_entry(plan: Plan, repetitions: list[tuple[Record, ...]],
                   procs: tuple[Proc, ...]) -> dict | None:
     """-repeat: every complete repetition's figures (one, when the second failed or was
-    stopped; none when the first was: null), and each test's median, min, max and spread."""
+    stopped; none when the first was: null), each test's median, min, max and spread, and the
+    BW: line's medians."""
     if plan.settings.repeat < 2 or not repetitions:
         return None
     runs = [run_entries(plan, records, procs) for records in repetitions]
@@ -152,7 +153,9 @@ def repeats_entry(plan: Plan, repetitions: list[tuple[Record, ...]],
                 "spread_pct": s.spread_pct}
                for i, p in enumerate(procs)
                for name, s in figures.spreads([run["tests"][i]["figures"] for run in runs]).items()]
-    return {"count": len(runs), "runs": runs, "summary": summary}
+    groups, total = report.median_bandwidths(plan, repetitions, procs)
+    return {"count": len(runs), "runs": runs, "summary": summary,
+            "bandwidth": {"groups": groups, "total": total}}
 
 
 def baseline_entry(found: list[figures.Change] | None) -> dict | None:

@@ -92,15 +92,22 @@ def group_bandwidths(plan: Plan, records, procs) -> dict[str, float]:
     return dict(zip(group_labels(plan), sums))
 
 
+def median_bandwidths(plan: Plan, repetitions, procs) -> tuple[dict[str, float], float]:
+    """Each group's system bandwidth (group_bandwidths), the median of its repetitions', and
+    the median of the repetitions' totals (one repetition: its own)."""
+    each = [group_bandwidths(plan, records, procs) for records in repetitions]
+    return ({name: statistics.median(g[name] for g in each) for name in each[0]},
+            statistics.median(sum(g.values()) for g in each))
+
+
 def bw_lines(plan: Plan, repetitions, procs) -> list[str]:
     """The BW: line: a column per group in plan order, Total last (stable: paste many runs of
     one plan into a spreadsheet and the columns line up). `repetitions`: the records of each
     complete one (-repeat), or of the one run; of several, each column is the median of its
     repetitions' and the Total the median of their totals."""
-    each = [group_bandwidths(plan, records, procs) for records in repetitions]
-    groups = {name: statistics.median(g[name] for g in each) for name in each[0]}
-    total = statistics.median(sum(g.values()) for g in each)
-    medians = f", each the median of {len(each)} repetitions" if len(each) > 1 else ""
+    groups, total = median_bandwidths(plan, repetitions, procs)
+    medians = f", each the median of {len(repetitions)} repetitions" if len(repetitions) > 1 \
+        else ""
     return [", ".join(["BW", *groups, "Total"]),
             ", ".join(["BW:", *(f"{v:.0f}" for v in groups.values()), f"{total:.0f}"]),
             "", f"{total:.0f}: Total Bandwidth Consumed (MBytes/sec){medians}"]

@@ -35,6 +35,11 @@ def test_stream_lines_give_each_sub_stream_its_target_bandwidth_and_lateness():
     tolerant = cmdline.parse("-lateUs 2000 -memStreams rw 2 1024 100 0 2 64".split())
     assert "more than -lateUs 2000 us after its deadline" in \
         report.stream_lines((rec,), tolerant.procs())[0]     # (it said "beyond -lateUs")
+    mixed = cmdline.parse("-lateUs 2000 -memStreams rw 2 1024 100 0 2 64 -memStreams rw 2 1024 100 "
+                          "0 2 64".split())
+    other = replace(rec, row=1)
+    assert "more than -lateUs 0 us (proc 1), 2000 us (proc 0) after its deadline" in \
+        report.stream_lines((rec, other), mixed.procs())[0]   # (it said "-lateUs 0, 2000 us")
     text = "\n".join(report.render(plan, (rec,), plan.procs(), INFO, "today"))
     # -sample: the stream's intervals are in the one samples table, per interval
     assert "0, 0, 0.000, 1000.000, 100, 100.0, MemStreams" in text

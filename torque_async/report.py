@@ -510,13 +510,22 @@ def stream_lines(records, procs) -> list[str]:
         return []
     held = stream_verdicts(records)
     subs = [sub.held for rec in records for sub in rec.subs]
-    tolerance = ", ".join(map(str, sorted({p.group.local.lateUs
-                                           for r, p in zip(records, procs) if r.subs})))
     return ["Streams: lateness = completion - deadline (us, 0 when on time); a frame is late "
-            f"more than -lateUs {tolerance} us after its deadline; HELD: no frame late or "
-            "dropped", STREAM_HEADER, *lines, "",
+            f"more than -lateUs {tolerances(records, procs)} after its deadline; HELD: no frame "
+            "late or dropped", STREAM_HEADER, *lines, "",
             f"streams: {sum(held)} held, {len(held) - sum(held)} missed "
             f"(sub-streams: {sum(subs)} held, {len(subs) - sum(subs)} missed)"]
+
+
+def tolerances(records, procs) -> str:
+    """The streams' -lateUs: '0 us', or each value with the procs it applies to."""
+    rows: dict[int, list[int]] = {}
+    for rec, proc in zip(records, procs):
+        if rec.subs:
+            rows.setdefault(proc.group.local.lateUs, []).append(rec.row)
+    if len(rows) == 1:
+        return f"{next(iter(rows))} us"
+    return ", ".join(f"{us} us ({procs_named(rows[us])})" for us in sorted(rows))
 
 
 def cyclic_lines(records, procs) -> list[str]:

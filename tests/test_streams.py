@@ -178,6 +178,8 @@ def test_each_sub_stream_that_held_spans_exactly_its_frames_periods(label, looka
     assert all(pipe.lateness[s.index].late == 0 for s in pipe.stages)
     for stage in pipe.stages:
         assert pipe.window(stage) == g.frames * 1_000_000 == g.frames * g.period
+    last = max(stage.stage for stage in pipe.stages)     # the stream's: N + stages - 1 periods
+    assert pipe.end() == pipe.pacer.release(g.frames + last)
 
 
 def test_a_sub_stream_late_at_its_end_spans_to_its_last_completion():

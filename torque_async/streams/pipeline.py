@@ -184,6 +184,10 @@ class Pipeline:
         end = max(release(stage.stage + due), self.last[stage.index])
         return end - release(stage.stage)
 
+    def end(self) -> int:
+        """When the measured frames' time ends: the latest sub-stream's end of window()."""
+        return max(self.pacer.release(stage.stage) + self.window(stage) for stage in self.stages)
+
     def skips(self, stage: Stage, k: int) -> bool:
         """-dropLate: frame k is a whole period past its deadline, or an input of it was dropped."""
         if not self.drop:

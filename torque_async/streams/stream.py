@@ -104,9 +104,7 @@ class StreamTest:
         if not self.memory:
             meter.row["file"] = os.fsencode(self.tracks.path)[:256]
         stopped = lambda: meter.stopped                             # noqa: E731
-        at = now() + g.start_delay
-        while (t := now()) < at and not stopped():
-            await self.timer.sleep_until(min(at, t + START_SLICE))
+        await self.until(now() + g.start_delay, stopped)
         start = meter.begin()
         local = self.ctx.local
         pipe = self.pipeline = Pipeline(self.stages, Pacer(start, g.period), self.tracks,
@@ -117,7 +115,9 @@ class StreamTest:
         try:
             await pipe.run(g.frames)
             chunk = max(1, math.ceil(EXTRA_CHUNK / g.period))
-            meter.end(pipe.finish or start)
+            end = pipe.end()               # its frames' periods: a held stream's rate is its
+            await self.until(end, stopped)         # target, as each sub-stream's (window)
+            meter.end(end)
             self.publish(meter, True)
             while meter.keep_going():
                 await pipe.run(pipe.done() + chunk)
@@ -126,6 +126,12 @@ class StreamTest:
                 meter.end(pipe.finish or start)
                 self.publish(meter, False)
         meter.publish_extra(sum(p.done for p in pipe.progress) - meter.count)
+
+    async def until(self, at: int, stopped) -> None:
+        """Wait on the precise timer until monotonic ns `at`, in slices that look at the stop
+        flag."""
+        while (t := now()) < at and not stopped():
+            await self.timer.sleep_until(min(at, t + START_SLICE))
 
     def publish(self, meter: Meter, whole: bool) -> None:
         """The measured figures (`whole`: every frame measured, not stopped first)."""

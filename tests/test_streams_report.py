@@ -60,6 +60,22 @@ def test_a_sub_streams_rate_is_over_the_time_its_frames_span_not_the_processes()
     assert report.sub_stream_figures(unknown, plan.procs()[0])[0].fps == round(200 / 1.99, 3)
 
 
+def test_a_stream_stopped_before_its_first_frame_is_not_run_not_held():
+    """It read HELD at 0 MB/s: nothing was measured, so nothing held (nor missed)."""
+    plan = cmdline.parse("-memStreams rw 2 1024 100 2 1 64".split())
+    none = SubStream(0, 0, 0, 0, 0, 0, ())
+    rec = record(0, 0, 0, 0, 1024 * KB, sys_factor=2, subs=(none, none))
+    lines = report.stream_lines((rec,), plan.procs())
+    assert [ln.split(", ")[13] for ln in lines[2:4]] == ["NOT RUN", "NOT RUN"]
+    assert lines[-1] == "streams: 0 held, 0 missed, 1 not run (sub-streams: 0 held, 0 missed, " \
+                        "2 not run)"
+    assert report.verdict_of(["HELD", "NOT RUN"]) == "NOT RUN"      # held nothing whole
+    assert report.verdict_of(["MISSED", "NOT RUN"]) == "MISSED"
+    assert report.verdict_of(["HELD", "HELD"]) == "HELD"
+    from torque_async import export
+    assert export.streams(rec, plan.procs()[0], 0)["verdict"] == "NOT RUN"
+
+
 def test_cyclic_line_is_cyclictests_with_p99():
     plan = cmdline.parse("-cyclic 1000 -seed 1".split())
     rec = replace(record(0, 0, 4 * MS, 4, 0, pid=42), lat_min=5000, lat_max=90_000,

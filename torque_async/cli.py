@@ -388,12 +388,12 @@ def finish(plan, done: runs.Runs, info, job, began: startup.Began | None = None)
     if done.failures or any(unwritten):
         return 1
     missed = [k for k, o in enumerate(done.complete, 1)
-              if not all(report.stream_verdicts(o.records))]
+              if report.MISSED in report.stream_verdicts(o.records)]
     if s.failLate and missed:           # in any repetition, not only the table's first
         verdicts = report.stream_verdicts(outcome.records)
         what = f"a stream missed its rate in repetition{'s' * (len(missed) > 1)} " \
             f"{', '.join(map(str, missed))} of {len(done.complete)}" if len(done.complete) > 1 \
-            else f"{verdicts.count(False)} of {len(verdicts)} streams missed their rate"
+            else f"{verdicts.count(report.MISSED)} of {len(verdicts)} streams missed their rate"
         say([f"torque-async: -failLate: {what} (exit {MISSED_EXIT})"], err=True)
         return MISSED_EXIT
     return 0

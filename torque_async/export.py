@@ -78,8 +78,7 @@ def streams(rec: Record, proc: Proc, t0: int) -> dict[str, Any] | None:
     subs = report.sub_stream_figures(rec, proc)
     if not subs:
         return None
-    return {"verdict": report.HELD if all(s.verdict == report.HELD for s in subs)
-            else report.MISSED,
+    return {"verdict": report.verdict_of(s.verdict for s in subs),
             **{f"sub{i}": asdict(subs[i]) if i < len(subs) else None for i in range(MAX_SUBS)}}
 
 

@@ -440,7 +440,8 @@ def sample_lines(records, procs, t0: int) -> list[str]:
 
 STREAM_HEADER = ("proc,sub,Target(MB/s),Target(fps),BW(MB/s),BW(fps),Frames,Late,Dropped,"
                  "LongestLate,p50(us),p99(us),max(us),Verdict,Test")
-HELD, MISSED = "HELD", "MISSED"
+HELD, MISSED, NOT_RUN = "HELD", "MISSED", "NOT RUN"     # NOT RUN: no frame was due (a stop
+                                                        # came before its first)
 
 
 def sub_stream_names(args) -> list[str]:
@@ -484,13 +485,31 @@ def sub_stream_figures(rec: Record, proc: Proc) -> list[SubStreamFigures]:
             round(mb_per_s(sub.transfers * rec.transfer_bytes, elapsed), 3),
             round(per_s(sub.transfers, elapsed), 3), sub.frames, sub.late, sub.dropped,
             sub.late_run, late.percentile(0.5), late.percentile(0.99), late.hi,
-            HELD if sub.held else MISSED))
+            sub_verdict(sub)))
     return out
 
 
-def stream_verdicts(records) -> list[bool]:
-    """Per stream process: whether every sub-stream held."""
-    return [all(sub.held for sub in rec.subs) for rec in records if rec.subs]
+def sub_verdict(sub) -> str:
+    return NOT_RUN if not sub.frames else HELD if sub.held else MISSED
+
+
+def verdict_of(verdicts) -> str:
+    """A stream's verdict from its sub-streams': MISSED when one missed, HELD when all held,
+    else NOT RUN (a stop came first: it held nothing, missed nothing)."""
+    verdicts = set(verdicts)
+    return MISSED if MISSED in verdicts else HELD if verdicts == {HELD} else NOT_RUN
+
+
+def stream_verdicts(records) -> list[str]:
+    """Per stream process: its verdict (verdict_of its sub-streams')."""
+    return [verdict_of(map(sub_verdict, rec.subs)) for rec in records if rec.subs]
+
+
+def counted(verdicts: list[str]) -> str:
+    """'2 held, 1 missed', and how many were not run where some were."""
+    unrun = verdicts.count(NOT_RUN)
+    return f"{verdicts.count(HELD)} held, {verdicts.count(MISSED)} missed" + \
+        (f", {unrun} not run" if unrun else "")
 
 
 def stream_lines(records, procs) -> list[str]:
@@ -508,13 +527,11 @@ def stream_lines(records, procs) -> list[str]:
                 f.verdict, label]))
     if not lines:
         return []
-    held = stream_verdicts(records)
-    subs = [sub.held for rec in records for sub in rec.subs]
+    subs = [sub_verdict(sub) for rec in records for sub in rec.subs]
     return ["Streams: lateness = completion - deadline (us, 0 when on time); a frame is late "
             f"more than -lateUs {tolerances(records, procs)} after its deadline; HELD: no frame "
             "late or dropped", STREAM_HEADER, *lines, "",
-            f"streams: {sum(held)} held, {len(held) - sum(held)} missed "
-            f"(sub-streams: {sum(subs)} held, {len(subs) - sum(subs)} missed)"]
+            f"streams: {counted(stream_verdicts(records))} (sub-streams: {counted(subs)})"]
 
 
 def tolerances(records, procs) -> str:

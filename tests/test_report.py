@@ -118,16 +118,22 @@ def test_bw_line_of_several_repetitions_gives_each_columns_median_and_the_totals
     reps = [(record(0, 0, 1000 * MS, load, MB), record(1, 0, 1000 * MS, bcopy, MB))
             for load, bcopy in ((100, 10), (300, 40), (200, 5))]
     lines = report.bw_lines(plan, reps, plan.procs())
-    assert lines[1] == "BW:, 200, 10, 205"           # totals 110, 340, 205: their median
-    assert lines[-1] == "205: Total Bandwidth Consumed (MBytes/sec), each the median of 3 " \
-                        "repetitions"
+    assert lines[1] == "BW:, 200, 10, 210"     # the columns add up (the totals' median: 205)
+    assert lines[-1] == "210: Total Bandwidth Consumed (MBytes/sec): each group's the median " \
+                        "of 3 repetitions, the Total their sum"
     text = report.render(plan, reps[0], plan.procs(), INFO, "today", repetitions=tuple(reps))
-    assert "BW:, 200, 10, 205" in text
+    assert "BW:, 200, 10, 210" in text
     bo = replace(plan, settings=replace(plan.settings, bo=True))
     assert report.render(bo, reps[0], plan.procs(), INFO, "today",
-                         repetitions=tuple(reps))[1] == "BW:, 200, 10, 205"
+                         repetitions=tuple(reps))[1] == "BW:, 200, 10, 210"
+    resolved = (record(0, 0, 1000 * MS, 100, MB), record(1, 0, 1000 * MS, 10, MB))
+    brief = (record(0, 0, 50 * MS, 5, MB), record(1, 0, 1000 * MS, 10, MB))   # proc 0: 50 ms
+    bo_text = report.render(bo, resolved, plan.procs(), INFO, "today",
+                            repetitions=(resolved, brief, brief))
+    assert "proc 0: not resolved in 2 of 3 repetitions: its medians are not resolved" in bo_text
+    assert not any("measured for" in ln for ln in bo_text)      # not the first repetition's
     entry = export.repeats_entry(plan, reps, plan.procs())       # the JSON has the line too
-    assert entry["bandwidth"] == {"groups": {"Load": 200.0, "Bcopy": 10.0}, "total": 205.0}
+    assert entry["bandwidth"] == {"groups": {"Load": 200.0, "Bcopy": 10.0}, "total": 210.0}
 
 
 def test_render_has_header_group_block_table_and_bw_and_honours_nh_and_bo():

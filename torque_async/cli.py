@@ -12,7 +12,6 @@ import signal
 import socket
 import sys
 import time
-from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
@@ -439,8 +438,7 @@ def repeated(plan, done: runs.Runs, procs, run=None) \
     alone_records = [recs for _, recs in done.alone_records()] if alone else None
     found = figures.changes(alone, [figures.medians(t) for t in per_test], procs) \
         if alone else None
-    unresolved = Counter(r.row for o in done.complete for r in o.records
-                         if report.resolution_flags(r))
+    unresolved = report.unresolved_lines([o.records for o in done.complete])
     blocks = [*(report.repeat_lines([figures.spreads(t) for t in per_test], procs,
                                     len(done.complete), run, unresolved)
                 if len(done.complete) > 1 else []),

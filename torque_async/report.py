@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import signal
 import statistics
+from collections import Counter
 from dataclasses import dataclass
 
 from . import __version__
@@ -93,21 +94,21 @@ def group_bandwidths(plan: Plan, records, procs) -> dict[str, float]:
 
 
 def median_bandwidths(plan: Plan, repetitions, procs) -> tuple[dict[str, float], float]:
-    """Each group's system bandwidth (group_bandwidths), the median of its repetitions', and
-    the median of the repetitions' totals (one repetition: its own)."""
+    """Each group's system bandwidth (group_bandwidths), the median of its repetitions' (one
+    repetition: its own), and their sum: the Total adds up its columns, as in one run."""
     each = [group_bandwidths(plan, records, procs) for records in repetitions]
-    return ({name: statistics.median(g[name] for g in each) for name in each[0]},
-            statistics.median(sum(g.values()) for g in each))
+    groups = {name: statistics.median(g[name] for g in each) for name in each[0]}
+    return groups, sum(groups.values())
 
 
 def bw_lines(plan: Plan, repetitions, procs) -> list[str]:
     """The BW: line: a column per group in plan order, Total last (stable: paste many runs of
     one plan into a spreadsheet and the columns line up). `repetitions`: the records of each
     complete one (-repeat), or of the one run; of several, each column is the median of its
-    repetitions' and the Total the median of their totals."""
+    repetitions' and the Total their sum."""
     groups, total = median_bandwidths(plan, repetitions, procs)
-    medians = f", each the median of {len(repetitions)} repetitions" if len(repetitions) > 1 \
-        else ""
+    medians = f": each group's the median of {len(repetitions)} repetitions, the Total their " \
+        "sum" if len(repetitions) > 1 else ""
     return [", ".join(["BW", *groups, "Total"]),
             ", ".join(["BW:", *(f"{v:.0f}" for v in groups.values()), f"{total:.0f}"]),
             "", f"{total:.0f}: Total Bandwidth Consumed (MBytes/sec){medians}"]
@@ -755,11 +756,19 @@ REPEAT_HEADER = "proc,Test,Figure,Median,Min,Max,Spread(%)"
 BASELINE_HEADER = "proc,Test,Figure,Alone,Together,Change(%)"
 
 
+def unresolved_lines(repetitions) -> list[str]:
+    """-repeat: the rows whose figures were not resolved (resolution_flags) in some of the
+    repetitions (the records of each), and in how many: their medians are not resolved."""
+    counts = Counter(r.row for records in repetitions for r in records if resolution_flags(r))
+    return [f"proc {row}: not resolved in {k} of {len(repetitions)} repetitions: its medians are "
+            f"not resolved" for row, k in sorted(counts.items())]
+
+
 def repeat_lines(spreads: list[dict[str, Spread]], procs, times: int, cluster=None,
-                 unresolved: dict[int, int] | None = None) -> list[str]:
+                 unresolved: list[str] = ()) -> list[str]:
     """-repeat: each test's main figures over the repetitions (from figures.spreads); a
-    report_cluster.ClusterRun adds Host and Rank columns, as to the table; `unresolved`: in how
-    many repetitions each row's figures were not resolved (resolution_flags)."""
+    report_cluster.ClusterRun adds Host and Rank columns, as to the table; `unresolved`: the
+    unresolved_lines of the repetitions."""
     lines = [f"{proc.row}, {KINDS[proc.group.action].label}, {FIGURES[name].label}, "
              f"{s.median:.1f}, {s.lo:.1f}, {s.hi:.1f}, {spread_text(FIGURES[name], s)}"
              + where(cluster, proc.row)
@@ -769,8 +778,7 @@ def repeat_lines(spreads: list[dict[str, Spread]], procs, times: int, cluster=No
     return [f"Repeated {times} times (the table above is the first): median, min, max, "
             f"spread = (max - min) / median (a share's: max - min, in points)",
             REPEAT_HEADER + (cluster.columns if cluster else ""),
-            *lines, *(f"proc {row}: not resolved in {k} of {times} repetitions: its medians are "
-                      f"not resolved" for row, k in sorted((unresolved or {}).items()))]
+            *lines, *unresolved]
 
 
 def baseline_lines(found: list[Change], cluster=None, cut: set[int] = frozenset()) -> list[str]:
@@ -859,8 +867,10 @@ def render(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], inf
     shown = [(r, p) for r, p in zip(records, procs) if per_process(p, plan.settings.vl)]
     rows, each = tuple(r for r, _ in shown), tuple(p for _, p in shown)
     closing = closing_lines(failures, interrupted, unfinished, complete, alone)
-    if plan.settings.bo:
-        return nonblank([*bw, "", *resolution_lines(rows), "", *closing])
+    if plan.settings.bo:               # (of several repetitions, the BW: line's are medians)
+        unresolved = unresolved_lines(repetitions) if len(repetitions) > 1 else \
+            resolution_lines(rows)
+        return nonblank([*bw, "", *unresolved, "", *closing])
     lines: list[str] = []
     if not plan.settings.nh:
         lines += [f"torque-async, version: {__version__}", f"torque-async {plan.command}".rstrip(),

@@ -775,7 +775,7 @@ def repeat_lines(spreads: list[dict[str, Spread]], procs, times: int, cluster=No
              for got, proc in zip(spreads, procs) for name, s in got.items()]
     if not lines:
         return []
-    return [f"Repeated {times} times (the table above is the first): median, min, max, "
+    return [f"Repeated {times} times (the other tables, above and below, are the first repetition's): median, min, max, "
             f"spread = (max - min) / median (a share's: max - min, in points)",
             REPEAT_HEADER + (cluster.columns if cluster else ""),
             *lines, *unresolved]

@@ -775,8 +775,9 @@ def repeat_lines(spreads: list[dict[str, Spread]], procs, times: int, cluster=No
              for got, proc in zip(spreads, procs) for name, s in got.items()]
     if not lines:
         return []
-    return [f"Repeated {times} times (the other tables, above and below, are the first repetition's): median, min, max, "
-            f"spread = (max - min) / median (a share's: max - min, in points)",
+    return [f"Repeated {times} times (the other tables, above and below, are the first "
+            f"repetition's): median, min, max, spread = (max - min) / median (a share's: max - "
+            f"min, in points)",
             REPEAT_HEADER + (cluster.columns if cluster else ""),
             *lines, *unresolved]
 

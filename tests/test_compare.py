@@ -208,6 +208,16 @@ def test_runs_from_different_machines_are_noted():
     assert compare.provenance(a, b)[0].startswith("note: different machines: host")
 
 
+def test_a_baseline_stopped_in_a_run_alone_is_noted_as_alone():
+    """Its figures are a group's alone: compared with a run together as like for like."""
+    a = document(PLAN, {"load": 1000, "bcopy": 500, "spinWait": 100})
+    b = {**a, "stopped_alone": 1}
+    assert compare.provenance(a, b) == [
+        "note: B is a -baseline run stopped in group 1's run alone: its figures are that "
+        "group's alone, not measured together"]
+    assert compare.provenance(a, a) == []
+
+
 @pytest.mark.parametrize("content, message", [
     ("", "is not JSON"), ('{"schema": "torque-async-results", "schema_version": 99}',
                           "has results schema version 99"),

@@ -313,6 +313,10 @@ def provenance(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     if a.get("version") != b.get("version"):
         out.append(f"note: different torque-async versions: {a.get('version')} and "
                    f"{b.get('version')}")
+    alone = [(label, doc["stopped_alone"]) for label, doc in (("A", a), ("B", b))
+             if doc.get("stopped_alone") is not None]
+    out += [f"note: {label} is a -baseline run stopped in group {k}'s run alone: its figures are "
+            f"that group's alone, not measured together" for label, k in alone]
     return out
 
 

@@ -459,8 +459,9 @@ def test_triad_keeps_the_block_size_then_the_way_that_ran_fastest(monkeypatch, w
     passes = memory.timed.CALIBRATION_PASSES
     assert timed == list(sizes) * passes + list(ways) * passes  # in rounds of every one
     assert test.step == 14 and len(test.block_views[0]) == 8    # 7 blocks of 14, then 2
-    assert test.chosen == {"Triad in blocks of": "112 bytes", "Triad by": way}
-    assert test.info.endswith("Triad in blocks of 112 bytes, the fastest here of "
+    assert test.chosen == {"Triad (s * c into scratch) in blocks of": "112 bytes", "Triad by": way}
+    assert test.info.endswith("Triad (s * c into scratch) in blocks of 112 bytes, the fastest "
+                              "here of "
                               "8 bytes, 56 bytes, 112 bytes, 224 bytes, 448 bytes, 800 bytes; "
                               f"Triad by {way}, the fastest here of {', '.join(stream.WAYS)}")
     assert test.run.__closure__ is not None and stream.WAYS[way] in \
@@ -475,6 +476,16 @@ def test_triad_keeps_the_block_size_then_the_way_that_ran_fastest(monkeypatch, w
     test.transfer(2)
     with pytest.raises(api.TestError, match=r"Striad: a\[250\] = 5.0"):
         test.check()                                            # ... and a shows it
+
+
+def test_a_lone_candidate_is_kept_untimed_and_said_to_be_the_only_one(monkeypatch):
+    """One double a chunk: one block size, which read 'the fastest here of 8 bytes'."""
+    timed = injected(monkeypatch, {name: 1 for name in stream.WAYS})
+    test = make("Striad", n=2, size=8)
+    assert test.candidates() == [1] and timed == list(stream.WAYS) * memory.timed.CALIBRATION_PASSES
+    assert "Triad (s * c into scratch) in blocks of 8 bytes (the only one here); Triad by " in \
+        test.info
+    run(test, 2).check()
 
 
 @pytest.mark.parametrize("way", list(stream.WAYS.values()))
@@ -614,7 +625,8 @@ def test_the_run_names_what_set_up_chose_in_the_group_block_and_the_json():
     assert r.returncode == 0, r.stderr
     infos = [t["record"]["info"] for t in json.loads(r.stdout)["tests"]]
     assert re.search(r"zeroed by (fill|memset), the fastest here of fill, memset", infos[0])
-    assert re.search(r"Triad in blocks of .* bytes, the fastest here of ", infos[1])
+    assert re.search(r"Triad \(s \* c into scratch\) in blocks of .* bytes, the fastest here of ",
+                     infos[1])
     for info in infos:
         assert info.split("; ")[-1] in r.stderr             # the report prints it
 

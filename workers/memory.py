@@ -102,7 +102,12 @@ class MemoryTest:
         timed.CALIBRATION_PASSES rounds of one pass of every candidate (a neighbour's burst then
         slows one pass of each, not every pass of one), keep the one with the fastest pass, put
         back what the passes wrote (reset), note the choice in `info` and in `chosen`, and
-        return the chosen kernel made for all n chunks."""
+        return the chosen kernel made for all n chunks. A lone candidate is kept untimed, and
+        said to be the only one."""
+        if len(candidates) == 1:
+            (name, value), = candidates.items()
+            return self.keep(what, name, f"{what} {name} (the only one here)",
+                             make(value, self.n))
         span = self.calibration_chunks()
 
         def sweep(kernel):
@@ -117,10 +122,14 @@ class MemoryTest:
                 took[name] = min(took.get(name, ns), ns)
         name = min(took, key=took.get)
         self.reset(span)
+        return self.keep(what, name, f"{what} {name}, the fastest here of {', '.join(took)}",
+                         make(candidates[name], self.n))
+
+    def keep(self, what: str, name: str, note: str, kernel):
+        """choose()'s end: the choice in `chosen` and in `info`; returns the kernel."""
         self.chosen[what] = name
-        note = f"{what} {name}, the fastest here of {', '.join(took)}"
         self.info = "; ".join(filter(None, (self.info, note)))
-        return make(candidates[name], self.n)
+        return kernel
 
     def pass_ns(self, name: str, run: Callable[[], Any]) -> int:
         """How long run() (one calibration pass of candidate `name`) takes, in ns."""

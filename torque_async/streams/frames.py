@@ -58,6 +58,8 @@ class Frames:
             else:                                       # a read keeps lookahead + 1 frames
                 depth = geometry.lookahead + 1 if s.op.kind == READ and s.consumers else 1
                 ring = [buffers.new(size) for _ in range(depth)]
+                for frame in ring:
+                    frame.fill(0)               # touched in set-up, as the tracks are
                 if s.op.kind != READ and not s.op.deps:
                     ring[0][:] = self.patterns[s.op.track]      # the camera's picture
             self.rings.append(ring)

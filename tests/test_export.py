@@ -184,7 +184,7 @@ def test_csv_columns_are_the_schema_s_scalars_with_units_whatever_the_run():
     doc = export.document(plan, recs, plan.procs(), INFO, "today")
     text = export.csv_text(doc)
     rows = list(csv.reader(io.StringIO(text)))
-    assert rows[0] == [c.name for c in export.csv_columns()]
+    assert rows[0] == ["repetition", *(c.name for c in export.csv_columns())]
     assert "table.bw (MB/s)" in rows[0] and "spin.kept_pct (%)" in rows[0]
     assert "record.hist" not in " ".join(rows[0])
     assert len(rows) == 3 and all(len(r) == len(rows[0]) for r in rows)
@@ -194,6 +194,12 @@ def test_csv_columns_are_the_schema_s_scalars_with_units_whatever_the_run():
     assert doc["tests"][0]["latency"]["max"] == 1500
     assert first["record.info"] == "line one | line two"       # one line per row
     assert text.count("\n") == 3
+    assert [r[0] for r in rows[1:]] == ["1", "1"]
+    many = export.document(replace(plan, settings=replace(plan.settings, repeat=2)), recs,
+                           plan.procs(), INFO, "today", repetitions=[recs, recs])
+    rows = list(csv.DictReader(io.StringIO(export.csv_text(many))))   # every repetition's
+    assert [(r["repetition"], r["proc"]) for r in rows] == [("1", "0"), ("1", "1"), ("2", "0"),
+                                                              ("2", "1")]
 
 
 def parse_bw_line(out: str) -> dict[str, int]:

@@ -273,14 +273,17 @@ def csv_value(value: Any, column: Column) -> Any:
 
 
 def csv_text(doc: dict[str, Any]) -> str:
-    """One row per test process: the test's scalar figures, named by their JSON path and
-    unit (the same units as the text report)."""
+    """One row per test process of each complete repetition (-repeat; the one run's
+    otherwise), numbered in the first column: the test's scalar figures, named by their JSON
+    path and unit (the same units as the text report)."""
     columns = csv_columns()
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(c.name for c in columns)
-    for test in doc["tests"]:
-        writer.writerow(csv_value(lookup(test, c.path), c) for c in columns)
+    writer.writerow(["repetition", *(c.name for c in columns)])
+    runs = [run["tests"] for run in (doc["repeats"] or {}).get("runs", ())] or [doc["tests"]]
+    for k, tests in enumerate(runs, 1):
+        for test in tests:
+            writer.writerow([k, *(csv_value(lookup(test, c.path), c) for c in columns)])
     return out.getvalue()
 
 

@@ -217,15 +217,18 @@ def test_a_real_run_starts_after_the_release_and_measures_cpu_and_reads_and_writ
     assert any(ln.startswith("Event loop: busy ") for ln in lines)
 
 
-def test_a_stream_finishes_at_its_last_completion_not_a_scheduled_time():
-    # memory frames complete long before their period ends: the old Finish was the end of the
-    # last period, in the future of the last transfer
+def test_a_stream_finishes_when_its_last_period_ends_having_waited_for_it():
+    """Memory frames complete long before their period ends. A paced stream's measured time is
+    its frames' periods: it waits out the last one, so Finish is a time that passed (it once
+    was the end of the last period without the wait, in the future of the last transfer; then
+    the last completion, which read a one-stage stream a little above its rate)."""
     r = run_cli("-smkey", "0x7D102", "-json", "run.json", "-sample", "0", "-memStreams", "r",
                 "0", "64", "10", "0", "0.2", "2")
     assert r.returncode == 0, r.stderr
     (test,) = json.loads(open("run.json").read())["tests"]
     rec = test["record"]
     last = rec["samples"][-1]
-    assert last[1] == rec["transfers"] and rec["finish"] == last[0]
+    assert last[1] == rec["transfers"] == 32 and last[0] < rec["finish"]
+    assert rec["finish"] - rec["start"] == 32 * 6_250_000       # 32 periods of 6.25 ms, exact
     (row,) = table(r.stdout)
-    assert int(row[1]) <= int(row[2])
+    assert int(row[1]) <= int(row[2]) and float(row[5]) <= 10.0   # never above its rate

@@ -116,8 +116,8 @@ class StreamTest:
             await pipe.run(g.frames)
             chunk = max(1, math.ceil(EXTRA_CHUNK / g.period))
             end = pipe.end()               # its frames' periods: a held stream's rate is its
-            await self.until(end, stopped)         # target, as each sub-stream's (window)
-            meter.end(end)
+            await self.until(end, stopped)         # target, as each sub-stream's (window);
+            meter.end(min(end, now()))             # a stop in the wait ends it then
             self.publish(meter, True)
             while meter.keep_going():
                 await pipe.run(pipe.done() + chunk)

@@ -10,7 +10,7 @@ from dataclasses import field, fields, make_dataclass, replace
 import jsonschema
 import pytest
 
-from torque_async import cmdline, export
+from torque_async import cmdline, export, figures
 from torque_async.results import FAILED, Record
 from torque_async.stats import bucket
 from torque_async.sysinfo import SysInfo
@@ -195,11 +195,14 @@ def test_csv_columns_are_the_schema_s_scalars_with_units_whatever_the_run():
     assert first["record.info"] == "line one | line two"       # one line per row
     assert text.count("\n") == 3
     assert [r[0] for r in rows[1:]] == ["1", "1"]
+    alone = [figures.main_figures(r, p) for r, p in zip(recs, plan.procs())]    # -baseline
     many = export.document(replace(plan, settings=replace(plan.settings, repeat=2)), recs,
-                           plan.procs(), INFO, "today", repetitions=[recs, recs])
+                           plan.procs(), INFO, "today", repetitions=[recs, recs], alone=alone)
     rows = list(csv.DictReader(io.StringIO(export.csv_text(many))))   # every repetition's
     assert [(r["repetition"], r["proc"]) for r in rows] == [("1", "0"), ("1", "1"), ("2", "0"),
                                                               ("2", "1")]
+    bw = next(k for k in rows[0] if k.startswith("alone.bw"))
+    assert rows[0][bw] and [r[bw] for r in rows[2:]] == [r[bw] for r in rows[:2]]  # each row's
 
 
 def parse_bw_line(out: str) -> dict[str, int]:

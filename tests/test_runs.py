@@ -163,6 +163,8 @@ def test_a_figure_from_nothing_alone_is_new_and_ranks_first():
     found = figures.changes(a, t, procs)
     assert [c.figure.name for c in found] == ["late", "bw"]
     assert report.baseline_lines(found)[2] == "1, Streams, late frames, 0.0, 3.0, new"
+    still = figures.changes(a, [t[0], a[1]], procs)            # 0 late alone and together
+    assert report.baseline_lines(still)[-1] == "1, Streams, late frames, 0.0, 0.0, +0.0"  # (new)
 
 
 def test_baseline_s_alone_figures_match_a_run_alone_and_reach_json_and_csv(tmp_path):

@@ -16,7 +16,7 @@ from torque_async.io import scratch
 from torque_async.meter import Meter
 from torque_async.results import Results, segment_name
 from torque_async.streams.frames import SOURCE, WRITTEN, Frames, header_of, stamp
-from torque_async.streams.pipeline import Lateness, Pipeline, Timeline
+from torque_async.streams.pipeline import SLICE_NS, Lateness, Pipeline, Stopped, Timeline
 from torque_async.streams.schedule import LABELS, READ, WRITE, Geometry, Pacer, stages
 from torque_async.streams.stream import MemStreamTest, StreamTest
 from torque_async.streams import tracks as tracks_module
@@ -190,6 +190,20 @@ def test_a_sub_stream_late_at_its_end_spans_to_its_last_completion():
     last = trace[-1][3]
     assert last == pipe.pacer.release(49) + 3_500_000                 # 2.5 ms past its deadline
     assert pipe.window(pipe.stages[0]) == last - pipe.pacer.release(0) == 52_500_000
+
+
+def test_a_stop_during_a_long_pacing_sleep_ends_the_stream_within_a_slice():
+    """A 2 s period slept on past a signal (and, at 4 s, the loop's end cancelled the stream
+    before it published anything)."""
+    g, pipe, clock, trace = virtual_pipeline("r", 0, 1024, 0.5, 10.0, lambda k: 1000)
+    start = clock.t
+    pipe.stopped = lambda: clock.t >= start + 150_000_000       # a stop 150 ms in
+    with pytest.raises(Stopped):
+        asyncio.run(pipe.run(g.frames))
+    assert [k for _, k, _, _ in trace] == [0]                   # frame 1 (due at 2 s) never moved
+    assert clock.t - start <= 150_000_000 + SLICE_NS            # noticed within a slice
+    assert pipe.end() - start == 2_000_000_000                  # frame 0's period, which
+    assert pipe.window(pipe.stages[0], clock.t) == clock.t - start    # the stop cut short
 
 
 def resident(buf: np.ndarray) -> int:

@@ -372,7 +372,8 @@ def finish(plan, done: runs.Runs, info, job, began: startup.Began | None = None)
         alone_info = [[r.info for r in recs] for _, recs in done.alone_records()] \
             if alone else None
         doc = export.document(plan, records, procs, info, date, done.failures,
-                              [o.records for o in done.whole], alone, found, began,
+                              [runs.with_alone_rates(o.records, alone) if alone else o.records
+                               for o in done.whole], alone, found, began,
                               alone_info, done.interrupted, done.unfinished, done.alone_group)
         doc = report_cluster.document([o.cluster for o in done.complete], doc) if run else doc
         machine = {path: make(doc) for path, make in ((s.json, export.json_text),

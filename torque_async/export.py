@@ -280,9 +280,10 @@ def csv_text(doc: dict[str, Any]) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(["repetition", *(c.name for c in columns)])
-    runs = [run["tests"] for run in (doc["repeats"] or {}).get("runs", ())] or [doc["tests"]]
-    for k, tests in enumerate(runs, 1):
-        for test in tests:
+    later = [run["tests"] for run in (doc["repeats"] or {}).get("runs", ())[1:]]
+    for k, tests in enumerate([doc["tests"], *later], 1):   # (runs[0] is the top level's)
+        for test, top in zip(tests, doc["tests"]):           # -baseline: each one's alone
+            test = {**test, "alone": top.get("alone"), "alone_info": top.get("alone_info")}
             writer.writerow([k, *(csv_value(lookup(test, c.path), c) for c in columns)])
     return out.getvalue()
 

@@ -117,7 +117,10 @@ class Change:
 
     @property
     def change_pct(self) -> float | None:
-        return 100 * (self.together - self.alone) / self.alone if self.alone else None
+        """The change in per cent; None from nothing to something ("new"); 0 from 0 to 0."""
+        if not self.alone:
+            return 0.0 if self.together == self.alone else None
+        return 100 * (self.together - self.alone) / self.alone
 
     @property
     def slowdown(self) -> float:

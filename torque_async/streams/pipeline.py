@@ -17,6 +17,7 @@ from typing import Awaitable, Callable
 from torque_async.testing.api import TestError
 
 from ..io.engine import YIELD_NS
+from ..meter import NEVER
 from ..stats import Summary
 from .frames import Frames
 from .schedule import READ, Pacer, Stage
@@ -24,6 +25,21 @@ from .schedule import READ, Pacer, Stage
 
 class Stopped(Exception):
     """The run was stopped (another test failed, or an interrupt)."""
+
+
+SLICE_NS = 100_000_000              # a stream's waits look at the stop flag at least this often
+
+
+async def wait_until(at: int, clock: Callable[[], int], sleep_until: Callable[[int], Awaitable],
+                     stopped: Callable[[], bool]) -> bool:
+    """Sleep until `at` (clock's ns) in slices of SLICE_NS that look at the stop flag; False
+    when a stop came first (a 4 s period slept on past a signal, and the loop's end cancelled
+    the stream before it published)."""
+    while (t := clock()) < at:
+        if stopped():
+            return False
+        await sleep_until(min(at, t + SLICE_NS))
+    return True
 
 
 class Progress:
@@ -144,7 +160,8 @@ class Pipeline:
                     await progress[other].reach(k + offset)
             release, t = pacer.release(k + early), clock()
             if t < release:
-                await self.sleep_until(release)
+                if not await wait_until(release, clock, self.sleep_until, self.stopped):
+                    raise Stopped
                 turn = clock()
             elif t - turn > YIELD_NS:      # behind, it never sleeps, and a memory move never
                 await asyncio.sleep(0)     # waits: the loop's turn (signals, the watchdog, the
@@ -162,10 +179,12 @@ class Pipeline:
             if kind == READ:
                 self.frames.received(stage, k, frame)
             if k < self.measured:
-                ns = max(0, t1 - pacer.release(k + late))
+                deadline = pacer.release(k + late)
+                ns = max(0, t1 - deadline)
                 lateness.add(ns)
                 self.timeline.add(t1, ns)
-                self.record(t1 - t0, t1)
+                self.record(t1 - t0, max(t1, deadline))    # a sample: its period's end (or
+                                                           # its completion, late), as window
                 if t1 > self.finish:
                     self.finish = t1
                 self.last[i] = t1             # (its frames complete in order)
@@ -174,15 +193,16 @@ class Pipeline:
             progress[i].advance()
             k += 1
 
-    def window(self, stage: Stage) -> int:
+    def window(self, stage: Stage, by: int = NEVER) -> int:
         """ns a sub-stream's measured frames span: from its first frame's period (released at
         pacer.release(stage), lookahead or not) to the later of its last due frame's deadline
-        and its last completion, so a sub-stream that held reads exactly its rate (N frames
-        over N periods), and one late at its end or that dropped frames reads below it."""
+        and its last completion (at most `by`: a stop's time), so a sub-stream that held reads
+        exactly its rate (N frames over N periods), and one late at its end or that dropped
+        frames reads below it."""
         lateness, release = self.lateness[stage.index].settle(), self.pacer.release
         due = lateness.count + lateness.dropped
-        end = max(release(stage.stage + due), self.last[stage.index])
-        return end - release(stage.stage)
+        end = min(by, max(release(stage.stage + due), self.last[stage.index]))
+        return max(0, end - release(stage.stage))
 
     def end(self) -> int:
         """When the measured frames' time ends: the latest sub-stream's end of window()."""

@@ -4,10 +4,11 @@ Set-up (untimed) allocates the frames and the tracks (memory, or a file: the -f 
 process, chosen as the file tests choose it (io.actions.list_index), or a scratch file) and fills the tracks that are read before they are
 written with source frames (not a user's file: that is read as it is). `run` waits startTime,
 then runs the pipeline on the precise timer for runTime worth of frames. The measured interval
-runs from the first frame's release to the last measured completion (never a scheduled time
-that has not come yet): a stream that runs late reports less than its target, and one whose
-reads prefetch ends a little early. The row reports the combined bytes of the sub-streams, and
-each sub-stream's transfers, lateness and dropped frames in the stream fields.
+runs from the first frame's release to the end of its frames' periods (Pipeline.end: the
+latest sub-stream's window), which it waits out, or to a stop that came first (never a time
+that has not come yet): a stream that held reports its rate, one that runs late less. The row
+reports the combined bytes of the sub-streams, and each sub-stream's transfers, lateness,
+dropped frames and window in the stream fields.
 """
 from __future__ import annotations
 
@@ -30,11 +31,10 @@ from ..results import MAX_SAMPLES
 from ..timer import PreciseTimer
 from ..units import KB, MB
 from .frames import CHECK_FRAMES, WRITTEN, Frames, header_of
-from .pipeline import Pipeline, Stopped, Timeline
+from .pipeline import Pipeline, Stopped, Timeline, wait_until
 from .schedule import READ, WRITE, Geometry, Pacer
 from .tracks import FileTracks, MemoryTracks
 
-START_SLICE = 200_000_000           # ns: the wait for startTime looks at the stop flag this often
 EXTRA_CHUNK = 100_000_000           # ns of frames run at a time while -slow keeps a stream going
 
 
@@ -116,22 +116,21 @@ class StreamTest:
             await pipe.run(g.frames)
             chunk = max(1, math.ceil(EXTRA_CHUNK / g.period))
             end = pipe.end()               # its frames' periods: a held stream's rate is its
-            await self.until(end, stopped)         # target, as each sub-stream's (window);
-            meter.end(min(end, now()))             # a stop in the wait ends it then
-            self.publish(meter, True)
+            whole = await self.until(end, stopped)     # target, as each sub-stream's (window);
+            meter.end(min(end, now()))                 # a stop in the wait cuts it short
+            self.publish(meter, whole)
             while meter.keep_going():
                 await pipe.run(pipe.done() + chunk)
         except Stopped:
             if meter.finish == 0:
-                meter.end(pipe.finish or start)
+                meter.end(min(pipe.end(), now()))
                 self.publish(meter, False)
         meter.publish_extra(sum(p.done for p in pipe.progress) - meter.count)
 
-    async def until(self, at: int, stopped) -> None:
-        """Wait on the precise timer until monotonic ns `at`, in slices that look at the stop
-        flag."""
-        while (t := now()) < at and not stopped():
-            await self.timer.sleep_until(min(at, t + START_SLICE))
+    async def until(self, at: int, stopped) -> bool:
+        """Wait on the precise timer until monotonic ns `at` (wait_until: False when a stop
+        came first)."""
+        return await wait_until(at, now, self.timer.sleep_until, stopped)
 
     def publish(self, meter: Meter, whole: bool) -> None:
         """The measured figures (`whole`: every frame measured, not stopped first)."""
@@ -143,7 +142,7 @@ class StreamTest:
             row["sub_xfers"][0, i], row["late"][0, i], row["late_run"][0, i] = \
                 s.count, s.late, s.longest
             row["dropped"][0, i] = s.dropped
-            row["sub_ns"][0, i] = self.pipeline.window(self.stages[i])
+            row["sub_ns"][0, i] = self.pipeline.window(self.stages[i], meter.finish)
             row["late_min"][0, i], row["late_max"][0, i], row["late_sum"][0, i] = \
                 s.lo, s.hi, s.total
             row["late_hist"][0, i] = s.hist

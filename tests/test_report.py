@@ -304,6 +304,20 @@ def test_a_file_made_in_one_run_is_no_choice_of_its_set_up():
     assert report.choice_lines(reps[1:], [[reps[0][0]]], procs) == []
 
 
+def test_a_file_the_run_made_is_said_without_the_group_block_too():
+    """-nh and -bo drop the group block, and with it the only word that the run made or grew
+    the user's -f file."""
+    plan = cmdline.parse("-p 2 -f x.dat -n 4 -KB 4 -w".split())
+    made = "-f file x.dat: made by this run (there was none), and kept"
+    recs = tuple(record(i, 0, 200 * MS, 4, 4096, info=f"I/O engine = sync\n{made}")
+                 for i in range(2))
+    for setting in ("nh", "bo"):
+        quiet = replace(plan, settings=replace(plan.settings, **{setting: True}))
+        text = report.render(quiet, recs, plan.procs(), INFO, "today")
+        assert text.count(made) == 1, setting                       # once, not per process
+    assert report.render(plan, recs, plan.procs(), INFO, "today").count(made) == 1   # its block
+
+
 def test_procs_are_named_in_runs():
     assert [report.procs_named(rows) for rows in ([3], [1, 2, 3], [0, 2, 3, 7])] == \
         ["proc 3", "procs 1-3", "procs 0, 2-3, 7"]

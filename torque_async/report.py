@@ -613,6 +613,14 @@ def procs_named(rows: list[int]) -> str:
 CANDIDATES = ", the fastest here of|, the best trial of each way here:"
 
 
+def made_lines(records) -> list[str]:
+    """The -f files set-up made or grew (their notes, once each): what the group block says,
+    for a report without it (-nh, -bo), as a run's side effect on the user's files."""
+    notes = [line for rec in records for line in rec.info.splitlines()
+             if line.startswith(files.MADE)]
+    return list(dict.fromkeys(notes))
+
+
 def choices(info: str) -> list[str]:
     """An info's parts (its lines' "; " parts), each without the candidates it was chosen
     from (and their measured rates); a -f file's note (made by set-up) is no choice."""
@@ -871,7 +879,7 @@ def render(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], inf
     if plan.settings.bo:               # (of several repetitions, the BW: line's are medians)
         unresolved = unresolved_lines(repetitions) if len(repetitions) > 1 else \
             resolution_lines(rows)
-        return nonblank([*bw, "", *unresolved, "", *closing])
+        return nonblank([*bw, "", *unresolved, *made_lines(records), "", *closing])
     lines: list[str] = []
     if not plan.settings.nh:
         lines += [f"torque-async, version: {__version__}", f"torque-async {plan.command}".rstrip(),
@@ -883,7 +891,8 @@ def render(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], inf
     table = [table_row(r, p, t0).text() + where(cluster, r.row)
              for r, p in zip(rows, each) if r.measured]
     lines += [TABLE_HEADER + (cluster.columns if cluster else ""), *table] if table else []
-    lines += [*resolution_lines(rows), *waited_lines(rows, plan.settings.baseline), "",
+    lines += [*resolution_lines(rows), *waited_lines(rows, plan.settings.baseline),
+              *(made_lines(records) if plan.settings.nh else ()), "",
               *summary_lines(plan, records, procs)]
     lines += filter(None, (overlap_line(plan, records, t0, cluster),
                            *mostly_alone_lines(plan, records), startup_line(began, t0),

@@ -165,7 +165,8 @@ _G = [
            "the report adds alone / together / change per test, largest slowdown first",
            group="Execution"),
     Option("bo", GLOBAL, "print only the bandwidth results (and what says they are not whole: "
-           "figures not resolved, an interruption, failures)", group="Output"),
+           "figures not resolved, an interruption, failures; and -f files the run made or grew)",
+           group="Output"),
     Option("c", GLOBAL, "configuration file (default Torque.config in the working directory, else "
            "the default workload shipped in the package)",
            (Arg("file", text),), dest="config", group="Configuration"),

@@ -129,6 +129,24 @@ def test_due_is_the_first_count_whose_record_the_meter_must_take_itself():
                                                                          # last: the batch's
 
 
+def test_a_last_stamp_closes_the_samples_at_a_given_time_once_and_within_the_limit():
+    """A stream's samples end at its last completion (its Finish is its last period's end)."""
+    with scratch_results(2) as res:
+        every3, full = Meter(res, 0, 2, False), Meter(res, 1, 0, False)
+        for k in range(1, 6):
+            every3.record(10, 1000 + k)
+        every3.stamp(1005)
+        every3.stamp(1006)                           # nothing since: no second stamp
+        for k in range(1, MAX_SAMPLES + 3):
+            full.record(10, k)
+        full.stamp(5000)                             # no room
+        every3.publish(1, 1)
+        full.publish(1, 1)
+        rec3, recf = res.snapshot()
+        assert rec3.samples == ((1003, 3), (1005, 5))
+        assert len(recf.samples) == MAX_SAMPLES and recf.samples[-1] == (MAX_SAMPLES, MAX_SAMPLES)
+
+
 def test_no_measured_transfer_stores_0_as_the_latency_min_and_max():
     with scratch_results(2) as res:
         Meter(res, 0, None, False).publish(1, 1)                # published, nothing measured

@@ -206,6 +206,24 @@ def test_a_stop_during_a_long_pacing_sleep_ends_the_stream_within_a_slice():
     assert pipe.window(pipe.stages[0], clock.t) == clock.t - start    # the stop cut short
 
 
+def test_a_track_error_is_named_and_dropped_frames_are_not_counted_as_moved():
+    """A file stream's short read failed as 'ExceptionGroup: unhandled errors in a TaskGroup',
+    and -dropLate's skipped frames read as -slow's unmeasured transfers."""
+    g, pipe, clock, trace = virtual_pipeline("r", 0, 64, 62.5, 0.05, lambda k: 1000)
+    pipe.drop = True
+    pipe.skips = lambda stage, k: k % 5 == 4                    # every fifth frame dropped
+    asyncio.run(pipe.run(g.frames))
+    assert pipe.moved == len(trace) == 40 and pipe.lateness[0].dropped == 10
+
+    async def failing(kind, track, slot, frame):
+        raise OSError(5, "Input/output error")
+    g, pipe, clock, trace = virtual_pipeline("r", 0, 64, 62.5, 0.05, lambda k: 1000)
+    pipe.tracks.move, pipe.tracks.where = failing, "/some/cam.dat"
+    with pytest.raises(Failure, match=r"^r of frame 0 \(track 0, slot 0\) in /some/cam.dat: "
+                                        r"Input/output error$"):
+        asyncio.run(pipe.run(g.frames))
+
+
 def resident(buf: np.ndarray) -> int:
     """Pages of buf the kernel has in memory (mincore)."""
     import ctypes

@@ -175,6 +175,15 @@ class Meter:
             self.next_sample += self.every
         return k
 
+    def stamp(self, t: int) -> None:
+        """A last sample at time t of the count so far, where the last one taken is of fewer
+        and there is room (a stream's: its last completion, before it waits out its period)."""
+        if self.nsamples < MAX_SAMPLES and (not self.nsamples or
+                                            self.stamps[2 * self.nsamples - 1] < self.count):
+            i = 2 * self.nsamples
+            self.stamps[i], self.stamps[i + 1] = t, self.count
+            self.nsamples += 1
+
     def due(self) -> int:
         """The first count whose transfer record() itself must take (a sample, the Summary's
         batch full, the last measured); io/batch.py records those below it inline. Only a

@@ -134,6 +134,7 @@ class Pipeline:
         self.record: Record | None = None
         self.finish = 0                       # completion time of the last measured transfer
         self.last = [0] * len(stages)         # each sub-stream's, 0 before its first
+        self.moved = 0                        # transfers made (not the frames dropped)
         self.trace = trace                    # tests: (sub-stream, k, start, end) per transfer
 
     async def run(self, end: int) -> None:
@@ -175,7 +176,12 @@ class Pipeline:
                 continue
             frame = self.frames.prepare(stage, k)
             t0 = clock()
-            t1 = await move(kind, track, k % slots, frame)
+            try:
+                t1 = await move(kind, track, k % slots, frame)
+            except OSError as e:           # named, not an ExceptionGroup of the TaskGroup's
+                raise TestError(f"{stage.op.kind} of frame {k} (track {track}, slot {k % slots}) "
+                                f"in {self.tracks.where}: {e.strerror or e}") from None
+            self.moved += 1
             if kind == READ:
                 self.frames.received(stage, k, frame)
             if k < self.measured:
@@ -183,8 +189,7 @@ class Pipeline:
                 ns = max(0, t1 - deadline)
                 lateness.add(ns)
                 self.timeline.add(t1, ns)
-                self.record(t1 - t0, max(t1, deadline))    # a sample: its period's end (or
-                                                           # its completion, late), as window
+                self.record(t1 - t0, t1)
                 if t1 > self.finish:
                     self.finish = t1
                 self.last[i] = t1             # (its frames complete in order)

@@ -118,6 +118,8 @@ class StreamTest:
             end = pipe.end()               # its frames' periods: a held stream's rate is its
             whole = await self.until(end, stopped)     # target, as each sub-stream's (window);
             meter.end(min(end, now()))                 # a stop in the wait cuts it short
+            if meter.every:                    # the samples end at the last completion, as
+                meter.stamp(pipe.finish)       # their intervals count completions
             self.publish(meter, whole)
             while meter.keep_going():
                 await pipe.run(pipe.done() + chunk)
@@ -125,7 +127,7 @@ class StreamTest:
             if meter.finish == 0:
                 meter.end(min(pipe.end(), now()))
                 self.publish(meter, False)
-        meter.publish_extra(sum(p.done for p in pipe.progress) - meter.count)
+        meter.publish_extra(pipe.moved - meter.count)      # (not the frames -dropLate skipped)
 
     async def until(self, at: int, stopped) -> bool:
         """Wait on the precise timer until monotonic ns `at` (wait_until: False when a stop

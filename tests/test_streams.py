@@ -224,6 +224,24 @@ def test_a_track_error_is_named_and_dropped_frames_are_not_counted_as_moved():
         asyncio.run(pipe.run(g.frames))
 
 
+@pytest.mark.parametrize("label", ["r", "rrw", "wr", "rwr"])
+def test_winding_down_ends_every_sub_stream_at_a_frame_boundary(label):
+    """-slow's extra frames: once no other test measures, each sub-stream ends at its next wait
+    (a 1 s period kept the run going to its next frame), none cut in mid-transfer, none left
+    waiting for a gate, and a write never runs ahead of the reads it needs."""
+    g, pipe, clock, trace = virtual_pipeline(label, 1, 64, 0.0625, 100.0, lambda k: 1000)
+    start = clock.t
+    pipe.ending = lambda: clock.t >= start + 3_500_000_000     # the others' end, at 3.5 s
+    asyncio.run(pipe.run(g.frames))                           # returns: no Stopped, no hang
+    assert clock.t - start <= 3_500_000_000 + SLICE_NS
+    done = [p.done for p in pipe.progress]
+    assert 3 <= max(done) <= 5 and len(trace) == sum(done)   # each frame moved is counted
+    for stage in pipe.stages:
+        for other, offset in stage.gates:
+            if offset > 0:                                    # its inputs were all moved
+                assert done[stage.index] + offset - 1 <= done[other]
+
+
 def resident(buf: np.ndarray) -> int:
     """Pages of buf the kernel has in memory (mincore)."""
     import ctypes

@@ -52,6 +52,17 @@ def test_a_prefetching_stream_spans_its_frames_periods_not_its_early_reads():
     assert record["finish"] - record["start"] >= record["subs"][0]["elapsed"] >= 200_000_000
 
 
+def test_under_slow_a_stream_ends_with_the_last_test_measuring_not_a_period_later():
+    """A 1 s period kept the run going until its next frame, after every other test had
+    measured (4 s periods held it 2.5 s past the end)."""
+    r = run_cli("-smkey", "0x7A208", "-nh", "-json", "-", "-slow", "-streams", "rw", "0",
+                "1024", "1", "0", "1", "64", "-t", "1.4", "-n", "4", "-MB", "1", "-bcopy")
+    assert r.returncode == 0, r.stderr                       # (its data check passed)
+    stream, bcopy = (t["record"] for t in json.loads(r.stdout)["tests"])
+    assert stream["transfers"] == 2 and bcopy["finish"] - bcopy["start"] >= 1_400_000_000
+    assert stream["extra_transfers"] <= 2       # the frame at 1 s, each way; not the one at 2 s
+
+
 def test_an_impossible_target_is_reported_late_not_skipped():
     r = run_cli("-smkey", "0x7A202", "-nh", "-memStreams", "r", "0", "1024", "102400", "0",
                 "0.005", "8")

@@ -58,6 +58,13 @@ class Progress:
             for _, future in due:
                 future.set_result(None)
 
+    def release(self) -> None:
+        """Wake every waiter, reached or not (the pipeline winds down: each looks at `ending`)."""
+        waiters, self.waiters = self.waiters, []
+        for _, future in waiters:
+            if not future.done():
+                future.set_result(None)
+
     async def reach(self, count: int) -> None:
         """Wait until `count` transfers are done (called only when they are not yet)."""
         future = asyncio.get_running_loop().create_future()
@@ -135,6 +142,9 @@ class Pipeline:
         self.finish = 0                       # completion time of the last measured transfer
         self.last = [0] * len(stages)         # each sub-stream's, 0 before its first
         self.moved = 0                        # transfers made (not the frames dropped)
+        self.ending: Callable[[], bool] = lambda: False    # -slow's extra frames: True once no
+                                              # other test measures (each sub-stream then ends
+                                              # at its next wait, none cut in mid-transfer)
         self.trace = trace                    # tests: (sub-stream, k, start, end) per transfer
 
     async def run(self, end: int) -> None:
@@ -153,16 +163,22 @@ class Pipeline:
         clock, pacer, move = self.clock, self.pacer, self.tracks.move
         early, late = stage.stage - stage.lead, stage.stage + 1
         k, turn = progress[i].done, clock()
+        halted = lambda: self.stopped() or self.ending()              # noqa: E731
         while k < end:
             if self.stopped():
                 raise Stopped
             for other, offset in stage.gates:
-                if progress[other].done < k + offset:          # no coroutine when already met
-                    await progress[other].reach(k + offset)
+                if progress[other].done < k + offset and not self.ending():
+                    await progress[other].reach(k + offset)      # (no coroutine when met)
             release, t = pacer.release(k + early), clock()
-            if t < release:
-                if not await wait_until(release, clock, self.sleep_until, self.stopped):
+            if self.ending() or t < release and not await wait_until(
+                    release, clock, self.sleep_until, halted):
+                if self.stopped():
                     raise Stopped
+                for p in progress:         # winding down: whoever waits for a gate looks too
+                    p.release()
+                return
+            if t < release:
                 turn = clock()
             elif t - turn > YIELD_NS:      # behind, it never sleeps, and a memory move never
                 await asyncio.sleep(0)     # waits: the loop's turn (signals, the watchdog, the

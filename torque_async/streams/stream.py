@@ -121,7 +121,8 @@ class StreamTest:
             if meter.every:                    # the samples end at the last completion, as
                 meter.stamp(pipe.finish)       # their intervals count completions
             self.publish(meter, whole)
-            while meter.keep_going():
+            pipe.ending = lambda: not meter.keep_going()      # -slow: the others' end ends the
+            while meter.keep_going():                        # wait for a next frame too
                 await pipe.run(pipe.done() + chunk)
         except Stopped:
             if meter.finish == 0:

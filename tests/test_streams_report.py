@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from torque_async import cmdline, report
 from torque_async.results import SubStream
 from torque_async.units import KB
@@ -57,7 +59,7 @@ def test_a_sub_streams_rate_is_over_the_time_its_frames_span_not_the_processes()
     (figures,) = report.sub_stream_figures(rec, plan.procs()[0])
     assert (figures.fps, figures.bw) == (100.0, 100.0) == (figures.target_fps, figures.target_bw)
     unknown = replace(rec, subs=(replace(held, elapsed=0),))    # an older record: its own time
-    assert report.sub_stream_figures(unknown, plan.procs()[0])[0].fps == round(200 / 1.99, 3)
+    assert report.sub_stream_figures(unknown, plan.procs()[0])[0].fps == pytest.approx(200 / 1.99)
 
 
 def test_a_stream_stopped_before_its_first_frame_is_not_run_not_held():

@@ -481,10 +481,10 @@ def sub_stream_figures(rec: Record, proc: Proc) -> list[SubStreamFigures]:
     out = []
     for name, sub in zip(sub_stream_names(proc.group.args), rec.subs):
         late, elapsed = sub.lateness, sub.elapsed or rec.elapsed
-        out.append(SubStreamFigures(
-            name, round(g.bw, 3), round(g.fps, 3),
-            round(mb_per_s(sub.transfers * rec.transfer_bytes, elapsed), 3),
-            round(per_s(sub.transfers, elapsed), 3), sub.frames, sub.late, sub.dropped,
+        out.append(SubStreamFigures(                 # unrounded, as every figure (the text
+            name, g.bw, g.fps,                        # rounded 0.3504 to 0.35, then to 0.3)
+            mb_per_s(sub.transfers * rec.transfer_bytes, elapsed),
+            per_s(sub.transfers, elapsed), sub.frames, sub.late, sub.dropped,
             sub.late_run, late.percentile(0.5), late.percentile(0.99), late.hi,
             sub_verdict(sub)))
     return out

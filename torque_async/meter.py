@@ -168,21 +168,22 @@ class Meter:
         self.count = k = self.count + 1
         self.live[0] = k
         if k == self.next_sample and self.nsamples < MAX_SAMPLES:
-            i = 2 * self.nsamples
-            self.stamps[i] = t_end
-            self.stamps[i + 1] = k
-            self.nsamples += 1
+            self.sample(t_end, k)
             self.next_sample += self.every
         return k
+
+    def sample(self, t: int, k: int) -> None:
+        """Store the sample (t, k) in the next preallocated pair (the caller checked room)."""
+        i = 2 * self.nsamples
+        self.stamps[i], self.stamps[i + 1] = t, k
+        self.nsamples += 1
 
     def stamp(self, t: int) -> None:
         """A last sample at time t of the count so far, where the last one taken is of fewer
         and there is room (a stream's: its last completion, before it waits out its period)."""
         if self.nsamples < MAX_SAMPLES and (not self.nsamples or
                                             self.stamps[2 * self.nsamples - 1] < self.count):
-            i = 2 * self.nsamples
-            self.stamps[i], self.stamps[i + 1] = t, self.count
-            self.nsamples += 1
+            self.sample(t, self.count)
 
     def due(self) -> int:
         """The first count whose transfer record() itself must take (a sample, the Summary's

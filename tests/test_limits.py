@@ -25,6 +25,20 @@ def test_file_buffers_count_as_memory(capsys, key, quit):
     assert os.listdir() == []                                # nothing written
 
 
+def test_offset_counts_as_memory_of_every_array(capsys, key, monkeypatch):
+    """A memory or STREAM test's arrays each start -offset bytes in, and set-up fills those
+    bytes too: -offsetMB 30000 -bcopy mapped 60 GB while -quit said it fit."""
+    for argv, arrays in ((["-bcopy"], 2), (["-Striad"], 3), (["-load"], 1)):
+        plan = cmdline.parse(["-offsetMB", "100", "-n", "16", "-MB", "4", *argv])
+        assert limits.memory_of(plan, plan.procs()[0]) == \
+            arrays * (100 * MB + 16 * 4 * MB) + limits.WORKER_BYTES
+    monkeypatch.setattr(limits.psutil, "virtual_memory", lambda: Memory(16 * GB))
+    assert_one_clean_line(*execute(capsys, "-smkey", key, "-quit", "-offsetMB", "30000", "-n",
+                                   "16", "-MB", "4", "-bcopy"),
+                          "the tests need 58.8 GB of memory (buffers, images and 1 worker process) "
+                          "but only 16 GB")
+
+
 def test_video_images_and_worker_processes_count_as_memory(capsys, key, monkeypatch):
     plan = cmdline.parse(["-IH", "16384", "-IW", "16384", "-p", "2", "-V", "1"])
     image = 16384 * 16384 * 4

@@ -1,7 +1,8 @@
 """What a plan needs of this machine, checked with the plan (exit 2, one line) so nothing is
 written or started that cannot finish: memory, free disk space and open files.
 
-Memory counts every buffer a test allocates (memory and STREAM arrays, a file test's lane
+Memory counts every buffer a test allocates (memory and STREAM arrays, -offset's bytes before
+each, a file test's lane
 buffers, a stream's frames and -memStreams' tracks, a video test's images) and each spawned
 worker process. Free space counts the scratch files, the stream scratch tracks and what -cfiles
 still has to write, per file system. Open files count every file a test holds open (-files opens
@@ -47,6 +48,8 @@ def memory_of(plan, proc) -> int:
     group, local = proc.group, proc.group.local
     kind = KINDS[group.action]
     need = kind.working_sets * local.n * local.size
+    if kind.family in ("memory", "STREAM"):    # each array starts -offset bytes in (filled too)
+        need += kind.working_sets * local.offset
     if group.action == "V":
         need += VIDEO_IMAGES * local.IH * local.IW * 4
     if kind.family == "file":
@@ -71,8 +74,9 @@ def check_memory(plan) -> None:
     have = psutil.virtual_memory().available
     if need > have * 0.9:
         raise UsageError(f"the tests need {amount(need)} of memory (buffers, images and "
-                         f"{workers} worker processes) but only {amount(have)} of memory is "
-                         f"available: lower -n, the transfer size, -aio or the process count")
+                         f"{workers} worker process{'es' * (workers != 1)}) but only {amount(have)} of "
+                         f"memory is available: lower -n, the transfer size, -offset, -aio or "
+                         f"the process count")
 
 
 def disk_needs(plan) -> dict[str, list[int]]:

@@ -228,3 +228,40 @@ def test_a_shipped_workload_named_without_its_alias_file_says_where_it_is(tmp_pa
     with pytest.raises(cmdline.UsageError) as e:       # an alias file of its own: no hint
         cmdline.parse(["-aliasFile", str(mine), "-videoserver"], cwd=str(tmp_path))
     assert str(e.value) == "unknown option -videoserver"
+
+
+@pytest.mark.parametrize("argv,config", [
+    (["-c", "via.config"], "-aliasFile c.alias\n-z -bcopy\n"),     # an alias the config uses
+    (["-aliasFile", "c.alias", "-z"], ""),                           # one on the command line
+])
+def test_an_alias_cannot_name_the_configuration_file(tmp_path, argv, config):
+    """The configuration file is chosen before aliases expand: one named by an alias was never
+    read (the default's groups ran under the alias's name), or crashed with a traceback."""
+    (tmp_path / "c.alias").write_text("z = -c l.config\n")
+    (tmp_path / "via.config").write_text(config)
+    (tmp_path / "l.config").write_text("-load\n")
+    with pytest.raises(cmdline.UsageError, match=r"^c.alias:1: -c in an alias: name the "):
+        cmdline.parse(argv, cwd=str(tmp_path))
+
+
+def test_a_repeated_config_or_alias_file_is_the_last_one_named_everywhere(tmp_path, monkeypatch):
+    """As every global option: the file read is the one the plan names (it read the first)."""
+    for name, action in (("a.config", "-load"), ("b.config", "-bzero")):
+        (tmp_path / name).write_text(f"{action}\n")
+    for name, alias in (("a.alias", "x = -store"), ("b.alias", "x = -bcopy")):
+        (tmp_path / name).write_text(f"{alias}\n")
+    monkeypatch.chdir(tmp_path)
+    plan = cmdline.parse(["-c", "a.config", "-c", "b.config"])
+    assert (plan.config, plan.settings.config) == ("b.config", "b.config")
+    assert [g.action for g in plan.groups] == ["bzero"]
+    plan = cmdline.parse(["-aliasFile", "a.alias", "-aliasFile", "b.alias", "-x"])
+    assert [g.action for g in plan.groups] == ["bcopy"]
+
+
+def test_a_configuration_file_with_a_bom_reads_and_one_not_utf8_names_its_line(tmp_path):
+    (tmp_path / "bom.config").write_bytes(b"\xef\xbb\xbf-load\n")
+    assert [g.action for g in cmdline.parse(["-c", str(tmp_path / "bom.config")]).groups] == \
+        ["load"]
+    (tmp_path / "bad.config").write_bytes(b"-n 8\n-MB 4 \xff -load\n")
+    with pytest.raises(cmdline.UsageError, match=r"bad.config:2: not UTF-8 text \(byte 0xff\)$"):
+        cmdline.parse(["-c", str(tmp_path / "bad.config")])

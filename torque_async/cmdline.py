@@ -50,11 +50,14 @@ class Token:
 def read_lines(path: str, what: str) -> list[tuple[int, list[str]]]:
     """(line number, shell-split words) of a text file, '#' comments and blank lines dropped."""
     try:
-        raw = read_bounded(path, CONFIG_LIMIT, what).decode("utf-8").splitlines()
-    except UnicodeDecodeError as e:
-        raise UsageError(f"cannot read {what} {path}: {e}") from None
+        data = read_bounded(path, CONFIG_LIMIT, what)
     except ValueError as e:
         raise UsageError(str(e)) from None
+    try:
+        raw = data.decode("utf-8-sig").splitlines()      # (a BOM some editors write first)
+    except UnicodeDecodeError as e:
+        number = data.count(b"\n", 0, e.start) + 1
+        raise UsageError(f"{path}:{number}: not UTF-8 text (byte {data[e.start]:#04x})") from None
     lines = []
     for number, line in enumerate(raw, 1):
         if not QUOTING.search(line):
@@ -122,11 +125,13 @@ def expand(tokens: Iterable[Token], aliases: dict[str, tuple[Token, ...]]) -> li
 
 
 def value_after(tokens: list[Token], option: str) -> Token | None:
-    """The argument of the first `-option ARG` among tokens (read before full scanning)."""
+    """The argument of the last `-option ARG` among tokens (read before full scanning; the
+    last, as scanning keeps a global option's last value)."""
+    found = None
     for tok, nxt in zip(tokens, tokens[1:]):
         if tok.text == f"-{option}":
-            return nxt
-    return None
+            found = nxt
+    return found
 
 
 def suggest(name: str, extra: Iterable[str] = ()) -> str:
@@ -212,7 +217,7 @@ def scan(tokens: list[Token], aliases: Iterable[str] = ()) -> Scan:
         first = next(t for t in tokens if t.text == group_text[0])
         raise UsageError(f"{first.where()}local options without an action after them: "
                          f"{' '.join(group_text)} (they modify the action that follows them: "
-                         f"-n 8 -MB 4 -load)")
+                         f"{' '.join(group_text)} -load, say)")
     if files:
         settings["files"] = tuple(files)
     return Scan(settings, groups)
@@ -241,11 +246,16 @@ def parse(argv: list[str], cwd: str = ".") -> Plan:
 
     alias_tok = value_after(line, "aliasFile") or value_after(conf, "aliasFile")
     aliases = read_aliases(alias_tok.text) if alias_tok else {}
-    cmd = scan(expand(line, aliases), aliases)
-    cfg = scan(expand(conf, aliases), aliases)
-    if "config" in cfg.settings:
-        raise UsageError(f"{value_after(conf, 'c').origin}: -c in a configuration file: name the "
-                         f"configuration file on the command line")
+    scans = []
+    for raw in line, conf:
+        tokens = expand(raw, aliases)
+        scans.append(scan(tokens, aliases))
+        tok = value_after(tokens, "c")
+        if "config" in scans[-1].settings and tok is not named:    # (read from elsewhere)
+            what = "a configuration file" if any(t is tok for t in raw) else "an alias"
+            raise UsageError(f"{tok.where()}-c in {what}: name the configuration file on the "
+                             f"command line")
+    cmd, cfg = scans
 
     files = cmd.settings.get("files", ()) + cfg.settings.get("files", ())
     settings = Globals(**{**cfg.settings, **cmd.settings, "files": files})

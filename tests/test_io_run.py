@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import os
 import stat
 import tempfile
@@ -14,7 +15,7 @@ import numpy as np
 import pytest
 
 from torque_async import cmdline, report
-from torque_async.io import actions, batch, data, filetest as filetests, scratch, uring
+from torque_async.io import actions, batch, data, filetest as filetests, scratch, tree, uring
 from torque_async.io.layout import BLOCK, Cursor, Layout
 from torque_async.results import PHASES
 from torque_async.testing import api
@@ -280,7 +281,6 @@ def test_the_seed_fixes_every_file_offset_and_direction(key, recorded, argv):
     plan = cmdline.parse(["-seed", "7", "-n", "200", "-KB", "4", *argv])
     group = plan.groups[0]
     if group.action == "files":
-        from torque_async.io import tree
         sizes = tree.sizes("filestest", 20, actions.tree_limit(group.local), group.local.size)
         lay = actions.layout(group, 0, 7, None, sizes)
         paths = [tree.names(i)[1] for i in range(20)]
@@ -336,6 +336,51 @@ def test_files_without_a_complete_tree_says_to_add_cfiles(capsys, key):
     assert code == 2 and "f0000003 is missing: add -cfiles" in err
     code, _, err = execute(capsys, "-smkey", key, "-files", "9")
     assert code == 2 and "has 5 files, not 9" in err
+
+
+def test_cfiles_and_the_tests_write_no_file_the_tree_did_not_make(capsys, key):
+    """A file named as a tree file is the tree's only when its manifest counts it as made, with
+    the inode it recorded: -cfiles rewrote a user's file at 000/f0000002 (no tree there yet)
+    to the pattern, and a -percR 50 run wrote into a file the user had put in a tree file's
+    place. Both are refused with the plan now, and set-up refuses them again."""
+    Path("filestest/000").mkdir(parents=True)
+    Path("filestest/000/f0000002").write_text("my draft")
+    argv = ["-n", "20", "-i", "1", "-KB", "4", "-mfileKB", "32", "-percR", "50"]
+    code, _, err = execute(capsys, "-smkey", key, "-cfiles", *argv, "-files", "5")
+    assert code == 2 and "f0000002 exists, and torque-async did not make it (its " \
+        "torque-files.json counts 0 files made)" in err
+    assert Path("filestest/000/f0000002").read_text() == "my draft"
+    with pytest.raises(OSError, match="f0000002 exists"):      # set-up's own check
+        asyncio.run(tree.make("filestest", 5, 32 * KB, 4 * KB))
+    os.unlink("filestest/000/f0000002")
+    assert not run(key, "-cfiles", *argv, "-files", "5").failures
+    made = json.loads(Path("filestest/torque-files.json").read_text())
+    assert made["complete"] and made["inodes"] == \
+        [os.lstat(f"filestest/000/f000000{i}").st_ino for i in range(5)]
+    Path("mine").write_bytes(Path("filestest/000/f0000001").read_bytes())   # same size, yours
+    os.replace("mine", "filestest/000/f0000001")
+    for cfiles in ([], ["-cfiles"]):
+        code, _, err = execute(capsys, "-smkey", key, *cfiles, *argv, "-files", "5")
+        assert code == 2 and "f0000001 was replaced since torque-async made it" in err
+    assert Path("filestest/000/f0000001").stat().st_ino != made["inodes"][1]
+
+
+def test_an_interrupted_cfiles_leaves_a_tree_that_reads_as_incomplete(capsys, key,
+                                                                    monkeypatch):
+    async def failing(fd, size, tag, *_):
+        if tag == 3:
+            raise OSError(28, "No space left on device")
+        os.write(fd, b"x" * size)
+    with monkeypatch.context() as patched:
+        patched.setattr(tree, "write_pattern", failing)
+        with pytest.raises(OSError, match="No space"):
+            asyncio.run(tree.make("filestest", 5, 32 * KB, 4 * KB))
+    assert json.loads(Path("filestest/torque-files.json").read_text())["complete"] is False
+    with pytest.raises(ValueError, match="incomplete"):
+        tree.sizes("filestest", 5, 32 * KB, 4 * KB)
+    assert not run(key, "-cfiles", "-n", "8", "-KB", "4", "-mfileKB", "32", "-files",
+                   "5").failures                # its own files: the next -cfiles finishes it
+    assert len(tree.sizes("filestest", 5, 32 * KB, 4 * KB)) == 5
 
 
 @pytest.mark.parametrize("argv,writes", [

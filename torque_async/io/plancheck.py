@@ -132,6 +132,9 @@ def check_tree(settings, group) -> None:
     if foreign and not settings.allowForeign:
         raise UsageError(f"-files: -dir {local.dir} holds {foreign[0]}, which torque-async did "
                          f"not make: use a directory of its own, or add -allowForeign")
+    if strange := tree.owners(local.dir, count):
+        raise UsageError(f"-files: {strange[0]}: neither -cfiles nor a test writes a file "
+                         f"that is not the tree's own (move it away)")
     if not local.cfiles:
         try:
             tree.sizes(local.dir, count, actions.tree_limit(local), local.size)

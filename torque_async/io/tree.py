@@ -2,10 +2,14 @@
 
 File i is DIR/{i // 1000:03d}/f{i:07d}; its size is a multiple of the transfer size, uniform
 in [transfer size, max file size], drawn from a fixed generator (not -seed: a tree serves every
-seed). DIR/torque-files.json records the transfer size, the maximum size and every file's size;
-it is written last, so an interrupted -cfiles leaves a tree that reads as incomplete. A test
-uses the first N files of a tree made for its transfer size and maximum file size. -cfiles
-writes only the tree's own files and its manifest, and only those that are missing or wrong.
+seed). DIR/torque-files.json records the transfer size, the maximum size and every file's size,
+how many files torque-async has made there and each one's inode; -cfiles writes it first
+marked incomplete and again once every file is whole, so an interrupted -cfiles leaves a tree
+that reads as incomplete. A test uses the first N files of a tree made for its transfer size
+and maximum file size. -cfiles writes only the tree's own files and its manifest, and only
+those that are missing or wrong: a file named as a tree file that the manifest does not count
+as made, or whose inode is not the one recorded (replaced since), is not the tree's, and
+neither -cfiles nor a test writes it (owners(), checked with the plan and again in set-up).
 Every file is opened relative to its directory's descriptor without following a link (Dirs),
 and a file with another name elsewhere (st_nlink > 1) is refused: no write leaves the tree.
 """
@@ -138,18 +142,54 @@ def planned_sizes(count: int, max_size: int, unit: int) -> list[int]:
     return (rng.integers(1, max_size // unit + 1, count) * unit).tolist()
 
 
+def manifest(root: str) -> dict | None:
+    """The tree's manifest as -cfiles wrote it, None when there is none to read."""
+    where = os.path.join(root, MANIFEST)
+    if os.path.islink(where):
+        return None
+    try:
+        made = json.loads(read_bounded(where, MANIFEST_LIMIT))
+    except ValueError:
+        return None
+    return made if isinstance(made, dict) else None
+
+
+def inodes(made: dict | None) -> list[int]:
+    """The inode of each file torque-async made in the tree (-1: not known: a manifest of an
+    earlier version, or a -cfiles interrupted before it wrote it), none without a manifest."""
+    if made is None:
+        return []
+    known = made.get("inodes")
+    return known if isinstance(known, list) else [-1] * len(made.get("sizes", []))
+
+
+def owners(root: str, count: int) -> list[str]:
+    """The tree's first `count` files that exist but are not its own (ownership: the module's
+    docstring), with why: -cfiles would write them."""
+    made = inodes(manifest(root))
+    strange = []
+    for i in range(count):
+        try:
+            st = os.lstat(path(root, i))
+        except FileNotFoundError:
+            continue
+        if i >= len(made):
+            strange.append(f"{path(root, i)} exists, and torque-async did not make it (its "
+                           f"{MANIFEST} counts {len(made)} files made)")
+        elif made[i] not in (-1, st.st_ino):
+            strange.append(f"{path(root, i)} was replaced since torque-async made it (another "
+                           f"inode)")
+    return strange
+
+
 def sizes(root: str, count: int, max_size: int, unit: int) -> list[int]:
     """The sizes of the tree's first count files; ValueError: what keeps the tree under root
     from serving -files count."""
-    manifest = os.path.join(root, MANIFEST)
-    if os.path.islink(manifest):
-        raise ValueError(f"{manifest} is a symbolic link")
-    try:
-        made = json.loads(read_bounded(manifest, MANIFEST_LIMIT))
-    except ValueError:
-        raise ValueError(f"there is no -files tree in {root}") from None
-    if not isinstance(made, dict):
+    made = manifest(root)
+    if made is None:
         raise ValueError(f"there is no -files tree in {root}")
+    if made.get("complete") is False:
+        raise ValueError(f"the tree in {root} is incomplete (a -cfiles did not finish)")
     if (made.get("unit"), made.get("max_size")) != (unit, max_size):
         raise ValueError(f"the tree in {root} was made for {made.get('unit')}-byte transfers "
                          f"and files up to {made.get('max_size')} bytes, not {unit} and "
@@ -157,6 +197,7 @@ def sizes(root: str, count: int, max_size: int, unit: int) -> list[int]:
     sizes = made.get("sizes", [])[:count]
     if len(sizes) < count:
         raise ValueError(f"the tree in {root} has {len(sizes)} files, not {count}")
+    known = inodes(made)
     for i, size in enumerate(sizes):
         try:
             st = os.lstat(path(root, i))
@@ -165,40 +206,54 @@ def sizes(root: str, count: int, max_size: int, unit: int) -> list[int]:
         why = unsafe(st.st_mode, st.st_nlink)
         if why:
             raise ValueError(f"{path(root, i)} {why}")
+        if i < len(known) and known[i] not in (-1, st.st_ino):
+            raise ValueError(f"{path(root, i)} was replaced since torque-async made it "
+                             f"(another inode)")
         if st.st_size != size:
             raise ValueError(f"{path(root, i)} is not {size} bytes long")
     return sizes
 
 
 async def make(root: str, count: int, max_size: int, unit: int) -> None:
-    """-cfiles: write whatever the tree lacks for -files count. Not timed."""
+    """-cfiles: write whatever the tree lacks for -files count, none but its own files (an
+    OSError names the first that is not). Not timed."""
+    if strange := owners(root, count):
+        raise OSError(errno.EPERM, f"{strange[0]}: -cfiles writes only the tree's own files")
     want = planned_sizes(count, max_size, unit)
+    known = inodes(manifest(root))
+    made = known + [-1] * (count - len(known))     # from here on, the count made
     dirs = Dirs(root, make=True)
     for d in range(0, count, 1000):
         dirs.sub(names(d)[0], make=True)
     gate = asyncio.Semaphore(PARALLEL)
 
     async def one(i: int, size: int) -> None:
-        if dirs.size(i) == size:
-            return
-        async with gate:
-            fd = dirs.open(i, os.O_WRONLY, make=True)
-            try:
-                os.ftruncate(fd, 0)
-                await write_pattern(fd, size, i + 1, path(root, i), lambda how: dirs.open(i, how))
-            finally:
-                os.close(fd)
+        if dirs.size(i) != size:
+            async with gate:
+                fd = dirs.open(i, os.O_WRONLY, make=True)
+                try:
+                    os.ftruncate(fd, 0)
+                    await write_pattern(fd, size, i + 1, path(root, i),
+                                        lambda how: dirs.open(i, how))
+                finally:
+                    os.close(fd)
+        made[i] = os.stat(names(i)[1], dir_fd=dirs.sub(names(i)[0], False),
+                          follow_symlinks=False).st_ino
     try:
-        try:
-            os.unlink(MANIFEST, dir_fd=dirs.root)
-        except FileNotFoundError:
-            pass
+        record(dirs, {"unit": unit, "max_size": max_size, "sizes": want, "inodes": made,
+                      "complete": False})
         await asyncio.gather(*(one(i, s) for i, s in enumerate(want)))
-        temp = f".{MANIFEST}.{secrets.token_hex(8)}"           # new, then renamed over it
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     0o644, dir_fd=dirs.root)
-        with os.fdopen(fd, "w") as fh:
-            json.dump({"unit": unit, "max_size": max_size, "sizes": want}, fh)
-        os.replace(temp, MANIFEST, src_dir_fd=dirs.root, dst_dir_fd=dirs.root)
+        record(dirs, {"unit": unit, "max_size": max_size, "sizes": want, "inodes": made,
+                      "complete": True})
     finally:
         dirs.close()
+
+
+def record(dirs: Dirs, made: dict) -> None:
+    """Write the manifest: new, then renamed over the last one."""
+    temp = f".{MANIFEST}.{secrets.token_hex(8)}"
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
+                 dir_fd=dirs.root)
+    with os.fdopen(fd, "w") as fh:
+        json.dump(made, fh)
+    os.replace(temp, MANIFEST, src_dir_fd=dirs.root, dst_dir_fd=dirs.root)

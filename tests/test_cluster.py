@@ -296,6 +296,28 @@ def test_child_sp_and_g_are_refused_under_a_launcher(args):
     assert_one_clean_line(code, out, err, "cannot run under an MPI launcher")
 
 
+def test_a_rank_checks_its_own_tree_and_refuses_what_mpiexec_cannot_run_by_quit_too(tmp_path):
+    """The checks see the rank's plan (its default -dir is filestest.HOST.rRANK): they looked at
+    filestest, so a rank's tree was never reused, and an output inside it was not refused (the
+    results replaced a tree file). -quit refuses what mpiexec cannot run, as the run does."""
+    mine = f"filestest.{HOST}.r0"
+    tree = ["-n", "4", "-KB", "4", "-mfileKB", "16", "-files", "5"]
+    done = subprocess.run([*CMD, "-smkey", "0x7934", "-nh", "-cfiles", "-dir", mine, *tree],
+                          capture_output=True, text=True, env=ENV, cwd=tmp_path, timeout=60)
+    assert done.returncode == 0, done.stderr
+    code, out, err = under_launcher("-smkey", "0x7934", "-quit", *tree, cwd=tmp_path)
+    assert (code, err) == (0, "") and f"dir='{mine}'" in out
+    code, out, err = under_launcher("-smkey", "0x7934", "-quit", "-json",
+                                    f"{mine}/000/f0000001", *tree, cwd=tmp_path)
+    assert_one_clean_line(code, out, err, f"{mine}/000/f0000001 is inside the -files tree")
+    code, out, err = under_launcher("-smkey", "0x7934", "-quit", "-sp", *tree, cwd=tmp_path)
+    assert_one_clean_line(code, out, err, "-sp runs one test in this process: it cannot run")
+    code, out, err = under_launcher("-smkey", "0x7934", "-quit", "-dir", "site", "-web",
+                                    cwd=tmp_path)
+    assert_one_clean_line(code, out, err, "-web with a -dir of your own under mpiexec: every "
+                                          "rank's clients would append to its one log")
+
+
 def test_bad_input_under_mpiexec_is_one_line_from_every_rank():
     code, out, err = finished(mpiexec(3, "-smkey", "0x7933", "-sp", "-n", "4", "-KB", "64",
                                       "-bzero"))

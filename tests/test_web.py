@@ -199,6 +199,8 @@ def test_symbolic_links_and_foreign_files_are_refused(capsys, key):
     (("-cfiles", "-web", "-dir", "./site", "-cfiles"),     # its log counted both groups' appends
      "-web: groups 0 and 1 both serve -dir ./site (its log counts one group's appends): give "
      "each its own -dir, or make them one group of more clients (-p)"),
+    (("-cfiles", "-web", "-dir", "site", "-cfiles", "-files", "5"),   # then every run refused it
+     "-web: groups 0 and 1 both use -dir site, one for a -files tree and one for a -web site"),
 ])
 def test_bad_input_is_one_line(capsys, key, argv, message):
     assert_one_clean_line(*web(capsys, key, "-dir", "site", *argv, "-web"), message)

@@ -266,6 +266,9 @@ def run_plan(argv: list[str], began: startup.Began, late: list[int]) -> int:
             if not plan.groups or plan.from_config:
                 return 0
         note_leftovers(tag)
+        if rank is not None:                     # each rank's own plan, checked as it runs
+            cluster.refuse(plan)
+            plan = cluster.ranked(plan, tag)
         validate.check(plan)                     # -quit too: the same checks, then stop
         if s.quit:
             say(helptext.plan_lines(plan))

@@ -72,6 +72,18 @@ def refuse(plan: Plan) -> None:
     if any(g.local.cfiles and g.local.dir != LOCAL_DEFAULTS["dir"] for g in plan.groups):
         raise UsageError("-cfiles with a -dir of your own under mpiexec: every rank would write "
                          "the same tree; make it once without mpiexec, then run without -cfiles")
+    if any(g.action == "web" and g.local.dir != LOCAL_DEFAULTS["dir"] for g in plan.groups):
+        raise UsageError("-web with a -dir of your own under mpiexec: every rank's clients "
+                         "would append to its one log, which counts one rank's appends; leave "
+                         "-dir out (each rank serves a site of its own)")
+
+
+def ranked(plan: Plan, tag: str) -> Plan:
+    """A rank's plan as its checks and run see it: the default -dir gets the host and rank
+    (`tag`), so each rank has a tree of its own."""
+    return replace(plan, groups=tuple(
+        replace(g, local=replace(g.local, dir=g.local.dir + tag))
+        if g.local.dir == LOCAL_DEFAULTS["dir"] else g for g in plan.groups))
 
 
 def mpi_files(maps: str = "/proc/self/maps") -> list[tuple[int, str]]:
@@ -133,13 +145,10 @@ class Cluster:
         return f"rank {rank} on {self.hosts[rank]}"
 
     def plan_for(self, plan: Plan) -> Plan:
-        """This rank's plan: its own segment key and -files tree (the default -dir gets the host
-        and rank); scratch files go into a directory named by host and rank. Starts the rank's
-        clean-up guard."""
+        """This rank's plan (ranked() already): its own segment key; scratch files go into a
+        directory named by host and rank. Starts the rank's clean-up guard."""
         from .io import scratch
         key, scratch.TAG = own(plan.settings.smkey, self.rank)
-        groups = tuple(replace(g, local=replace(g.local, dir=g.local.dir + scratch.TAG))
-                       if g.local.dir == LOCAL_DEFAULTS["dir"] else g for g in plan.groups)
         settings = replace(plan.settings, smkey=key)
         self.guard = subprocess.Popen(                   # see cleanup_guard.py
             [sys.executable, "-m", "torque_async.cleanup_guard", str(os.getpid()),
@@ -147,7 +156,7 @@ class Cluster:
              *(str(x) for found in mpi_files() for x in found)],
             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True)
-        return replace(plan, settings=settings, groups=groups)
+        return replace(plan, settings=settings)
 
     def meet(self, stopped: Callable[[], bool], timeout: float = SETUP_TIMEOUT) -> str:
         """Every rank set up: the MPI barrier, polled. '' once all are there (or when this rank
@@ -287,7 +296,6 @@ def start(plan: Plan) -> Cluster | None:
     rank = launcher_rank()
     if rank is None:
         return None
-    refuse(plan)
     try:
         from mpi4py import MPI
     except ImportError:          # (perhaps on one host only: the line names it)

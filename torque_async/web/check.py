@@ -18,12 +18,17 @@ def check_group(plan, group) -> None:
         raise UsageError(f"-web: the mean file size ({law.mean} bytes, -webMeanKB) is larger than "
                          f"the maximum ({law.largest} bytes, -mfile*)")
     for other in plan.groups:
-        if other.action == "web" and other is not group and \
-                os.path.realpath(other.local.dir) == os.path.realpath(local.dir):
-            first, second = sorted((group, other), key=lambda g: g.index)
-            raise UsageError(f"-web: groups {first.index} and {second.index} both serve -dir "
-                             f"{second.local.dir} (its log counts one group's appends): give "
-                             f"each its own -dir, or make them one group of more clients (-p)")
+        if other.action not in ("web", "files") or other is group or \
+                os.path.realpath(other.local.dir) != os.path.realpath(local.dir):
+            continue
+        first, second = sorted((group, other), key=lambda g: g.index)
+        if other.action == "files":
+            raise UsageError(f"-web: groups {first.index} and {second.index} both use -dir "
+                             f"{local.dir}, one for a -files tree and one for a -web site: "
+                             f"give each its own -dir")
+        raise UsageError(f"-web: groups {first.index} and {second.index} both serve -dir "
+                         f"{second.local.dir} (its log counts one group's appends): give "
+                         f"each its own -dir, or make them one group of more clients (-p)")
     why = site.problem(local.dir, law, plan.settings.allowForeign)
     if why:
         raise UsageError(f"-web: {why}")

@@ -292,6 +292,24 @@ def test_a_client_that_failed_before_it_published_is_left_out_of_the_group_s_spa
     assert s["clients"] == 1 and s["span_ns"] == 50 * MS and s["requests"] == 64
 
 
+def test_a_cluster_s_web_summary_sums_every_rank_s_loop():
+    """Each rank's clients share their loop's count (the last to publish holds it): under
+    mpiexec the summary took the largest rank's as the group's (131533 requests, fewer than the
+    383390 timed)."""
+    from torque_async.report_cluster import ClusterRun, Rank
+    plan = cmdline.parse("-dir site -p 2 -web".split())
+    ranks = tuple(Rank(k, "h", 1, 0, 0, (
+        record(0, 1000, 50 * MS, 40, 0, group_work=(100 + k, 4096 * (k + 1), 10), most_open=1),
+        record(1, 1000, 50 * MS, 40, 0, group_work=(90 + k, 4000, 9), most_open=1)))
+        for k in range(3))
+    run = ClusterRun(ranks, plan)
+    s = summary.group_summary(plan.groups[0], run.records, run.procs)
+    assert (s["clients"], s["measured"]) == (6, 240)
+    assert (s["requests"], s["read_bytes"], s["appended_bytes"]) == (303, 4096 * 6, 30)
+    one = summary.group_summary(plan.groups[0], ranks[2].records, plan.procs())
+    assert (one["requests"], one["read_bytes"]) == (102, 4096 * 3)    # one loop: its last count
+
+
 def test_a_dir_that_cannot_hold_the_tree_is_refused_at_the_plan(capsys, key):
     """A -dir under a file failed the run at set-up, after its start-up (exit 1)."""
     Path("afile").write_text("x")

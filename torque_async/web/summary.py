@@ -22,13 +22,19 @@ def group_summary(group, records, procs) -> dict[str, Any] | None:
     first client's start to its last one's finish, latency per request and per operation from
     the histograms of the measured requests merged over its clients, the sizes of the tree, and
     the most files open at once."""
-    mine = [r for r, p in zip(records, procs) if p.group is group and r.measured]
+    pairs = [(r, p) for r, p in zip(records, procs) if p.group is group and r.measured]
+    mine = [r for r, _ in pairs]
     if group.action != "web" or not mine:
         return None
     span = max(r.finish for r in mine) - min(r.start for r in mine)
     # every request made in the span (the clients run together: some of them unmeasured, past
-    # their own n x i while others finish theirs), as the last client to publish counted them
-    requests, read, appended = max(r.group_work for r in mine)
+    # their own n x i while others finish theirs), as the last client of each event loop to
+    # publish counted its loop's (under mpiexec a rank's: its group's first row, less the
+    # client's place in it, names it), summed over the loops
+    loops: dict[int, tuple[int, ...]] = {}
+    for r, p in pairs:
+        loops[p.row - p.index] = max(loops.get(p.row - p.index, ()), r.group_work)
+    requests, read, appended = (sum(work) for work in zip(*loops.values()))
     ops = {name: latency(merge([r.op_lat[i] for r in mine if r.op_lat]))
            for i, name in enumerate(WEB_OPS)}
     law = next((r.size_law for r in mine if r.size_law), (0,) * len(SIZE_LAW))

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 import os
 import resource
 import subprocess
@@ -290,6 +291,17 @@ def test_a_client_that_failed_before_it_published_is_left_out_of_the_group_s_spa
     failed = replace(failed, start=0, finish=0)
     s = summary.group_summary(plan.groups[0], (ok, failed), plan.procs())
     assert s["clients"] == 1 and s["span_ns"] == 50 * MS and s["requests"] == 64
+
+
+def test_bo_keeps_the_line_that_says_a_web_group_s_rates_are_not_resolved(capsys, key):
+    """-bo keeps what says its figures are not whole: a -web group's span under 100 ms was
+    said only without -bo."""
+    code, out, err = web(capsys, key, "-bo", "-dir", "site", "-cfiles", "-webFiles", "20",
+                         "-p", "2", "-n", "4", "-i", "1", "-web")
+    assert code == 0, err
+    assert re.search(r"^Web group 0: measured for \d+\.\d ms \(< 100 ms\): its rates are not "
+                     r"resolved$", out, re.M)
+    assert out.startswith("BW, Web, Total\n")
 
 
 def test_a_cluster_s_web_summary_sums_every_rank_s_loop():

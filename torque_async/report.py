@@ -879,7 +879,9 @@ def render(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], inf
     if plan.settings.bo:               # (of several repetitions, the BW: line's are medians)
         unresolved = unresolved_lines(repetitions) if len(repetitions) > 1 else \
             resolution_lines(rows)
-        return nonblank([*bw, "", *unresolved, *made_lines(records), "", *closing])
+        spans = [line for group in plan.groups for line in web.unresolved(
+            group, web.group_summary(group, records, procs), SHORTEST_NS)]
+        return nonblank([*bw, "", *unresolved, *spans, *made_lines(records), "", *closing])
     lines: list[str] = []
     if not plan.settings.nh:
         lines += [f"torque-async, version: {__version__}", f"torque-async {plan.command}".rstrip(),

@@ -48,6 +48,15 @@ def group_summary(group, records, procs) -> dict[str, Any] | None:
             "sizes": dict(zip(SIZE_LAW, law)), "most_open": max(r.most_open for r in mine)}
 
 
+def unresolved(group, s: dict[str, Any] | None, shortest_ns: int) -> list[str]:
+    """The line that says a group's summary `s` spans less than shortest_ns: its rates are not
+    resolved (none when they are, or without a summary)."""
+    if s is None or s["span_ns"] >= shortest_ns:
+        return []
+    return [f"Web group {group.index}: measured for {s['span_ns'] / NS_PER_MS:.1f} ms "
+            f"(< {shortest_ns // NS_PER_MS} ms): its rates are not resolved"]
+
+
 def lines(group, records, procs, shortest_ns: int) -> list[str]:
     """The summary's lines; a span shorter than shortest_ns is flagged as not resolved."""
     s = group_summary(group, records, procs)
@@ -64,9 +73,7 @@ def lines(group, records, procs, shortest_ns: int) -> list[str]:
            f"Web group {group.index} tree: {sizes['files']} files, mean "
            f"{sizes['mean'] / KB:.1f} KB, p50 {sizes['p50'] / KB:.1f} KB, "
            f"p99 {sizes['p99'] / KB:.1f} KB", HEADER]
-    if s["span_ns"] < shortest_ns:
-        out.insert(1, f"Web group {group.index}: measured for {s['span_ns'] / NS_PER_MS:.1f} ms "
-                      f"(< {shortest_ns // NS_PER_MS} ms): its rates are not resolved")
+    out[1:1] = unresolved(group, s, shortest_ns)
     for name, lat in (("request", s["request"]), *s["ops"].items()):
         if lat:
             out.append(", ".join([name, str(lat["count"]), *(f"{v / 1000:.1f}" for k, v in

@@ -380,6 +380,28 @@ def test_a_run_says_which_tests_waited_for_a_cpu_without_baseline():
     assert report.waited_lines(alike)[0].startswith("procs 0-1: waited for a CPU 48% of")  # 48-48
 
 
+def test_a_baseline_says_which_changes_were_not_resolved_and_ranks_them_last():
+    """A test measured for under 100 ms (alone or in a repetition together) headed the block
+    at -67.6 with no mark, where compare says `not resolved (short)` of the same figure; its
+    waited-for-a-CPU conclusion (215%) was drawn from it too."""
+    bw, wait = figures.FIGURES["bw"], figures.FIGURES["wait_pct"]
+    found = [figures.Change(0, "Bcopy", bw, 1000.0, 324.0), figures.Change(0, "Bcopy", wait,
+                                                                          0.0, 215.0),
+             figures.Change(1, "Load", bw, 900.0, 800.0)]
+    lines = report.baseline_lines(found, unresolved={0: "alone and together"})
+    assert lines[2:] == ["1, Load, BW(MB/s), 900.0, 800.0, -11.1",
+                         "0, Bcopy, BW(MB/s), 1000.0, 324.0, -67.6 (not resolved alone and "
+                         "together)",
+                         "0, Bcopy, CPU wait(%), 0.0, 215.0, +215.0 points (not resolved alone "
+                         "and together)"]
+    plan = cmdline.parse(["-n", "8", "-MB", "4", "-bcopy", "-n", "8", "-MB", "4", "-load"])
+    procs = plan.procs()
+    a0, s0 = record(0, 0, 500 * MS, 8, 0), record(0, 0, 5 * MS, 8, 0)
+    b1, s1 = record(1, 0, 500 * MS, 8, 0), record(1, 0, 5 * MS, 8, 0)
+    assert report.unresolved_sides(procs, [[a0], [s1]], [[a0, b1], [s0, b1]]) == \
+        {0: "together", 1: "alone"}
+
+
 def test_a_baseline_whose_run_together_was_cut_short_marks_those_changes():
     """Stopped in its run together, the block ranked a cut-short test's change (13 transfers,
     -29.6%) as if it were measured whole."""

@@ -449,7 +449,10 @@ def repeated(plan, done: runs.Runs, procs, run=None) \
               "", *(report_cluster.skew_lines([o.cluster for o in done.complete])
                 if run and len(done.complete) > 1 else []),
               "", *(report.baseline_lines(found, run, {r.row for o in done.complete
-                                                        for r in o.records if not r.whole})
+                                                        for r in o.records if not r.whole},
+                                          report.unresolved_sides(
+                                              procs, alone_records,
+                                              [o.records for o in done.complete]))
                     if found is not None else []),
               "", *report.choice_lines([o.records for o in done.complete], alone_records, procs)]
     return alone, found, blocks

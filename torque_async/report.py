@@ -359,6 +359,17 @@ def resolution_flags(rec: Record) -> dict[str, str]:
     return flags
 
 
+def unresolved_sides(procs, alone, together) -> dict[int, str]:
+    """-baseline: the rows whose figures were not resolved (resolution_flags) in a run alone
+    (`alone`: each test's records there, one per repetition, in the order of `procs`) or in a
+    repetition together (`together`: each one's records): where ('alone', 'together', both)."""
+    sides = {"alone": {p.row for p, recs in zip(procs, alone) if any(map(resolution_flags, recs))},
+             "together": {r.row for records in together for r in records if resolution_flags(r)}}
+    rows = sorted(sides["alone"] | sides["together"])
+    return {row: " and ".join(side for side, found in sides.items() if row in found)
+            for row in rows}
+
+
 def resolution_lines(records) -> list[str]:
     return [f"proc {rec.row}: {note}: its figures are not resolved"
             for rec in records for note in resolution_flags(rec).values()]
@@ -790,18 +801,23 @@ def repeat_lines(spreads: list[dict[str, Spread]], procs, times: int, cluster=No
             *lines, *unresolved]
 
 
-def baseline_lines(found: list[Change], cluster=None, cut: set[int] = frozenset()) -> list[str]:
+def baseline_lines(found: list[Change], cluster=None, cut: set[int] = frozenset(),
+                   unresolved: dict[int, str] = {}) -> list[str]:   # noqa: B006 - read only
     """-baseline: alone / together / change of each test's main figures (figures.changes),
-    the test that lost most first; a cluster adds Host and Rank columns; the tests in `cut`
-    (rows) were cut short together, and say so."""
+    the test that lost most first, those whose figures were not resolved (`unresolved`: row ->
+    'alone', 'together' or both, see resolution_flags) after the others and saying so; a
+    cluster adds Host and Rank columns; the tests in `cut` (rows) were cut short together, and
+    say so."""
     if not found:
         return []
-    waited = [c for c in found
-              if c.figure.name == "wait_pct" and c.together >= c.alone + CPU_WAITED]
+    found = sorted(found, key=lambda c: c.proc in unresolved)     # (stable: each test's stay
+    waited = [c for c in found if c.proc not in unresolved       # together, in their order)
+              and c.figure.name == "wait_pct" and c.together >= c.alone + CPU_WAITED]
     return ["Alone vs together (-baseline: each group ran alone first), largest slowdown first",
             BASELINE_HEADER + (cluster.columns if cluster else ""),
             *(f"{c.proc}, {c.test}, {c.figure.label}, {c.alone:.1f}, {c.together:.1f}, "
               f"{change_text(c)}" + (" (cut short together)" if c.proc in cut else "")
+              + (f" (not resolved {unresolved[c.proc]})" if c.proc in unresolved else "")
               + where(cluster, c.proc) for c in found),
             *(f"proc {c.proc} ({c.test}): waited for a CPU (runnable, not running) "
               f"{c.together:.0f}% of its time together, {c.alone:.0f}% alone: {BUSY_CPUS}, so "

@@ -531,6 +531,12 @@ def test_usage_errors_of_stream_groups(tmp_path):
     with pytest.raises(cmdline.UsageError, match="reads 1 MB"):
         validate.check(cmdline.parse(["-f", str(tmp_path / "a"), "-streams", "r",
                                       "2", "64", "100", "0", "1", "1"]))
+    # one frame paced over a period past its runTime: the run went on for the whole period
+    for bw, every in (("0.1", "10"), ("0.9", "1.11111"), ("1e-9", r"1e\+09")):
+        with pytest.raises(cmdline.UsageError, match=rf"^-memStreams r: a frame every {every} s "
+                           rf"does not fit in its runTime of 1 s"):
+            validate.check(cmdline.parse(f"-memStreams r 2 1024 {bw} 0 1 16".split()))
+    validate.check(cmdline.parse("-memStreams r 2 1024 1 0 1 16".split()))   # one a second
 
 
 def test_lateness_figures_of_a_known_sequence():

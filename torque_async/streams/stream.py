@@ -29,7 +29,7 @@ from ..io.scratch import IN_FLIGHT
 from ..meter import Meter, now
 from ..results import MAX_SAMPLES
 from ..timer import PreciseTimer
-from ..units import KB, MB
+from ..units import KB, MB, NS_PER_S
 from .frames import CHECK_FRAMES, WRITTEN, Frames, header_of
 from .pipeline import Pipeline, Stopped, Timeline, wait_until
 from .schedule import READ, WRITE, Geometry, Pacer
@@ -195,6 +195,12 @@ def check_group(plan, group) -> None:
         g = Geometry.of(group.args, group.local)
     except ValueError as e:
         raise UsageError(f"{name}: {e}") from None
+    run = group.args[5]
+    if g.period > run * NS_PER_S:      # one frame, paced over its whole period: -memStreams r
+        raise UsageError(              # 2 1024 1e-9 0 1 16 ran on for 10^12 s
+            f"{name}: a frame every {float(g.period) / NS_PER_S:.6g} s does not fit in its "
+            f"runTime of {run:g} s (a stream runs whole frames, one a period): raise bwMBs or "
+            f"runTime, or make the frames smaller")
     if g.mfile_slots < 1:
         frame = (f"-frame {group.local.frame[0]}x{group.local.frame[1]} frame of {g.size} bytes"
                  if group.local.frame else f"transfer of {g.size // KB} KB")

@@ -334,3 +334,18 @@ def test_a_spinwait_with_no_rate_alone_still_compares_its_loops():
     b["tests"][2]["spin"] = None
     assert compare.figures(b["tests"][2])["loops/s"] == ("Mloops/s", True, 50.0)
     assert by_figure(compare.compare(a, b))[("-spinWait", "loops/s")].pct == -50.0
+
+
+def test_a_change_whose_means_moved_the_other_way_from_its_medians_is_not_significant():
+    """The change shown is the medians'; Welch's test is of the means. B's median rose 9.5%
+    while its mean fell 13.7% (18 repetitions at 110, 12 at 50), and compare called it a
+    significant improvement."""
+    a = tuple(100.0 + 0.1 * (i % 10) for i in range(30))
+    b = (110.0,) * 18 + (50.0,) * 12
+    change = compare.Change("0 Bcopy", "BW", "MB/s", True, a, b)
+    assert compare.significant(list(a), list(b)) is True      # the means do differ
+    assert change.significant is False and change.better(5)
+    assert change.verdict(5) == "+9.5% better, not significant (the means moved the other way)"
+    assert not compare.Change("0 Bcopy", "BW", "MB/s", True, b, a).regression(5)
+    agreed = compare.Change("0 Bcopy", "BW", "MB/s", True, a, tuple(x * 1.2 for x in a))
+    assert agreed.significant and agreed.verdict(5) == "+20.0% better"

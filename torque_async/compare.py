@@ -9,7 +9,8 @@ sub-stream. The total is summed over
 the matched tests only; unmatched tests are listed apart, never summed.
 
 With repetitions on both sides (-repeat), a change is significant when a two-sample t-test
-(Welch's, 95%) says the means differ, as pyperf's compare_to does; with one value on either side
+(Welch's, 95%) says the means differ, as pyperf's compare_to does, and in the direction of the
+medians' change (the change shown is the medians'); with one value on either side
 a change cannot be told from noise, and the report says so. A test that failed, or that a stop
 (a signal, another test's failure) cut short, is compared on what it measured but marked, and
 never counted as a regression; the report names each run's failures and interruption first.
@@ -180,7 +181,16 @@ class Change:
 
     @property
     def significant(self) -> bool | None:
-        return significant(list(self.a), list(self.b))
+        """Welch's test says the means differ, and they moved the way the medians did (the
+        change shown): B's median above A's with its mean below is no significant rise."""
+        sig = significant(list(self.a), list(self.b))
+        return sig and not self.crossed if sig is not None else None
+
+    @property
+    def crossed(self) -> bool:
+        """The means moved the other way from the medians (or one of them did not move)."""
+        medians = statistics.median(self.b) - statistics.median(self.a)
+        return medians * (statistics.fmean(self.b) - statistics.fmean(self.a)) <= 0
 
     def worse(self, threshold: float) -> bool:
         """B is worse than A by more than threshold percent (a regression, significant or not);
@@ -216,7 +226,9 @@ class Change:
         if sig is None:
             return f"{change} {direction}, cannot be told from noise (one run: use -repeat)" \
                 + flags
-        return f"{change} {direction}" + ("" if sig else ", not significant") + flags
+        crossed = ", not significant (the means moved the other way)" if not sig and \
+            significant(list(self.a), list(self.b)) else ", not significant"
+        return f"{change} {direction}" + ("" if sig else crossed) + flags
 
 
 @dataclass(frozen=True)

@@ -131,6 +131,20 @@ def test_a_busy_loop_says_it_limited_the_loop_tests():
     assert report.cpu_lines(loads, plan.procs())[2].startswith("1, 0.0, 0.0, 0, NA, ")  # unknown
 
 
+def test_cpu_and_wait_past_the_measured_interval_are_named_approximate():
+    """One thread cannot both run and wait, but the kernel's counters overlapped: 8 memory
+    tests on 2 CPUs read CPU% 25 + wait% 76-79 of 170-470 ms intervals, unsaid."""
+    plan = cmdline.parse("-p 3 -load".split())
+    over = record(0, 0, 400 * MS, 10, 4096, cpu_user=100 * MS, cpu_wait=320 * MS)     # 105%
+    fits = record(1, 0, 400 * MS, 10, 4096, cpu_user=100 * MS, cpu_wait=290 * MS)     # 97.5%
+    more = replace(over, row=2, cpu_wait=340 * MS)                                    # 110%
+    lines = report.cpu_lines((over, fits, more), plan.procs())
+    assert lines[-1] == ("procs 0, 2: CPU% + wait% = 105-110% of the measured interval: the "
+                         "kernel counted some time both as CPU and as a wait for one, so "
+                         "wait% is approximate by the excess")
+    assert report.cpu_lines((fits,), plan.procs())[-1].startswith("1, 100.0, 0.0, 25, 72")
+
+
 def spin_cpu(ns: int) -> None:
     t = time.thread_time_ns()
     while time.thread_time_ns() - t < ns:

@@ -208,6 +208,24 @@ def test_runs_from_different_machines_are_noted():
     assert compare.provenance(a, b)[0].startswith("note: different machines: host")
 
 
+def test_runs_whose_tests_had_other_neighbours_are_noted():
+    """bcopy beside one load (A) and beside two (B) read -33% worse, a significant regression,
+    with nothing saying the plans differ; a reordered plan is the same plan."""
+    a = document(PLAN, {"load": 1000, "bcopy": 500, "spinWait": 100})
+    assert compare.provenance(a, document(REORDERED, {"load": 1000, "bcopy": 500,
+                                                      "spinWait": 100})) == []
+    more = "-n 8 -MB 4 -p 2 -load -KB 64 -bcopy -spinWait"
+    b = document(more, {"load": 1000, "bcopy": 300, "spinWait": 100})
+    assert compare.provenance(a, b) == [
+        f"note: the plans differ (A: -n 8 -MB 4 -load -KB 64 -bcopy -spinWait; B: -n 8 -MB 4 -p 2 "
+        f"-load -KB 64 -bcopy -spinWait): a test's neighbours are not the same, so a change may "
+        f"be the plan's, not the system's"]
+    fast = document("-fast " + PLAN, {"load": 1000, "bcopy": 500, "spinWait": 100})
+    assert compare.provenance(a, fast)[0].endswith("-spinWait -fast): a test's neighbours are "
+                                                   "not the same, so a change may be the plan's, "
+                                                   "not the system's")
+
+
 def test_a_baseline_stopped_in_a_run_alone_is_noted_as_alone():
     """Its figures are a group's alone: compared with a run together as like for like."""
     a = document(PLAN, {"load": 1000, "bcopy": 500, "spinWait": 100})

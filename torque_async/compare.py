@@ -325,11 +325,28 @@ def provenance(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     if a.get("version") != b.get("version"):
         out.append(f"note: different torque-async versions: {a.get('version')} and "
                    f"{b.get('version')}")
+    if plan_of(a) != plan_of(b):
+        out.append(f"note: the plans differ (A: {plan_text(a)}; B: {plan_text(b)}): a test's "
+                   f"neighbours are not the same, so a change may be the plan's, not the "
+                   f"system's")
     alone = [(label, doc["stopped_alone"]) for label, doc in (("A", a), ("B", b))
              if doc.get("stopped_alone") is not None]
     out += [f"note: {label} is a -baseline run stopped in group {k}'s run alone: its figures are "
             f"that group's alone, not measured together" for label, k in alone]
     return out
+
+
+def plan_of(doc: dict[str, Any]) -> tuple:
+    """What every test ran beside: each group's work (identity) and processes, in any order,
+    and -slow/-fast (which keeps the tests that finished first running)."""
+    groups = doc["plan"]["groups"]
+    return (sorted((identity(doc, g), groups[g].get("processes")) for g in range(len(groups))),
+            doc["plan"]["settings"].get("slow"))
+
+
+def plan_text(doc: dict[str, Any]) -> str:
+    slow = {True: " -slow", False: " -fast"}.get(doc["plan"]["settings"].get("slow"), "")
+    return " ".join(g["text"] for g in doc["plan"]["groups"]) + slow
 
 
 def ranks(doc: dict[str, Any]) -> int:

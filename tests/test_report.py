@@ -215,6 +215,22 @@ def test_latency_percentiles_come_from_the_histogram():
     assert line.startswith("0, 1.0, 21.5, 1.0, ") and line.endswith(", 2000.0, 2000.0, Load")
 
 
+def test_percentiles_a_count_cannot_hold_are_named_not_measured_tails():
+    """p99.9 of 3 transfers printed as if measured (249.2, the max's neighbour): a percentile q
+    needs 1 / (1 - q) transfers for one to lie above it."""
+    def rec(row, n):
+        lats = [1000 + i for i in range(n)]
+        return record(row, 0, MS, n, MB, hist=hist_of(*lats), lat_min=1000, lat_max=lats[-1],
+                      lat_sum=sum(lats), lat_count=n)
+    rows = (rec(0, 3), rec(1, 200), rec(2, 1000), rec(3, 20000), rec(4, 5))
+    procs = tuple(_proc() for _ in rows)
+    assert report.latency_lines(rows, procs)[-1] == (
+        "Tails not measured (procs 0, 4 from p90 up; proc 1 from p99.9 up; proc 2 from "
+        "p99.99): a percentile q needs 1 / (1 - q) transfers (p99.9: 1000), and with fewer it "
+        "is an interpolation near the max")
+    assert report.latency_lines(rows[3:4], procs[:1])[-1].startswith("3, ")    # no note
+
+
 def test_spin_line_states_the_share_of_the_idle_rate_kept():
     rec = record(0, 0, 1000 * MS, 10, 0, ops=50_000_000, ref_rate=100e6)
     (line,) = report.spin_lines((rec,))

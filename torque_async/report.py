@@ -26,6 +26,7 @@ from .web import summary as web
 
 TABLE_HEADER = "proc,Start,Finish,Diff,Xfers,BW(MB/s),TS(KB),IO/sec,Test,File,PID"
 LATENCY_HEADER = "proc,min,avg,p50,p90,p99,p99.9,p99.99,max,Test"
+PERCENTILE_LABELS = {"p50": "p50", "p90": "p90", "p99": "p99", "p999": "p99.9", "p9999": "p99.99"}
 CPU_HEADER = "proc,user(ms),sys(ms),CPU%,wait%,vcsw,ivcsw,Of,Test"
 SHORTEST_NS = 100_000_000          # a measured interval shorter than this is not resolved
 HARNESS_SHARE = 0.1                # nor one whose harness costs more than this of a transfer
@@ -258,7 +259,26 @@ def latency_lines(records, procs) -> list[str]:
         if summary:
             lines.append(", ".join([str(rec.row), *(f"{v / 1000:.1f}" for v in summary.values()),
                                     test_label(proc.group)]))
-    return lines if len(lines) > 2 else []
+    return [*lines, *thin_tail_lines(records)] if len(lines) > 2 else []
+
+
+def thin_tail_lines(records) -> list[str]:
+    """The percentiles of each row that its count cannot hold: q needs 1 / (1 - q) transfers
+    for one to lie above it; with fewer it is an interpolation between the largest few and the
+    max (fio prints them too, unsaid). One line: the rows by the first such percentile (every
+    later one is too)."""
+    first: dict[str, list[int]] = {}
+    for rec in records:
+        thin = [name for name, q in PERCENTILES if 0 < rec.lat.count < round(1 / (1 - q))]
+        if thin:
+            first.setdefault(thin[0], []).append(rec.row)
+    if not first:
+        return []
+    parts = [f"{procs_named(rows)} from {PERCENTILE_LABELS[name]}"
+             + (" up" if name != PERCENTILES[-1][0] else "") for name, rows in
+             sorted(first.items(), key=lambda kv: [n for n, _ in PERCENTILES].index(kv[0]))]
+    return [f"Tails not measured ({'; '.join(parts)}): a percentile q needs 1 / (1 - q) "
+            f"transfers (p99.9: 1000), and with fewer it is an interpolation near the max"]
 
 
 def cpu_figures(rec: Record, proc: Proc) -> dict | None:

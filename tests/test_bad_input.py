@@ -102,6 +102,7 @@ CMDLINE = [
     (["-B", "1", "-load"], "-load: a transfer of 1 bytes holds no 64-bit word: give -B 8 or more"),
     (["-B", "7", "-ls"], "-ls: a transfer of 7 bytes holds no 64-bit word"),
     (["-B", "3", "-Striad"], "-Striad: a transfer of 3 bytes holds no 64-bit word"),
+    (["-B", "4", "-spinWait"], "-spinWait: a transfer of 4 bytes holds no 64-bit word"),
     (["-scan", "/nonexistent/x.dat"], "-scan: /nonexistent/x.dat does not exist"),
     (["-scanfile", "/tmp"], "-scanfile: /tmp is a directory, not a file"),
     (["-f", "/tmp", "-r"], "-r: /tmp is a directory, not a file"),

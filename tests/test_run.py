@@ -186,3 +186,23 @@ def test_affinity_pins_each_process_as_asked():
     out, err = proc.communicate("\n", timeout=60)
     assert proc.returncode == 0, err
     assert cpus == [[1], [1], [0], [1]]
+
+
+@pytest.mark.parametrize("size,numbers", [("8", 1), ("12", 1), ("200000", 25000)])
+def test_spinwait_makes_transfer_size_over_8_numbers_exactly(tmp_path, size, numbers):
+    """-B 8, -KB 8 and -KB 200 all made 16384 numbers a transfer (whole fills of its block):
+    the loop rate counted numbers the header's transaction size did not ask for."""
+    r = run_cli("-smkey", "0x7003", "-json", str(tmp_path / "r.json"), "-n", "5", "-B", size,
+                "-spinWait")
+    assert r.returncode == 0, r.stderr
+    (spin,) = json.loads((tmp_path / "r.json").read_text())["tests"]
+    assert spin["record"]["ops"] == spin["record"]["transfers"] * numbers
+    assert f"{numbers} random numbers per transfer" + \
+        (f" ({size} bytes: whole 8-byte doubles)" if int(size) % 8 else "") in r.stdout
+
+
+def test_a_stream_kernel_says_it_moved_whole_words_of_a_transfer():
+    """-B 12 -Striad moved 8 bytes a transfer, said nowhere but in its bandwidth."""
+    r = run_cli("-smkey", "0x7004", "-n", "4", "-B", "12", "-Striad")
+    assert r.returncode == 0, r.stderr
+    assert "transfers of 12 bytes move 8 (whole 8-byte words); 4 x 8 bytes per array" in r.stdout

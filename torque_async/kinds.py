@@ -108,7 +108,8 @@ register(
     Kind("Sscale", "SScale", "STREAM", _S + "Sscale", working_sets=3, check=_WORDS),
     Kind("Sadd", "SAdd", "STREAM", _S + "Sadd", working_sets=3, check=_WORDS),
     Kind("Striad", "STriad", "STREAM", _S + "Striad", working_sets=3, check=_WORDS),
-    Kind("spinWait", "SpinWait", "cpu", "workers.spin:SpinTest", frozenset({CALIBRATION})),
+    Kind("spinWait", "SpinWait", "cpu", "workers.spin:SpinTest", frozenset({CALIBRATION}),
+         check=_WORDS),
     Kind("V", "Video", "video", "workers.video:VideoTest", frozenset({GL})),
     *(Kind(a, label, "file", _F, _WITH_FILES, check=_FC) for a, label in (   # actions.SPECS
         ("r", "Read"), ("w", "Write"), ("rand", "Random"), ("rmw", "RdModWr"), ("rw", "RdWr"),

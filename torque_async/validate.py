@@ -51,7 +51,8 @@ def check(plan: Plan) -> None:
 
 
 def whole_words(plan: Plan, group) -> None:
-    """-load, -store, -ls and the STREAM kernels move 64-bit words: a transfer holds one."""
+    """-load, -store, -ls and the STREAM kernels move 64-bit words, -spinWait makes 8-byte
+    doubles: a transfer holds one."""
     if group.local.size < 8:
         raise UsageError(f"-{group.action}: a transfer of {group.local.size} bytes holds no "
                          f"64-bit word: give -B 8 or more")

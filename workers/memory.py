@@ -68,7 +68,8 @@ class MemoryTest:
         self.transfer_bytes = self.size
         self.system_bytes = self.traffic * self.size
         self.transfers = 0
-        self.info = ""
+        self.info = "" if self.size == local.size else \
+            f"transfers of {local.size} bytes move {self.size} (whole {self.unit}-byte words)"
         self.chosen: dict[str, str] = {}    # what set-up chose (choose): what -> variant
         self._ctx = ctx
         self._buffers = Buffers(local.wire)

@@ -65,7 +65,7 @@ class StreamKernel(MemoryTest):
             self.fail(f"needs transfers of at least 8 bytes, not {ctx.local.size}")
         super().__init__(ctx)
         self.m = m = self.size // 8                         # doubles per chunk
-        self.info = f"{self.n} x {self.size} bytes per array"
+        self.info = "; ".join(filter(None, (self.info, f"{self.n} x {self.size} bytes per array")))
         for name in self.arrays:                            # -offset bytes, then the arrays
             array = self._buffers.new(self.offset + self.n * self.size)[self.offset:]
             array = array.view(np.float64)                  # (unaligned for an odd -offset)

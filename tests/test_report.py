@@ -290,6 +290,21 @@ def test_choices_that_differ_between_repetitions_or_alone_and_together_are_said(
     assert report.choice_lines(reps[:1], [[reps[0][0]], [reps[0][1]]], procs) == []
 
 
+def test_a_choice_alone_against_together_counts_every_repetition():
+    """-repeat 3 -baseline: the line said 'np.add.reduce alone, np.dot together' from the first
+    repetition only, when two of the three together chose as the runs alone."""
+    procs = cmdline.parse("-load".split()).procs()
+    add, dot = "loads by np.add.reduce", "loads by np.dot"
+    together = [(record(0, 0, MS, 1, MB, info=info),) for info in (dot, add, add)]
+    alone = [[record(0, 0, MS, 1, MB, info=add) for _ in range(3)]]
+    (line,) = [ln for ln in report.choice_lines(together, alone, procs) if "alone" in ln]
+    assert line == (f"proc 0: its set-up chose {add} (in 3 of 3) alone (-baseline), {add} (in 2 "
+                    f"of 3) | {dot} (in 1 of 3) together: the change may be partly that "
+                    f"choice's, not only contention")
+    same = [(record(0, 0, MS, 1, MB, info=add),)] * 3
+    assert report.choice_lines(same, alone, procs) == []
+
+
 def test_a_choice_made_again_at_other_rates_is_not_a_different_choice():
     """The O_DIRECT submits line carries the rates its calibration measured, which differ in
     every run: only the choice counts, between repetitions and alone against together."""

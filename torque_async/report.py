@@ -634,17 +634,18 @@ def choice_lines(repetitions: list[tuple[Record, ...]], alone: list[list[Record]
             said.setdefault("set-up chose differently in each repetition: " +
                             " | ".join(f"{k + 1}: {'; '.join(parts)}"
                                        for k, parts in enumerate(chose)), []).append(proc.row)
-        together = chose[0]
-        alone_parts = sorted({tuple(choices(r.info)) for r in alone[i]} - {tuple(together)}) \
-            if alone else []
-        if alone_parts:
-            alone_only = " | ".join("; ".join(c for c in parts if c not in together)
-                                    for parts in alone_parts)
-            seen = {c for parts in alone_parts for c in parts}
-            said.setdefault(f"its set-up chose {alone_only} alone (-baseline), "
-                            f"{'; '.join(c for c in together if c not in seen)} together: the "
-                            f"change may be partly that choice's, not only contention",
-                            []).append(proc.row)
+        if not alone:
+            continue
+        sides = (Counter(tuple(choices(r.info)) for r in alone[i]), Counter(map(tuple, chose)))
+        if set(sides[0]) != set(sides[1]):   # (every repetition's, each side: -repeat)
+            common = set.intersection(*(set(parts) for side in sides for parts in side))
+            alone_text, together_text = (" | ".join(
+                "; ".join(c for c in parts if c not in common)
+                + (f" (in {k} of {sum(side.values())})" if sum(side.values()) > 1 else "")
+                for parts, k in sorted(side.items())) for side in sides)
+            said.setdefault(f"its set-up chose {alone_text} alone (-baseline), {together_text} "
+                            f"together: the change may be partly that choice's, not only "
+                            f"contention", []).append(proc.row)
     return [f"{procs_named(rows)}: {text}" for text, rows in said.items()]
 
 

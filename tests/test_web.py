@@ -190,6 +190,23 @@ def test_symbolic_links_and_foreign_files_are_refused(capsys, key):
     assert Path("elsewhere").read_bytes() == b"x"
 
 
+def test_allow_foreign_never_lets_a_file_stand_where_the_tree_s_own_goes(capsys, key):
+    """-allowForeign -cfiles of a larger tree over a planted file at one of its new names failed
+    at set-up (exit 1, BW 0) after it had rewritten the manifest for the new law."""
+    argv = ["-dir", "site", "-cfiles", "-n", "2", "-web"]
+    assert web(capsys, key, "-webFiles", "20", *argv)[0] == 0
+    law = json.loads(Path("site", site.MANIFEST).read_text())["law"]
+    planned = site.names(site.planned_dirs(site.Law(**{**law, "files": 30})))
+    Path("site", planned[25]).parent.mkdir(parents=True, exist_ok=True)
+    Path("site", planned[25]).write_text("mine")
+    code, _, err = web(capsys, key, "-allowForeign", "-webFiles", "30", *argv)
+    assert_one_clean_line(code, "", err, f"{Path('site', planned[25])} is where the tree's own "
+                                         f"file or directory goes, and torque-async did not "
+                                         f"make it")
+    assert json.loads(Path("site", site.MANIFEST).read_text())["law"] == law
+    assert Path("site", planned[25]).read_text() == "mine"
+
+
 @pytest.mark.parametrize("argv, message", [
     (("-webMeanKB", "32", "-mfileKB", "16"), "larger than the maximum"),
     (("-zipf", "0"), "theta must be above 0"),

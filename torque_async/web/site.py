@@ -200,6 +200,11 @@ def problem(root: str, law: Law, allow_foreign: bool) -> str | None:
     if found.foreign and not allow_foreign:
         return (f"-dir {root} holds {found.foreign[0]}, which torque-async did not make: use a "
                 f"directory of its own, or add -allowForeign")
+    planned = own_names({"dirs": planned_dirs(law)}) - {MANIFEST, LOG}
+    if in_way := [f for f in found.foreign if os.path.relpath(f, root) in planned]:
+        return (f"{in_way[0]} is where the tree's own file or directory goes, and torque-async "
+                f"did not make it (-allowForeign lets others stay beside the tree, never in "
+                f"its place): move it away")
     return None
 
 

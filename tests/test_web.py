@@ -190,6 +190,21 @@ def test_symbolic_links_and_foreign_files_are_refused(capsys, key):
     assert Path("elsewhere").read_bytes() == b"x"
 
 
+def test_a_tree_file_replaced_since_it_was_made_is_not_the_tree_s(capsys, key):
+    """A user's file in a tree file's place (same name, same size) was the tree's: -cfiles of
+    another size would rewrite it. The manifest keeps each file's inode."""
+    argv = ["-dir", "site", "-webFiles", "20", "-n", "2", "-web"]
+    assert web(capsys, key, "-cfiles", *argv)[0] == 0
+    manifest = json.loads(Path("site", site.MANIFEST).read_text())
+    first = Path("site", site.names(manifest["dirs"])[0])
+    assert manifest["inodes"][0] == first.stat().st_ino
+    Path("mine").write_bytes(first.read_bytes())
+    os.replace("mine", first)
+    for cfiles in ([], ["-cfiles"]):
+        assert_one_clean_line(*web(capsys, key, *cfiles, *argv),
+                              f"{first} was replaced since torque-async made it (another inode)")
+
+
 def test_allow_foreign_never_lets_a_file_stand_where_the_tree_s_own_goes(capsys, key):
     """-allowForeign -cfiles of a larger tree over a planted file at one of its new names failed
     at set-up (exit 1, BW 0) after it had rewritten the manifest for the new law."""

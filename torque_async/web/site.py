@@ -9,8 +9,9 @@ leaf. Sizes and directories come from the fixed TREE_SEED (stored in the
 manifest), not -seed: one tree serves every seed and is reused while its law matches.
 
 DIR/torque-web.json (the manifest) names the law, the leaf directories and every size; it is
-written before the files (complete: false) and again after them (complete: true), so every name
-an interrupted -cfiles made is still recognised as torque-async's own. DIR/torque-web.log is the
+written before the files (complete: false) and again after them (complete: true, with every
+file's inode: one replaced since, by a file of the same name, is refused as not the tree's),
+so every name an interrupted -cfiles made is still recognised as torque-async's own. DIR/torque-web.log is the
 log the clients append to, created with O_EXCL and emptied at each run's set-up. Everything is opened relative to directory
 descriptors with O_NOFOLLOW; a symbolic link or a file with other hard links among the tree's
 names is refused, and so is any other name under DIR unless -allowForeign.
@@ -156,6 +157,7 @@ class Survey:
 
 def survey(root: str, manifest: dict | None) -> Survey:
     own = own_names(manifest) if manifest else set()
+    made = dict(zip(names(manifest["dirs"]), manifest.get("inodes", ()))) if manifest else {}
     foreign, unsafe, sizes = [], [], {}
 
     def visit(rel: str) -> None:
@@ -171,6 +173,9 @@ def survey(root: str, manifest: dict | None) -> Survey:
                 st = e.stat(follow_symlinks=False)
                 if why := tree.unsafe(st.st_mode, st.st_nlink):   # a link, a FIFO, hard links
                     unsafe.append(f"{os.path.join(root, name)} {why}")
+                elif made.get(name, st.st_ino) != st.st_ino:
+                    unsafe.append(f"{os.path.join(root, name)} was replaced since torque-async "
+                                  f"made it (another inode)")
                 else:
                     sizes[name] = st.st_size
     if os.path.isdir(root) and not os.path.islink(root):
@@ -365,32 +370,33 @@ async def make(root: str, law: Law, progress: Callable[[int, int], None]) -> boo
         except FileExistsError:
             if old is None:
                 raise
-        await write_files(rootfd, dirs, sizes, own, progress)
-        write_manifest(rootfd, {**manifest, "complete": True}, True)
+        inodes = await write_files(rootfd, dirs, sizes, own, progress)
+        write_manifest(rootfd, {**manifest, "inodes": inodes, "complete": True}, True)
         return True
     finally:
         os.close(rootfd)
 
 
 async def write_files(rootfd: int, dirs, sizes: list[int], own: bool,
-                      progress: Callable[[int, int], None]) -> None:
+                      progress: Callable[[int, int], None]) -> list[int]:
     """Each leaf directory's files, PARALLEL directories at once on threads the loop waits
-    for; files already of their size are kept."""
+    for; files already of their size are kept. Returns each file's inode."""
     loop, gate, done = asyncio.get_running_loop(), asyncio.Semaphore(PARALLEL), [0]
     firsts = np.cumsum([0] + [c for _, c in dirs]).tolist()
+    inodes = [0] * len(sizes)
 
     def leaf(d: str, first: int, count: int) -> None:
         fd = open_dir(rootfd, d, create=True)
         try:
             for i in range(first, first + count):
                 name = f"f{i:07d}"
-                if own:
-                    try:
-                        if os.stat(name, dir_fd=fd, follow_symlinks=False).st_size == sizes[i]:
-                            continue
-                    except FileNotFoundError:
-                        pass
-                write_new(fd, name, pattern(0, sizes[i], tag=i % 0xFFFF + 1), own)
+                try:
+                    if not own or os.stat(name, dir_fd=fd,
+                                          follow_symlinks=False).st_size != sizes[i]:
+                        write_new(fd, name, pattern(0, sizes[i], tag=i % 0xFFFF + 1), own)
+                except FileNotFoundError:
+                    write_new(fd, name, pattern(0, sizes[i], tag=i % 0xFFFF + 1), own)
+                inodes[i] = os.stat(name, dir_fd=fd, follow_symlinks=False).st_ino
         finally:
             os.close(fd)
 
@@ -400,6 +406,7 @@ async def write_files(rootfd: int, dirs, sizes: list[int], own: bool,
         done[0] += count
         progress(done[0], len(sizes))
     await asyncio.gather(*(one(d, f, c) for (d, c), f in zip(dirs, firsts)))
+    return inodes
 
 
 def open_tree(root: str, law: Law, made: bool) -> Tree:

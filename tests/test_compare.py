@@ -217,9 +217,9 @@ def test_runs_whose_tests_had_other_neighbours_are_noted():
     more = "-n 8 -MB 4 -p 2 -load -KB 64 -bcopy -spinWait"
     b = document(more, {"load": 1000, "bcopy": 300, "spinWait": 100})
     assert compare.provenance(a, b) == [
-        f"note: the plans differ (A: -n 8 -MB 4 -load -KB 64 -bcopy -spinWait; B: -n 8 -MB 4 -p 2 "
-        f"-load -KB 64 -bcopy -spinWait): a test's neighbours are not the same, so a change may "
-        f"be the plan's, not the system's"]
+        "note: the plans differ (A: -n 8 -MB 4 -load -KB 64 -bcopy -spinWait; B: -n 8 -MB 4 -p 2 "
+        "-load -KB 64 -bcopy -spinWait): a test's neighbours are not the same, so a change may "
+        "be the plan's, not the system's"]
     fast = document("-fast " + PLAN, {"load": 1000, "bcopy": 500, "spinWait": 100})
     assert compare.provenance(a, fast)[0].endswith("-spinWait -fast): a test's neighbours are "
                                                    "not the same, so a change may be the plan's, "

@@ -26,6 +26,9 @@ CMDLINE = [
     (["-B", "99999999999999999", "-load"], "out of range"),
     (["-n", "0", "-load"], "-n n: 0 is out of range"),
     (["-n", "ten", "-load"], "'ten' is not an integer"),
+    (["-n", "1_000", "-load"], "'1_000' is not an integer"),       # Python's int took these
+    (["-n", "\u0663", "-load"], "'\u0663' is not an integer"),
+    (["-t", "1_0", "-load"], "'1_0' is not a"),
     (["-i", "0", "-load"], "-i n: 0 is out of range"),
     (["-p", "0", "-load"], "-p n: 0 is out of range"),
     (["-p", "5000", "-load"], "out of range"),

@@ -265,3 +265,11 @@ def test_a_configuration_file_with_a_bom_reads_and_one_not_utf8_names_its_line(t
     (tmp_path / "bad.config").write_bytes(b"-n 8\n-MB 4 \xff -load\n")
     with pytest.raises(cmdline.UsageError, match=r"bad.config:2: not UTF-8 text \(byte 0xff\)$"):
         cmdline.parse(["-c", str(tmp_path / "bad.config")])
+
+
+def test_an_integer_with_a_leading_zero_is_decimal_and_prefixes_say_the_base():
+    """'-n 010' was refused as not an integer (Python's base-0 int), while '1_000' and other
+    scripts' digits were taken."""
+    plan = cmdline.parse("-n 010 -MB 0x10 -load".split())
+    assert (plan.groups[0].local.n, plan.groups[0].local.size) == (10, 16 * MB)
+    assert cmdline.parse("-n 0b101 -load".split()).groups[0].local.n == 5

@@ -7,6 +7,7 @@ are separate entries writing the same field with a different multiplier.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field, make_dataclass
 from typing import Any, Callable
 
@@ -34,12 +35,20 @@ class Arg:
         return f"{self.name}({self.unit})" if self.unit and self.unit != self.name else self.name
 
 
+INTEGER = re.compile(r"[+-]?(?:(0[xob][0-9a-f]+)|[0-9]+)\Z", re.IGNORECASE)   # (ASCII digits)
+
+
 def integer(lo: int | None = None, hi: int | None = None, mult: int = 1) -> Callable[[str], int]:
+    """Decimal (a leading 0 is still decimal: -n 010 is 10, as C's atoi reads it), or hex, octal
+    or binary with 0x, 0o or 0b; no other digits or separators."""
     def parse(text: str) -> int:
+        form = INTEGER.match(text)
         try:
-            value = int(text, 0)
+            value = int(text, 0 if form and form.group(1) else 10) if form else None
         except ValueError:
-            raise ArgError(f"'{text}' is not an integer") from None
+            value = None
+        if value is None:
+            raise ArgError(f"'{text}' is not an integer")
         if (lo is not None and value < lo) or (hi is not None and value > hi):
             span = f"{lo}..{hi}" if hi is not None else f">= {lo}"
             raise ArgError(f"{value} is out of range ({span})")
@@ -50,7 +59,7 @@ def integer(lo: int | None = None, hi: int | None = None, mult: int = 1) -> Call
 def number(lo: float, hi: float | None = None) -> Callable[[str], float]:
     def parse(text: str) -> float:
         try:
-            value = float(text)
+            value = plain_float(text)
         except ValueError:
             raise ArgError(f"'{text}' is not a number") from None
         if not math.isfinite(value):
@@ -64,11 +73,19 @@ def number(lo: float, hi: float | None = None) -> Callable[[str], float]:
 MAX_SECONDS = 10**6
 
 
+def plain_float(text: str) -> float:
+    """float(text) of ASCII text without separators (float takes '1_000' and other scripts'
+    digits); ValueError otherwise."""
+    if not text.isascii() or "_" in text:
+        raise ValueError(text)
+    return float(text)
+
+
 def seconds(lo: float, lo_allowed: bool) -> Callable[[str], float]:
     """A time in seconds above lo (or from lo, when lo_allowed), finite."""
     def parse(text: str) -> float:
         try:
-            value = float(text)
+            value = plain_float(text)
         except ValueError:
             raise ArgError(f"'{text}' is not a number of seconds") from None
         if not (value > lo or (lo_allowed and value == lo)) or value > MAX_SECONDS:

@@ -318,6 +318,28 @@ def test_a_rank_checks_its_own_tree_and_refuses_what_mpiexec_cannot_run_by_quit_
                                           "rank's clients would append to its one log")
 
 
+@pytest.mark.parametrize("quit", [["-quit"], []])
+def test_a_plan_one_rank_refuses_ends_every_rank_at_once_in_one_line_each(tmp_path, quit):
+    """Each rank checks its own plan: rank 1 refused an output inside its own tree and left,
+    and rank 0, which had none to refuse, waited in MPI's start for ever."""
+    tree = ["-n", "4", "-KB", "4", "-mfileKB", "16", "-files", "5"]
+    for k in range(2):
+        done = subprocess.run([*CMD, "-smkey", "0x7935", "-nh", "-cfiles", "-dir",
+                               f"filestest.{HOST}.r{k}", *tree], capture_output=True, text=True,
+                              env=ENV, cwd=tmp_path, timeout=60)
+        assert done.returncode == 0, done.stderr
+    inside = f"filestest.{HOST}.r1/out.json"
+    code, out, err = finished(mpiexec(2, "-smkey", "0x7935", *quit, "-json", inside, *tree,
+                                      cwd=tmp_path), timeout=60)
+    own = f"torque-async: error: -json {inside} is inside the -files tree filestest.{HOST}.r1"
+    told = f"torque-async: error: rank 1 on {HOST} refused the plan: -json {inside} is inside"
+    lines = err.splitlines()
+    assert (code, out, len(lines)) == (2, "", 2), err
+    assert sorted(ln.split(":", 3)[1] for ln in lines) == [" error"] * 2
+    assert any(ln.startswith(own) for ln in lines) and any(ln.startswith(told) for ln in lines)
+    assert not (tmp_path / inside).exists()
+
+
 def test_bad_input_under_mpiexec_is_one_line_from_every_rank():
     code, out, err = finished(mpiexec(3, "-smkey", "0x7933", "-sp", "-n", "4", "-KB", "64",
                                       "-bzero"))

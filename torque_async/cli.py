@@ -266,14 +266,17 @@ def run_plan(argv: list[str], began: startup.Began, late: list[int]) -> int:
             if not plan.groups or plan.from_config:
                 return 0
         note_leftovers(tag)
-        if rank is not None:                     # each rank's own plan, checked as it runs
-            cluster.refuse(plan)
+        job = None
+        if rank is not None:                     # each rank's own plan, checked as it runs,
+            cluster.refuse(plan)                 # every rank told of any rank's refusal
             plan = cluster.ranked(plan, tag)
-        validate.check(plan)                     # -quit too: the same checks, then stop
+            job = cluster.start(rank)
+            job.agree(lambda: validate.check(plan))
+        else:
+            validate.check(plan)                 # -quit too: the same checks, then stop
         if s.quit:
             say(helptext.plan_lines(plan))
             return 0
-        job = cluster.start(plan)
         plan = job.plan_for(plan) if job else plan
         if s.vl >= 3:
             plan = trace_every_transfer(plan)

@@ -135,6 +135,7 @@ class Cluster:
         self.host = socket.gethostname()
         self.hosts, self.kernels = (list(x) for x in zip(*comm.allgather((self.host, boot_id()))))
         self.guard: subprocess.Popen | None = None
+        self.refused = False                           # every rank refused the plan (agree)
         self.machines: dict[str, SysInfo] = {}         # rank 0: every host's (survey)
 
     def shares_clock(self, rank: int) -> bool:
@@ -143,6 +144,31 @@ class Cluster:
 
     def name(self, rank: int) -> str:
         return f"rank {rank} on {self.hosts[rank]}"
+
+    def agree(self, check: Callable[[], None]) -> None:
+        """Run this rank's checks of its own plan (its tree, its host's memory and disks) and
+        learn every rank's verdict, so that one rank's refusal ends every rank: a rank that
+        refused alone left the others waiting in MPI's start for ever. Raises UsageError on
+        every rank where any refused: its own, else the first refusal, named by rank. The
+        count of refusals is reduced polled (a stop signal still ends the wait)."""
+        import numpy as np
+        from mpi4py import MPI
+        try:
+            check()
+            problem = ""
+        except UsageError as e:
+            problem = str(e)
+        refused = np.zeros(1, np.int64)
+        request = self.comm.Iallreduce(np.array([bool(problem)], np.int64), refused, MPI.SUM)
+        while not request.Test():
+            time.sleep(POLL)
+        if refused[0]:
+            problems = self.comm.allgather(problem)        # (every rank is here: at once)
+            self.refused = True
+            if problem:
+                raise UsageError(problem)
+            first = next(r for r, p in enumerate(problems) if p)
+            raise UsageError(f"{self.name(first)} refused the plan: {problems[first]}")
 
     def plan_for(self, plan: Plan) -> Plan:
         """This rank's plan (ranked() already): its own segment key; scratch files go into a
@@ -267,8 +293,9 @@ class Cluster:
 
     def finish(self, code: int) -> int:
         """The run's exit status: a rank that did not succeed ends every rank (MPI_Abort, after
-        its own clean-up); the guard is told this rank is done."""
-        if code:
+        its own clean-up), unless every rank refused the plan together (agree); the guard is
+        told this rank is done."""
+        if code and not self.refused:
             from .io import scratch
             scratch.remove()
             sys.stdout.flush()
@@ -289,13 +316,10 @@ class Cluster:
 _job: Cluster | None = None           # this process's MPI job, once start() found one
 
 
-def start(plan: Plan) -> Cluster | None:
-    """The MPI job this process is a rank of, checked against the plan; None without a
-    launcher (mpi4py stays unimported)."""
+def start(rank: int) -> Cluster:
+    """The MPI job this process is rank `rank` of (launcher_rank(): without one, mpi4py stays
+    unimported)."""
     global _job
-    rank = launcher_rank()
-    if rank is None:
-        return None
     try:
         from mpi4py import MPI
     except ImportError:          # (perhaps on one host only: the line names it)

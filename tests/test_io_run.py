@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from torque_async import cmdline, report
-from torque_async.io import actions, batch, data, filetest as filetests, scratch, tree, uring
+from torque_async.io import (actions, batch, data, filetest as filetests, identity, scratch,
+                             tree, uring)
 from torque_async.io.layout import BLOCK, Cursor, Layout
 from torque_async.results import PHASES
 from torque_async.testing import api
@@ -339,34 +340,51 @@ def test_files_without_a_complete_tree_says_to_add_cfiles(capsys, key):
 
 
 def test_cfiles_and_the_tests_write_no_file_the_tree_did_not_make(capsys, key):
-    """A file named as a tree file is the tree's only when its manifest counts it as made, with
-    the inode it recorded: -cfiles rewrote a user's file at 000/f0000002 (no tree there yet)
-    to the pattern, and a -percR 50 run wrote into a file the user had put in a tree file's
-    place. Both are refused with the plan now, and set-up refuses them again."""
+    """A file named as a tree file is the tree's only when torque-async made it there (the
+    manifest keeps who each one is: inode and birth time): -cfiles rewrote a user's file at
+    000/f0000002 (no tree there yet) to the pattern, and a -percR 50 run wrote into a file the
+    user had put in a tree file's place, by a move or by delete and copy (ext4 hands the freed
+    inode number straight back). Refused with the plan now, and by set-up again."""
     Path("filestest/000").mkdir(parents=True)
     Path("filestest/000/f0000002").write_text("my draft")
     argv = ["-n", "20", "-i", "1", "-KB", "4", "-mfileKB", "32", "-percR", "50"]
     code, _, err = execute(capsys, "-smkey", key, "-cfiles", *argv, "-files", "5")
-    assert code == 2 and "f0000002 exists, and torque-async did not make it (its " \
-        "torque-files.json counts 0 files made)" in err
+    assert code == 2 and "f0000002 exists, and torque-async did not make it (there is no " \
+        "torque-files.json it wrote)" in err
     assert Path("filestest/000/f0000002").read_text() == "my draft"
     with pytest.raises(OSError, match="f0000002 exists"):      # set-up's own check
         asyncio.run(tree.make("filestest", 5, 32 * KB, 4 * KB))
     os.unlink("filestest/000/f0000002")
     assert not run(key, "-cfiles", *argv, "-files", "5").failures
     made = json.loads(Path("filestest/torque-files.json").read_text())
-    assert made["complete"] and made["inodes"] == \
-        [os.lstat(f"filestest/000/f000000{i}").st_ino for i in range(5)]
+    dirfd = os.open("filestest/000", os.O_RDONLY)
+    assert made["complete"] and [tuple(m) for m in made["made"]] == \
+        [identity.of(dirfd, f"f000000{i}") for i in range(5)]
+    assert not Path("filestest", tree.JOURNAL).exists()
+    assert not run(key, *argv, "-files", "5").failures        # its own, written by the test
     Path("mine").write_bytes(Path("filestest/000/f0000001").read_bytes())   # same size, yours
     os.replace("mine", "filestest/000/f0000001")
+    data = Path("filestest/000/f0000003").read_bytes()
+    os.unlink("filestest/000/f0000003")
+    Path("filestest/000/f0000003").write_bytes(data)           # (the same inode number, often)
     for cfiles in ([], ["-cfiles"]):
         code, _, err = execute(capsys, "-smkey", key, *cfiles, *argv, "-files", "5")
         assert code == 2 and "f0000001 was replaced since torque-async made it" in err
-    assert Path("filestest/000/f0000001").stat().st_ino != made["inodes"][1]
+    os.unlink("filestest/000/f0000001")
+    code, _, err = execute(capsys, "-smkey", key, *argv, "-files", "5")
+    assert code == 2 and "f0000003 was replaced since torque-async made it" in err
+    os.close(dirfd)
+    for edited in ({**made, "sizes": None}, {**made, "complete": "no"}, {**made, "made": 5}):
+        Path("filestest/torque-files.json").write_text(json.dumps(edited))   # by hand: a
+        for cfiles in ([], ["-cfiles"]):                                      # traceback
+            code, _, err = execute(capsys, "-smkey", key, *cfiles, *argv, "-files", "5")
+            assert code == 2 and "f0000000 exists, and torque-async did not make it" in err
 
 
-def test_an_interrupted_cfiles_leaves_a_tree_that_reads_as_incomplete(capsys, key,
-                                                                    monkeypatch):
+def test_an_interrupted_cfiles_knows_every_file_it_made_and_no_other(capsys, key, monkeypatch):
+    """A -cfiles stopped part way left files it could not vouch for (-1 for each in the
+    manifest), and the next -cfiles overwrote a file put in one's place; the journal names each
+    file as it is created, so the next -cfiles finishes the tree and refuses a stranger."""
     async def failing(fd, size, tag, *_):
         if tag == 3:
             raise OSError(28, "No space left on device")
@@ -376,11 +394,20 @@ def test_an_interrupted_cfiles_leaves_a_tree_that_reads_as_incomplete(capsys, ke
         with pytest.raises(OSError, match="No space"):
             asyncio.run(tree.make("filestest", 5, 32 * KB, 4 * KB))
     assert json.loads(Path("filestest/torque-files.json").read_text())["complete"] is False
+    assert len(Path("filestest", tree.JOURNAL).read_text().splitlines()) == 5   # all created
     with pytest.raises(ValueError, match="incomplete"):
         tree.sizes("filestest", 5, 32 * KB, 4 * KB)
-    assert not run(key, "-cfiles", "-n", "8", "-KB", "4", "-mfileKB", "32", "-files",
-                   "5").failures                # its own files: the next -cfiles finishes it
+    os.unlink("filestest/000/f0000001")               # its own, gone: made again
+    data = Path("filestest/000/f0000004").read_bytes()
+    os.unlink("filestest/000/f0000004")
+    Path("filestest/000/f0000004").write_bytes(data)  # a stranger in a file's place
+    argv = ["-cfiles", "-n", "8", "-KB", "4", "-mfileKB", "32", "-files", "5"]
+    code, _, err = execute(capsys, "-smkey", key, *argv)
+    assert code == 2 and "f0000004 was replaced since torque-async made it" in err
+    os.unlink("filestest/000/f0000004")
+    assert not run(key, *argv).failures               # its own files: the next one finishes it
     assert len(tree.sizes("filestest", 5, 32 * KB, 4 * KB)) == 5
+    assert not Path("filestest", tree.JOURNAL).exists()
 
 
 @pytest.mark.parametrize("argv,writes", [

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from torque_async import cmdline
+from torque_async.io import identity
 from torque_async.web import site, summary
 from torque_async.web.picks import BLOCK, Picker, Popularity, generators
 
@@ -192,17 +193,24 @@ def test_symbolic_links_and_foreign_files_are_refused(capsys, key):
 
 def test_a_tree_file_replaced_since_it_was_made_is_not_the_tree_s(capsys, key):
     """A user's file in a tree file's place (same name, same size) was the tree's: -cfiles of
-    another size would rewrite it. The manifest keeps each file's inode."""
+    another size would rewrite it. The manifest keeps who each file is (inode and birth time:
+    a file deleted and made again often gets the same inode number back)."""
     argv = ["-dir", "site", "-webFiles", "20", "-n", "2", "-web"]
     assert web(capsys, key, "-cfiles", *argv)[0] == 0
     manifest = json.loads(Path("site", site.MANIFEST).read_text())
-    first = Path("site", site.names(manifest["dirs"])[0])
-    assert manifest["inodes"][0] == first.stat().st_ino
+    first, second = (Path("site", name) for name in site.names(manifest["dirs"])[:2])
+    assert tuple(manifest["made"][0]) == identity.of(None, str(first))
     Path("mine").write_bytes(first.read_bytes())
     os.replace("mine", first)
     for cfiles in ([], ["-cfiles"]):
         assert_one_clean_line(*web(capsys, key, *cfiles, *argv),
-                              f"{first} was replaced since torque-async made it (another inode)")
+                              f"{first} was replaced since torque-async made it (another file "
+                              f"under its name)")
+    data = second.read_bytes()
+    first.unlink()
+    second.unlink()
+    second.write_bytes(data)
+    assert_one_clean_line(*web(capsys, key, *argv), f"{second} was replaced since torque-async")
 
 
 def test_allow_foreign_never_lets_a_file_stand_where_the_tree_s_own_goes(capsys, key):

@@ -2,14 +2,16 @@
 
 File i is DIR/{i // 1000:03d}/f{i:07d}; its size is a multiple of the transfer size, uniform
 in [transfer size, max file size], drawn from a fixed generator (not -seed: a tree serves every
-seed). DIR/torque-files.json records the transfer size, the maximum size and every file's size,
-how many files torque-async has made there and each one's inode; -cfiles writes it first
-marked incomplete and again once every file is whole, so an interrupted -cfiles leaves a tree
-that reads as incomplete. A test uses the first N files of a tree made for its transfer size
-and maximum file size. -cfiles writes only the tree's own files and its manifest, and only
-those that are missing or wrong: a file named as a tree file that the manifest does not count
-as made, or whose inode is not the one recorded (replaced since), is not the tree's, and
-neither -cfiles nor a test writes it (owners(), checked with the plan and again in set-up).
+seed). DIR/torque-files.json records the transfer size, the maximum size, every file's size and
+who each file torque-async made is (identity.py: its inode and birth time); -cfiles writes it
+first marked incomplete, tells DIR/torque-files.journal of each file as it creates it, and
+writes the manifest again once every file is whole, so an interrupted -cfiles leaves a tree that
+reads as incomplete and knows every file it made. A test uses the first N files of a tree made
+for its transfer size and maximum file size. -cfiles writes only the tree's own files, its
+manifest and journal, and only the files that are missing or wrong: a file named as a tree
+file that torque-async did not make there, or not the one it made (replaced since), is not
+the tree's, and neither -cfiles nor a test writes it (owners(), checked with the plan and again
+in set-up); a tree made before identities were kept is trusted until -cfiles records them.
 Every file is opened relative to its directory's descriptor without following a link (Dirs),
 and a file with another name elsewhere (st_nlink > 1) is refused: no write leaves the tree.
 """
@@ -20,14 +22,18 @@ import errno
 import json
 import os
 import secrets
+import signal
 import stat
 
 import numpy as np
 
 from ..inputs import kind, read_bounded
+from . import identity
 from .scratch import write_pattern
 
 MANIFEST = "torque-files.json"
+JOURNAL = "torque-files.journal"   # an unfinished -cfiles' files, a line each as it makes them
+STOPS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 MANIFEST_LIMIT = 64 << 20
 TREE_SEED = 0x746F72717565
 PARALLEL = 16                      # files written at once by -cfiles
@@ -59,7 +65,7 @@ def strangers(root: str) -> tuple[list[str], list[str]]:
     for top in sorted(os.listdir(root)):
         where = os.path.join(root, top)
         st = os.lstat(where)
-        if top == MANIFEST:
+        if top in (MANIFEST, JOURNAL):
             why = unsafe(st.st_mode, st.st_nlink)
             bad += [f"{where} {why}"] if why else []
         elif top.isdigit() and len(top) == 3:
@@ -143,7 +149,8 @@ def planned_sizes(count: int, max_size: int, unit: int) -> list[int]:
 
 
 def manifest(root: str) -> dict | None:
-    """The tree's manifest as -cfiles wrote it, None when there is none to read."""
+    """The tree's manifest as -cfiles wrote it, None when there is none to read (or one edited
+    into another shape: no tree torque-async can vouch for)."""
     where = os.path.join(root, MANIFEST)
     if os.path.islink(where):
         return None
@@ -151,40 +158,79 @@ def manifest(root: str) -> dict | None:
         made = json.loads(read_bounded(where, MANIFEST_LIMIT))
     except ValueError:
         return None
-    return made if isinstance(made, dict) else None
+    if not isinstance(made, dict) or not ints(made.get("sizes")) or \
+            not isinstance(made.get("made", []), list) or \
+            not all(who is None or (isinstance(who, list) and len(who) == 2 and ints(who))
+                    for who in made.get("made", [])) or \
+            made.get("complete", True) not in (True, False):
+        return None
+    return made
 
 
-def inodes(made: dict | None) -> list[int]:
-    """The inode of each file torque-async made in the tree (-1: not known: a manifest of an
-    earlier version, or a -cfiles interrupted before it wrote it), none without a manifest."""
-    if made is None:
+def ints(x) -> bool:
+    return isinstance(x, list) and all(type(v) is int for v in x)
+
+
+TRUSTED = (-1, -1)                 # a file of a tree made before identities were kept
+
+
+def made_ids(root: str, found: dict | None) -> list[tuple[int, int] | None]:
+    """Who each file of the tree is, as torque-async made it (identity.of), None for a place it
+    has not made a file in: the manifest's, and an unfinished -cfiles' journal's (a line per
+    file it created, written as it created it); a tree of an earlier version, whose manifest
+    keeps none, is trusted (TRUSTED) until the next -cfiles records them."""
+    if found is None:
         return []
-    known = made.get("inodes")
-    return known if isinstance(known, list) else [-1] * len(made.get("sizes", []))
+    if "made" not in found:
+        return [TRUSTED] * len(found["sizes"])
+    ids = [tuple(who) if who else None for who in found["made"]]
+    if found.get("complete") is False:
+        try:
+            lines = read_bounded(os.path.join(root, JOURNAL), MANIFEST_LIMIT).split(b"\n")
+        except ValueError:
+            lines = []
+        for line in lines:
+            words = line.split()
+            if len(words) == 3 and all(w.isdigit() for w in words) and int(words[0]) < len(ids):
+                ids[int(words[0])] = (int(words[1]), int(words[2]))
+    return ids
 
 
 def owners(root: str, count: int) -> list[str]:
     """The tree's first `count` files that exist but are not its own (ownership: the module's
     docstring), with why: -cfiles would write them."""
-    made = inodes(manifest(root))
+    found = manifest(root)
+    ids = made_ids(root, found)
     strange = []
-    for i in range(count):
-        try:
-            st = os.lstat(path(root, i))
-        except FileNotFoundError:
-            continue
-        if i >= len(made):
-            strange.append(f"{path(root, i)} exists, and torque-async did not make it (its "
-                           f"{MANIFEST} counts {len(made)} files made)")
-        elif made[i] not in (-1, st.st_ino):
-            strange.append(f"{path(root, i)} was replaced since torque-async made it (another "
-                           f"inode)")
+    if not os.path.isdir(root):
+        return strange
+    dirs = Dirs(root)
+    try:
+        for i in range(count):
+            try:
+                sub = dirs.sub(names(i)[0], False)
+                st = os.stat(names(i)[1], dir_fd=sub, follow_symlinks=False)
+                who = identity.of(sub, names(i)[1])
+            except FileNotFoundError:
+                continue
+            mine = ids[i] if i < len(ids) else None
+            if why := unsafe(st.st_mode, st.st_nlink):
+                strange.append(f"{path(root, i)} {why}")
+            elif mine is None:
+                strange.append(f"{path(root, i)} exists, and torque-async did not make it " +
+                               (f"(its {MANIFEST} has no file made there)" if found else
+                                f"(there is no {MANIFEST} it wrote)"))
+            elif mine not in (TRUSTED, who):
+                strange.append(f"{path(root, i)} was replaced since torque-async made it (another "
+                               f"file under its name)")
+    finally:
+        dirs.close()
     return strange
 
 
 def sizes(root: str, count: int, max_size: int, unit: int) -> list[int]:
     """The sizes of the tree's first count files; ValueError: what keeps the tree under root
-    from serving -files count."""
+    from serving -files count (owners() has said whether they are its own)."""
     made = manifest(root)
     if made is None:
         raise ValueError(f"there is no -files tree in {root}")
@@ -197,7 +243,6 @@ def sizes(root: str, count: int, max_size: int, unit: int) -> list[int]:
     sizes = made.get("sizes", [])[:count]
     if len(sizes) < count:
         raise ValueError(f"the tree in {root} has {len(sizes)} files, not {count}")
-    known = inodes(made)
     for i, size in enumerate(sizes):
         try:
             st = os.lstat(path(root, i))
@@ -206,9 +251,6 @@ def sizes(root: str, count: int, max_size: int, unit: int) -> list[int]:
         why = unsafe(st.st_mode, st.st_nlink)
         if why:
             raise ValueError(f"{path(root, i)} {why}")
-        if i < len(known) and known[i] not in (-1, st.st_ino):
-            raise ValueError(f"{path(root, i)} was replaced since torque-async made it "
-                             f"(another inode)")
         if st.st_size != size:
             raise ValueError(f"{path(root, i)} is not {size} bytes long")
     return sizes
@@ -216,36 +258,55 @@ def sizes(root: str, count: int, max_size: int, unit: int) -> list[int]:
 
 async def make(root: str, count: int, max_size: int, unit: int) -> None:
     """-cfiles: write whatever the tree lacks for -files count, none but its own files (an
-    OSError names the first that is not). Not timed."""
+    OSError names the first that is not). A file it creates is created new (O_EXCL) and told
+    to the journal at once, the stop signals held between the two, so an interrupted -cfiles
+    leaves no file of its own it cannot vouch for. Not timed."""
     if strange := owners(root, count):
         raise OSError(errno.EPERM, f"{strange[0]}: -cfiles writes only the tree's own files")
     want = planned_sizes(count, max_size, unit)
-    known = inodes(manifest(root))
-    made = known + [-1] * (count - len(known))     # from here on, the count made
+    ids = made_ids(root, manifest(root))
+    ids += [None] * (count - len(ids))
     dirs = Dirs(root, make=True)
     for d in range(0, count, 1000):
         dirs.sub(names(d)[0], make=True)
     gate = asyncio.Semaphore(PARALLEL)
+    journal = -1
+
+    def created(i: int) -> int:
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, STOPS)
+        try:
+            fd = dirs.open(i, os.O_WRONLY | os.O_EXCL, make=True)
+            ids[i] = identity.of(dirs.sub(names(i)[0], False), names(i)[1])
+            os.write(journal, f"{i} {ids[i][0]} {ids[i][1]}\n".encode())
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        return fd
 
     async def one(i: int, size: int) -> None:
-        if dirs.size(i) != size:
+        have = dirs.size(i)
+        if have != size:
             async with gate:
-                fd = dirs.open(i, os.O_WRONLY, make=True)
+                fd = created(i) if ids[i] is None or have is None else dirs.open(i, os.O_WRONLY)
                 try:
                     os.ftruncate(fd, 0)
                     await write_pattern(fd, size, i + 1, path(root, i),
                                         lambda how: dirs.open(i, how))
                 finally:
                     os.close(fd)
-        made[i] = os.stat(names(i)[1], dir_fd=dirs.sub(names(i)[0], False),
-                          follow_symlinks=False).st_ino
+        if ids[i] == TRUSTED:              # (kept: a tree of an earlier version's)
+            ids[i] = identity.of(dirs.sub(names(i)[0], False), names(i)[1])
     try:
-        record(dirs, {"unit": unit, "max_size": max_size, "sizes": want, "inodes": made,
+        record(dirs, {"unit": unit, "max_size": max_size, "sizes": want, "made": ids,
                       "complete": False})
+        journal = os.open(JOURNAL, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW |
+                          os.O_CLOEXEC, 0o644, dir_fd=dirs.root)
         await asyncio.gather(*(one(i, s) for i, s in enumerate(want)))
-        record(dirs, {"unit": unit, "max_size": max_size, "sizes": want, "inodes": made,
+        record(dirs, {"unit": unit, "max_size": max_size, "sizes": want, "made": ids,
                       "complete": True})
+        os.unlink(JOURNAL, dir_fd=dirs.root)
     finally:
+        if journal >= 0:
+            os.close(journal)
         dirs.close()
 
 

@@ -9,8 +9,9 @@ leaf. Sizes and directories come from the fixed TREE_SEED (stored in the
 manifest), not -seed: one tree serves every seed and is reused while its law matches.
 
 DIR/torque-web.json (the manifest) names the law, the leaf directories and every size; it is
-written before the files (complete: false) and again after them (complete: true, with every
-file's inode: one replaced since, by a file of the same name, is refused as not the tree's),
+written before the files (complete: false) and again after them (complete: true, with who
+every file is, its inode and birth time: one replaced since by another file of its name is
+refused as not the tree's),
 so every name an interrupted -cfiles made is still recognised as torque-async's own. DIR/torque-web.log is the
 log the clients append to, created with O_EXCL and emptied at each run's set-up. Everything is opened relative to directory
 descriptors with O_NOFOLLOW; a symbolic link or a file with other hard links among the tree's
@@ -28,7 +29,7 @@ from typing import Callable
 import numpy as np
 
 from ..inputs import named_link, read_bounded
-from ..io import tree
+from ..io import identity, tree
 from ..io.tree import MANIFEST_LIMIT
 from ..io.data import pattern
 from ..units import KB
@@ -141,6 +142,9 @@ def read_manifest(root: str) -> dict | None:
         if made.get("format") != FORMAT:
             raise ValueError
         Law(**made["law"]), own_names(made), made["sizes"]
+        if not all(isinstance(who, list) and len(who) == 2 and all(type(v) is int for v in who)
+                   for who in made.get("made", [])):
+            raise ValueError
         return made
     except (ValueError, TypeError, KeyError, AttributeError):
         raise ValueError(f"{where} is not a torque-async -web manifest") from None
@@ -157,7 +161,8 @@ class Survey:
 
 def survey(root: str, manifest: dict | None) -> Survey:
     own = own_names(manifest) if manifest else set()
-    made = dict(zip(names(manifest["dirs"]), manifest.get("inodes", ()))) if manifest else {}
+    made = dict(zip(names(manifest["dirs"]), map(tuple, manifest.get("made", ())))) \
+        if manifest else {}                    # who each file is (identity.py), once complete
     foreign, unsafe, sizes = [], [], {}
 
     def visit(rel: str) -> None:
@@ -173,9 +178,9 @@ def survey(root: str, manifest: dict | None) -> Survey:
                 st = e.stat(follow_symlinks=False)
                 if why := tree.unsafe(st.st_mode, st.st_nlink):   # a link, a FIFO, hard links
                     unsafe.append(f"{os.path.join(root, name)} {why}")
-                elif made.get(name, st.st_ino) != st.st_ino:
+                elif name in made and made[name] != identity.of(None, os.path.join(root, name)):
                     unsafe.append(f"{os.path.join(root, name)} was replaced since torque-async "
-                                  f"made it (another inode)")
+                                  f"made it (another file under its name)")
                 else:
                     sizes[name] = st.st_size
     if os.path.isdir(root) and not os.path.islink(root):
@@ -370,8 +375,8 @@ async def make(root: str, law: Law, progress: Callable[[int, int], None]) -> boo
         except FileExistsError:
             if old is None:
                 raise
-        inodes = await write_files(rootfd, dirs, sizes, own, progress)
-        write_manifest(rootfd, {**manifest, "inodes": inodes, "complete": True}, True)
+        made = await write_files(rootfd, dirs, sizes, own, progress)
+        write_manifest(rootfd, {**manifest, "made": made, "complete": True}, True)
         return True
     finally:
         os.close(rootfd)
@@ -380,10 +385,10 @@ async def make(root: str, law: Law, progress: Callable[[int, int], None]) -> boo
 async def write_files(rootfd: int, dirs, sizes: list[int], own: bool,
                       progress: Callable[[int, int], None]) -> list[int]:
     """Each leaf directory's files, PARALLEL directories at once on threads the loop waits
-    for; files already of their size are kept. Returns each file's inode."""
+    for; files already of their size are kept. Returns who each file is (identity.of)."""
     loop, gate, done = asyncio.get_running_loop(), asyncio.Semaphore(PARALLEL), [0]
     firsts = np.cumsum([0] + [c for _, c in dirs]).tolist()
-    inodes = [0] * len(sizes)
+    made: list[tuple[int, int]] = [(0, 0)] * len(sizes)
 
     def leaf(d: str, first: int, count: int) -> None:
         fd = open_dir(rootfd, d, create=True)
@@ -396,7 +401,7 @@ async def write_files(rootfd: int, dirs, sizes: list[int], own: bool,
                         write_new(fd, name, pattern(0, sizes[i], tag=i % 0xFFFF + 1), own)
                 except FileNotFoundError:
                     write_new(fd, name, pattern(0, sizes[i], tag=i % 0xFFFF + 1), own)
-                inodes[i] = os.stat(name, dir_fd=fd, follow_symlinks=False).st_ino
+                made[i] = identity.of(fd, name)
         finally:
             os.close(fd)
 
@@ -406,7 +411,7 @@ async def write_files(rootfd: int, dirs, sizes: list[int], own: bool,
         done[0] += count
         progress(done[0], len(sizes))
     await asyncio.gather(*(one(d, f, c) for (d, c), f in zip(dirs, firsts)))
-    return inodes
+    return made
 
 
 def open_tree(root: str, law: Law, made: bool) -> Tree:

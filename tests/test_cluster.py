@@ -329,8 +329,13 @@ def test_a_plan_one_rank_refuses_ends_every_rank_at_once_in_one_line_each(tmp_pa
                               env=ENV, cwd=tmp_path, timeout=60)
         assert done.returncode == 0, done.stderr
     inside = f"filestest.{HOST}.r1/out.json"
-    code, out, err = finished(mpiexec(2, "-smkey", "0x7935", *quit, "-json", inside, *tree,
-                                      cwd=tmp_path), timeout=60)
+    run = mpiexec(2, "-smkey", "0x7935", *quit, "-json", inside, *tree, cwd=tmp_path)
+    everyone = psutil.Process(run.pid)
+    try:
+        code, out, err = finished(run, timeout=60)
+    finally:                           # (hung: its ranks spun on, 2 CPUs' worth, for hours)
+        for proc in [*everyone.children(recursive=True), everyone] if run.poll() is None else ():
+            proc.kill()
     own = f"torque-async: error: -json {inside} is inside the -files tree filestest.{HOST}.r1"
     told = f"torque-async: error: rank 1 on {HOST} refused the plan: -json {inside} is inside"
     lines = err.splitlines()

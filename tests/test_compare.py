@@ -217,9 +217,13 @@ def test_runs_whose_tests_had_other_neighbours_are_noted():
     more = "-n 8 -MB 4 -p 2 -load -KB 64 -bcopy -spinWait"
     b = document(more, {"load": 1000, "bcopy": 300, "spinWait": 100})
     assert compare.provenance(a, b) == [
-        "note: the plans differ (A: -n 8 -MB 4 -load -KB 64 -bcopy -spinWait; B: -n 8 -MB 4 -p 2 "
-        "-load -KB 64 -bcopy -spinWait): a test's neighbours are not the same, so a change may "
+        "note: the plans differ (A: -n 8 -MB 4 -load -KB 64 -bcopy -spinWait -slow; B: -n 8 -MB 4 "
+        "-p 2 -load -KB 64 -bcopy -spinWait -slow): a test's neighbours are not the same, so a change may "
         "be the plan's, not the system's"]
+    said = document("-slow " + PLAN, {"load": 1000, "bcopy": 500, "spinWait": 100})
+    assert compare.provenance(a, said) == []        # -slow is the default of several tests
+    one, fast_one = (document(f"{x}-n 8 -MB 4 -load", {"load": 1000}) for x in ("", "-fast "))
+    assert compare.provenance(one, fast_one) == []  # and -fast of one
     fast = document("-fast " + PLAN, {"load": 1000, "bcopy": 500, "spinWait": 100})
     assert compare.provenance(a, fast)[0].endswith("-spinWait -fast): a test's neighbours are "
                                                    "not the same, so a change may be the plan's, "
@@ -365,5 +369,8 @@ def test_a_change_whose_means_moved_the_other_way_from_its_medians_is_not_signif
     assert change.significant is False and change.better(5)
     assert change.verdict(5) == "+9.5% better, not significant (the means moved the other way)"
     assert not compare.Change("0 Bcopy", "BW", "MB/s", True, b, a).regression(5)
+    still = compare.Change("0 Bcopy", "BW", "MB/s", True, (100.0,) * 10 + (90.0,) * 9,
+                           (100.0,) * 10 + (200.0,) * 9)
+    assert still.verdict(5) == "+0.0% within threshold, not significant (the medians did not move)"
     agreed = compare.Change("0 Bcopy", "BW", "MB/s", True, a, tuple(x * 1.2 for x in a))
     assert agreed.significant and agreed.verdict(5) == "+20.0% better"

@@ -141,7 +141,9 @@ def test_cpu_and_wait_past_the_measured_interval_are_named_approximate():
     lines = report.cpu_lines((over, fits, more), plan.procs())
     assert lines[-1] == ("procs 0, 2: CPU% + wait% = 105-110% of the measured interval: the "
                          "kernel counted some time both as CPU and as a wait for one, so "
-                         "wait% is approximate by the excess")
+                         "CPU% and wait% are approximate by the excess")
+    short = replace(over, finish=over.start + MS // 10, cpu_user=MS // 4, cpu_wait=0)   # 250%
+    assert report.cpu_lines((short,), plan.procs())[-1].startswith("0, ")   # not resolved: no
     assert report.cpu_lines((fits,), plan.procs())[-1].startswith("1, 100.0, 0.0, 25, 72")
 
 

@@ -226,8 +226,8 @@ def test_percentiles_a_count_cannot_hold_are_named_not_measured_tails():
     procs = tuple(_proc() for _ in rows)
     assert report.latency_lines(rows, procs)[-1] == (
         "Tails not measured (procs 0, 4 from p90 up; proc 1 from p99.9 up; proc 2 from "
-        "p99.99): a percentile q needs 1 / (1 - q) transfers (p99.9: 1000), and with fewer it "
-        "is an interpolation near the max")
+        "p99.99): a percentile q needs 1 / (1 - q) transfers (p90: 10, p99: 100, p99.9: 1000, "
+        "p99.99: 10000), and with fewer it is an interpolation near the max")
     assert report.latency_lines(rows[3:4], procs[:1])[-1].startswith("3, ")    # no note
 
 

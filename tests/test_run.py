@@ -197,8 +197,9 @@ def test_spinwait_makes_transfer_size_over_8_numbers_exactly(tmp_path, size, num
     assert r.returncode == 0, r.stderr
     (spin,) = json.loads((tmp_path / "r.json").read_text())["tests"]
     assert spin["record"]["ops"] == spin["record"]["transfers"] * numbers
-    assert f"{numbers} random numbers per transfer" + \
-        (f" ({size} bytes: whole 8-byte doubles)" if int(size) % 8 else "") in r.stdout
+    assert f"{numbers} random number{'s' * (numbers != 1)} per transfer" + \
+        (f" ({size}-byte transfers rounded down to whole 8-byte doubles)" if int(size) % 8
+         else "") in r.stdout
 
 
 def test_a_stream_kernel_says_it_moved_whole_words_of_a_transfer():

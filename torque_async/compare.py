@@ -188,7 +188,7 @@ class Change:
 
     @property
     def crossed(self) -> bool:
-        """The means moved the other way from the medians (or one of them did not move)."""
+        """The means moved the other way from the medians, or the medians did not move."""
         medians = statistics.median(self.b) - statistics.median(self.a)
         return medians * (statistics.fmean(self.b) - statistics.fmean(self.a)) <= 0
 
@@ -226,8 +226,10 @@ class Change:
         if sig is None:
             return f"{change} {direction}, cannot be told from noise (one run: use -repeat)" \
                 + flags
-        crossed = ", not significant (the means moved the other way)" if not sig and \
-            significant(list(self.a), list(self.b)) else ", not significant"
+        still = statistics.median(self.b) == statistics.median(self.a)
+        crossed = ", not significant" + ((" (the medians did not move)" if still else
+                                          " (the means moved the other way)")
+                                         if significant(list(self.a), list(self.b)) else "")
         return f"{change} {direction}" + ("" if sig else crossed) + flags
 
 
@@ -341,12 +343,23 @@ def plan_of(doc: dict[str, Any]) -> tuple:
     and -slow/-fast (which keeps the tests that finished first running)."""
     groups = doc["plan"]["groups"]
     return (sorted((identity(doc, g), groups[g].get("processes")) for g in range(len(groups))),
-            doc["plan"]["settings"].get("slow"))
+            slow(doc))
+
+
+def processes(doc: dict[str, Any]) -> int:
+    """Test processes of the plan (on each rank)."""
+    return sum(g.get("processes", 1) for g in doc["plan"]["groups"])
+
+
+def slow(doc: dict[str, Any]) -> bool:
+    """-slow as the run took it (Plan.slow): unset, the default for more than one process."""
+    chosen = doc["plan"]["settings"].get("slow")
+    return chosen if chosen is not None else processes(doc) > 1
 
 
 def plan_text(doc: dict[str, Any]) -> str:
-    slow = {True: " -slow", False: " -fast"}.get(doc["plan"]["settings"].get("slow"), "")
-    return " ".join(g["text"] for g in doc["plan"]["groups"]) + slow
+    return " ".join(g["text"] for g in doc["plan"]["groups"]) + \
+        (" -slow" if slow(doc) else " -fast") * (processes(doc) > 1)
 
 
 def ranks(doc: dict[str, Any]) -> int:

@@ -277,8 +277,11 @@ def thin_tail_lines(records) -> list[str]:
     parts = [f"{procs_named(rows)} from {PERCENTILE_LABELS[name]}"
              + (" up" if name != PERCENTILES[-1][0] else "") for name, rows in
              sorted(first.items(), key=lambda kv: [n for n, _ in PERCENTILES].index(kv[0]))]
+    named = [n for n, _ in PERCENTILES][min([n for n, _ in PERCENTILES].index(k) for k in first):]
+    needs = ", ".join(f"{PERCENTILE_LABELS[n]}: {round(1 / (1 - q))}" for n, q in PERCENTILES
+                      if n in named)
     return [f"Tails not measured ({'; '.join(parts)}): a percentile q needs 1 / (1 - q) "
-            f"transfers (p99.9: 1000), and with fewer it is an interpolation near the max"]
+            f"transfers ({needs}), and with fewer it is an interpolation near the max"]
 
 
 def cpu_figures(rec: Record, proc: Proc) -> dict | None:
@@ -318,7 +321,8 @@ def double_counted_lines(records, procs) -> list[str]:
     over = []
     for rec, proc in zip(records, procs):
         cpu = cpu_figures(rec, proc)
-        if cpu and cpu["wait_pct"] is not None and cpu["busy_pct"] + cpu["wait_pct"] > 100.5:
+        if cpu and cpu["wait_pct"] is not None and rec.elapsed >= SHORTEST_NS and \
+                cpu["busy_pct"] + cpu["wait_pct"] > 100.5:      # (a shorter one: not resolved)
             over.append((rec.row, cpu["busy_pct"] + cpu["wait_pct"]))
     if not over:
         return []
@@ -327,7 +331,7 @@ def double_counted_lines(records, procs) -> list[str]:
         f"{min(shares, key=float)}-{max(shares, key=float)}%"
     return [f"{procs_named([row for row, _ in over])}: CPU% + wait% = {span} of the measured "
             f"interval: the kernel counted some time both as CPU and as a wait for one, so "
-            f"wait% is approximate by the excess"]
+            f"CPU% and wait% are approximate by the excess"]
 
 
 def no_rank(row: int) -> None:

@@ -29,8 +29,9 @@ class SpinTest:
         self.fills, rest = divmod(numbers, len(self.block))
         self.rest = self.block[:rest] if rest else None          # the last, partial fill
         self.ops_per_transfer = numbers
-        self.info = f"{numbers} random numbers per transfer" + \
-            (f" ({ctx.local.size} bytes: whole 8-byte doubles)" if ctx.local.size % 8 else "")
+        self.info = f"{numbers} random number{'s' * (numbers != 1)} per transfer" + \
+            (f" ({ctx.local.size}-byte transfers rounded down to whole 8-byte doubles)"
+             if ctx.local.size % 8 else "")
 
     def transfer(self, k: int) -> None:
         for _ in range(self.fills):

@@ -199,8 +199,8 @@ def check_group(plan, group) -> None:
     if g.period > run * NS_PER_S:      # one frame, paced over its whole period: -memStreams r
         raise UsageError(              # 2 1024 1e-9 0 1 16 ran on for 10^12 s
             f"{name}: a frame every {float(g.period) / NS_PER_S:.6g} s does not fit in its "
-            f"runTime of {run:g} s (a stream runs whole frames, one a period): raise bwMBs or "
-            f"runTime, or make the frames smaller")
+            f"runTime of {run:g} s (a stream runs whole frames, one a period): raise its rate "
+            f"(bwMBs, or -fps) or runTime, or make the frames smaller")
     if g.mfile_slots < 1:
         frame = (f"-frame {group.local.frame[0]}x{group.local.frame[1]} frame of {g.size} bytes"
                  if group.local.frame else f"transfer of {g.size // KB} KB")

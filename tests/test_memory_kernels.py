@@ -459,8 +459,8 @@ def test_triad_keeps_the_block_size_then_the_way_that_ran_fastest(monkeypatch, w
     passes = memory.timed.CALIBRATION_PASSES
     assert timed == list(sizes) * passes + list(ways) * passes  # in rounds of every one
     assert test.step == 14 and len(test.block_views[0]) == 8    # 7 blocks of 14, then 2
-    assert test.chosen == {"Triad (s * c into scratch) in blocks of": "112 bytes", "Triad by": way}
-    assert test.info.endswith("Triad (s * c into scratch) in blocks of 112 bytes, the fastest "
+    assert test.chosen == {"Triad blocks (sized the scratch way) of": "112 bytes", "Triad by": way}
+    assert test.info.endswith("Triad blocks (sized the scratch way) of 112 bytes, the fastest "
                               "here of "
                               "8 bytes, 56 bytes, 112 bytes, 224 bytes, 448 bytes, 800 bytes; "
                               f"Triad by {way}, the fastest here of {', '.join(stream.WAYS)}")
@@ -483,7 +483,7 @@ def test_a_lone_candidate_is_kept_untimed_and_said_to_be_the_only_one(monkeypatc
     timed = injected(monkeypatch, {name: 1 for name in stream.WAYS})
     test = make("Striad", n=2, size=8)
     assert test.candidates() == [1] and timed == list(stream.WAYS) * memory.timed.CALIBRATION_PASSES
-    assert "Triad (s * c into scratch) in blocks of 8 bytes (the only one here); Triad by " in \
+    assert "Triad blocks (sized the scratch way) of 8 bytes (the only one here); Triad by " in \
         test.info
     run(test, 2).check()
 

@@ -170,7 +170,7 @@ class Striad(StreamKernel):
 
     def __init__(self, ctx: TestContext):
         super().__init__(ctx)
-        self.choose("Triad (s * c into scratch) in blocks of",
+        self.choose("Triad blocks (sized the scratch way) of",
                     {f"{human(step * 8)} bytes": step for step in self.candidates()},
                     lambda step, chunks: self.blocked(scratched, step, chunks))
         step = self.step

@@ -625,7 +625,7 @@ def test_the_run_names_what_set_up_chose_in_the_group_block_and_the_json():
     assert r.returncode == 0, r.stderr
     infos = [t["record"]["info"] for t in json.loads(r.stdout)["tests"]]
     assert re.search(r"zeroed by (fill|memset), the fastest here of fill, memset", infos[0])
-    assert re.search(r"Triad \(s \* c into scratch\) in blocks of .* bytes, the fastest here of ",
+    assert re.search(r"Triad blocks \(sized the scratch way\) of .* bytes, the fastest here of ",
                      infos[1])
     for info in infos:
         assert info.split("; ")[-1] in r.stderr             # the report prints it

@@ -271,13 +271,13 @@ def run_plan(argv: list[str], began: startup.Began, late: list[int]) -> int:
             cluster.refuse(plan)                 # every rank told of any rank's refusal
             plan = cluster.ranked(plan, tag)
             job = cluster.start(rank)
-            job.agree(lambda: validate.check(plan))
+            plan = job.plan_for(plan)            # (its clean-up guard from here: a stop in
+            job.agree(lambda: validate.check(plan))   # the checks leaves none of MPI's files)
         else:
             validate.check(plan)                 # -quit too: the same checks, then stop
         if s.quit:
             say(helptext.plan_lines(plan))
             return 0
-        plan = job.plan_for(plan) if job else plan
         if s.vl >= 3:
             plan = trace_every_transfer(plan)
         done = runs.run(plan, sysinfo.cache_line(), job)

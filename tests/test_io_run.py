@@ -5,6 +5,7 @@ import asyncio
 import hashlib
 import json
 import os
+import shutil
 import stat
 import tempfile
 import threading
@@ -379,6 +380,27 @@ def test_cfiles_and_the_tests_write_no_file_the_tree_did_not_make(capsys, key):
         for cfiles in ([], ["-cfiles"]):                                      # traceback
             code, _, err = execute(capsys, "-smkey", key, *cfiles, *argv, "-files", "5")
             assert code == 2 and "f0000000 exists, and torque-async did not make it" in err
+
+
+def test_a_file_moved_into_a_tree_after_the_plan_s_check_is_refused_when_opened(key):
+    """-repeat 2 and -baseline checked the tree once, with the plan: a file moved in during the
+    first repetition was opened and written by the second. Set-up opens each file through its
+    identity; a test that only reads may use a copy of a tree (its files are others)."""
+    argv = ["-n", "4", "-KB", "4", "-mfileKB", "32", "-files", "4"]
+    assert not run(key, "-cfiles", *argv).failures
+    victim = Path("filestest/000/f0000003")
+    Path("mine").write_bytes(b"P" * victim.stat().st_size)
+    dirs = tree.Dirs("filestest", ids=tree.made_ids("filestest", tree.manifest("filestest")))
+    os.replace("mine", victim)                         # after the plan's check, before set-up
+    with pytest.raises(OSError, match="is not the file torque-async made there"):
+        dirs.open(3, os.O_RDWR)
+    os.close(dirs.open(2, os.O_RDWR))                  # its own
+    dirs.close()
+    with pytest.raises(cmdline.UsageError, match="f0000003 was replaced since"):
+        run(key, "-percR", "50", *argv)                # a later run's plan refuses it
+    assert victim.read_bytes() == b"P" * victim.stat().st_size
+    shutil.copytree("filestest", "copy", copy_function=shutil.copy2)
+    assert not run(key, "-dir", "copy", "-percR", "100", *argv[:-2], "-files", "3").failures
 
 
 def test_an_interrupted_cfiles_knows_every_file_it_made_and_no_other(capsys, key, monkeypatch):

@@ -116,7 +116,8 @@ class FileTest:
         except ValueError as e:
             raise TestError(f"-files: {e}: add -cfiles to make it") from None
         self.paths, self.shown = [tree.path(local.dir, i) for i in range(count)], local.dir
-        self.dirs = tree.Dirs(local.dir)
+        self.dirs = tree.Dirs(local.dir, ids=tree.made_ids(local.dir, tree.manifest(local.dir))
+                              if self.writes else None)    # (one that only reads harms none)
         self.align = block_size(self.paths[0])
         self.layout = actions.layout(ctx.group, ctx.row, ctx.settings.seed, None, sizes)
         return max(sizes)

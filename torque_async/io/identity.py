@@ -18,14 +18,24 @@ _statx = getattr(ctypes.CDLL(None, use_errno=True), "statx", None)    # glibc 2.
 AT_FDCWD = -100
 
 
-def of(dir_fd: int | None, name: str) -> tuple[int, int]:
+AT_EMPTY_PATH = 0x1000
+
+
+def of_open(fd: int) -> tuple[int, int]:
+    """(inode, birth ns or 0) of the file open on fd: the one it holds, whatever its name now
+    names."""
+    return of(fd, "", AT_EMPTY_PATH)
+
+
+def of(dir_fd: int | None, name: str, flags: int = 0) -> tuple[int, int]:
     """(inode, birth ns or 0) of `name` in the directory open on dir_fd (None: the path as it
     stands), not following a link; OSError (FileNotFoundError, ...) as os.stat raises it."""
     if _statx is None:
-        return os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_ino, 0
+        return (os.fstat(dir_fd) if flags & AT_EMPTY_PATH else
+                os.stat(name, dir_fd=dir_fd, follow_symlinks=False)).st_ino, 0
     buf = ctypes.create_string_buffer(256)
-    if _statx(AT_FDCWD if dir_fd is None else dir_fd, os.fsencode(name), AT_SYMLINK_NOFOLLOW,
-              STATX_INO | STATX_BTIME, buf):
+    if _statx(AT_FDCWD if dir_fd is None else dir_fd, os.fsencode(name),
+              AT_SYMLINK_NOFOLLOW | flags, STATX_INO | STATX_BTIME, buf):
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err), name)
     mask = int.from_bytes(buf.raw[:4], "little")

@@ -89,10 +89,11 @@ class Dirs:
     """A tree's directories, each opened once without following a link; files are opened
     relative to them (openat), so no path is resolved again after the check."""
 
-    def __init__(self, root: str, make: bool = False):
+    def __init__(self, root: str, make: bool = False, ids: list | None = None):
         if make:
             os.makedirs(root, exist_ok=True)
         self.root_path, self.subs = root, {}
+        self.ids = ids             # who its files are (made_ids): open() refuses another
         self.root = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
 
     def sub(self, top: str, make: bool) -> int:
@@ -123,6 +124,9 @@ class Dirs:
             raise OSError(e.errno, e.strerror, where) from None
         st = os.fstat(fd)
         why = unsafe(st.st_mode, st.st_nlink)
+        if not why and self.ids is not None and \
+                (i >= len(self.ids) or self.ids[i] not in (TRUSTED, identity.of_open(fd))):
+            why = "is not the file torque-async made there (replaced since the plan's check)"
         if why:
             os.close(fd)
             raise OSError(errno.EPERM, f"it {why}: a -files tree holds only its own files", where)
@@ -160,8 +164,8 @@ def manifest(root: str) -> dict | None:
         return None
     if not isinstance(made, dict) or not ints(made.get("sizes")) or \
             not isinstance(made.get("made", []), list) or \
-            not all(who is None or (isinstance(who, list) and len(who) == 2 and ints(who))
-                    for who in made.get("made", [])) or \
+            not all(who is None or (isinstance(who, list) and len(who) == 2 and ints(who)
+                                    and min(who) >= 0) for who in made.get("made", [])) or \
             made.get("complete", True) not in (True, False):
         return None
     return made
@@ -198,7 +202,8 @@ def made_ids(root: str, found: dict | None) -> list[tuple[int, int] | None]:
 
 def owners(root: str, count: int) -> list[str]:
     """The tree's first `count` files that exist but are not its own (ownership: the module's
-    docstring), with why: -cfiles would write them."""
+    docstring), with why: -cfiles or a writing test would write them (a test's set-up opens
+    each file through Dirs with its identity, and refuses one replaced since)."""
     found = manifest(root)
     ids = made_ids(root, found)
     strange = []

@@ -382,6 +382,23 @@ def test_cfiles_and_the_tests_write_no_file_the_tree_did_not_make(capsys, key):
             assert code == 2 and "f0000000 exists, and torque-async did not make it" in err
 
 
+def test_a_fifo_planted_as_the_journal_after_the_check_neither_hangs_nor_is_written():
+    Path("filestest/000").mkdir(parents=True)
+    os.mkfifo("filestest/torque-files.journal")
+    failed: list[BaseException] = []
+
+    def make() -> None:
+        try:
+            asyncio.run(tree.make("filestest", 3, 32 * KB, 4 * KB))
+        except OSError as e:
+            failed.append(e)
+    maker = threading.Thread(target=make, daemon=True)
+    maker.start()
+    maker.join(30)                     # (its open waited for a reader for ever)
+    assert not maker.is_alive() and "torque-files.journal" in str(failed[0])
+    assert stat.S_ISFIFO(os.lstat("filestest/torque-files.journal").st_mode)
+
+
 def test_a_file_moved_into_a_tree_after_the_plan_s_check_is_refused_when_opened(key):
     """-repeat 2 and -baseline checked the tree once, with the plan: a file moved in during the
     first repetition was opened and written by the second. Set-up opens each file through its

@@ -304,7 +304,10 @@ async def make(root: str, count: int, max_size: int, unit: int) -> None:
         record(dirs, {"unit": unit, "max_size": max_size, "sizes": want, "made": ids,
                       "complete": False})
         journal = os.open(JOURNAL, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW |
-                          os.O_CLOEXEC, 0o644, dir_fd=dirs.root)
+                          os.O_NONBLOCK | os.O_CLOEXEC, 0o644, dir_fd=dirs.root)
+        st = os.fstat(journal)         # (a FIFO planted since the plan's check: opened, not
+        if why := unsafe(st.st_mode, st.st_nlink):                 # waited on, refused)
+            raise OSError(errno.EPERM, f"it {why}", os.path.join(root, JOURNAL))
         await asyncio.gather(*(one(i, s) for i, s in enumerate(want)))
         record(dirs, {"unit": unit, "max_size": max_size, "sizes": want, "made": ids,
                       "complete": True})

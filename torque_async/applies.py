@@ -127,5 +127,5 @@ def refusal(option: str, action: str) -> str:
 
 
 def lines() -> list[str]:
-    """The decisions, one line per local option in the table's order (README, -help)."""
+    """The decisions, one line per local option in the table's order (docs/options.md, -help)."""
     return [f"  -{name:<22}{takers(o.field)}" for name, o in OPTIONS.items() if o.scope == LOCAL]

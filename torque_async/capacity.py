@@ -103,10 +103,11 @@ def assess(setup: Setup, value: int, code: int, doc: dict[str, Any] | None,
 
 def quiet_run(tokens: list[str], folder: str, name: str) -> tuple[int, dict | None, float]:
     """One run of the plan as `torque-async run` makes it (cli.execute), its report sent to
-    /dev/null, its results read from its -json file; (exit status, document, seconds). The stop
-    signals raise orchestrator.Interrupted again once it is over."""
+    /dev/null, its results read from its -json file; (exit status, document, seconds). A stop
+    signal noted before it raises orchestrator.Interrupted; after it, signals are noted again."""
     from . import cli
     path = os.path.join(folder, name)
+    stopped_by(0)
     sys.stdout.flush()
     saved = os.dup(1)
     null = os.open(os.devnull, os.O_WRONLY)
@@ -114,6 +115,8 @@ def quiet_run(tokens: list[str], folder: str, name: str) -> tuple[int, dict | No
     try:
         os.dup2(null, 1)
         code = cli.execute([*tokens, "-json", path, "-noProgress"])
+    except KeyboardInterrupt:            # SIGINT as the run restored the default handlers
+        code = 128 + signal.SIGINT
     finally:
         os.dup2(saved, 1)
         os.close(saved)
@@ -129,9 +132,21 @@ def quiet_run(tokens: list[str], folder: str, name: str) -> tuple[int, dict | No
     return code, doc, seconds
 
 
+STOPS: list[int] = []               # stop signals received outside a run, in order
+
+
 def catch_stops() -> None:
+    """Outside a run a stop signal is noted in STOPS; the search ends before the next run (a
+    run installs its own handlers: it ends at once)."""
     for sig in orchestrator.STOP_SIGNALS:
-        signal.signal(sig, orchestrator.raise_interrupted)
+        signal.signal(sig, lambda signum, _frame: STOPS.append(signum))
+
+
+def stopped_by(code: int) -> None:
+    """Raise orchestrator.Interrupted when a signal stopped the run (exit 128 + it) or came
+    before or after it."""
+    if code > 128 or STOPS:
+        raise orchestrator.Interrupted(code - 128 if code > 128 else STOPS[0])
 
 
 def runner(setup: Setup, lay: varied.Layout, folder: str) -> Callable[[int], Round]:
@@ -143,8 +158,7 @@ def runner(setup: Setup, lay: varied.Layout, folder: str) -> Callable[[int], Rou
         count[0] += 1
         code, doc, seconds = quiet_run(varied.tokens_at(lay, setup.knob, value, made[0]),
                                        folder, f"run{count[0]}.json")
-        if code > 128:
-            raise orchestrator.Interrupted(code - 128)
+        stopped_by(code)
         if code == 2:
             raise BadRun()
         made[0] |= bool(doc) and not doc.get("failures")
@@ -164,7 +178,8 @@ def explore(search: Search, attempt: Callable[[int], Round], knob_name: str,
         more = search.left()
         left = f"; about {spent / runs * more:.0f} s left (at most {more} more " \
                f"run{'s' * (more != 1)}, estimated from the {runs} so far)" if runs else ""
-        progress(f"capacity: {knob_name} {value} (point {len(search.points) + (point is None)}"
+        ordinal = list(search.points).index(value) + 1 if point else len(search.points) + 1
+        progress(f"capacity: {knob_name} {value} (point {ordinal}"
                  f"), round {k} of {search.rule.rounds}; run {runs + 1}, {spent:.0f} s so far"
                  f"{left}")
         try:
@@ -234,7 +249,7 @@ def summary(setup: Setup, search: Search, stopped: int) -> list[str]:
     elif lo:
         line = f"capacity: at least {lo.value} (passed {passed_text(lo)}): the --max reached"
     else:
-        line = f"capacity: none: {hi.value}, the smallest value tried (--min), failed " \
+        line = f"capacity: none: {hi.value}, the smallest value (--min, else 1), failed " \
                f"(passed {passed_text(hi)})" if hi else "capacity: no point ran"
     out = [line + f"; {name} of group {setup.knob.group}, a point passes {rule.need} of "
                   f"{rule.rounds} rounds; {runs} runs"]
@@ -293,8 +308,7 @@ def measured_alone(setup_criteria: list[Criterion], lay: varied.Layout, folder: 
             continue
         say([f"capacity: group {c.other} alone, for --keep {c.text}"], err=True)
         code, doc, _ = quiet_run(varied.alone(lay, c.other), folder, f"alone{c.other}.json")
-        if code > 128:
-            raise orchestrator.Interrupted(code - 128)
+        stopped_by(code)
         if code == 2:
             raise BadRun()
         bw = criteria.bandwidth(doc, 0) if doc and not doc.get("failures") else 0.0
@@ -334,17 +348,25 @@ def main(argv: list[str], group: int, vary: str, until: tuple[str, ...],
             raise cmdline.UsageError(f"capacity: at {knob.name} {value}: {e}") from None
     if json_path is not None and (why := outputs.refusal("capacity: --json", json_path)):
         raise cmdline.UsageError(why)
+    STOPS.clear()
     catch_stops()
     began = time.monotonic()
     search = Search(start, floor or 1, ceiling, rule)
     stopped, folder = 0, tempfile.mkdtemp(prefix="torque-async-capacity.")
     try:
+        checked = quiet_run([*varied.tokens_at(lay, knob, start, False), "-quit"], folder,
+                            "checked.json")[0]
+        stopped_by(checked)
+        if checked == 2:
+            raise BadRun()                   # the run's checks refused the plan: its one line
         setup = Setup(knob, chosen, rule, tuple((g.index, g.action) for g in plan.groups
                                                 if g.index != group),
                       measured_alone(list(chosen), lay, folder))
         stopped = explore(search, runner(setup, lay, folder), knob.name,
                           lambda line: say([line], err=True))
-    except orchestrator.Interrupted as e:        # in --keep's runs alone
+    except orchestrator.Interrupted as e:        # before the search: no point to report
+        say([f"torque-async: capacity: interrupted by {signal.Signals(e.signum).name}"],
+            err=True)
         return 128 + e.signum
     except BadRun:
         return 2

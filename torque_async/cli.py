@@ -100,12 +100,12 @@ def run(tokens: tuple[str, ...]) -> None:
               help="where the picture goes (default: RESULTS with .png)")
 def plot_command(results: str, output: str | None) -> None:
     """Draw a -json results file: bandwidth over time, latency and lateness percentiles."""
-    from . import export, plot as plotting
+    from . import capacity, export, plot as plotting
     if output == "":
         fail("plot: -o '' names no file: give -o FILE.png, or leave -o out", 2)
     path = output or str(Path(results).with_suffix(".png"))
     try:
-        doc = export.load(results)
+        doc = capacity.load(results) or export.load(results)
     except export.ResultsFileError as e:
         fail(str(e), 2)
     if why := outputs.refusal("plot:", path, " (-o FILE.png)"):

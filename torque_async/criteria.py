@@ -122,7 +122,7 @@ def latency(doc: dict[str, Any], group: int) -> Stats:
 
 def judge(c: Criterion, doc: dict[str, Any], group: int, alone: dict[int, float]) -> Judged:
     """One criterion on one run's results document; `alone`: --keep's bandwidths alone."""
-    broke = [f"interrupted by {doc['interrupted']}"] * bool(doc.get("interrupted")) + \
+    broke = ([f"interrupted by {doc['interrupted']}"] if doc.get("interrupted") else []) + \
         [*doc.get("failures", ()), *(doc.get("cut_short") or ())]
     if broke:
         return Judged(None, False, f"the run did not finish: {broke[0]}")
@@ -135,7 +135,7 @@ def judge(c: Criterion, doc: dict[str, Any], group: int, alone: dict[int, float]
         s = next((s for k, s in sorted(t["streams"].items())
                   if k.startswith("sub") and s and s["verdict"] != "HELD"), None)
         said = f" ({s['sub']}: {s['late']} late, {s['dropped']} dropped of {s['frames']} " \
-               f"frames, lateness p99 {s['lateness_p99'] / 1e3:.1f} us)" if s else ""
+               f"frames, lateness max {s['lateness_max'] / 1e3:.1f} us)" if s else ""
         return Judged(len(missed), False, f"stream proc {t['proc']} (group {t['group']}) "
                                           f"{t['streams']['verdict']}{said}")
     if c.kind == "late":

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import math
+import statistics
 import textwrap
 from dataclasses import dataclass
 from typing import Any
@@ -377,17 +378,19 @@ def curve(doc: dict[str, Any], Figure):
             continue
         ax.plot([p["value"]] * len(ys), ys, ".", color="black", alpha=0.4)
         marker, colour, said = VERDICT_LOOK[p["verdict"]]
-        ax.plot([p["value"]], [sorted(ys)[len(ys) // 2]], marker, color=colour, markersize=9,
+        ax.plot([p["value"]], [statistics.median(ys)], marker, color=colour, markersize=9,
                 label=None if said in shown else f"median, {said}")
         shown.add(said)
     ax.axhline(limit, linestyle="--", color="tab:blue", label=f"criterion {crit['text']}")
     values = [p["value"] for p in doc["points"]]
     if max(values) >= 8 * min(values):
         ax.set_xscale("log", base=2)
+    else:
+        ax.xaxis.get_major_locator().set_params(integer=True)
     ax.set_xlabel(f"{doc['varied']} of group {doc['group']}")
     ax.set_ylabel(crit["figure"])
-    title = f"capacity: {doc['capacity']}" + (f", {doc['failed']} failed" if doc["failed"]
-                                              else "")
+    found = "none" if doc["capacity"] is None else doc["capacity"]
+    title = f"capacity: {found}" + (f", {doc['failed']} failed" if doc["failed"] else "")
     ax.set_title(title, fontsize=9, loc="left")
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0)

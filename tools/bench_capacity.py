@@ -8,6 +8,9 @@ R rounds each, N passing when every stream HELD in every round (the same rule). 
 `seconds` long (the streams' runTime).
 
     python3 tools/bench_capacity.py [--seconds 1] [--rounds 3] [--max 8] [--workloads files,memory]
+                                    [--lateUs 0]
+
+--lateUs gives the streams a tolerance: a frame is late only that many us past its deadline.
 """
 from __future__ import annotations
 
@@ -70,10 +73,12 @@ def main() -> None:
     ap.add_argument("--max", type=int, default=8)
     ap.add_argument("--workloads", default="files,memory")
     ap.add_argument("--smkey", default="0x40c4")
+    ap.add_argument("--lateUs", type=int, default=0)
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         for name in a.workloads.split(","):
-            plan = ["-smkey", a.smkey, *WORKLOADS[name].format(s=a.seconds).split()]
+            plan = ["-smkey", a.smkey, "-lateUs", str(a.lateUs),
+                    *WORKLOADS[name].format(s=a.seconds).split()]
             for how, fn in (("capacity", search), ("sweep", sweep)):
                 answer, runs, seconds = fn(plan, a.rounds, a.max, folder)
                 print(f"{name}, {how}: {answer}; {runs} runs, {seconds:.0f} s", flush=True)

@@ -173,7 +173,8 @@ def compare_command(base: str, runs: tuple[str, ...], threshold: float,
               help="group NAME (action or index) keeps more than F of its bandwidth alone")
 @click.option("--max", "ceiling", type=click.IntRange(min=1), help="the largest value tried")
 @click.option("--min", "floor", type=click.IntRange(min=1),
-              help="the start and the smallest value tried (default: the plan's value; 1)")
+              help="the value the search starts at and never goes below (default: it starts "
+                   "at the plan's value and may go down to 1)")
 @click.option("--rounds", type=click.IntRange(1, 100), default=3, show_default=True,
               help="runs that decide a point")
 @click.option("--pass", "passing", metavar="k/R", help="a point passes in k of its R rounds "

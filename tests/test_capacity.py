@@ -231,6 +231,33 @@ def test_a_real_search_runs_the_plan_at_each_point(key, tmp_path):
     assert drawn.returncode == 0 and (tmp_path / "cap.png").stat().st_size > 1000
 
 
+def test_refused_under_mpiexec(monkeypatch):
+    monkeypatch.setenv("OMPI_COMM_WORLD_RANK", "0")
+    with pytest.raises(cmdline.UsageError, match="capacity: not under mpiexec"):
+        capacity.refuse(plan_of("-n 4 -MB 1 -Striad"))
+
+
+def test_keep_measures_the_load_alone_once_and_judges_its_share(key, tmp_path):
+    out = tmp_path / "cap.json"
+    done = run_cli("capacity", "--max", "2", "--rounds", "1", "--until", "late<1.01",
+                   "--keep", "Striad bw>0.001", "--json", str(out), "--", "-smkey", key,
+                   "-frame", "64x64", "-pixfmt", "rgba8", "-fps", "100", "-memStreams", "w",
+                   "2", "0", "0", "0", "0.2", "1", "-n", "4", "-MB", "1", "-Striad")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count("capacity: group 1 alone, for --keep Striad bw>0.001") == 1
+    assert done.stdout.splitlines()[1] == \
+        "-p,passed,late<1.01: late share,Striad bw>0.001: bw kept,Striad BW(MB/s),verdict"
+    doc = json.loads(out.read_text())
+    alone = doc["alone"]["1"]
+    assert alone > 0 and [p["value"] for p in doc["points"]] == [1, 2]
+    for p in doc["points"]:
+        (r,) = p["rounds"]
+        striad = [t for t in r["run"]["tests"] if t["group"] == 1]
+        assert len(striad) == 1                          # -p went to the streams only
+        assert r["figures"][1] == pytest.approx(striad[0]["table"]["bw"] / alone)
+        assert r["load"] == [pytest.approx(striad[0]["table"]["bw"])]
+
+
 def test_a_real_search_of_an_aio_queue_depth(key):
     done = run_cli("capacity", "--vary", "qd", "--max", "2", "--rounds", "1", "--until",
                    "p99<100s", "--", "-smkey", key, "-n", "32", "-KB", "4", "-mfileMB", "1",

@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from . import __version__, cmdline, criteria, orchestrator, outputs, varied
+from . import __version__, cluster, cmdline, criteria, orchestrator, outputs, varied
 from .criteria import Criterion
 from .inputs import RESULTS_LIMIT, read_bounded
 from .search import Point, Rule, Search
@@ -82,6 +82,9 @@ def refuse(plan) -> None:
     for name, (given, why) in said.items():
         if given:
             raise cmdline.UsageError(f"capacity: -{name} in the plan: {why}")
+    if cluster.launcher_rank() is not None:
+        raise cmdline.UsageError("capacity: not under mpiexec (each rank would search on its "
+                                 "own): run it on one host")
     if not plan.groups or plan.from_config:
         raise cmdline.UsageError("capacity: no group to vary: give the plan's tests after -- "
                                  "(torque-async capacity -- -p 2 -MB 4 -w)")

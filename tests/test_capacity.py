@@ -258,6 +258,21 @@ def test_keep_measures_the_load_alone_once_and_judges_its_share(key, tmp_path):
         assert r["load"] == [pytest.approx(striad[0]["table"]["bw"])]
 
 
+def test_a_real_search_of_a_stream_rate(key, tmp_path):
+    out = tmp_path / "cap.json"
+    done = run_cli("capacity", "--vary", "rate", "--max", "100", "--rounds", "1", "--until",
+                   "late<1.01", "--json", str(out), "--", "-smkey", key, "-frame", "64x64",
+                   "-pixfmt", "rgba8", "-fps", "50", "-memStreams", "w", "2", "0", "0", "0",
+                   "0.2", "1")
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(out.read_text())
+    assert [(p["value"], p["rounds"][0]["run"]["plan"]["groups"][0]["locals"]["fps"])
+            for p in doc["points"]] == [(50, "50"), (100, "100")]
+    frames = [p["rounds"][0]["run"]["tests"][0]["streams"]["sub0"]["frames"]
+              for p in doc["points"]]
+    assert frames == [10, 20]                    # 0.2 s at 50 and at 100 frames per second
+
+
 def test_a_real_search_of_an_aio_queue_depth(key):
     done = run_cli("capacity", "--vary", "qd", "--max", "2", "--rounds", "1", "--until",
                    "p99<100s", "--", "-smkey", key, "-n", "32", "-KB", "4", "-mfileMB", "1",

@@ -273,6 +273,18 @@ def test_a_real_search_of_a_stream_rate(key, tmp_path):
     assert frames == [10, 20]                    # 0.2 s at 50 and at 100 frames per second
 
 
+def test_a_web_tree_is_made_once_and_reused(key, tmp_path):
+    out = tmp_path / "cap.json"
+    done = run_cli("capacity", "--until", "p99<100s", "--max", "4", "--rounds", "1", "--json",
+                   str(out), "--", "-smkey", key, "-dir", str(tmp_path / "site"), "-cfiles",
+                   "-webFiles", "20", "-t", "0.2", "-web")
+    assert done.returncode == 0, done.stderr
+    commands = [p["rounds"][0]["run"]["command"] for p in json.loads(out.read_text())["points"]]
+    assert len(commands) == 3 and "-cfiles" in commands[0]
+    assert not any("-cfiles" in c for c in commands[1:])
+    assert [c.count(f"-p {n} -web") for n, c in zip((1, 2, 4), commands)] == [1, 1, 1]
+
+
 def test_a_real_search_of_an_aio_queue_depth(key):
     done = run_cli("capacity", "--vary", "qd", "--max", "2", "--rounds", "1", "--until",
                    "p99<100s", "--", "-smkey", key, "-n", "32", "-KB", "4", "-mfileMB", "1",

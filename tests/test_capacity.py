@@ -89,7 +89,7 @@ def test_a_noisy_first_round_is_revisited_under_pass_k_of_r():
 
 def setup_for(*crit: Criterion, rule=Rule(3, 3)) -> Setup:
     knob = varied.Knob("procs", 0, "p", 1, 1024, "-p")
-    return Setup(knob, crit or (HELD,), rule, ((1, "Striad"),), {})
+    return Setup(knob, crit or (HELD,), rule, ((1, "Striad"),), {}, {})
 
 
 def test_the_table_and_the_json_hold_every_run():
@@ -248,8 +248,10 @@ def test_keep_measures_the_load_alone_once_and_judges_its_share(key, tmp_path):
     assert done.stdout.splitlines()[1] == \
         "-p,passed,late<1.01: late share,Striad bw>0.001: bw kept,Striad BW(MB/s),verdict"
     doc = json.loads(out.read_text())
-    alone = doc["alone"]["1"]
+    alone = doc["alone"]["1"]["bw"]
     assert alone > 0 and [p["value"] for p in doc["points"]] == [1, 2]
+    assert doc["alone"]["1"]["run"]["plan"]["groups"][0]["action"] == "Striad"
+    assert len(doc["alone"]["1"]["run"]["tests"]) == 1
     for p in doc["points"]:
         (r,) = p["rounds"]
         striad = [t for t in r["run"]["tests"] if t["group"] == 1]

@@ -52,6 +52,7 @@ class Setup:
     rule: Rule
     load: tuple[tuple[int, str], ...]   # (index, action) of the groups not varied
     alone: dict[int, float]             # --keep: each kept group's MB/s alone
+    alone_runs: dict[int, dict[str, Any]]   # and the results document of its run alone
 
 
 class BadRun(Exception):
@@ -275,7 +276,8 @@ def document(setup: Setup, search: Search, stopped: int, argv: list[str],
         "criteria": [{"text": c.text, "kind": c.kind, "figure": c.figure, "limit": c.limit,
                       "group": c.other} for c in setup.criteria],
         "load": [{"group": g, "action": a} for g, a in setup.load],
-        "alone": {str(g): bw for g, bw in setup.alone.items()},
+        "alone": {str(g): {"bw": bw, "run": setup.alone_runs[g]}
+                  for g, bw in setup.alone.items()},
         "points": [{"value": v, "verdict": setup.rule.verdict(p.passes),
                     "rounds": [{"passed": r.passed, "figures": list(r.figures), "why": r.why,
                                 "flags": list(r.flags), "load": list(r.load),
@@ -302,11 +304,12 @@ def say(lines: list[str], err: bool = False) -> None:
     said(lines, err)
 
 
-def measured_alone(setup_criteria: list[Criterion], lay: varied.Layout, folder: str) \
-        -> dict[int, float]:
-    """--keep: each kept group's bandwidth in a run of it alone (the plan's globals)."""
-    out = {}
-    for c in setup_criteria:
+def measured_alone(kept: list[Criterion], lay: varied.Layout, folder: str) \
+        -> tuple[dict[int, float], dict[int, dict[str, Any]]]:
+    """--keep: each kept group's bandwidth in a run of it alone (the plan's globals), and that
+    run's results document."""
+    out, runs = {}, {}
+    for c in kept:
         if c.kind != "keep" or c.other in out:
             continue
         say([f"capacity: group {c.other} alone, for --keep {c.text}"], err=True)
@@ -318,8 +321,8 @@ def measured_alone(setup_criteria: list[Criterion], lay: varied.Layout, folder: 
         if not bw:
             raise cmdline.UsageError(f"capacity: --keep {c.text}: group {c.other} alone "
                                      f"measured no bandwidth (exit {code})")
-        out[c.other] = bw
-    return out
+        out[c.other], runs[c.other] = bw, doc
+    return out, runs
 
 
 def main(argv: list[str], group: int, vary: str, until: tuple[str, ...],
@@ -364,7 +367,7 @@ def main(argv: list[str], group: int, vary: str, until: tuple[str, ...],
             raise BadRun()                   # the run's checks refused the plan: its one line
         setup = Setup(knob, chosen, rule, tuple((g.index, g.action) for g in plan.groups
                                                 if g.index != group),
-                      measured_alone(list(chosen), lay, folder))
+                      *measured_alone(list(chosen), lay, folder))
         stopped = explore(search, runner(setup, lay, folder), knob.name,
                           lambda line: say([line], err=True))
     except orchestrator.Interrupted as e:        # before the search: no point to report

@@ -300,8 +300,8 @@ def test_a_real_search_of_an_aio_queue_depth(key):
 def test_a_signal_ends_a_real_search_and_prints_the_points_so_far(key):
     proc = start("capacity", "--max", "64", "--rounds", "1", "--until", "late<1.01", "--",
                  "-smkey", key, "-frame", "64x64", "-pixfmt", "rgba8", "-fps", "100",
-                 "-memStreams", "w", "2", "0", "0", "0", "1", "1")
-    for line in proc.stderr:                   # the second point's run has begun
+                 "-memStreams", "w", "2", "0", "0", "0", "3", "1")
+    for line in proc.stderr:                   # the second point is next
         if line.startswith("capacity: -p 2 "):
             break
     proc.send_signal(signal.SIGINT)

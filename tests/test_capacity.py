@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import signal
 
 import pytest
@@ -285,6 +286,18 @@ def test_a_web_tree_is_made_once_and_reused(key, tmp_path):
     assert len(commands) == 3 and "-cfiles" in commands[0]
     assert not any("-cfiles" in c for c in commands[1:])
     assert [c.count(f"-p {n} -web") for n, c in zip((1, 2, 4), commands)] == [1, 1, 1]
+
+
+def test_a_value_the_run_refuses_is_a_failed_point_with_the_run_s_reason(key):
+    cpus = len(os.sched_getaffinity(0))            # -affinityNumberDiff 0 pins process k to k
+    done = run_cli("capacity", "--until", "p99<100s", "--max", str(2 * cpus), "--rounds", "1",
+                   "--", "-smkey", key, "-affinityNumberDiff", "0", "-n", "4", "-MB", "1",
+                   "-Striad")
+    assert done.returncode == 0, done.stderr
+    assert f"capacity: {cpus} (passed 1/1); {cpus + 1} failed (passed 0/1)" in done.stdout
+    assert f"\n{cpus + 1} failed: round 1: the run refused the plan at this value: " \
+           f"-affinityNumberDiff: CPU {cpus} is not available here" in done.stdout
+    assert f"CPU {cpus} is not available here" in done.stderr        # the run's own line too
 
 
 def test_a_real_search_of_an_aio_queue_depth(key):

@@ -105,35 +105,48 @@ def assess(setup: Setup, value: int, code: int, doc: dict[str, Any] | None,
                  tuple(j.flag for j in judged if j.flag), load, seconds, code, doc)
 
 
-def quiet_run(tokens: list[str], folder: str, name: str) -> tuple[int, dict | None, float]:
+def quiet_run(tokens: list[str], folder: str, name: str) \
+        -> tuple[int, dict | None, float, str]:
     """One run of the plan as `torque-async run` makes it (cli.execute), its report sent to
-    /dev/null, its results read from its -json file; (exit status, document, seconds). A stop
-    signal noted before it raises orchestrator.Interrupted; after it, signals are noted again."""
+    /dev/null, its results read from its -json file, what it said on stderr kept and passed
+    on; (exit status, document, seconds, stderr). A stop signal noted before it raises
+    orchestrator.Interrupted; after it, signals are noted again."""
     from . import cli
     path = os.path.join(folder, name)
     stopped_by(0)
     sys.stdout.flush()
-    saved = os.dup(1)
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
     null = os.open(os.devnull, os.O_WRONLY)
+    said = os.open(path + ".err", os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     began = time.monotonic()
     try:
         os.dup2(null, 1)
+        os.dup2(said, 2)
         code = cli.execute([*tokens, "-json", path, "-noProgress"])
     except KeyboardInterrupt:            # SIGINT as the run restored the default handlers
         code = 128 + signal.SIGINT
     finally:
-        os.dup2(saved, 1)
-        os.close(saved)
+        sys.stderr.flush()
+        for fd, kept in zip((1, 2), saved):
+            os.dup2(kept, fd)
+            os.close(kept)
         os.close(null)
         catch_stops()
     seconds = time.monotonic() - began
+    with os.fdopen(said, "rb") as f:
+        f.seek(0)
+        text = f.read().decode("utf-8", "replace")
+    os.unlink(path + ".err")
+    if text:
+        outputs.emit(sys.stderr, text)
     try:
         with open(path, encoding="utf-8") as f:
             doc = json.load(f)
         os.unlink(path)
     except (OSError, ValueError):
         doc = None
-    return code, doc, seconds
+    return code, doc, seconds, text
 
 
 STOPS: list[int] = []               # stop signals received outside a run, in order
@@ -160,11 +173,15 @@ def runner(setup: Setup, lay: varied.Layout, folder: str) -> Callable[[int], Rou
 
     def attempt(value: int) -> Round:
         count[0] += 1
-        code, doc, seconds = quiet_run(varied.tokens_at(lay, setup.knob, value, made[0]),
-                                       folder, f"run{count[0]}.json")
+        code, doc, seconds, said = quiet_run(
+            varied.tokens_at(lay, setup.knob, value, made[0]), folder, f"run{count[0]}.json")
         stopped_by(code)
-        if code == 2:
-            raise BadRun()
+        if code == 2:                    # (the start's plan passed its checks: this value's
+            why = (said.strip().splitlines() or ["exit 2"])[-1]       # did not)
+            return Round(value, False, (None,) * len(setup.criteria),
+                         f"the run refused the plan at this value: "
+                         f"{why.removeprefix('torque-async: error: ')}", (), (), seconds, code,
+                         None)
         made[0] |= bool(doc) and not doc.get("failures")
         return assess(setup, value, code, doc, seconds)
     return attempt
@@ -313,7 +330,8 @@ def measured_alone(kept: list[Criterion], lay: varied.Layout, folder: str) \
         if c.kind != "keep" or c.other in out:
             continue
         say([f"capacity: group {c.other} alone, for --keep {c.text}"], err=True)
-        code, doc, _ = quiet_run(varied.alone(lay, c.other), folder, f"alone{c.other}.json")
+        code, doc, _, _ = quiet_run(varied.alone(lay, c.other), folder,
+                                    f"alone{c.other}.json")
         stopped_by(code)
         if code == 2:
             raise BadRun()

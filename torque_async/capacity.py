@@ -56,7 +56,8 @@ class Setup:
 
 
 class BadRun(Exception):
-    """A point's run refused the plan (exit 2): its own line said why."""
+    """A run before the search (the plan's check, --keep's run alone) refused the plan (exit
+    2): its own line said why."""
 
 
 def rule_of(rounds: int, passing: str | None) -> Rule:
@@ -92,10 +93,13 @@ def refuse(plan) -> None:
 
 
 def assess(setup: Setup, value: int, code: int, doc: dict[str, Any] | None,
-           seconds: float) -> Round:
-    """A point's round from its run's exit status and results document."""
+           seconds: float, said: str = "") -> Round:
+    """A point's round from its run's exit status, results document and stderr (a run that
+    refused the plan at this value, exit 2, fails with its last line)."""
     if doc is None:
+        last = (said.strip().splitlines() or [""])[-1].removeprefix("torque-async: error: ")
         return Round(value, False, (None,) * len(setup.criteria),
+                     f"the run refused the plan at this value: {last}" if code == 2 else
                      f"the run ended with exit {code} and wrote no results", (), (), seconds,
                      code, None)
     judged = [criteria.judge(c, doc, setup.knob.group, setup.alone) for c in setup.criteria]
@@ -175,15 +179,10 @@ def runner(setup: Setup, lay: varied.Layout, folder: str) -> Callable[[int], Rou
         count[0] += 1
         code, doc, seconds, said = quiet_run(
             varied.tokens_at(lay, setup.knob, value, made[0]), folder, f"run{count[0]}.json")
-        stopped_by(code)
-        if code == 2:                    # (the start's plan passed its checks: this value's
-            why = (said.strip().splitlines() or ["exit 2"])[-1]       # did not)
-            return Round(value, False, (None,) * len(setup.criteria),
-                         f"the run refused the plan at this value: "
-                         f"{why.removeprefix('torque-async: error: ')}", (), (), seconds, code,
-                         None)
+        if code > 128:                   # (a stop after it: noted, the next run is not made)
+            raise orchestrator.Interrupted(code - 128)
         made[0] |= bool(doc) and not doc.get("failures")
-        return assess(setup, value, code, doc, seconds)
+        return assess(setup, value, code, doc if code != 2 else None, seconds, said)
     return attempt
 
 

@@ -77,15 +77,34 @@ def test_one_failing_round_fails_a_point_unless_pass_allows_it():
     assert (lo.value, hi.value) == (37, 38) and lo.passes == [True, False, True]
 
 
-def test_a_noisy_first_round_is_revisited_under_pass_k_of_r():
-    # 36 fails its first round: under 2/3 it leans to fail, is revisited, passes 2 of 3, and the
-    # search goes on above it
+def test_a_noisy_first_round_is_settled_before_the_search_goes_below_it():
+    # 36 fails its first round: under 2/3 it is revisited at once, passes 2 of 3, and the
+    # search goes on above it (no bisection below 36)
     s, calls = searched(37, Rule(3, 2), noise={(36, 1)})
     lo, hi = s.answer()
     assert (lo.value, hi.value) == (37, 38)
     assert s.points[36].passes == [False, True, True]
-    # bisection ran 38 then 37 once each; the revisits alternate while both are undecided
-    assert [v for v in calls if v in (37, 38)] == [38, 37, 37, 38]
+    assert calls[calls.index(36):calls.index(36) + 3] == [36, 36, 36]
+    assert not {33, 34, 35} & set(calls)
+
+
+def test_the_two_bounds_rounds_interleave():
+    # under 2/3, 36 (one pass) and 37 (one fail) are one apart and both undecided
+    s, calls = searched(36, Rule(3, 2))
+    assert [v for v in calls if v in (36, 37)] == [36, 37, 36, 37]
+    assert (s.answer()[0].value, s.answer()[1].value) == (36, 37)
+
+
+@pytest.mark.parametrize("step", [9, 37, 300])
+def test_noisy_rounds_under_pass_2_of_3_keep_the_step_and_the_runs_logarithmic(step):
+    # a failing first round at points the search crosses: the doubling's last pass, the
+    # bisection's midpoint below the step, the step itself
+    below = 1 << (step.bit_length() - 1)
+    noise = {(below, 1), ((below + 2 * below) // 2, 1), (step, 1)}
+    s, calls = searched(step, Rule(3, 2), noise=noise)
+    lo, hi = s.answer()
+    assert (lo.value, hi.value) == (step, step + 1)
+    assert len(calls) <= 2 * math.log2(1024) + 3 * 3       # + the noisy points' revisits
 
 
 def setup_for(*crit: Criterion, rule=Rule(3, 3)) -> Setup:

@@ -3,9 +3,11 @@
 Every step runs one round of one point. A new point gets one round; the search leans on what
 its rounds so far say (Rule.leaning) and moves on: up by doubling until a point fails (or
 --max), down by halving when the start failed, then bisection between the largest point that
-passed and the smallest that failed. Once they are one apart, the two are revisited, the one
-with fewer rounds first (their rounds interleave), until each is decided (Rule.verdict); a
-revisit that turns a point over moves the bounds and the bisection goes on. The values are
+passed and the smallest that failed. A point that failed a round --pass may forgive is
+settled before the search goes below it (one noisy round would send the bisection down a
+whole half). Once the bounds are one apart, the two are revisited, the one with fewer rounds
+first (their rounds interleave), until each is decided (Rule.verdict); a revisit that turns a
+point over moves the bounds and the bisection goes on. The values are
 integers; the passing values are assumed to be the ones below a step.
 """
 from __future__ import annotations
@@ -66,6 +68,9 @@ class Search:
         lo, hi = self.bounds()
         if lo is None and hi is None:
             return self.start
+        if hi is not None and (lo is None or hi - lo > 1) and hi > self.floor \
+                and self.rule.verdict(self.points[hi].passes) is None:
+            return hi            # a failed round --pass forgives: settled before going below
         if hi is None and lo < self.ceiling:
             return min(lo * 2, self.ceiling)
         if lo is None and hi > self.floor:

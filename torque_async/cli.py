@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import math
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -99,12 +100,12 @@ def run(tokens: tuple[str, ...]) -> None:
               help="where the picture goes (default: RESULTS with .png)")
 def plot_command(results: str, output: str | None) -> None:
     """Draw a -json results file: bandwidth over time, latency and lateness percentiles."""
-    from . import export, plot as plotting
+    from . import capacity, export, plot as plotting
     if output == "":
         fail("plot: -o '' names no file: give -o FILE.png, or leave -o out", 2)
     path = output or str(Path(results).with_suffix(".png"))
     try:
-        doc = export.load(results)
+        doc = capacity.load(results) or export.load(results)
     except export.ResultsFileError as e:
         fail(str(e), 2)
     if why := outputs.refusal("plot:", path, " (-o FILE.png)"):
@@ -158,6 +159,38 @@ def compare_command(base: str, runs: tuple[str, ...], threshold: float,
     if fail_on_regression and why and not unmatched:
         say([f"torque-async: --fail-on-regression: exit 1: {'; '.join(why)}"], err=True)
     sys.exit(2 if unmatched else 1 if fail_on_regression and why else 0)
+
+
+@main.command("capacity", context_settings=dict(ignore_unknown_options=True))
+@click.option("--group", type=click.IntRange(min=0), default=0, show_default=True,
+              help="the group varied (its index in the plan)")
+@click.option("--vary", type=click.Choice(["procs", "qd", "rate"]), default="procs",
+              show_default=True, help="its processes (streams, clients, lanes), its -aio queue "
+              "depth, or its rate (a stream's -fps or MiB/s, 1e6/-T)")
+@click.option("--until", multiple=True, metavar="CRIT",
+              help="held (default with streams), p99<10ms, p999<500us, late<0.01 (repeatable)")
+@click.option("--keep", multiple=True, metavar="'NAME bw>F'",
+              help="group NAME (action or index) keeps more than F of its bandwidth alone")
+@click.option("--max", "ceiling", type=click.IntRange(min=1), help="the largest value tried")
+@click.option("--min", "floor", type=click.IntRange(min=1),
+              help="the value the search starts at and never goes below (default: it starts "
+                   "at the plan's value and may go down to 1)")
+@click.option("--rounds", type=click.IntRange(1, 100), default=3, show_default=True,
+              help="runs that decide a point")
+@click.option("--pass", "passing", metavar="k/R", help="a point passes in k of its R rounds "
+              "(default: in every round)")
+@click.option("--json", "json_path", metavar="FILE", help="every point and every run's results")
+@click.argument("plan", nargs=-1, type=click.UNPROCESSED)
+def capacity_command(plan: tuple[str, ...], **given) -> None:
+    """The largest value of one group (-p, -aio depth, rate) at which the whole plan still
+    meets the criteria: torque-async capacity --max 16 -- PLAN"""
+    from . import capacity
+    try:
+        code = capacity.main(list(plan), command=" ".join(map(shlex.quote, sys.argv[1:])),
+                             **given)
+    except cmdline.UsageError as e:
+        fail(str(e), 2)
+    sys.exit(code)
 
 
 # What a results file that passed export.load's checks can still raise in compare or plot: it

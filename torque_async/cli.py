@@ -269,8 +269,10 @@ def run_plan(argv: list[str], began: startup.Began, late: list[int]) -> int:
         job = None
         if rank is not None:                     # each rank's own plan, checked as it runs,
             cluster.refuse(plan)                 # every rank told of any rank's refusal
+            agreed = cluster.plan_digest_lines(helptext.plan_lines(plan))
             plan = cluster.ranked(plan, tag)
             job = cluster.start(rank)
+            job.same_plan(agreed)
             plan = job.plan_for(plan)            # (its clean-up guard from here: a stop in
             job.agree(lambda: validate.check(plan))   # the checks leaves none of MPI's files)
         else:

@@ -206,7 +206,14 @@ def test_the_cluster_report_names_hosts_and_ranks_and_totals_the_ranks(capsys):
     per_test = [100 / (r.elapsed / 1e9) for r in run.records]      # 100 MB each
     host_a = next(ln for ln in lines if ln.startswith("Host a: rank 0; 2 tests"))
     assert host_a.endswith(f"Total {sum(per_test[:2]):.0f} MB/s")
-    assert f"Cluster total: {sum(per_test):.0f} MB/s (every test on every host)" in lines
+    span = 400 / 2.0029999                # every byte over the first start to the last finish
+    assert (f"Cluster total: {sum(per_test):.0f} MB/s (every test on every host: the sum of "
+            f"their rates, the BW: line's Total); IOR's aggregate, every byte over the span from "
+            f"the first start to the last finish: {span:.0f} MB/s") in lines
+    ranks = [sum(per_test[:2]), sum(per_test[2:])]                     # 190.9 and 150
+    assert (f"Group 0 (Bzero): sum of rates {sum(per_test):.0f} MB/s; IOR's aggregate "
+            f"{span:.0f} MB/s; per rank min {min(ranks):.0f}, max {max(ranks):.0f}, mean "
+            f"{sum(ranks) / 2:.0f}, stddev {abs(ranks[0] - ranks[1]) / 2:.0f} MB/s") in lines
     assert "Start skew between ranks (first to last release): 2999.9 us" in lines
     assert any(ln.startswith("Clock offsets to rank 0 measured to within 3.0 us") for ln in lines)
 
@@ -379,6 +386,9 @@ def test_two_ranks_give_one_report_with_every_rank_s_rows(tmp_path):
     assert [t["rank"] for t in doc["tests"]] == [0, 0, 1, 1]
     assert doc["bandwidth"]["total"] == pytest.approx(sum(t["sys_bw"] for t in doc["tests"]))
     assert f"Cluster total: {doc['bandwidth']['total']:.0f} MB/s" in out
+    total = doc["cluster"]["aggregates"]["total"]
+    assert total["sum_of_rates"] == pytest.approx(doc["bandwidth"]["total"])
+    assert 0 < total["span_rate"] <= total["sum_of_rates"] * 1.0001   # one span holds them all
 
 
 def test_three_ranks_each_use_their_own_scratch_files_and_leave_none(tmp_path):
@@ -692,6 +702,10 @@ def test_repeat_and_baseline_run_every_phase_on_every_rank(tmp_path, ranks, key,
         assert run["cluster"]["ranks"][0]["offset_ns"] == 0
     assert doc["cluster"]["hosts"] == [{"host": HOST, "ranks": list(range(ranks)),
                                         "system": doc["system"]}]
+    totals = [ln for ln in out.splitlines() if ln.startswith("Cluster total:")]
+    bw = out.split("BW:, ")[1].split("\n")[0].split(", ")[-1]     # the medians' sum
+    assert totals == [f"Cluster total: {bw} MB/s (every test on every host: the sum of their "
+                      f"rates, the median of 2 repetitions, as the BW: line's Total)"]
     if "-baseline" in plan:
         found = block(out, report.BASELINE_HEADER)
         assert {(r[0], r[1], r[-1]) for r in found} == \

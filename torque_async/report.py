@@ -963,7 +963,7 @@ def render(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], inf
                            *cyclic_lines(records, procs), *checkpoint_lines(records, procs, t0)))
     for group in plan.groups:
         lines += ["", *web.lines(group, records, procs, SHORTEST_NS)]
-    lines += ["", *runs, "", *(cluster.lines(t0) if cluster else ())]
+    lines += ["", *runs, "", *(cluster.lines(t0, repetitions) if cluster else ())]
     lines += ["", *stream_lines(records, procs), "", *sample_lines(records, procs, t0)]
     if plan.settings.vl:
         lines += ["", *detail_lines(records, procs, plan.settings.vl)]

@@ -57,10 +57,22 @@ def launcher_rank() -> int | None:
     return None
 
 
-def own(smkey: int, rank: int | None) -> tuple[int, str]:
-    """A rank's segment key and what names its scratch directory and -files tree (.HOST.rRANK);
-    without a launcher (rank None) the run's own key and no tag."""
-    return (smkey, "") if rank is None else (smkey + rank, f".{socket.gethostname()}.r{rank}")
+LOCAL_RANK = ("MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK", "PMIX_LOCAL_RANK")
+
+
+def first_on_host() -> bool:
+    """Whether this process is its host's first rank (or runs without a launcher): what every
+    rank of a host would find alike is said once, by it."""
+    local = next((os.environ[n] for n in LOCAL_RANK if n in os.environ), None)
+    return launcher_rank() is None or local in (None, "0")
+
+
+def own(smkey: int | None, rank: int | None) -> tuple[int, str]:
+    """A run's segment key (-smkey, + its rank under a launcher; without -smkey its pid, which
+    no other live run has) and what names its scratch directory and -files tree (.HOST.rRANK;
+    none without a launcher, rank None)."""
+    key = os.getpid() if smkey is None else smkey + (rank or 0)
+    return key, "" if rank is None else f".{socket.gethostname()}.r{rank}"
 
 
 def refuse(plan: Plan) -> None:

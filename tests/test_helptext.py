@@ -45,7 +45,7 @@ def test_each_default_prints_once_in_its_options_unit():
     defaults = {n: re.findall(r"\(default ([^)]*)\)", t) for n, t in listed.items()}
     assert defaults["B"] == ["1048576"] and defaults["KB"] == ["1024"]
     assert defaults["MB"] == ["1"] and defaults["GB"] == ["1 MB"]
-    assert defaults["smkey"] == ["0xdeca"] and defaults["dir"] == ["filestest"]
+    assert defaults["smkey"] == [] and defaults["dir"] == ["filestest"]
     assert defaults["i"] == ["10"] and defaults["n"] == ["64"] and defaults["engine"] == ["auto"]
     assert defaults["bp2"] == ["0xaaaaaaaaaaaaaaaa"] and defaults["T"] == []
     assert all(len(d) <= 1 for d in defaults.values())

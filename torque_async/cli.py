@@ -22,7 +22,8 @@ from click.shell_completion import CompletionItem
 from . import __version__, cmdline, helptext, orchestrator, outputs, runs, startup, sysinfo
 from . import cluster, validate, workstart
 from .options import OPTIONS
-from .results import NotASegment, SegmentInUse, free_segment, segment_name
+from .results import (SEGMENT_PREFIX, SHM_DIR, NotASegment, SegmentInUse, free_segment,
+                      segment_name)
 
 MISSED_EXIT = 3                    # -failLate: a stream missed its rate, nothing else failed
 
@@ -294,16 +295,18 @@ def run_plan(argv: list[str], began: startup.Began, late: list[int]) -> int:
         rank = cluster.launcher_rank()            # under mpiexec: this rank's key and scratch
         key, tag = cluster.own(s.smkey, rank)
         if s.freeSharedMemory:
-            free_leftovers(key, tag,
+            free_leftovers(None if s.smkey is None else key, tag,
                            f"rank {rank} on {socket.gethostname()}: " if tag else "")
             if not plan.groups or plan.from_config:
                 return 0
-        note_leftovers(tag)
+        note_leftovers(tag, cluster.first_on_host())
         job = None
         if rank is not None:                     # each rank's own plan, checked as it runs,
             cluster.refuse(plan)                 # every rank told of any rank's refusal
+            agreed = cluster.plan_digest_lines(helptext.plan_lines(plan))
             plan = cluster.ranked(plan, tag)
             job = cluster.start(rank)
+            job.same_plan(agreed)
             plan = job.plan_for(plan)            # (its clean-up guard from here: a stop in
             job.agree(lambda: validate.check(plan))   # the checks leaves none of MPI's files)
         else:
@@ -311,6 +314,8 @@ def run_plan(argv: list[str], began: startup.Began, late: list[int]) -> int:
         if s.quit:
             say(helptext.plan_lines(plan))
             return 0
+        if job is None:
+            plan = replace(plan, settings=replace(s, smkey=key))
         if s.vl >= 3:
             plan = trace_every_transfer(plan)
         done = runs.run(plan, sysinfo.cache_line(), job)
@@ -348,13 +353,14 @@ def answers(plan) -> list[str] | None:
     return [ln for lines in asked for ln in lines] if asked else None
 
 
-def free_leftovers(smkey: int, tag: str, who: str) -> None:
+def free_leftovers(smkey: int | None, tag: str, who: str) -> None:
     """-freeSharedMemory: remove the key's segment and semaphores (refused while its run is
-    alive) and the scratch directories of dead runs, saying what it removed; under mpiexec
-    each rank frees its own (key + rank, its tag's directories), its lines (a refusal's too)
-    led by `who`."""
+    alive; without -smkey, those of every killed run of this user's) and the scratch
+    directories of dead runs, saying what it removed; under mpiexec each rank frees its own
+    (key + rank, its tag's directories), its lines (a refusal's too) led by `who`."""
     try:
-        say([who + line for line in free_shared_memory(smkey)])
+        say([who + line for line in (free_shared_memory(smkey) if smkey is not None
+                                     else free_killed_runs())])
     except cmdline.UsageError as e:
         raise cmdline.UsageError(who + str(e)) from None
     for what, left in leftovers(tag):
@@ -362,20 +368,22 @@ def free_leftovers(smkey: int, tag: str, who: str) -> None:
         say([f"{who}removed the {what} {left} of a run that is gone"])
 
 
-def note_leftovers(tag: str) -> None:
-    for what, left in leftovers(tag):
+def note_leftovers(tag: str, servers: bool = True) -> None:
+    """Name what killed runs left here (the workers' servers' directories, which every rank of
+    a host would find alike, only if `servers`)."""
+    for what, left in leftovers(tag, servers):
         print(f"torque-async: note: a killed run left the {what} {left}: "
               f"-freeSharedMemory removes it", file=sys.stderr)
 
 
-def leftovers(tag: str) -> list[tuple[str, str]]:
+def leftovers(tag: str, servers: bool = True) -> list[tuple[str, str]]:
     """What killed runs left here: scratch directories, and their workers' servers' socket
     directories where this command's would be (named by pid alone: the temp dir is this
     host's)."""
     from .io import scratch
     return [*(("scratch directory", d) for d in scratch.leftovers(tag=tag)),
-            *(("workers' server directory", d)
-              for d in scratch.leftovers(workstart.base(os.getpid()), prefix=workstart.PREFIX))]
+            *(("workers' server directory", d) for d in (scratch.leftovers(
+                workstart.base(os.getpid()), prefix=workstart.PREFIX) if servers else ()))]
 
 
 def finish(plan, done: runs.Runs, info, job, began: startup.Began | None = None) -> int:
@@ -455,6 +463,22 @@ def free_shared_memory(smkey: int) -> list[str]:
     owner, sems = freed
     return [f"removed /dev/shm/{name} (created by pid {owner})"] + \
         [f"removed the semaphore /dev/shm/sem.{n.lstrip('/')} of that run" for n in sems]
+
+
+def free_killed_runs() -> list[str]:
+    """-freeSharedMemory without -smkey: the segments (and semaphores) of every killed run of
+    this user's, the live runs' left alone."""
+    from .io.scratch import owned
+    found = sorted(n for n in os.listdir(SHM_DIR) if n.startswith(SEGMENT_PREFIX)
+                   and owned(os.path.join(SHM_DIR, n)))
+    out = []
+    for name in found:
+        try:
+            out += free_shared_memory(int(name[len(SEGMENT_PREFIX):], 16))
+        except (cmdline.UsageError, ValueError):       # a live run's, or not a segment
+            continue
+    return [ln for ln in out if not ln.startswith("no shared memory")] or \
+        ["no shared memory of a killed run to remove"]
 
 
 def same_file(a, b) -> bool:

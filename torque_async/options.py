@@ -224,6 +224,9 @@ _G = [
            group="Execution"),
     Option("rampAll", GLOBAL, "-ramp for every group that sets none", (Arg("seconds", RAMP),),
            group="Transfers"),
+    Option("rankTimeout", GLOBAL, "under mpiexec: seconds a rank waits, once its run ended, for "
+           "every other rank to end theirs; then the ranks that did not are named and the job "
+           "ends (exit 1)", (Arg("seconds", number(1, 86400)),), group="Execution"),
     Option("repeat", GLOBAL, "run the whole plan n times; the report gives each test's median, "
            "min-max and spread, the JSON every repetition", (Arg("n", integer(1, 1000)),),
            group="Execution"),
@@ -231,7 +234,9 @@ _G = [
            (Arg("n", integer(0, 2**63 - 1)),), group="Execution"),
     Option("slow", GLOBAL, "keep every test running until the slowest completes "
            "(default with more than one test)", const=True, group="Execution"),
-    Option("smkey", GLOBAL, "shared memory key: the results segment is /torque-async-KEY",
+    Option("smkey", GLOBAL, "shared memory key: the results segment is /torque-async-KEY "
+           "(default: the run's pid, so that no two runs share one; under mpiexec -smkey KEY "
+           "gives rank r KEY + r)",
            (Arg("key", integer(0, 2**32 - 1)),), group="Execution"),
     Option("sp", GLOBAL, "single process: the main process runs the one test itself",
            group="Execution"),
@@ -422,9 +427,9 @@ if not set(FIO_NAMES.values()) <= set(OPTIONS):
 GLOBAL_DEFAULTS: dict[str, Any] = dict(
     aliasFile=None, bo=False, config=None, child=None, example=False, files=(), slow=None,
     freeSharedMemory=False, g=False, help=None, nh=False, printAlias=False, quit=False,
-    seed=None, smkey=0xDECA, sp=False, vl=0, version=False,
+    seed=None, smkey=None, sp=False, vl=0, version=False,
     csv=None, json=None, noProgress=False, engine="auto", writeDevices=False,
-    allowForeign=False, failLate=False, baseline=False, repeat=1, tAll=None, rampAll=None)
+    allowForeign=False, failLate=False, baseline=False, repeat=1, tAll=None, rampAll=None, rankTimeout=30.0)
 LOCAL_DEFAULTS: dict[str, Any] = dict(
     affinityNumber=None, affinityNumberDiff=None, affinityParent=None, appendKB=16,
     appendEvery=10, size=MB,

@@ -946,7 +946,9 @@ def render(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], inf
     lines: list[str] = []
     if not plan.settings.nh:
         lines += [f"torque-async, version: {__version__}", f"torque-async {plan.command}".rstrip(),
-                  date, f"seed = {plan.settings.seed}", "", *header_lines(info), "",
+                  date, f"seed = {plan.settings.seed}",
+                  *([f"smkey = {plan.settings.smkey:#x}"] if plan.settings.smkey is not None
+                    else ()), "", *header_lines(info), "",
                   "torque-async (time in ms)",
                   f"We waited for {len(procs)} process{'es' * (len(procs) != 1)}"]
         for group in plan.groups:
@@ -963,7 +965,7 @@ def render(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], inf
                            *cyclic_lines(records, procs), *checkpoint_lines(records, procs, t0)))
     for group in plan.groups:
         lines += ["", *web.lines(group, records, procs, SHORTEST_NS)]
-    lines += ["", *runs, "", *(cluster.lines(t0) if cluster else ())]
+    lines += ["", *runs, "", *(cluster.lines(t0, repetitions) if cluster else ())]
     lines += ["", *stream_lines(records, procs), "", *sample_lines(records, procs, t0)]
     if plan.settings.vl:
         lines += ["", *detail_lines(records, procs, plan.settings.vl)]

@@ -99,7 +99,8 @@ def series(plan: Plan, linesize: int, times: int, name: str, job=None) \
     outcomes, lines, cut = [], [], []
     for k in range(times):
         outcome = orchestrator.run(plan, linesize, job and job.meet)
-        outcomes.append(job.gather(outcome, plan) if job else outcome)
+        outcome = job.gather(outcome, plan) if job else outcome    # (a rank late at its end
+        outcomes.append(outcome)                                   # fails it)
         which = ", ".join(filter(None, (name, times > 1 and f"repetition {k + 1} of {times}")))
         said = f"{which}: " if which else ""
         lines += [said + f for f in outcome.failures]

@@ -28,7 +28,8 @@ from __future__ import annotations
 import asyncio
 import os
 
-from . import filetest, uring
+from .. import meter as meters
+from . import layout, uring
 from .engine import now, short
 from .layout import BLOCK, Cursor
 
@@ -39,8 +40,7 @@ NOTE = "I/O path = the engine's batches (plain transfers, no lane each)"
 
 async def drive(test) -> None:
     """Run a FileTest's transfers on its engine's slots until every slot has stopped."""
-    EXTRA, MEASURED, SHIFT, STOP = filetest.EXTRA, filetest.MEASURED, filetest.SHIFT, \
-        filetest.STOP
+    EXTRA, MEASURED, SHIFT, STOP = meters.EXTRA, meters.MEASURED, layout.SHIFT, meters.STOP
     engine = test.engine
     finished = asyncio.get_running_loop().create_future()
     take, decide, record, failed, ended = test.take, test.decide, test.record, test.failed, \
@@ -136,7 +136,7 @@ async def calibrate(tests: list, stopped) -> list:
     on, far from its first transfers; nothing is written); each one's info says what was
     chosen, or why nothing was. Returns the tests whose info says so (none when stopped or with
     nothing to choose from); a read that failed raises uring.Misread."""
-    chosen = [test for test in tests if isinstance(test, filetest.FileTest) and test.batched
+    chosen = [test for test in tests if getattr(test, "batched", False)   # FileTests only
               and test.direct and isinstance(test.engine, uring.UringEngine)
               and all(held(fd, test.size) for fd in test.fds)]   # (one to read in each file)
     if sum(test.depth for test in chosen) < 2:

@@ -41,11 +41,7 @@ from ..meter import EXTRA, MEASURED, STOP
 from . import actions, batch, data, scratch, tree
 from .engine import NAMES, choose, now, open_engine
 from .files import block_size, choose_mode, made_note, open_file
-from .layout import BLOCK, Cursor, Layout
-
-SHIFT = BLOCK.bit_length() - 1     # transfer k is in block k >> SHIFT, at k & MASK
-MASK = BLOCK - 1
-assert BLOCK == 1 << SHIFT
+from .layout import BLOCK, MASK, SHIFT, Cursor, Layout
 
 CHUNK = 8 << 20                    # check(): bytes of a scratch file compared at once
 

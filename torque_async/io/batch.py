@@ -30,7 +30,7 @@ import os
 
 from .. import meter as meters
 from . import layout, uring
-from .engine import now, short
+from .engine_api import now, short
 from .layout import BLOCK, Cursor
 
 CALIBRATION_FROM = BLOCK << 12     # calibrate() reads a test's places from its transfer this far on

@@ -39,7 +39,8 @@ from torque_async.timer import SLICE_NS
 
 from ..meter import EXTRA, MEASURED, STOP
 from . import actions, batch, data, scratch, tree
-from .engine import NAMES, choose, now, open_engine
+from .engine import choose, open_engine
+from .engine_api import NAMES, now
 from .files import block_size, choose_mode, made_note, open_file
 from .layout import BLOCK, MASK, SHIFT, Cursor, Layout
 

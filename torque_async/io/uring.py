@@ -48,7 +48,7 @@ from typing import Callable, Coroutine, NamedTuple
 
 from . import ring as rings
 from ..units import amount
-from .engine import NAMES, YIELD_NS, now, short
+from .engine_api import NAMES, YIELD_NS, now, short
 
 DISABLED = "/proc/sys/kernel/io_uring_disabled"
 ENTRIES = 4096                     # SQEs; completions in flight may exceed it

@@ -16,7 +16,7 @@ from typing import Awaitable, Callable
 
 from torque_async.testing.api import TestError
 
-from ..io.engine import YIELD_NS
+from ..io.engine_api import YIELD_NS
 from ..meter import NEVER
 from ..stats import Summary
 from .frames import Frames

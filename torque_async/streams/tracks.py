@@ -22,7 +22,8 @@ from torque_async.testing.api import TestError
 from torque_async.testing.buffers import Buffers
 
 from ..io import scratch
-from ..io.engine import NAMES, choose, open_engine
+from ..io.engine import choose, open_engine
+from ..io.engine_api import NAMES
 from ..io.files import block_size, choose_mode, made_note, open_file
 from ..meter import now
 from .schedule import READ

@@ -20,6 +20,7 @@ from click.shell_completion import CompletionItem
 
 from . import __version__, cmdline, helptext, orchestrator, outputs, runs, startup, sysinfo
 from . import cluster, validate, workstart
+from .errors import UsageError
 from .options import OPTIONS
 from .results import NotASegment, SegmentInUse, free_segment, segment_name
 
@@ -286,7 +287,7 @@ def run_plan(argv: list[str], began: startup.Began, late: list[int]) -> int:
         # interrupted alone, waited there for ranks that ran on
         info = sysinfo.collect() if job and (done.failures or done.interrupted) else \
             survey(plan, job)
-    except cmdline.UsageError as e:
+    except UsageError as e:
         error(str(e))
         return 2
     return finish(plan, done, info, job, began)
@@ -322,8 +323,8 @@ def free_leftovers(smkey: int, tag: str, who: str) -> None:
     led by `who`."""
     try:
         say([who + line for line in free_shared_memory(smkey)])
-    except cmdline.UsageError as e:
-        raise cmdline.UsageError(who + str(e)) from None
+    except UsageError as e:
+        raise UsageError(who + str(e)) from None
     for what, left in leftovers(tag):
         shutil.rmtree(left, ignore_errors=True)
         say([f"{who}removed the {what} {left} of a run that is gone"])
@@ -411,10 +412,10 @@ def free_shared_memory(smkey: int) -> list[str]:
     try:
         freed = free_segment(name)
     except (NotASegment, OSError) as e:
-        raise cmdline.UsageError(str(e) if isinstance(e, NotASegment) else
+        raise UsageError(str(e) if isinstance(e, NotASegment) else
                                  f"/dev/shm/{name}: {e.strerror}: not removed") from None
     except SegmentInUse as e:
-        raise cmdline.UsageError(f"shared memory key {smkey:#x} is in use by pid {e.owner}, "
+        raise UsageError(f"shared memory key {smkey:#x} is in use by pid {e.owner}, "
                                  f"still running: -freeSharedMemory removes only what a killed "
                                  f"run left") from None
     if freed is None:

@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Callable
 
-from .cmdline import UsageError
+from .errors import UsageError
 from .options import LOCAL_DEFAULTS
 from .orchestrator import SETUP_TIMEOUT, Outcome
 from .plan import Plan

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Iterable
 
 from .applies import applies, refusal
+from .errors import UsageError
 from .inputs import CONFIG_LIMIT, read_bounded
 from .options import ACTION, FIO_NAMES, FIO_SAYS, GLOBAL, OPTIONS, SAME, ArgError, Globals, Locals
 from .plan import Group, Plan
@@ -32,10 +33,6 @@ PACKAGED_CONFIG = str(importlib.resources.files("torque_async") / DEFAULT_CONFIG
                                    # workload where the working directory has no Torque.config
 SHIPPED_ALIASES = str(importlib.resources.files("torque_async") / "aliases" / "workloads.alias")
 COMMAND_LINE = "command line"
-
-
-class UsageError(Exception):
-    """Bad input: one line for stderr, exit code 2."""
 
 
 @dataclass(frozen=True)

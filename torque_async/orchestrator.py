@@ -24,7 +24,7 @@ from multiprocessing import resource_tracker
 from typing import Any, Callable
 
 from . import semaphores, workstart
-from .cmdline import UsageError
+from .errors import UsageError
 from .kinds import KINDS, WORKER, resolve
 from .plan import Plan, Proc
 from .results import (ABORTED, DONE, MEASURED, NEW, READY, RUNNING, STATE_NAMES, Record,

@@ -17,7 +17,7 @@ import stat
 import sys
 import tempfile
 
-from .cmdline import UsageError
+from .errors import UsageError
 from .inputs import kind
 from .results import SEGMENT_PREFIX, SHM_DIR
 

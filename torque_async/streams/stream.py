@@ -22,7 +22,7 @@ import psutil
 from torque_async.testing.api import TestContext, TestError
 from torque_async.testing.buffers import Buffers
 
-from ..cmdline import UsageError
+from ..errors import UsageError
 from ..io.actions import file_size, list_index
 from ..io.plancheck import check_path
 from ..io.scratch import IN_FLIGHT

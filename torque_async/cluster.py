@@ -27,9 +27,10 @@ import time
 from dataclasses import dataclass, replace
 from typing import Callable
 
+from .deadlines import SETUP_TIMEOUT
 from .errors import UsageError
 from .options import LOCAL_DEFAULTS
-from .orchestrator import SETUP_TIMEOUT, Outcome
+from .outcome import Outcome
 from .plan import Plan
 from .results import SHM_DIR, Record, segment_name
 from .sysinfo import SysInfo

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from . import figures, orchestrator
-from .orchestrator import Outcome
+from .outcome import Outcome
 from .plan import Group, Plan, Proc
 from .results import Record
 

@@ -21,7 +21,7 @@ import signal
 import tempfile
 from multiprocessing import forkserver, process, resource_tracker
 
-from .kinds import KINDS, WORKER
+from .kinds import KINDS, WORKER, WORKER_ENTRY
 from .plan import Plan
 
 FORKED, EXECED = mp.get_context("forkserver"), mp.get_context("spawn")
@@ -45,7 +45,7 @@ def forked_modules(plan: Plan) -> list[str]:
     (torque_async.plan for the Proc each one is sent, numpy.random for its rng: 10-20 ms each
     in every worker when left to them)."""
     groups = [g for g in plan.groups if KINDS[g.action].runs_in == WORKER and not g.local.execChild]
-    return ["torque_async.tied", "torque_async.plan", "numpy", "numpy.random", "workers.entry",
+    return ["torque_async.tied", "torque_async.plan", "numpy", "numpy.random", WORKER_ENTRY,
             *sorted({KINDS[g.action].impl.split(":")[0] for g in groups})] if groups else []
 
 

@@ -70,7 +70,8 @@ def graph(root: Path = ROOT) -> dict[str, dict[str, set[str]]]:
     return {m: edges(m, p, known) for m, p in known.items()}
 
 
-def circles(g: dict[str, dict[str, set[str]]], follow=lambda src, dst, how: True) -> list[list[str]]:
+def circles(g: dict[str, dict[str, set[str]]],
+            follow=lambda src, dst, how: True) -> list[list[str]]:
     """The strongly connected groups of more than one module (Tarjan), each sorted, over the
     edges follow() keeps."""
     index: dict[str, int] = {}

@@ -14,7 +14,7 @@ import pytest
 from torque_async import cmdline, outputs
 from torque_async.io import plancheck, scratch, tree
 from torque_async.results import Results, segment_name
-from torque_async.testing import api
+from torque_async.kind_api import api
 
 from conftest import assert_one_clean_line, execute, run_cli
 

@@ -17,12 +17,12 @@ import os
 from typing import Awaitable, Callable, Protocol
 
 from .io import batch, uring
+from .kind_api.api import TestError, make_test
+from .kind_api.rows import describe, mark_closed, mark_failed, mark_ready, mark_spawned, \
+    note_info
 from .meter import Limit, Meter, harness_cost, thread_usage
 from .plan import Plan, Proc
 from .results import DONE, RUNNING, Results
-from .testing.api import TestError, make_test
-from .testing.rows import describe, mark_closed, mark_failed, mark_ready, mark_spawned, \
-    note_info
 from .validate import loop_cpu
 
 

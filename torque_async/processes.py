@@ -11,10 +11,11 @@ from typing import Any
 
 from . import semaphores, workstart
 from .deadlines import STOP_GRACE
+from .kind_api.api import WorkerSpec
 from .kinds import KINDS, WORKER, WORKER_PROCESS, resolve
 from .plan import Plan, Proc
-from .results import ABORTED, DONE, MEASURED, NEW, READY, RUNNING, STATE_NAMES, Results, signals_held
-from .testing.api import WorkerSpec
+from .results import (ABORTED, DONE, MEASURED, NEW, READY, RUNNING, STATE_NAMES, Results,
+                      signals_held)
 
 
 def describe(proc: Proc) -> str:

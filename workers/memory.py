@@ -43,8 +43,8 @@ import numpy as np
 
 from torque_async import sysinfo
 from workers import patterns, timed
-from torque_async.testing.buffers import Buffers
-from torque_async.testing.api import TestContext, TestError
+from torque_async.kind_api.buffers import Buffers
+from torque_async.kind_api.api import TestContext, TestError
 
 CALIBRATION_CACHES = 2          # a calibration pass covers at least this many largest caches
 _memset = ctypes.CDLL(None).memset

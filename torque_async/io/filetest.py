@@ -33,8 +33,8 @@ import threading
 
 import numpy as np
 
-from torque_async.testing.api import TestContext, TestError
-from torque_async.testing.buffers import Buffers
+from torque_async.kind_api.api import TestContext, TestError
+from torque_async.kind_api.buffers import Buffers
 from torque_async.timer import SLICE_NS
 
 from ..meter import EXTRA, MEASURED, STOP

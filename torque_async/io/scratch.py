@@ -29,7 +29,7 @@ import numpy as np
 import psutil
 
 from torque_async.results import signals_held
-from torque_async.testing.api import TestError
+from torque_async.kind_api.api import TestError
 
 from .data import fill
 

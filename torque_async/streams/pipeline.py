@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 from typing import Awaitable, Callable
 
-from torque_async.testing.api import TestError
+from torque_async.kind_api.api import TestError
 
 from ..io.engine_api import YIELD_NS
 from ..meter import NEVER

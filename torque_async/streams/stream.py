@@ -19,8 +19,8 @@ import os
 import numpy as np
 import psutil
 
-from torque_async.testing.api import TestContext, TestError
-from torque_async.testing.buffers import Buffers
+from torque_async.kind_api.api import TestContext, TestError
+from torque_async.kind_api.buffers import Buffers
 
 from ..errors import UsageError
 from ..io.actions import file_size, list_index

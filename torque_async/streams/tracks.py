@@ -18,8 +18,8 @@ import stat
 
 import numpy as np
 
-from torque_async.testing.api import TestError
-from torque_async.testing.buffers import Buffers
+from torque_async.kind_api.api import TestError
+from torque_async.kind_api.buffers import Buffers
 
 from ..io import scratch
 from ..io.engine import choose, open_engine

@@ -25,7 +25,7 @@ import os
 import sys
 
 
-from torque_async.testing.api import TestContext, TestError
+from torque_async.kind_api.api import TestContext, TestError
 
 from ..io.engine_api import now
 from ..meter import EXTRA, MEASURED, RAMP, STOP

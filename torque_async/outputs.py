@@ -58,7 +58,7 @@ def in_system(folder: str) -> bool:
                                    for top in ("/proc", "/sys"))
 
 
-def unfit(path: str) -> str:
+def why_unfit(path: str) -> str:
     """Why an output may not be made at `path` ('' when it may): its directory is /dev, or in
     /proc or /sys, or the name is, or its link leads to, anything but a regular file (a device, a FIFO).
     A link to a regular file, or to nothing, is replaced itself."""
@@ -83,7 +83,7 @@ def refusal(what: str, path: str, hint: str = "") -> str:
     if os.path.isdir(path):
         return f"{what} {path} is a directory" + (hint if path == SYSCTL_FILE else
                                                    ": name a file in it")
-    if why := unfit(path):
+    if why := why_unfit(path):
         return f"{what} {path} {why}, not a file{hint}"
     if os.path.realpath(os.path.dirname(os.path.abspath(path))) == SHM_DIR and \
             os.path.basename(path).lstrip(".").startswith(SEGMENT_PREFIX):
@@ -149,7 +149,7 @@ def write(path: str, text: str | bytes) -> None:
             os.umask(mask)
             os.fchmod(fd, 0o666 & ~mask)                # mkstemp makes it 0600
             fh.write(text)
-        if why := unfit(path):                          # appeared since the plan was checked
+        if why := why_unfit(path):                      # appeared since the plan was checked
             raise OSError(errno.EEXIST, f"it {why}", path)
         os.replace(temp, path)
     except BaseException as e:

@@ -48,7 +48,7 @@ async def drive(test) -> None:
     meter, halt = test.meter, test.stop
     lat, live = meter.lat, meter.live
     lists, fds, last, mixed, stamps = test.at.lists, test.fds, test.last, test.mixed, test.writes
-    gear = [test.gear(j) for j in range(test.depth)]
+    gear = [test.lane_buffers(j) for j in range(test.depth)]
     stampers = [g[2] for g in gear]
     touches = [g[3] for g in gear]
     touching = any(touch is not None for touch in touches)

@@ -247,7 +247,7 @@ class FileTest:
         if self.record(latency, self.t_last, *parts) == self.meter.total:
             self.finish(self.t_last)
 
-    def gear(self, j: int) -> tuple:
+    def lane_buffers(self, j: int) -> tuple:
         """Lane (or slot) j's read and write buffers (engine ids), the stamper of its write
         buffer, and the words -touch/-touch4K read of its read buffer (None without them)."""
         slot, touched = self.slot, self.local.touch or self.local.touch4K
@@ -263,7 +263,7 @@ class FileTest:
         claim, done = self.engine.serial(self.claim), self.engine.serial(self.recorded)
         mixed, rmw_at = self.mixed, self.rmw_at if self.spec.rmw else None
         submit, fds, throttle = self.engine.submit, self.fds, self.local.T * 1000
-        rbuf, wbuf, stamp, touch = self.gear(j)
+        rbuf, wbuf, stamp, touch = self.lane_buffers(j)
         plain, stamps, last = self.single, self.writes and not self.spec.rmw, self.last
         block, k, t, extra = -1, -1, self.t_last, 0
         f, offset, write = 0, 0, False

@@ -103,7 +103,7 @@ def trial() -> None:
         os.write(w, b"x")
         got = bytearray(1)
         addr, held = rings.address(memoryview(got))
-        i = ring.lend()
+        i = ring.borrowed_sqe()
         ring.write(i, rings.OP_READ, r, addr, 1, 0, 7)
         ring.queue(i)
         ring.submit(wait=1)
@@ -278,7 +278,7 @@ class UringEngine:
         """Queue the transfer in an SQE lent until it is submitted, its completion to go to
         `waiter`."""
         ring = self.ring
-        i = ring.lend()
+        i = ring.borrowed_sqe()
         ring.write(i, op, fd, addr, length, offset, waiter.key, flags)
         self.waiting[waiter.key] = waiter
         ring.queue(i)
@@ -392,7 +392,7 @@ class UringEngine:
         waiting, offsets, write_sqe, queue = self.waiting, ring.offsets, ring.write, ring.queue_all
         held: list[Slot] = []              # slots whose transfers go with the batch's submit
         sqes: list[int] = []               # their SQEs, queued before anything else uses the
-                                           # ring (a lend may submit, a lane's may lend)
+                                           # ring (borrowed_sqe() may submit; a lane may borrow)
         group, due = 0 if starting else self.group, 0      # due: O_DIRECT ones among them
         for key, res, _ in batch:
             waiter = waiting[key]
@@ -412,7 +412,7 @@ class UringEngine:
                 i = waiter.sqe
                 if i < 0:                  # it owns none: one lent until its submit
                     queue(sqes)
-                    i, waiter.fd = ring.lend(), -1
+                    i, waiter.fd = ring.borrowed_sqe(), -1
                 if write == waiter.write and fd == waiter.fd:
                     offsets[i] = offset
                 else:
@@ -561,7 +561,7 @@ class UringEngine:
     def push(self, held: list[Slot] = ()) -> None:
         """Submit what is queued: the slots among it (`held`, and those started this turn)
         start at the clock read just before; what the kernel refused for now goes again
-        later()."""
+        retry_later()."""
         t0 = now() if held or self.starting else 0
         left = self.ring.submit()
         if t0:
@@ -569,22 +569,22 @@ class UringEngine:
                 slot.t0 = t0
             self.starting = []
         if left:
-            self.later()
+            self.retry_later()
 
-    def later(self) -> None:
+    def retry_later(self) -> None:
         """Submit again RETRY from now: a completion's batch would submit what is left too,
         but none may be in flight."""
         if self.retry is None:
-            self.retry = self.loop.call_later(RETRY, self.again)
+            self.retry = self.loop.call_later(RETRY, self.retry_now)
 
-    def again(self) -> None:
+    def retry_now(self) -> None:
         self.retry = None
         self.push()
 
     def release(self, waiter: Waiter) -> None:
         """A waiter done with the ring gives back the SQE it owns."""
         if waiter.sqe >= 0:
-            self.ring.give(waiter.sqe)
+            self.ring.give_back(waiter.sqe)
             waiter.sqe = -1
 
     def ready(self, count: int) -> None:

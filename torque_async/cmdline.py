@@ -26,7 +26,7 @@ DEFAULT_CONFIG = "Torque.config"
 MAX_ALIAS_DEPTH = 64              # aliases within aliases
 MAX_TOKENS = 100_000              # tokens after expanding every alias
 SHELL_LINE_LIMIT = 1 << 16         # characters of a line that needs shell quoting: shlex takes
-                                   # quadratic time over one token (a MiB line: a minute)
+                                   # quadratic time over one token
 QUOTING = re.compile(r"['\"\\#]")   # what only shlex understands: quotes, escapes, comments
 BLANKS = re.compile(r"[ \t\r\n]+")   # shlex's whitespace
 PACKAGED_CONFIG = str(importlib.resources.files("torque_async") / DEFAULT_CONFIG)  # the default

@@ -41,9 +41,9 @@ def main() -> None:
 
 
 def ignore_stops() -> None:
-    """For the exit (its hooks, the interpreter's teardown: 70 ms): nothing is left to stop,
-    and a signal there died of a KeyboardInterrupt, or cut the removal of the workers' server's
-    directory short (a second Ctrl-C while the modules loaded)."""
+    """For the exit (its hooks, the interpreter's teardown): nothing is left to stop, and a
+    signal there would die of a KeyboardInterrupt or cut short the removal of the workers'
+    server's directory."""
     for sig in STOPS:
         signal.signal(sig, signal.SIG_IGN)
 

@@ -84,8 +84,8 @@ class LoopSide:
                 return
             self.meters[proc.row] = Meter(self.results, proc.row, proc.group.local.sample,
                                           self.slow, Limit.of(proc.group.local), usage)
-            mark_ready(row, test)                # (its Meter made here: made at its start,
-                                                 # after the release, 0.1 ms a test)
+            mark_ready(row, test)                # (its Meter is made in set-up: made at its
+                                                 # start, it would delay the tests' release)
         await self.calibrate()
 
     async def calibrate(self) -> None:

@@ -42,8 +42,8 @@ def parent(local) -> int:
 
 def forked_modules(plan: Plan) -> list[str]:
     """The modules the plan's forked workers run: the server imports them once, for all
-    (torque_async.plan for the Proc each one is sent, numpy.random for its rng: 10-20 ms each
-    in every worker when left to them)."""
+    (torque_async.plan for the Proc each one is sent, numpy.random for its rng), so that no
+    worker imports them itself."""
     groups = [g for g in plan.groups if KINDS[g.action].runs_in == WORKER and not g.local.execChild]
     return ["torque_async.die_with_parent", "torque_async.plan", "numpy", "numpy.random",
             WORKER_ENTRY, *sorted({KINDS[g.action].impl.split(":")[0] for g in groups})

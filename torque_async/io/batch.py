@@ -174,7 +174,7 @@ def held(fd: int, size: int) -> int:
 
 def place(test):
     """The (file index, offset) of a test's transfer CALIBRATION_FROM + k, as its layout has it
-    (its first block made now: made in the first trial, 128 tests' took 38 of its 20 ms), kept
+    (its first block made now, not in the first trial, whose time it would take), kept
     within what its file holds now (a transfer at least): a test that writes extends a shorter
     file as it runs, and calibrating it read past the end."""
     cursor = Cursor(test.layout)

@@ -197,7 +197,7 @@ class ThreadEngine(SyncEngine):
 
     def ready(self, count: int) -> None:
         """Start `count` lane threads now (set-up), each to run the lane drive() hands it:
-        started by drive(), after the release, 16 of them held the test's start 20-54 ms."""
+        started by drive(), after the release, they would delay the test's start."""
         while len(self.threads) < count:
             self.spawn()
 
@@ -242,7 +242,7 @@ class ThreadEngine(SyncEngine):
         def ended(error: BaseException | None) -> None:
             loop.call_soon_threadsafe(one_less, error)
         # every lane is handed out before any runs: a thread's start waits for the GIL, which
-        # lanes already running would hold (thousands of lanes took minutes to start); threads
+        # lanes already running would hold (thousands of lanes would start slowly); threads
         # not started at set-up (ready) start here, the loop getting a turn between starts,
         # for a signal or a cancel
         go, handed = threading.Event(), 0

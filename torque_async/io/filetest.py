@@ -98,9 +98,8 @@ class FileTest:
                                ((batch.NOTE,) if self.batched else ()) +
                                ((self.made,) if self.made else ()))
         self.at = Cursor(self.layout)
-        self.at.lists(0)                   # the first block now: made after the release it held
-                                           # the loop 1-2 ms a test (16 tests: the first
-                                           # test's first transfer took 25 ms)
+        self.at.lists(0)                   # the first block now: made after the release it
+                                           # would hold the loop, delaying the other tests
 
     async def tree(self) -> int:
         """-files: the tree under -dir (made first with -cfiles); returns its largest file."""
@@ -240,7 +239,7 @@ class FileTest:
         times, as self.record takes them); the last of them ends the measured interval. A
         sample and the end take the latest completion so far, t_last: the threads engine's lanes
         record in turn under a lock, each with its own clock read, so a later one can carry an
-        earlier time (a sample then ended before it began: 644 of 1024 at -aio 64). batch.py
+        earlier time (a sample would then end before it began). batch.py
         does the same inline (its t never falls: one clock read per batch, in order)."""
         if t > self.t_last:
             self.t_last = t

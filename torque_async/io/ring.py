@@ -46,8 +46,8 @@ WRAP = 0xFFFFFFFF                              # heads and tails are u32 that wr
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _syscall = _libc.syscall
-_syscall.restype = ctypes.c_long               # no argtypes: each is a C int or a pointer; the
-                                               # prototype's conversions cost 2 us a call
+_syscall.restype = ctypes.c_long               # no argtypes: each is a C int or a pointer;
+                                               # declared ones would be converted on every call
 
 
 def unusable() -> str | None:

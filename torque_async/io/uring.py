@@ -56,18 +56,18 @@ FORGET_POLL = 0.001                # s: forget()'s first look again for transfer
 RETRY = 0.001                      # s: a submit the kernel refused for now (EBUSY, EAGAIN) is
                                    # tried again this much later, in case nothing is in flight
                                    # whose completion would bring the next one
-BATCH = 1024                       # completions answered at most at once: thousands in flight
-                                   # answered together held the loop (and a signal) for 100 ms+
+BATCH = 1024                       # completions answered at most at once: thousands answered
+                                   # together would hold the loop (and a signal) too long
 OPS = (rings.OP_READ, rings.OP_WRITE)
 GROUPS = (0, 4, 2, 1)              # O_DIRECT slot transfers a submit while a batch is answered
                                    # (0: the batch's all, once it is answered): calibrate() times
                                    # each; fio submits each one (iodepth_batch_submit=1)
 CALIBRATION_NS = 20_000_000        # one calibration trial (a group's reads at every depth)
 CALIBRATION_ROUNDS = 3             # trials of every group, in turn (the best of each counts)
-CALIBRATION_BYTES = 16 << 20       # most bytes in flight a calibration reads (drained in each
-                                   # trial's end: 256 MiB of 64 MiB reads took 6.5 s of set-up)
+CALIBRATION_BYTES = 16 << 20       # most bytes in flight a calibration reads (each trial's
+                                   # end drains them: large reads in flight lengthen set-up)
 TRIAL_READS = 2                    # a trial's completions must reach this many times the reads in
-                                   # flight (4096 in flight completed none in 20 ms)
+                                   # flight (a deep queue may complete none in a short trial)
 
 
 def unavailable() -> str | None:
@@ -182,10 +182,9 @@ class Misread(Exception):
 def pick(best: dict[int, float], rates: list[float]) -> int:
     """The group whose trial beat whole batches' in every round, the best of them at its best;
     whole batches (the fewest system calls) where none did. Paired by round: a round's trials
-    run back to back, so a disk that drifts from round to round moves both alike (the spread
-    of a group's own trials, 6-14k reads/s in one slow hour, kept whole batches at 6.4k over 1
-    at a time at 14.4k). A group no faster wins every round by chance (1 in 8 for each): it
-    then costs only system calls. `rates`: every trial's, round after round of one trial of
+    run back to back, so a disk that drifts from round to round moves both alike (unpaired,
+    the spread of a group's own trials would decide the pick). A group no faster wins every
+    round by chance (1 in 8 for each): it then costs only system calls. `rates`: every trial's, round after round of one trial of
     each group in best's order, whole batches first."""
     order = list(best)
     if 0 not in order:
@@ -313,9 +312,8 @@ class UringEngine:
     def start(self, slots: list[Slot]) -> None:
         """Queue each slot's first transfer: done(slot, slot.want, 0, 0) says which (a slot's done
         tells this call from a completion by its own state). They go with the first transfers
-        of every test started in this turn of the loop, in one submit: each test's own, as
-        it started, put its first transfer ahead of the later tests' start (-p 64: the first
-        transfers of the first 50 took 34-35 ms)."""
+        of every test started in this turn of the loop, in one submit: a submit of each
+        test's own as it started would put its first transfer ahead of the later tests' start."""
         self.serve(self.starts(slots), 0, True, starting=True)
 
     def starts(self, slots: list[Slot]) -> list[tuple[int, int, int]]:

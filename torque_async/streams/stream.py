@@ -197,7 +197,7 @@ def check_group(plan, group) -> None:
         raise UsageError(f"{name}: {e}") from None
     run = group.args[5]
     if g.period > run * NS_PER_S:      # one frame, paced over its whole period: -memStreams r
-        raise UsageError(              # 2 1024 1e-9 0 1 16 ran on for 10^12 s
+        raise UsageError(              # (else a tiny rate paces one frame for ages)
             f"{name}: a frame every {float(g.period) / NS_PER_S:.6g} s does not fit in its "
             f"runTime of {run:g} s (a stream runs whole frames, one a period): raise its rate "
             f"(bwMBs, or -fps) or runTime, or make the frames smaller")

@@ -34,8 +34,8 @@ class MemoryTracks:
 
     def __init__(self, buffers: Buffers, tracks: int, slots: int, size: int):
         self.data = buffers.new(tracks * slots * size).reshape(tracks, slots, size)
-        self.data.fill(0)           # every page touched in set-up: a first write in the run made
-        self.where, self.note = "memory", ""    # its frame late (30-56 ms of a VM's host faults)
+        self.data.fill(0)           # every page touched in set-up: a page's first write in the
+        self.where, self.note = "memory", ""    # run would fault and make its frame late
 
     async def forget(self) -> None:
         pass

@@ -91,7 +91,10 @@ def run(tokens: tuple[str, ...]) -> None:
     if "--help" in tokens:                  # click's convention, besides torque's -help
         say(helptext.asked_about(list(tokens)) or helptext.help_lines("all"))
         sys.exit(0)
-    sys.exit(cluster.finish(execute(list(tokens), startup.process_start(), exiting=True)))
+    parsed = click.get_current_context().obj        # launch.early's: (tokens, plan) or None
+    plan = parsed[1] if parsed and parsed[0] == list(tokens) else None
+    sys.exit(cluster.finish(execute(list(tokens), startup.process_start(), exiting=True,
+                                    plan=plan)))
 
 
 @main.command("plot")
@@ -200,18 +203,20 @@ def say(lines: list[str], err: bool = False) -> None:
             os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())   # the rest goes nowhere
 
 
-def execute(argv: list[str], began: startup.Began | None = None, exiting: bool = False) -> int:
-    """Parse, run and report; returns the exit status (0 ok, 1 a test failed, 2 bad input,
-    3 a stream missed its rate under -failLate, 128 + the signal when SIGINT, SIGTERM or
-    SIGHUP stopped it). `began`: when the command started (default: now). `exiting`: the
-    command ends after it, the stop signals left held (a default handler between here and the
-    exit's ignoring them died of the signal, or of a KeyboardInterrupt as 'aborted')."""
+def execute(argv: list[str], began: startup.Began | None = None, exiting: bool = False,
+            plan=None) -> int:
+    """Parse (unless `plan` is argv's, parsed already), run and report; returns the exit
+    status (0 ok, 1 a test failed, 2 bad input, 3 a stream missed its rate under -failLate,
+    128 + the signal when SIGINT, SIGTERM or SIGHUP stopped it). `began`: when the command
+    started (default: now). `exiting`: the command ends after it, the stop signals left held
+    (a default handler between here and the exit's ignoring them died of the signal, or of a
+    KeyboardInterrupt as 'aborted')."""
     began = began or startup.now()
     for sig in orchestrator.STOP_SIGNALS:
         signal.signal(sig, orchestrator.raise_interrupted)
     code, late = 1, []
     try:
-        code = run_plan(argv, began, late)
+        code = run_plan(argv, began, late, plan)
     except orchestrator.Interrupted as e:
         print(f"torque-async: interrupted by {e}", file=sys.stderr)
         code = 128 + e.signum
@@ -246,14 +251,14 @@ def hold(late: list[int], again_ends: bool = True) -> None:
         signal.signal(sig, held)
 
 
-def run_plan(argv: list[str], began: startup.Began, late: list[int]) -> int:
+def run_plan(argv: list[str], began: startup.Began, late: list[int], parsed=None) -> int:
     """The run's steps: parse; answer a question (help, -quit) or free leftovers; check;
     run; report and export (a stop signal from the runs' end is held in `late`)."""
     if about := helptext.asked_about(argv):
         say(about)
         return 0
     try:
-        plan = cmdline.parse(argv)
+        plan = parsed if parsed is not None else cmdline.parse(argv)
         answer = answers(plan)
         if answer is not None:
             say(answer)

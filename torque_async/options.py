@@ -150,6 +150,8 @@ class Option:
     const: Any = True              # value stored by a flag (no args)
     group: str = ""                # help section
     also: tuple[tuple[str, Any], ...] = ()   # more fields it sets: -sa sets sa=True, -bp bp2
+    asks: bool = False             # asks for an answer or a clean-up (-help, -quit): the
+                                   # command may end without a run
 
     @property
     def field(self) -> str:
@@ -195,7 +197,7 @@ _G = [
            "outstanding, else io_uring where available, else threads), uring, threads, sync "
            "(blocking, one transfer at a time)",
            (Arg("name", choice("auto", "uring", "threads", "sync")),), group="Files"),
-    Option("example", GLOBAL, "print worked examples", group="Help"),
+    Option("example", GLOBAL, "print worked examples", group="Help", asks=True),
     Option("failLate", GLOBAL, "exit with status 3 when a stream missed its rate (a frame "
            "late beyond -lateUs, or dropped) and nothing else failed", group="Streams"),
     Option("f", GLOBAL, "add a test file to the file list (at most 128)", (Arg("file", text),),
@@ -203,15 +205,17 @@ _G = [
     Option("fast", GLOBAL, "each test stops at its own completion (opposite of -slow)",
            dest="slow", const=False, group="Execution"),
     Option("freeSharedMemory", GLOBAL, "remove the shared memory and semaphores a killed run "
-           "left (refused while that run is alive)", group="Execution"),
+           "left (refused while that run is alive)", group="Execution", asks=True),
     Option("g", GLOBAL, "print every test's PID and wait for Enter before testing starts",
            group="Execution"),
     Option("h", GLOBAL, "short help: global parameters and actions", dest="help", const="short",
            group="Help"),
     Option("ha", GLOBAL, "help on actions", dest="help", const="actions", group="Help"),
-    Option("help", GLOBAL, "all help and the examples", const="all", group="Help"),
-    Option("hg", GLOBAL, "help on global parameters", dest="help", const="global", group="Help"),
-    Option("hl", GLOBAL, "help on local parameters", dest="help", const="local", group="Help"),
+    Option("help", GLOBAL, "all help and the examples", const="all", group="Help", asks=True),
+    Option("hg", GLOBAL, "help on global parameters", dest="help", const="global", group="Help",
+           asks=True),
+    Option("hl", GLOBAL, "help on local parameters", dest="help", const="local", group="Help",
+           asks=True),
     Option("json", GLOBAL, "write the results as JSON (torque_async/schema/results.schema.json) "
            "to FILE ('-': stdout; the text report then goes to stderr)", (Arg("file", text),),
            group="Output"),
@@ -219,9 +223,9 @@ _G = [
            group="Output"),
     Option("noProgress", GLOBAL, "no progress line on a terminal's stderr while testing",
            group="Output"),
-    Option("printAlias", GLOBAL, "print the aliases in effect", group="Help"),
+    Option("printAlias", GLOBAL, "print the aliases in effect", group="Help", asks=True),
     Option("quit", GLOBAL, "parse the command line and the config file, show the plan, exit",
-           group="Execution"),
+           group="Execution", asks=True),
     Option("rampAll", GLOBAL, "-ramp for every group that sets none", (Arg("seconds", RAMP),),
            group="Transfers"),
     Option("repeat", GLOBAL, "run the whole plan n times; the report gives each test's median, "
@@ -238,7 +242,7 @@ _G = [
     Option("tAll", GLOBAL, "-t for every group that sets none (streams keep their runTime)",
            (Arg("seconds", TIME),), group="Transfers"),
     Option("v", GLOBAL, "verbose (perturbs results)", dest="vl", const=1, group="Output"),
-    Option("version", GLOBAL, "print the version", group="Help"),
+    Option("version", GLOBAL, "print the version", group="Help", asks=True),
     Option("vl", GLOBAL, "verbose level 1..3", (Arg("n", integer(1, 3)),), group="Output"),
     Option("allowForeign", GLOBAL, "let -cfiles/-files use a -dir that holds files torque-async "
            "did not make (it still writes only its own)", group="Files"),
@@ -407,6 +411,7 @@ _A = [
 OPTIONS: dict[str, Option] = {o.name: o for o in (*_G, *_L, *_A)}
 if len(OPTIONS) != len(_G) + len(_L) + len(_A):        # a real raise: python -O keeps it
     raise TypeError("the option table names an option twice")
+ASKING = frozenset(o.field for o in OPTIONS.values() if o.asks)   # the fields they set
 
 # fio's names of what an option does, for the hint an unknown option gets (-runtime: -t)
 FIO_NAMES = {"runtime": "t", "time_based": "t", "ramp_time": "ramp", "numjobs": "p",

@@ -23,7 +23,8 @@ def test_only_the_kind_registry_names_workers():
 
 
 def plant(root: Path, files: dict[str, str]) -> None:
-    for name, text in files.items():
+    """The two packages, empty but for `files` (path: text)."""
+    for name, text in {"torque_async/__init__.py": "", "workers/__init__.py": "", **files}.items():
         path = root / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
@@ -31,13 +32,11 @@ def plant(root: Path, files: dict[str, str]) -> None:
 
 def test_a_lazy_import_and_a_module_named_in_a_string_are_edges(tmp_path):
     plant(tmp_path, {
-        "torque_async/__init__.py": "",
         "torque_async/a.py": "from .b import x\n",
         "torque_async/b.py": "def x():\n    from . import c\n",            # lazy
         "torque_async/c.py": "ENTRY = 'torque_async.a:main'\n",               # by name
         "torque_async/d.py": "from . import e\n",
         "torque_async/e.py": "WORKER = 'workers.w:main'\n",
-        "workers/__init__.py": "",
         "workers/w.py": "from torque_async import d\n",
     })
     g = import_graph.graph(tmp_path)
@@ -51,10 +50,8 @@ def test_a_lazy_import_and_a_module_named_in_a_string_are_edges(tmp_path):
 
 def test_the_registrys_names_bind_late_and_close_no_circle(tmp_path):
     plant(tmp_path, {
-        "torque_async/__init__.py": "",
         "torque_async/kinds.py": "IMPL = 'workers.w:Test'\n",
         "torque_async/core.py": "from .kinds import IMPL\n",
-        "workers/__init__.py": "",
         "workers/w.py": "from torque_async import core\n",
     })
     g = import_graph.graph(tmp_path)

@@ -30,6 +30,8 @@ TEMP = tempfile.mkdtemp(prefix="ta-tests.")  # the suite's temp dir (short: a so
 tempfile.tempdir = os.environ["TMPDIR"] = TEMP  # what runs killed elsewhere left in /tmp (their
 atexit.register(shutil.rmtree, TEMP, ignore_errors=True)   # workers' servers') is not here
 ENV = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(REPO)}   # this checkout's code
+os.environ["PYTHONPATH"] = str(REPO)    # and in-process runs' workers' server (Python 3.11's
+                                        # forkserver ignores the sys.path it is sent)
 NO_URING = uring.unavailable()       # e.g. io_uring_disabled, a seccomp filter
 needs_uring = pytest.mark.skipif(NO_URING is not None, reason=f"io_uring: {NO_URING}")
 AUTO = "io_uring" if NO_URING is None else f"threads (io_uring unavailable: {NO_URING})"  # -engine auto

@@ -209,8 +209,8 @@ def execute(argv: list[str], began: startup.Began | None = None, exiting: bool =
     status (0 ok, 1 a test failed, 2 bad input, 3 a stream missed its rate under -failLate,
     128 + the signal when SIGINT, SIGTERM or SIGHUP stopped it). `began`: when the command
     started (default: now). `exiting`: the command ends after it, the stop signals left held
-    (a default handler between here and the exit's ignoring them died of the signal, or of a
-    KeyboardInterrupt as 'aborted')."""
+    (a default handler between here and the exit's ignoring them would die of the signal, or
+    of a KeyboardInterrupt as 'aborted')."""
     began = began or startup.now()
     for sig in orchestrator.STOP_SIGNALS:
         signal.signal(sig, orchestrator.raise_interrupted)
@@ -240,8 +240,8 @@ def execute(argv: list[str], began: startup.Began | None = None, exiting: bool =
 
 def hold(late: list[int], again_ends: bool = True) -> None:
     """From the tests' end: a stop signal is noted in `late`, not raised. What is left (the
-    report, its files, the scratch files' removal) is quick, and a signal in its middle lost
-    the report of a run that was over, or left scratch files; the exit status still says it.
+    report, its files, the scratch files' removal) is quick, and a signal in its middle would
+    lose the report of a run that was over, or leave scratch files; the exit status says it.
     A second one ends the report at once (stuck on a full pipe), never the removal."""
     def held(signum: int, _frame) -> None:
         if late and again_ends:
@@ -289,7 +289,7 @@ def run_plan(argv: list[str], began: startup.Began, late: list[int], parsed=None
         done = runs.run(plan, sysinfo.cache_line(), job)
         hold(late)
         # a rank that will end every rank meets none at the survey (a collective): rank 0,
-        # interrupted alone, waited there for ranks that ran on
+        # interrupted alone, would wait there for ranks that run on
         info = sysinfo.collect() if job and (done.failures or done.interrupted) else \
             survey(plan, job)
     except UsageError as e:

@@ -22,8 +22,8 @@ def stopped(signum: int, _frame) -> None:
 
 def main() -> None:
     held = signal.pthread_sigmask(signal.SIG_BLOCK, STOPS)   # while the modules load: compiling
-    for sig in STOPS:                  # one (no bytecode cached) lost the exception a handler
-        if signal.getsignal(sig) != signal.SIG_IGN:          # raised there, and the signal
+    for sig in STOPS:                  # one (no bytecode cached) would lose the exception a
+        if signal.getsignal(sig) != signal.SIG_IGN:          # handler raised there, and the signal
             signal.signal(sig, stopped)           # until a run sets its own
     try:
         try:

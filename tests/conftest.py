@@ -28,6 +28,8 @@ TEMP = tempfile.mkdtemp(prefix="ta-tests.")  # the suite's temp dir (short: a so
 tempfile.tempdir = os.environ["TMPDIR"] = TEMP  # what runs killed elsewhere left in /tmp (their
 atexit.register(shutil.rmtree, TEMP, ignore_errors=True)   # workers' servers') is not here
 ENV = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(REPO)}   # this checkout's code
+os.environ["PYTHONPATH"] = str(REPO)    # and in-process runs' workers' server (Python 3.11's
+                                        # forkserver ignores the sys.path it is sent)
 NO_URING = uring.unavailable()       # e.g. io_uring_disabled, a seccomp filter
 needs_uring = pytest.mark.skipif(NO_URING is not None, reason=f"io_uring: {NO_URING}")
 AUTO = "io_uring" if NO_URING is None else f"threads (io_uring unavailable: {NO_URING})"  # -engine auto
@@ -66,12 +68,13 @@ def assert_one_clean_line(code: int, out: str, err: str, message: str = "") -> N
 
 def table(out: str, header: str = report.TABLE_HEADER) -> list[list[str]]:
     """The rows of the table under the line that starts with `header` (the bandwidth table),
-    split into their columns; the table ends at a blank line or a 'proc N: ...' note."""
+    split into their columns; the table ends at a blank line or a 'proc N: ...' or
+    'procs N-M: ...' note."""
     lines = out.splitlines()
     i = next(j for j, ln in enumerate(lines) if ln.startswith(header))
     rows = []
     for line in lines[i + 1:]:
-        if not line.strip() or line.startswith("proc "):
+        if not line.strip() or line.startswith(("proc ", "procs ")):
             break
         rows.append([c.strip() for c in line.split(",")])
     return rows

@@ -14,7 +14,7 @@ import pytest
 from torque_async import cmdline, outputs
 from torque_async.io import plancheck, scratch, tree
 from torque_async.results import Results, segment_name
-from torque_async.testing import api
+from torque_async.kind_api import api
 
 from conftest import assert_one_clean_line, execute, run_cli
 
@@ -151,12 +151,12 @@ def test_an_output_onto_an_input_or_another_output_is_refused_before_the_run(
 
 
 def test_no_output_is_made_in_dev_proc_or_sys():
-    assert outputs.unfit("/dev/stdout") in ("is in /dev", "leads to a character device",
+    assert outputs.why_unfit("/dev/stdout") in ("is in /dev", "leads to a character device",
                                             "leads to a FIFO")       # never replaced itself
-    assert outputs.unfit("/dev/new.json") == "is in /dev"
-    assert outputs.unfit("/dev/null") == "is a character device"
-    assert outputs.unfit("/sys/kernel/x.json") == "is in /sys/kernel"
-    assert outputs.unfit("new.json") == outputs.unfit("/dev/shm/new.json") == ""
+    assert outputs.why_unfit("/dev/new.json") == "is in /dev"
+    assert outputs.why_unfit("/dev/null") == "is a character device"
+    assert outputs.why_unfit("/sys/kernel/x.json") == "is in /sys/kernel"
+    assert outputs.why_unfit("new.json") == outputs.why_unfit("/dev/shm/new.json") == ""
 
 
 def test_quit_checks_the_outputs_too(capsys, key):

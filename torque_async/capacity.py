@@ -10,6 +10,7 @@ search; the points so far are reported.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -23,7 +24,9 @@ from typing import Any, Callable
 
 from . import __version__, cluster, cmdline, criteria, orchestrator, outputs, varied
 from .criteria import Criterion
+from .errors import UsageError
 from .inputs import RESULTS_LIMIT, read_bounded
+from .outputs import say
 from .search import Point, Rule, Search
 
 SCHEMA, SCHEMA_VERSION = "torque-async-capacity", 1
@@ -65,7 +68,7 @@ def rule_of(rounds: int, passing: str | None) -> Rule:
         return Rule(rounds, rounds)
     m = PASS.match(passing.strip())
     if not m or int(m.group(2)) != rounds or not 1 <= int(m.group(1)) <= rounds:
-        raise cmdline.UsageError(f"capacity: --pass {passing}: give k/R with R the --rounds "
+        raise UsageError(f"capacity: --pass {passing}: give k/R with R the --rounds "
                                  f"({rounds}) and 1 <= k <= R, e.g. --pass {max(rounds - 1, 1)}"
                                  f"/{rounds}")
     return Rule(rounds, int(m.group(1)))
@@ -83,12 +86,12 @@ def refuse(plan) -> None:
             "child": (s.child is not None, "it runs one process of the plan")}
     for name, (given, why) in said.items():
         if given:
-            raise cmdline.UsageError(f"capacity: -{name} in the plan: {why}")
+            raise UsageError(f"capacity: -{name} in the plan: {why}")
     if cluster.launcher_rank() is not None:
-        raise cmdline.UsageError("capacity: not under mpiexec (each rank would search on its "
+        raise UsageError("capacity: not under mpiexec (each rank would search on its "
                                  "own): run it on one host")
     if not plan.groups or plan.from_config:
-        raise cmdline.UsageError("capacity: no group to vary: give the plan's tests after -- "
+        raise UsageError("capacity: no group to vary: give the plan's tests after -- "
                                  "(torque-async capacity -- -p 2 -MB 4 -w)")
 
 
@@ -109,13 +112,15 @@ def assess(setup: Setup, value: int, code: int, doc: dict[str, Any] | None,
                  tuple(j.flag for j in judged if j.flag), load, seconds, code, doc)
 
 
-def quiet_run(tokens: list[str], folder: str, name: str) \
+Quiet = Callable[[list[str], str], tuple[int, "dict | None", float, str]]   # quiet_run's own
+
+
+def quiet_run(execute: Callable[[list[str]], int], folder: str, tokens: list[str], name: str) \
         -> tuple[int, dict | None, float, str]:
-    """One run of the plan as `torque-async run` makes it (cli.execute), its report sent to
+    """One run of the plan as `torque-async run` makes it (`execute`: cli's), its report sent to
     /dev/null, its results read from its -json file, what it said on stderr kept and passed
     on; (exit status, document, seconds, stderr). A stop signal noted before it raises
     orchestrator.Interrupted; after it, signals are noted again."""
-    from . import cli
     path = os.path.join(folder, name)
     stopped_by(0)
     sys.stdout.flush()
@@ -127,7 +132,7 @@ def quiet_run(tokens: list[str], folder: str, name: str) \
     try:
         os.dup2(null, 1)
         os.dup2(said, 2)
-        code = cli.execute([*tokens, "-json", path, "-noProgress"])
+        code = execute([*tokens, "-json", path, "-noProgress"])
     except KeyboardInterrupt:            # SIGINT as the run restored the default handlers
         code = 128 + signal.SIGINT
     finally:
@@ -170,15 +175,15 @@ def stopped_by(code: int) -> None:
         raise orchestrator.Interrupted(code - 128 if code > 128 else STOPS[0])
 
 
-def runner(setup: Setup, lay: varied.Layout, folder: str) -> Callable[[int], Round]:
+def runner(setup: Setup, lay: varied.Layout, quiet: Quiet) -> Callable[[int], Round]:
     """A point's round: the plan at `value`, run and judged; -cfiles left out once a run
     finished (its trees are made)."""
     made, count = [False], [0]
 
     def attempt(value: int) -> Round:
         count[0] += 1
-        code, doc, seconds, said = quiet_run(
-            varied.tokens_at(lay, setup.knob, value, made[0]), folder, f"run{count[0]}.json")
+        code, doc, seconds, said = quiet(varied.tokens_at(lay, setup.knob, value, made[0]),
+                                         f"run{count[0]}.json")
         if code > 128:                   # (a stop after it: noted, the next run is not made)
             raise orchestrator.Interrupted(code - 128)
         made[0] |= bool(doc) and not doc.get("failures")
@@ -315,12 +320,7 @@ def load(path: str) -> dict[str, Any] | None:
     return doc if isinstance(doc, dict) and doc.get("schema") == SCHEMA else None
 
 
-def say(lines: list[str], err: bool = False) -> None:
-    from .cli import say as said
-    said(lines, err)
-
-
-def measured_alone(kept: list[Criterion], lay: varied.Layout, folder: str) \
+def measured_alone(kept: list[Criterion], lay: varied.Layout, quiet: Quiet) \
         -> tuple[dict[int, float], dict[int, dict[str, Any]]]:
     """--keep: each kept group's bandwidth in a run of it alone (the plan's globals), and that
     run's results document."""
@@ -329,14 +329,13 @@ def measured_alone(kept: list[Criterion], lay: varied.Layout, folder: str) \
         if c.kind != "keep" or c.other in out:
             continue
         say([f"capacity: group {c.other} alone, for --keep {c.text}"], err=True)
-        code, doc, _, _ = quiet_run(varied.alone(lay, c.other), folder,
-                                    f"alone{c.other}.json")
+        code, doc, _, _ = quiet(varied.alone(lay, c.other), f"alone{c.other}.json")
         stopped_by(code)
         if code == 2:
             raise BadRun()
         bw = criteria.bandwidth(doc, 0) if doc and not doc.get("failures") else 0.0
         if not bw:
-            raise cmdline.UsageError(f"capacity: --keep {c.text}: group {c.other} alone "
+            raise UsageError(f"capacity: --keep {c.text}: group {c.other} alone "
                                      f"measured no bandwidth (exit {code})")
         out[c.other], runs[c.other] = bw, doc
     return out, runs
@@ -344,48 +343,49 @@ def measured_alone(kept: list[Criterion], lay: varied.Layout, folder: str) \
 
 def main(argv: list[str], group: int, vary: str, until: tuple[str, ...],
          keep: tuple[str, ...], ceiling: int | None, floor: int | None, rounds: int,
-         passing: str | None, json_path: str | None, command: str) -> int:
+         passing: str | None, json_path: str | None, command: str,
+         execute: Callable[[list[str]], int]) -> int:
     """The capacity command; its exit status (0 a search that ended, 2 bad input, 128 + the
     signal that stopped it). UsageError: bad input, before any run."""
     plan = cmdline.parse(argv)
     refuse(plan)
     lay = varied.layout(argv)
     if len(lay.groups) != len(plan.groups):
-        raise cmdline.UsageError("capacity: the plan's groups must be on the command line")
+        raise UsageError("capacity: the plan's groups must be on the command line")
     knob = varied.knob(plan, group, vary)
     chosen = tuple(criteria.parse(list(until), list(keep), plan, group))
     rule = rule_of(rounds, passing)
     start = floor or knob.start
     ceiling = ceiling or knob.limit
     if ceiling < start:
-        raise cmdline.UsageError(f"capacity: --max {ceiling} is below the start, "
+        raise UsageError(f"capacity: --max {ceiling} is below the start, "
                                  f"{knob.name} {start}" + ("" if floor else
                                                            " (the plan's; --min sets another)"))
     if ceiling > knob.limit:
-        raise cmdline.UsageError(f"capacity: --max {ceiling}: {knob.name} takes at most "
+        raise UsageError(f"capacity: --max {ceiling}: {knob.name} takes at most "
                                  f"{knob.limit}")
     for value in sorted({start, ceiling, floor or 1}):
         try:
             cmdline.parse(varied.tokens_at(lay, knob, value, False))
-        except cmdline.UsageError as e:
-            raise cmdline.UsageError(f"capacity: at {knob.name} {value}: {e}") from None
+        except UsageError as e:
+            raise UsageError(f"capacity: at {knob.name} {value}: {e}") from None
     if json_path is not None and (why := outputs.refusal("capacity: --json", json_path)):
-        raise cmdline.UsageError(why)
+        raise UsageError(why)
     STOPS.clear()
     catch_stops()
     began = time.monotonic()
     search = Search(start, floor or 1, ceiling, rule)
     stopped, folder = 0, tempfile.mkdtemp(prefix="torque-async-capacity.")
     try:
-        checked = quiet_run([*varied.tokens_at(lay, knob, start, False), "-quit"], folder,
-                            "checked.json")[0]
+        quiet = functools.partial(quiet_run, execute, folder)
+        checked = quiet([*varied.tokens_at(lay, knob, start, False), "-quit"], "checked.json")[0]
         stopped_by(checked)
         if checked == 2:
             raise BadRun()                   # the run's checks refused the plan: its one line
         setup = Setup(knob, chosen, rule, tuple((g.index, g.action) for g in plan.groups
                                                 if g.index != group),
-                      *measured_alone(list(chosen), lay, folder))
-        stopped = explore(search, runner(setup, lay, folder), knob.name,
+                      *measured_alone(list(chosen), lay, quiet))
+        stopped = explore(search, runner(setup, lay, quiet), knob.name,
                           lambda line: say([line], err=True))
     except orchestrator.Interrupted as e:        # before the search: no point to report
         say([f"torque-async: capacity: interrupted by {signal.Signals(e.signum).name}"],

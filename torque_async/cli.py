@@ -20,7 +20,9 @@ import click
 from click.shell_completion import CompletionItem
 
 from . import __version__, cmdline, helptext, orchestrator, outputs, runs, startup, sysinfo
+from .outputs import say
 from . import cluster, validate, workstart
+from .errors import UsageError
 from .options import OPTIONS
 from .results import (SEGMENT_PREFIX, SHM_DIR, NotASegment, SegmentInUse, free_segment,
                       segment_name)
@@ -92,7 +94,10 @@ def run(tokens: tuple[str, ...]) -> None:
     if "--help" in tokens:                  # click's convention, besides torque's -help
         say(helptext.asked_about(list(tokens)) or helptext.help_lines("all"))
         sys.exit(0)
-    sys.exit(cluster.finish(execute(list(tokens), startup.process_start(), exiting=True)))
+    parsed = click.get_current_context().obj        # launch.early's: (tokens, plan) or None
+    plan = parsed[1] if parsed and parsed[0] == list(tokens) else None
+    sys.exit(cluster.finish(execute(list(tokens), startup.process_start(), exiting=True,
+                                    plan=plan)))
 
 
 @main.command("plot")
@@ -188,8 +193,8 @@ def capacity_command(plan: tuple[str, ...], **given) -> None:
     from . import capacity
     try:
         code = capacity.main(list(plan), command=" ".join(map(shlex.quote, sys.argv[1:])),
-                             **given)
-    except cmdline.UsageError as e:
+                             execute=execute, **given)
+    except UsageError as e:
         fail(str(e), 2)
     sys.exit(code)
 
@@ -222,29 +227,20 @@ def fail(message: str, code: int) -> None:
     sys.exit(code)
 
 
-def say(lines: list[str], err: bool = False) -> None:
-    """Print lines; bytes of a file name that are not UTF-8 show as U+FFFD, as in the rows."""
-    if lines:
-        text = "\n".join(lines).encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-        stream = sys.stderr if err else sys.stdout
-        try:
-            outputs.emit(stream, text + "\n")   # one write: ranks' lines never interleave
-        except BrokenPipeError:            # the reader stopped early (| head): not a failure;
-            os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())   # the rest goes nowhere
-
-
-def execute(argv: list[str], began: startup.Began | None = None, exiting: bool = False) -> int:
-    """Parse, run and report; returns the exit status (0 ok, 1 a test failed, 2 bad input,
-    3 a stream missed its rate under -failLate, 128 + the signal when SIGINT, SIGTERM or
-    SIGHUP stopped it). `began`: when the command started (default: now). `exiting`: the
-    command ends after it, the stop signals left held (a default handler between here and the
-    exit's ignoring them died of the signal, or of a KeyboardInterrupt as 'aborted')."""
+def execute(argv: list[str], began: startup.Began | None = None, exiting: bool = False,
+            plan=None) -> int:
+    """Parse (unless `plan` is argv's, parsed already), run and report; returns the exit
+    status (0 ok, 1 a test failed, 2 bad input, 3 a stream missed its rate under -failLate,
+    128 + the signal when SIGINT, SIGTERM or SIGHUP stopped it). `began`: when the command
+    started (default: now). `exiting`: the command ends after it, the stop signals left held
+    (a default handler between here and the exit's ignoring them would die of the signal, or
+    of a KeyboardInterrupt as 'aborted')."""
     began = began or startup.now()
     for sig in orchestrator.STOP_SIGNALS:
         signal.signal(sig, orchestrator.raise_interrupted)
     code, late = 1, []
     try:
-        code = run_plan(argv, began, late)
+        code = run_plan(argv, began, late, plan)
     except orchestrator.Interrupted as e:
         print(f"torque-async: interrupted by {e}", file=sys.stderr)
         code = 128 + e.signum
@@ -268,8 +264,8 @@ def execute(argv: list[str], began: startup.Began | None = None, exiting: bool =
 
 def hold(late: list[int], again_ends: bool = True) -> None:
     """From the tests' end: a stop signal is noted in `late`, not raised. What is left (the
-    report, its files, the scratch files' removal) is quick, and a signal in its middle lost
-    the report of a run that was over, or left scratch files; the exit status still says it.
+    report, its files, the scratch files' removal) is quick, and a signal in its middle would
+    lose the report of a run that was over, or leave scratch files; the exit status says it.
     A second one ends the report at once (stuck on a full pipe), never the removal."""
     def held(signum: int, _frame) -> None:
         if late and again_ends:
@@ -279,14 +275,14 @@ def hold(late: list[int], again_ends: bool = True) -> None:
         signal.signal(sig, held)
 
 
-def run_plan(argv: list[str], began: startup.Began, late: list[int]) -> int:
+def run_plan(argv: list[str], began: startup.Began, late: list[int], parsed=None) -> int:
     """The run's steps: parse; answer a question (help, -quit) or free leftovers; check;
     run; report and export (a stop signal from the runs' end is held in `late`)."""
     if about := helptext.asked_about(argv):
         say(about)
         return 0
     try:
-        plan = cmdline.parse(argv)
+        plan = parsed if parsed is not None else cmdline.parse(argv)
         answer = answers(plan)
         if answer is not None:
             say(answer)
@@ -321,10 +317,10 @@ def run_plan(argv: list[str], began: startup.Began, late: list[int]) -> int:
         done = runs.run(plan, sysinfo.cache_line(), job)
         hold(late)
         # a rank that will end every rank meets none at the survey (a collective): rank 0,
-        # interrupted alone, waited there for ranks that ran on
+        # interrupted alone, would wait there for ranks that run on
         info = sysinfo.collect() if job and (done.failures or done.interrupted) else \
             survey(plan, job)
-    except cmdline.UsageError as e:
+    except UsageError as e:
         error(str(e))
         return 2
     return finish(plan, done, info, job, began)
@@ -361,8 +357,8 @@ def free_leftovers(smkey: int | None, tag: str, who: str) -> None:
     try:
         say([who + line for line in (free_shared_memory(smkey) if smkey is not None
                                      else free_killed_runs())])
-    except cmdline.UsageError as e:
-        raise cmdline.UsageError(who + str(e)) from None
+    except UsageError as e:
+        raise UsageError(who + str(e)) from None
     for what, left in leftovers(tag):
         shutil.rmtree(left, ignore_errors=True)
         say([f"{who}removed the {what} {left} of a run that is gone"])
@@ -452,10 +448,10 @@ def free_shared_memory(smkey: int) -> list[str]:
     try:
         freed = free_segment(name)
     except (NotASegment, OSError) as e:
-        raise cmdline.UsageError(str(e) if isinstance(e, NotASegment) else
+        raise UsageError(str(e) if isinstance(e, NotASegment) else
                                  f"/dev/shm/{name}: {e.strerror}: not removed") from None
     except SegmentInUse as e:
-        raise cmdline.UsageError(f"shared memory key {smkey:#x} is in use by pid {e.owner}, "
+        raise UsageError(f"shared memory key {smkey:#x} is in use by pid {e.owner}, "
                                  f"still running: -freeSharedMemory removes only what a killed "
                                  f"run left") from None
     if freed is None:
@@ -475,7 +471,7 @@ def free_killed_runs() -> list[str]:
     for name in found:
         try:
             out += free_shared_memory(int(name[len(SEGMENT_PREFIX):], 16))
-        except (cmdline.UsageError, ValueError):       # a live run's, or not a segment
+        except (UsageError, ValueError):       # a live run's, or not a segment
             continue
     return [ln for ln in out if not ln.startswith("no shared memory")] or \
         ["no shared memory of a killed run to remove"]

@@ -28,9 +28,10 @@ import time
 from dataclasses import dataclass, replace
 from typing import Callable
 
-from .cmdline import UsageError
+from .deadlines import SETUP_TIMEOUT
+from .errors import UsageError
 from .options import GLOBAL_DEFAULTS, LOCAL_DEFAULTS
-from .orchestrator import SETUP_TIMEOUT, Outcome
+from .outcome import Outcome
 from .plan import Plan
 from .results import SHM_DIR, Record, segment_name
 from .sysinfo import SysInfo

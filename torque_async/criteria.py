@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from .cmdline import UsageError
+from .errors import UsageError
 from .kinds import KINDS
 from .plan import Plan
 from .stats import Stats, bucket, merge

@@ -17,7 +17,7 @@ import stat
 import sys
 import tempfile
 
-from .cmdline import UsageError
+from .errors import UsageError
 from .inputs import kind
 from .results import SEGMENT_PREFIX, SHM_DIR
 
@@ -58,7 +58,7 @@ def in_system(folder: str) -> bool:
                                    for top in ("/proc", "/sys"))
 
 
-def unfit(path: str) -> str:
+def why_unfit(path: str) -> str:
     """Why an output may not be made at `path` ('' when it may): its directory is /dev, or in
     /proc or /sys, or the name is, or its link leads to, anything but a regular file (a device, a FIFO).
     A link to a regular file, or to nothing, is replaced itself."""
@@ -83,7 +83,7 @@ def refusal(what: str, path: str, hint: str = "") -> str:
     if os.path.isdir(path):
         return f"{what} {path} is a directory" + (hint if path == SYSCTL_FILE else
                                                    ": name a file in it")
-    if why := unfit(path):
+    if why := why_unfit(path):
         return f"{what} {path} {why}, not a file{hint}"
     if os.path.realpath(os.path.dirname(os.path.abspath(path))) == SHM_DIR and \
             os.path.basename(path).lstrip(".").startswith(SEGMENT_PREFIX):
@@ -149,7 +149,7 @@ def write(path: str, text: str | bytes) -> None:
             os.umask(mask)
             os.fchmod(fd, 0o666 & ~mask)                # mkstemp makes it 0600
             fh.write(text)
-        if why := unfit(path):                          # appeared since the plan was checked
+        if why := why_unfit(path):                      # appeared since the plan was checked
             raise OSError(errno.EEXIST, f"it {why}", path)
         os.replace(temp, path)
     except BaseException as e:
@@ -195,3 +195,14 @@ def write_sysctl(lines: list[str]) -> None:
         write(SYSCTL_FILE, "\n".join(lines) + "\n")
     except OSError as e:
         print(f"torque-async: note: cannot write {SYSCTL_FILE}: {e.strerror}", file=sys.stderr)
+
+
+def say(lines: list[str], err: bool = False) -> None:
+    """Print lines; bytes of a file name that are not UTF-8 show as U+FFFD, as in the rows."""
+    if lines:
+        text = "\n".join(lines).encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        stream = sys.stderr if err else sys.stdout
+        try:
+            emit(stream, text + "\n")   # one write: ranks' lines never interleave
+        except BrokenPipeError:            # the reader stopped early (| head): not a failure;
+            os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())   # the rest goes nowhere

@@ -137,8 +137,8 @@ def draw_bandwidth(ax, doc: dict[str, Any], tests: list[dict[str, Any]], shortes
 
 def bandwidth_sets(doc: dict[str, Any], tests: list[dict[str, Any]]) -> list[tuple[str, list]]:
     """(what, tests) of each bandwidth panel: a panel a test, or past MAX_BW_PANELS of them a
-    panel a group, or past that many groups one for all (each panel costs matplotlib about
-    0.3 s: 64 sampled tests took 23 s, 200 did not finish in 100 s)."""
+    panel a group, or past that many groups one for all (matplotlib's time grows with the
+    panels: a panel a test would not finish for hundreds of tests)."""
     if len(tests) <= MAX_BW_PANELS:
         return [(name(doc, t), [t]) for t in tests]
     groups: dict[int, list] = {}

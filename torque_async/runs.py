@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from . import figures, orchestrator
-from .orchestrator import Outcome
+from .outcome import Outcome
 from .plan import Group, Plan, Proc
 from .results import Record
 
@@ -68,7 +68,7 @@ class Runs:
     def stopped_alone(self) -> Runs:
         """-baseline stopped (a signal, a failure) in a group's run alone, before anything ran
         together: that run as one of its own (the group alone, no baseline), so the report and
-        -json show what it measured and what cut it short (they said one line, wrote no file).
+        -json show what it measured and what cut it short.
         Its group is the plan's group 0 (the lines of the run name it as it ran), and
         `alone_group` the index it has in the plan; the settings keep -baseline, as asked (no
         figures alone: `alone` is empty)."""

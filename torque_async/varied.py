@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import cmdline
+from .errors import UsageError
 from .options import ACTION, GLOBAL, OPTIONS
 from .plan import Plan
 from .streams.formats import rate
@@ -38,7 +39,7 @@ def layout(argv: list[str]) -> Layout:
     while pos < len(tokens):
         opt = OPTIONS.get(tokens[pos][1:])
         if opt is None:                      # an alias of the configuration file's -aliasFile
-            raise cmdline.UsageError(f"capacity: {tokens[pos]}: name its -aliasFile on the "
+            raise UsageError(f"capacity: {tokens[pos]}: name its -aliasFile on the "
                                      f"command line, after --")
         end = pos + 1 + len(opt.args)
         if opt.scope == GLOBAL:
@@ -76,14 +77,14 @@ class Knob:
 def knob(plan: Plan, group: int, vary: str) -> Knob:
     """What --vary means for the plan's group; UsageError when it has no such thing."""
     if not 0 <= group < len(plan.groups):
-        raise cmdline.UsageError(f"capacity: --group {group}: the plan has groups 0.."
+        raise UsageError(f"capacity: --group {group}: the plan has groups 0.."
                                  f"{len(plan.groups) - 1}")
     g = plan.groups[group]
     if vary == "procs":
         return Knob(vary, group, "p", g.local.p, 1024, "-p")
     if vary == "qd":
         if g.action != "aio":
-            raise cmdline.UsageError(f"capacity: --vary qd: group {group} ({g.text}) is not an "
+            raise UsageError(f"capacity: --vary qd: group {group} ({g.text}) is not an "
                                      f"-aio test: no queue depth to vary")
         return Knob(vary, group, "aio", g.args[0], 1024, "-aio depth")
     if g.action in STREAMS and g.local.fps is not None:
@@ -93,7 +94,7 @@ def knob(plan: Plan, group: int, vary: str) -> Knob:
     if g.local.T:
         return Knob(vary, group, "T", max(1, round(1e6 / g.local.T)), MAX_RATE,
                     "1e6/-T (/s)")
-    raise cmdline.UsageError(f"capacity: --vary rate: group {group} ({g.text}) has no rate: "
+    raise UsageError(f"capacity: --vary rate: group {group} ({g.text}) has no rate: "
                              f"a stream's -fps or MiB/s, or a -T pacing")
 
 

@@ -6,7 +6,7 @@ Only what the I/O engine uses: read and write at an address, absolute timeouts a
 the ring's fd polls readable while completions wait (the loop watches it). The SQ array's
 indirection lets a transfer's owner keep an SQE of its own (`take`): its fields are written once
 and only the file offset changes from one transfer to the next (`write` writes an SQE whole,
-`offsets[i]` is its offset); any other transfer borrows one until it is submitted (`lend`).
+`offsets[i]` is its offset); any other transfer borrows one until it is submitted (`borrowed_sqe`).
 `queue(i)` puts SQE i next in the submission queue (`queue_all` a list of them, in one write),
 `submit()` hands the kernel what is queued (one io_uring_enter), `completions(most)` reads the
 CQEs that arrived and moves the head past them.
@@ -46,8 +46,8 @@ WRAP = 0xFFFFFFFF                              # heads and tails are u32 that wr
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _syscall = _libc.syscall
-_syscall.restype = ctypes.c_long               # no argtypes: each is a C int or a pointer; the
-                                               # prototype's conversions cost 2 us a call
+_syscall.restype = ctypes.c_long               # no argtypes: each is a C int or a pointer;
+                                               # declared ones would be converted on every call
 
 
 def unusable() -> str | None:
@@ -107,13 +107,13 @@ class Ring:
 
     def take(self) -> int:
         """An SQE of the caller's own until it gives it back, or -1: half of them are kept for
-        lend()."""
+        borrowed_sqe()."""
         return self.free.pop() if len(self.free) > self.entries // 2 else -1
 
-    def give(self, i: int) -> None:
+    def give_back(self, i: int) -> None:
         self.free.append(i)
 
-    def lend(self) -> int:
+    def borrowed_sqe(self) -> int:
         """An SQE for one transfer: it comes back by itself once a submit has handed the kernel
         everything queued (submitting now when none is left)."""
         if not self.free:

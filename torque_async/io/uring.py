@@ -48,7 +48,7 @@ from typing import Callable, Coroutine, NamedTuple
 
 from . import ring as rings
 from ..units import amount
-from .engine import NAMES, YIELD_NS, now, short
+from .engine_api import NAMES, YIELD_NS, now, short
 
 DISABLED = "/proc/sys/kernel/io_uring_disabled"
 ENTRIES = 4096                     # SQEs; completions in flight may exceed it
@@ -56,18 +56,18 @@ FORGET_POLL = 0.001                # s: forget()'s first look again for transfer
 RETRY = 0.001                      # s: a submit the kernel refused for now (EBUSY, EAGAIN) is
                                    # tried again this much later, in case nothing is in flight
                                    # whose completion would bring the next one
-BATCH = 1024                       # completions answered at most at once: thousands in flight
-                                   # answered together held the loop (and a signal) for 100 ms+
+BATCH = 1024                       # completions answered at most at once: thousands answered
+                                   # together would hold the loop (and a signal) too long
 OPS = (rings.OP_READ, rings.OP_WRITE)
 GROUPS = (0, 4, 2, 1)              # O_DIRECT slot transfers a submit while a batch is answered
                                    # (0: the batch's all, once it is answered): calibrate() times
                                    # each; fio submits each one (iodepth_batch_submit=1)
 CALIBRATION_NS = 20_000_000        # one calibration trial (a group's reads at every depth)
 CALIBRATION_ROUNDS = 3             # trials of every group, in turn (the best of each counts)
-CALIBRATION_BYTES = 16 << 20       # most bytes in flight a calibration reads (drained in each
-                                   # trial's end: 256 MiB of 64 MiB reads took 6.5 s of set-up)
+CALIBRATION_BYTES = 16 << 20       # most bytes in flight a calibration reads (each trial's
+                                   # end drains them: large reads in flight lengthen set-up)
 TRIAL_READS = 2                    # a trial's completions must reach this many times the reads in
-                                   # flight (4096 in flight completed none in 20 ms)
+                                   # flight (a deep queue may complete none in a short trial)
 
 
 def unavailable() -> str | None:
@@ -103,7 +103,7 @@ def trial() -> None:
         os.write(w, b"x")
         got = bytearray(1)
         addr, held = rings.address(memoryview(got))
-        i = ring.lend()
+        i = ring.borrowed_sqe()
         ring.write(i, rings.OP_READ, r, addr, 1, 0, 7)
         ring.queue(i)
         ring.submit(wait=1)
@@ -182,10 +182,9 @@ class Misread(Exception):
 def pick(best: dict[int, float], rates: list[float]) -> int:
     """The group whose trial beat whole batches' in every round, the best of them at its best;
     whole batches (the fewest system calls) where none did. Paired by round: a round's trials
-    run back to back, so a disk that drifts from round to round moves both alike (the spread
-    of a group's own trials, 6-14k reads/s in one slow hour, kept whole batches at 6.4k over 1
-    at a time at 14.4k). A group no faster wins every round by chance (1 in 8 for each): it
-    then costs only system calls. `rates`: every trial's, round after round of one trial of
+    run back to back, so a disk that drifts from round to round moves both alike (unpaired,
+    the spread of a group's own trials would decide the pick). A group no faster wins every
+    round by chance (1 in 8 for each): it then costs only system calls. `rates`: every trial's, round after round of one trial of
     each group in best's order, whole batches first."""
     order = list(best)
     if 0 not in order:
@@ -278,7 +277,7 @@ class UringEngine:
         """Queue the transfer in an SQE lent until it is submitted, its completion to go to
         `waiter`."""
         ring = self.ring
-        i = ring.lend()
+        i = ring.borrowed_sqe()
         ring.write(i, op, fd, addr, length, offset, waiter.key, flags)
         self.waiting[waiter.key] = waiter
         ring.queue(i)
@@ -313,9 +312,8 @@ class UringEngine:
     def start(self, slots: list[Slot]) -> None:
         """Queue each slot's first transfer: done(slot, slot.want, 0, 0) says which (a slot's done
         tells this call from a completion by its own state). They go with the first transfers
-        of every test started in this turn of the loop, in one submit: each test's own, as
-        it started, put its first transfer ahead of the later tests' start (-p 64: the first
-        transfers of the first 50 took 34-35 ms)."""
+        of every test started in this turn of the loop, in one submit: a submit of each
+        test's own as it started would put its first transfer ahead of the later tests' start."""
         self.serve(self.starts(slots), 0, True, starting=True)
 
     def starts(self, slots: list[Slot]) -> list[tuple[int, int, int]]:
@@ -392,7 +390,7 @@ class UringEngine:
         waiting, offsets, write_sqe, queue = self.waiting, ring.offsets, ring.write, ring.queue_all
         held: list[Slot] = []              # slots whose transfers go with the batch's submit
         sqes: list[int] = []               # their SQEs, queued before anything else uses the
-                                           # ring (a lend may submit, a lane's may lend)
+                                           # ring (borrowed_sqe() may submit; a lane may borrow)
         group, due = 0 if starting else self.group, 0      # due: O_DIRECT ones among them
         for key, res, _ in batch:
             waiter = waiting[key]
@@ -412,7 +410,7 @@ class UringEngine:
                 i = waiter.sqe
                 if i < 0:                  # it owns none: one lent until its submit
                     queue(sqes)
-                    i, waiter.fd = ring.lend(), -1
+                    i, waiter.fd = ring.borrowed_sqe(), -1
                 if write == waiter.write and fd == waiter.fd:
                     offsets[i] = offset
                 else:
@@ -561,7 +559,7 @@ class UringEngine:
     def push(self, held: list[Slot] = ()) -> None:
         """Submit what is queued: the slots among it (`held`, and those started this turn)
         start at the clock read just before; what the kernel refused for now goes again
-        later()."""
+        retry_later()."""
         t0 = now() if held or self.starting else 0
         left = self.ring.submit()
         if t0:
@@ -569,22 +567,22 @@ class UringEngine:
                 slot.t0 = t0
             self.starting = []
         if left:
-            self.later()
+            self.retry_later()
 
-    def later(self) -> None:
+    def retry_later(self) -> None:
         """Submit again RETRY from now: a completion's batch would submit what is left too,
         but none may be in flight."""
         if self.retry is None:
-            self.retry = self.loop.call_later(RETRY, self.again)
+            self.retry = self.loop.call_later(RETRY, self.retry_now)
 
-    def again(self) -> None:
+    def retry_now(self) -> None:
         self.retry = None
         self.push()
 
     def release(self, waiter: Waiter) -> None:
         """A waiter done with the ring gives back the SQE it owns."""
         if waiter.sqe >= 0:
-            self.ring.give(waiter.sqe)
+            self.ring.give_back(waiter.sqe)
             waiter.sqe = -1
 
     def ready(self, count: int) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from ..cmdline import UsageError
+from ..errors import UsageError
 from . import site
 
 

@@ -25,9 +25,9 @@ import os
 import sys
 
 
-from torque_async.testing.api import TestContext, TestError
+from torque_async.kind_api.api import TestContext, TestError
 
-from ..io.engine import now
+from ..io.engine_api import now
 from ..meter import EXTRA, MEASURED, RAMP, STOP
 from ..results import WEB_OPS
 from ..stats import Summary

@@ -18,6 +18,7 @@ SHELL_VARS = {"p": "4"}                       # the loop variables the recipes u
 INPUTS = {"/data/big.dat": 1 << 30}           # files the pages name as the user's own, by size
 SHARED_TREE = "/shared/site"                   # a cluster's tree, made once: -quit says it is not
 NO_COMMANDS = {"README.md", "CHANGELOG.md", "benchmarks.md", "options.md", "how-it-works.md",
+               "hacking.md",
                "safety.md"}                   # docs/ pages that show no command to type
 
 

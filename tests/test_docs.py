@@ -164,8 +164,8 @@ def test_every_relative_link_resolves_to_a_file_and_its_anchor():
 def test_the_readme_is_short_and_starts_with_its_two_set_up_commands():
     lines = (REPO / "README.md").read_text().splitlines()
     assert len(lines) <= 400
-    assert lines[3].startswith("./tools/setup.sh && torque-async ")
-    assert lines[4].startswith("./tools/setup.sh && python3 -m pytest -q ")
+    assert lines[3].startswith("./tools/setup.sh && . .venv/bin/activate && torque-async ")
+    assert lines[4].startswith("./tools/setup.sh && . .venv/bin/activate && python3 -m pytest -q ")
     docs = {p.name for p in PAGES[1:]}
     assert {f"docs/{n}" for n in docs - {"README.md"}} <= set(re.findall(
         r"\]\((docs/[\w.-]+)", "\n".join(lines))), "a docs page the README does not link"

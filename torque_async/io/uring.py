@@ -412,6 +412,42 @@ class UringEngine:
         elif self.chain_flush is None:     # submitted with every chain of this turn
             self.chain_flush = self.loop.call_soon(self.chains_due)
 
+    @types.coroutine
+    def whole(self, chain: Chain, dirfd: int, name: int, flags: int, slot: int, addr: int,
+              chunk: int, reads: int):
+        """request()'s common case, written straight into the SQEs: open `name` (an address)
+        under `dirfd` into direct descriptor `slot`, `reads` reads of `chunk` bytes at `addr`
+        from offsets 0, chunk, ..., and its close (at most PIECE entries in all)."""
+        n, ring = reads + 2, self.ring
+        if len(ring.free) < n:
+            self.push()
+            if len(ring.free) < n:
+                raise OSError(errno.EBUSY, "io_uring: no room in the ring for a request's "
+                              "chain before completions are read")
+        current = self.current
+        chain.waiter = current
+        chain.future = None if current is not None else self.loop.create_future()
+        chain.left, chain.res, chain.at = n, [0] * n, [0] * n
+        chain.open_i, chain.close_i = 0, n - 1
+        key, lend, write = chain.key, ring.lend, ring.chain
+        sqes = [lend() for _ in range(n)]
+        write(sqes[0], rings.OP_OPENAT, rings.SQE_IO_LINK, dirfd, name, 0, 0, key, flags,
+              slot + 1)
+        flag = rings.SQE_IO_HARDLINK | rings.SQE_FIXED_FILE
+        for j in range(1, reads + 1):
+            write(sqes[j], rings.OP_READ, flag, slot, addr, chunk, (j - 1) * chunk, key | j)
+        write(sqes[n - 1], rings.OP_CLOSE, 0, 0, 0, 0, 0, key | n - 1, 0, slot + 1)
+        ring.queue_all(sqes)
+        self.chains[key >> 8] = chain
+        self.queued.append(chain)
+        if self.holding:
+            self.held += 1
+        elif self.chain_flush is None:
+            self.chain_flush = self.loop.call_soon(self.chains_due)
+        if current is not None:
+            return (yield)
+        return (yield from chain.future)
+
     def chains_due(self) -> None:
         self.chain_flush = None
         if self.queued:

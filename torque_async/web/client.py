@@ -4,19 +4,39 @@ A request picks a file (picks.py), opens it (relative to the tree's directory de
 O_NOFOLLOW), reads it whole in transfer-size reads into the client's buffer, and closes it;
 every -appendEvery-th request of a client then appends a size drawn uniformly in
 [1, -appendKB] to the tree's log (O_APPEND). A client makes n x i measured requests, or those
-before -t's deadline, after -ramp's unmeasured ones (the Meter decides, as for file lanes). Each is a blocking system call on the loop's thread
-(as -engine sync), timed apart: open, every read, close, append; the Meter records the request
-(open to close). A client gives the loop a turn once it has run TURN_NS (between requests, or
-between the reads of a large file, which it then holds open while others run), so the clients
-progress together: their measured intervals cover the same time, and -slow's unmeasured
-requests are about a round of turns at the end; -T makes a client wait that
-long after each read (a slow reader), holding its file. -webOpen N caps the files the group's
-clients hold open at once (a client waits for a slot before it opens; the wait is not part of
-the request's latency, which runs from the open to the end of the close).
+before -t's deadline, after -ramp's unmeasured ones (the Meter decides, as for file lanes).
+
+How a request reaches the kernel is the engine's (engine_for: -engine, auto as for the file
+tests):
+
+    uring    its open, reads and close are one chain of linked io_uring entries (the open into
+             a direct descriptor of the ring's table where the kernel has them, else an
+             ordinary descriptor: the open alone, then the reads linked to the close), in
+             flight in the kernel while the loop runs the other clients; the chains of every
+             client that the same batch of completions woke go in one submit. The reads are
+             hard-linked, so a chain whose read fails still closes its file. A client is a lane
+             the engine steps (no task wake-up per request), or, under -webOpen, a coroutine
+             awaiting its chain's future (the cap is an asyncio semaphore). An operation's
+             latency runs from the completion before it (the submit, for the open) to its
+             own, both as the loop's batches of completions saw them: the operations add up to
+             the request; entries completed in one batch share its clock read (a cached read
+             and its close then read 0).
+    threads  each request is made on a thread of the group's pool (one per client), its
+             operations timed there: N requests in flight where io_uring cannot open files.
+    sync     blocking calls on the loop's thread, timed apart: one request at a time. A client
+             gives the loop a turn once it has run TURN_NS (between requests, or between the
+             reads of a large file, which it then holds open while others run).
+
+-T makes a client wait that long after each read (a slow reader), holding its file (its
+request then goes in a chain per read). -webOpen N caps the files the group's clients hold
+open at once (a client waits for a slot before it opens; the wait is not part of the request's
+latency). The group counts the files held open and the requests in flight (most at once, and
+summed over their time) and the process's CPU from its first counted request.
 
 The clients of a group share one Site: the tree (made by the first client's set-up under
 -cfiles, or checked), the log, the popularity law and the cap. Reads are buffered (the page
-cache), as filebench's webserver reads.
+cache), as filebench's webserver reads. The log is made by the run if it is missing, emptied
+at its set-up, and removed at its end unless -keepLog.
 """
 from __future__ import annotations
 

@@ -369,11 +369,7 @@ class WebTest:
         got, t0, t, paused, times = await loop.run_in_executor(
             self.site.pool(), self.blocking, f)
         if measured:
-            so, sr, sc = (s.add for s in self.ops[:3])
-            so(times[0])
-            for lat in times[1:-1]:
-                sr(lat)
-            sc(times[-1])
+            self.timed(times)
         return got, t0, t, paused, t - t0
 
     def blocking(self, f: int) -> tuple[int, int, int, int, list[int]]:
@@ -501,12 +497,16 @@ class WebTest:
                 await self.close_after(direct, slot, fd)   # drive() cannot await: the ring's
             raise                      # close closes its direct descriptors)
         if measured:
-            so, sr, sc = (s.add for s in self.ops[:3])
-            so(lats[0])
-            for lat in lats[1:-1]:
-                sr(lat)
-            sc(lats[-1])
+            self.timed(lats)
         return got, t0, prev, paused, prev - t_open
+
+    def timed(self, lats: list[int]) -> None:
+        """A measured request's operations: its open, each read, its close (ns)."""
+        opened, read, closed = (s.add for s in self.ops[:3])
+        opened(lats[0])
+        for lat in lats[1:-1]:
+            read(lat)
+        closed(lats[-1])
 
     def closing(self, direct: bool, slot: int, fd: int) -> tuple:
         """The close entry of a request's chain: its direct descriptor's, or its fd's."""

@@ -80,7 +80,7 @@ class Site:
         self.files, self.flight = Gauge(), Gauge()  # files held open, requests in flight
         self.open_ns = self.flight_ns = 0           # each summed over its time, past -ramp
         self.cpu0 = 0                               # the process's CPU at the first request
-        self.lock = threading.Lock()                # `files`, for the threads engine's
+        self.lock = threading.Lock()                # `files`: the threads engine's update it
         self.threads: ThreadPoolExecutor | None = None
         self.names: ctypes.Array | None = None     # the ring's: every name, NUL-ended
         self.starts: list[int] = []
@@ -131,6 +131,20 @@ class Site:
             base = ctypes.addressof(self.names)
             self.starts = (base + np.cumsum([0] + [len(e) for e in encoded[:-1]])).tolist()
         return self.starts[f]
+
+    def hold(self) -> None:
+        """A client (or its thread) is about to open a file: one more held open."""
+        with self.lock:
+            self.files.up()
+
+    def let_go(self, fd: int) -> None:
+        """Close fd (if it was opened): one file fewer held open."""
+        try:
+            if fd >= 0:
+                os.close(fd)
+        finally:
+            with self.lock:
+                self.files.down()
 
     def pool(self) -> ThreadPoolExecutor:
         """The threads engine's: a thread for each client of the group."""
@@ -327,8 +341,7 @@ class WebTest:
         so, sr, sc = (s.add for s in self.ops[:3])
         size, chunk, iov, throttle = shared.sizes[f], local.size, self.iov, local.T / 1e6
         got, paused, fd = 0, 0, -1
-        files = shared.files
-        files.up()
+        shared.hold()
         try:
             t0 = now()
             fd = os.open(shared.tree.names[f], OPEN_FLAGS, dir_fd=shared.tree.fd)
@@ -353,9 +366,7 @@ class WebTest:
                 if last:
                     break
         finally:
-            if fd >= 0:
-                os.close(fd)
-            files.down()
+            shared.let_go(fd)
         t = now()
         if measured:
             so(t1 - t0)
@@ -377,9 +388,7 @@ class WebTest:
         shared, local = self.site, self.local
         size, chunk, iov, throttle = shared.sizes[f], local.size, self.iov, local.T / 1e6
         got, paused, fd, times = 0, 0, -1, []
-        files = shared.files
-        with shared.lock:
-            files.up()
+        shared.hold()
         try:
             t0 = now()
             fd = os.open(shared.tree.names[f], OPEN_FLAGS, dir_fd=shared.tree.fd)
@@ -398,10 +407,7 @@ class WebTest:
                 if last:
                     break
         finally:
-            if fd >= 0:
-                os.close(fd)
-            with shared.lock:
-                files.down()
+            shared.let_go(fd)
         t = now()
         times.append(t - ta)
         return got, t0, t, paused, times

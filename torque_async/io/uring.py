@@ -429,14 +429,19 @@ class UringEngine:
         chain.future = None if current is not None else self.loop.create_future()
         chain.left, chain.res, chain.at = n, [0] * n, [0] * n
         chain.open_i, chain.close_i = 0, n - 1
-        key, lend, write = chain.key, ring.lend, ring.chain
-        sqes = [lend() for _ in range(n)]
-        write(sqes[0], rings.OP_OPENAT, rings.SQE_IO_LINK, dirfd, name, 0, 0, key, flags,
-              slot + 1)
+        free = ring.free                       # lent as lend() lends them (room checked)
+        sqes = free[-n:]
+        del free[-n:]
+        ring.lent += sqes
+        key, prep, area = chain.key, ring.prep, ring.sqe_map
+        prep(area, sqes[0] << 6, rings.OP_OPENAT, rings.SQE_IO_LINK, 0, dirfd, 0, name, 0,
+             flags, key, 0, 0, slot + 1, 0, 0)
         flag = rings.SQE_IO_HARDLINK | rings.SQE_FIXED_FILE
         for j in range(1, reads + 1):
-            write(sqes[j], rings.OP_READ, flag, slot, addr, chunk, (j - 1) * chunk, key | j)
-        write(sqes[n - 1], rings.OP_CLOSE, 0, 0, 0, 0, 0, key | n - 1, 0, slot + 1)
+            prep(area, sqes[j] << 6, rings.OP_READ, flag, 0, slot, (j - 1) * chunk, addr, chunk,
+                 0, key | j, 0, 0, 0, 0, 0)
+        prep(area, sqes[-1] << 6, rings.OP_CLOSE, 0, 0, 0, 0, 0, 0, 0, key | n - 1, 0, 0,
+             slot + 1, 0, 0)
         ring.queue_all(sqes)
         self.chains[key >> 8] = chain
         self.queued.append(chain)
@@ -604,9 +609,12 @@ class UringEngine:
                 chain.res[i], chain.at[i] = res, t
                 if i == chain.open_i:
                     if res >= 0:
-                        chain.files.up()
+                        files = chain.files
+                        files.now += 1
+                        if files.now > files.most:
+                            files.most = files.now
                 elif i == chain.close_i and res != cancelled:
-                    chain.files.down()
+                    chain.files.now -= 1
                 chain.left -= 1
                 if chain.left:
                     continue

@@ -363,3 +363,34 @@ def test_each_engine_reports_what_was_in_flight(capsys, tmp_path, engine):
 def test_bad_input_is_one_line(capsys, tmp_path):
     assert_one_clean_line(*execute(capsys, "-smkey", "0x5E0F3", "-keepLog", "-n", "4", "-r"),
                           "-keepLog does not apply to -r")
+
+
+@needs_uring
+@pytest.mark.parametrize("how", ["direct", "fd"])
+def test_the_ring_reads_a_file_of_more_reads_than_a_chain_holds(capsys, tmp_path, monkeypatch,
+                                                                how):
+    """128 KB files in 1 KB reads: a request goes in three chains (uring.PIECE entries at
+    most), through direct descriptors or ordinary ones, and leaves no descriptor open."""
+    if how == "direct" and uring.chains()[0] != "direct":
+        pytest.skip("this kernel's io_uring opens no direct descriptors")
+    monkeypatch.setattr(client, "chains", lambda: (how, ""))
+    code, out, err = execute(capsys, "-smkey", "0x5E0F4", "-fast", "-engine", "uring", "-json",
+                             str(tmp_path / "out.json"), "-dir", str(tmp_path / "site"),
+                             "-cfiles", "-webFiles", "6", "-webSizes", "fixed", "-webMeanKB",
+                             "128", "-KB", "1", "-p", "3", "-n", "4", "-i", "1", "-web")
+    assert code == 0, err
+    s = json.loads((tmp_path / "out.json").read_text())["plan"]["groups"][0]["web"]
+    assert s["measured"] == 12 and s["read_bytes"] >= 12 * 128 * 1024
+    assert s["ops"]["read"]["count"] == 12 * 128 and s["ops"]["close"]["count"] == 12
+    assert not [name for name in descriptors() if name.startswith(str(tmp_path / "site"))]
+
+
+def descriptors() -> list[str]:
+    """What this process's descriptors name (the files of a tree among them)."""
+    names = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            names.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except FileNotFoundError:          # listdir's own
+            pass
+    return sorted(names)

@@ -358,6 +358,7 @@ def test_each_engine_reports_what_was_in_flight(capsys, tmp_path, engine):
     total = s["ops"]["open"]["count"] + s["ops"]["close"]["count"]
     assert total == 2 * s["measured"]
     assert "Web group 0 load: files open at once: at most" in out
+    assert s["device_queue"] is None or s["device_queue"] >= 0
 
 
 def test_bad_input_is_one_line(capsys, tmp_path):
@@ -394,3 +395,15 @@ def descriptors() -> list[str]:
         except FileNotFoundError:          # listdir's own
             pass
     return sorted(names)
+
+
+def test_the_device_queue_is_the_growth_of_the_weighted_io_time(tmp_path):
+    """/proc/diskstats' field 11 (weighted ms doing I/O) of the tree's device: a queue of 3
+    for 2 s adds 6000 ms; the other devices' lines are not it."""
+    from torque_async.web import disk
+    stats = tmp_path / "diskstats"
+    stats.write_text("   7       0 loop0 24 0 24576 1 12 0 12288 3 0 4 999 0 0 0 0\n"
+                     " 254       0 vda 5 0 80 9 1 0 8 2 3 40 6000 0 0 0 0 0 0\n")
+    assert disk.weighted_ms((254, 0), str(stats)) == 6000
+    assert disk.weighted_ms((8, 0), str(stats)) is None
+    assert disk.weighted_ms((254, 0), str(tmp_path / "none")) is None

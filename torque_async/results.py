@@ -25,10 +25,12 @@ MAX_SAMPLES = 1024
 MAX_SUBS = 3                       # sub-streams of one stream (rwr, rrw)
 WEB_OPS = ("open", "read", "close", "append")   # -web: the operations of a request, timed apart
 SIZE_LAW = ("files", "mean", "p50", "p99")      # -web: the file sizes of the tree made (bytes)
-WEB_LOAD = ("open_ns", "flight_ns", "most_flight", "cpu_ns", "log_bytes")   # -web: its group's
-# (on its loop) files held open and requests in flight, summed over their time (ns), the most
-# requests in flight at once, the process's CPU from its first counted request to this
-# client's publish, the log's size at the end (-1: not yet known)
+WEB_LOAD = ("open_ns", "flight_ns", "most_flight", "cpu_ns", "log_bytes", "queue_ms",
+            "queue_ns")    # -web: its group's (on its loop) files held open and requests in
+# flight, summed over their time (ns), the most requests in flight at once, the process's CPU
+# from its first counted request to this client's publish, the log's size at the end (-1: not
+# yet known), the tree's block device's weighted ms doing I/O over queue_ns from that first
+# request (-1: the tree is on no block device)
 PHASES = ("spawned", "set up", "released", "measured", "done")
 MAGIC = 0x746F72717565         # "torque"
 

@@ -58,10 +58,10 @@ from ..io import ring as rings
 from ..io.engine import choose, now
 from ..io.uring import PIECE, Gauge, chains, file_slots
 from ..meter import EXTRA, MEASURED, RAMP, STOP
-from ..results import WEB_OPS
+from ..results import WEB_LOAD, WEB_OPS
 from ..stats import Summary
 from ..units import KB
-from . import site
+from . import disk, site
 from .picks import BLOCK, Picker, Popularity, generators
 
 TURN_NS = 100_000                  # a client gives the loop a turn when it has run this long
@@ -80,6 +80,8 @@ class Site:
         self.files, self.flight = Gauge(), Gauge()  # files held open, requests in flight
         self.open_ns = self.flight_ns = 0           # each summed over its time, past -ramp
         self.cpu0 = 0                               # the process's CPU at the first request
+        self.device = disk.device_of(tree.fd)       # the tree's block device, if on one
+        self.queue0: tuple[int, int] | None = None  # its weighted ms doing I/O then, and when
         self.lock = threading.Lock()                # `files`: the threads engine's update it
         self.threads: ThreadPoolExecutor | None = None
         self.names: ctypes.Array | None = None     # the ring's: every name, NUL-ended
@@ -152,10 +154,22 @@ class Site:
             self.threads = ThreadPoolExecutor(self.clients, "torque-async web")
         return self.threads
 
+    def begin(self) -> None:
+        """The first request past -ramp: the process's CPU and the device's queue start."""
+        self.cpu0 = process_time_ns()
+        weighted = disk.weighted_ms(self.device) if self.device else None
+        if weighted is not None:
+            self.queue0 = (weighted, now())
+
     def load(self, log_bytes: int = -1) -> tuple[int, ...]:
         """results.WEB_LOAD as it stands now."""
+        queue = (-1, 0)
+        if self.queue0 is not None:
+            weighted = disk.weighted_ms(self.device)
+            if weighted is not None:
+                queue = (weighted - self.queue0[0], now() - self.queue0[1])
         return (self.open_ns, self.flight_ns, self.flight.most,
-                process_time_ns() - self.cpu0 if self.cpu0 else 0, log_bytes)
+                process_time_ns() - self.cpu0 if self.cpu0 else 0, log_bytes, *queue)
 
     def check_log(self) -> None:
         """The log grew by exactly what the clients appended."""
@@ -297,7 +311,7 @@ class WebTest:
             k += 1
             if what != RAMP:
                 if not shared.cpu0:
-                    shared.cpu0 = process_time_ns()
+                    shared.begin()
                 shared.requests += 1
                 shared.read += got
                 shared.flight_ns += t - t0 - paused
@@ -565,7 +579,7 @@ class WebTest:
         row["most_open"] = shared.files.most
         if shared.finished == shared.users:
             shared.check_log()
-            row["web_load"][0] = shared.load(os.fstat(shared.log).st_size)
+            row["web_load"][0, WEB_LOAD.index("log_bytes")] = os.fstat(shared.log).st_size
 
     async def close(self) -> None:
         if self.engine is not None:

@@ -38,8 +38,11 @@ def group_summary(group, records, procs) -> dict[str, Any] | None:
     requests, read, appended = (sum(work) for work in zip(*(w for w, _ in loops.values())))
     # the same publish's files open, requests in flight and CPU, summed over the loops; the
     # log's size from the loop's last client to check it
-    open_ns, flight_ns, most_flight, cpu_ns, _ = (
-        sum(load) for load in zip(*(w for _, w in loops.values())))
+    open_ns, flight_ns, most_flight, cpu_ns = (
+        sum(load) for load in list(zip(*(w for _, w in loops.values())))[:4])
+    # the tree's device's mean queue over the same interval (the deepest loop's: loops on one
+    # host share the device)
+    queues = [w[5] * NS_PER_MS / w[6] for _, w in loops.values() if w[5] >= 0 and w[6] > 0]
     logs = [r.web_load[WEB_LOAD.index("log_bytes")] for r in mine if r.web_load]
     ops = {name: latency(merge([r.op_lat[i] for r in mine if r.op_lat]))
            for i, name in enumerate(WEB_OPS)}
@@ -56,7 +59,8 @@ def group_summary(group, records, procs) -> dict[str, Any] | None:
             "mean_in_flight": flight_ns / span if span else 0.0,
             "cpu_ns_per_request": cpu_ns / requests if requests else 0.0,
             "log_bytes": max(logs) if logs and max(logs) >= 0 else None,
-            "log_kept": bool(group.local.keepLog)}
+            "log_kept": bool(group.local.keepLog),
+            "device_queue": max(queues) if queues else None}
 
 
 def unresolved(group, s: dict[str, Any] | None, shortest_ns: int) -> list[str]:
@@ -83,7 +87,9 @@ def lines(group, records, procs, shortest_ns: int) -> list[str]:
            f"Web group {group.index} load: files open at once: at most {s['most_open']}, mean "
            f"{s['mean_open']:.1f}; requests in flight: at most {s['most_in_flight']}, mean "
            f"{s['mean_in_flight']:.1f}; CPU {s['cpu_ns_per_request'] / 1000:.1f} us per "
-           f"request (the process's, user and system)",
+           f"request (the process's, user and system)" + (
+               "" if s["device_queue"] is None else f"; the tree's disk: {s['device_queue']:.2f} "
+               f"I/Os in its queue on average (/proc/diskstats, everything on that device)"),
            f"Web group {group.index} tree: {sizes['files']} files, mean "
            f"{sizes['mean'] / KB:.1f} KB, p50 {sizes['p50'] / KB:.1f} KB, "
            f"p99 {sizes['p99'] / KB:.1f} KB", HEADER]

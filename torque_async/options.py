@@ -191,9 +191,9 @@ _G = [
            (Arg("n", Count),), group="Execution"),
     Option("csv", GLOBAL, "write one CSV row per test process to FILE ('-': stdout; the text "
            "report then goes to stderr)", (Arg("file", text),), group="Output"),
-    Option("engine", GLOBAL, "file I/O engine: auto (sync for a lone test with one transfer "
-           "outstanding, else io_uring where available, else threads), uring, threads, sync "
-           "(blocking, one transfer at a time)",
+    Option("engine", GLOBAL, "file I/O engine, and -web's requests: auto (sync for a lone test "
+           "with one transfer outstanding, else io_uring where available, else threads), uring, "
+           "threads, sync (blocking, one transfer at a time)",
            (Arg("name", choice("auto", "uring", "threads", "sync")),), group="Files"),
     Option("example", GLOBAL, "print worked examples", group="Help"),
     Option("failLate", GLOBAL, "exit with status 3 when a stream missed its rate (a frame "

@@ -8,6 +8,8 @@ import ctypes
 import errno
 import json
 import os
+import resource
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +23,7 @@ from torque_async.results import ROW
 from torque_async.testing import api
 from torque_async.web import client, site
 
-from conftest import assert_one_clean_line, execute, needs_uring
+from conftest import CMD, ENV, assert_one_clean_line, execute, needs_uring
 
 OPS = {rings.OP_OPENAT: "open", rings.OP_READ: "read", rings.OP_CLOSE: "close"}
 
@@ -407,3 +409,25 @@ def test_the_device_queue_is_the_growth_of_the_weighted_io_time(tmp_path):
     assert disk.weighted_ms((254, 0), str(stats)) == 6000
     assert disk.weighted_ms((8, 0), str(stats)) is None
     assert disk.weighted_ms((254, 0), str(tmp_path / "none")) is None
+
+
+@needs_uring
+def test_more_clients_than_the_ring_holds_chains_for_are_refused(tmp_path):
+    """Each client of the loop holds a direct descriptor of the ring's table, which the
+    descriptor limit bounds: past it, one line with the numbers (exit 2); -engine threads
+    runs them."""
+    if uring.chains()[0] != "direct":
+        pytest.skip("this kernel's io_uring opens no direct descriptors")
+
+    def low():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+    argv = [*CMD, "-smkey", "0x5F0F5", "-fast", "-dir", str(tmp_path / "site"), "-cfiles",
+            "-webFiles", "20", "-n", "2", "-i", "1", "-webOpen", "8", "-p", "300"]
+    done = subprocess.run([*argv, "-web"], capture_output=True, text=True, env=ENV,
+                          preexec_fn=low, timeout=300)
+    assert_one_clean_line(done.returncode, done.stdout, done.stderr,
+                          "-web: 300 clients on the event loop, but its io_uring ring holds "
+                          "chains for 256 at once")
+    done = subprocess.run([*argv, "-engine", "threads", "-web"],
+                          capture_output=True, text=True, env=ENV, preexec_fn=low, timeout=300)
+    assert done.returncode == 0, done.stderr

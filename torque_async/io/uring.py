@@ -49,6 +49,7 @@ import functools
 import itertools
 import mmap
 import os
+import resource
 import types
 from typing import Callable, Coroutine, NamedTuple
 
@@ -177,7 +178,6 @@ def run_chain(ring: rings.Ring, ops: list[tuple]) -> list[int]:
 def file_slots() -> int:
     """The direct descriptors a ring's table holds: as many SQEs as the ring has, at most the
     process's descriptor limit (the kernel refuses a larger table)."""
-    import resource
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     return ENTRIES if soft == resource.RLIM_INFINITY else min(ENTRIES, soft)
 
@@ -384,33 +384,14 @@ class UringEngine:
         """Submit `ops`, each (opcode, IOSQE flags, fd, address, length, offset, op flags,
         file_index), as `chain`'s linked entries (at most PIECE); returns the chain once every
         entry has completed."""
-        self.queue_chain(chain, ops)
+        sqes, write, key = self.lend_chain(chain, len(ops)), self.ring.chain, chain.key
+        for j, (i, (op, flags, fd, addr, length, offset, op_flags, index)) in \
+                enumerate(zip(sqes, ops)):
+            write(i, op, flags, fd, addr, length, offset, key | j, op_flags, index)
+        self.send_chain(chain, sqes)
         if chain.waiter is not None:
             return (yield)             # to the engine, which steps the lane with the chain
         return (yield from chain.future)
-
-    def queue_chain(self, chain: Chain, ops: list[tuple]) -> None:
-        n, ring = len(ops), self.ring
-        if len(ring.free) < n:         # a chain goes to the kernel whole: never split by a
-            self.push()                # submit that lend() makes
-            if len(ring.free) < n:
-                raise OSError(errno.EBUSY, "io_uring: no room in the ring for a request's "
-                              "chain before completions are read")
-        chain.waiter = self.current
-        chain.future = None if self.current is not None else self.loop.create_future()
-        chain.left, chain.res, chain.at = n, [0] * n, [0] * n
-        key, lend, write, sqes = chain.key, ring.lend, ring.chain, []
-        for j, (op, flags, fd, addr, length, offset, op_flags, index) in enumerate(ops):
-            i = lend()
-            write(i, op, flags, fd, addr, length, offset, key | j, op_flags, index)
-            sqes.append(i)
-        ring.queue_all(sqes)
-        self.chains[key >> 8] = chain
-        self.queued.append(chain)
-        if self.holding:               # answering a batch: submitted with its end
-            self.held += 1
-        elif self.chain_flush is None:     # submitted with every chain of this turn
-            self.chain_flush = self.loop.call_soon(self.chains_due)
 
     @types.coroutine
     def whole(self, chain: Chain, dirfd: int, name: int, flags: int, slot: int, addr: int,
@@ -418,22 +399,10 @@ class UringEngine:
         """request()'s common case, written straight into the SQEs: open `name` (an address)
         under `dirfd` into direct descriptor `slot`, `reads` reads of `chunk` bytes at `addr`
         from offsets 0, chunk, ..., and its close (at most PIECE entries in all)."""
-        n, ring = reads + 2, self.ring
-        if len(ring.free) < n:
-            self.push()
-            if len(ring.free) < n:
-                raise OSError(errno.EBUSY, "io_uring: no room in the ring for a request's "
-                              "chain before completions are read")
-        current = self.current
-        chain.waiter = current
-        chain.future = None if current is not None else self.loop.create_future()
-        chain.left, chain.res, chain.at = n, [0] * n, [0] * n
+        n = reads + 2
+        sqes = self.lend_chain(chain, n)
         chain.open_i, chain.close_i = 0, n - 1
-        free = ring.free                       # lent as lend() lends them (room checked)
-        sqes = free[-n:]
-        del free[-n:]
-        ring.lent += sqes
-        key, prep, area = chain.key, ring.prep, ring.sqe_map
+        key, prep, area = chain.key, self.ring.prep, self.ring.sqe_map
         prep(area, sqes[0] << 6, rings.OP_OPENAT, rings.SQE_IO_LINK, 0, dirfd, 0, name, 0,
              flags, key, 0, 0, slot + 1, 0, 0)
         flag = rings.SQE_IO_HARDLINK | rings.SQE_FIXED_FILE
@@ -442,16 +411,40 @@ class UringEngine:
                  0, key | j, 0, 0, 0, 0, 0)
         prep(area, sqes[-1] << 6, rings.OP_CLOSE, 0, 0, 0, 0, 0, 0, 0, key | n - 1, 0, 0,
              slot + 1, 0, 0)
-        ring.queue_all(sqes)
-        self.chains[key >> 8] = chain
+        self.send_chain(chain, sqes)
+        if chain.waiter is not None:
+            return (yield)
+        return (yield from chain.future)
+
+    def lend_chain(self, chain: Chain, n: int) -> list[int]:
+        """Ready `chain` for n entries, awaited by the lane being stepped or else a future, and
+        lend it n SQEs, as lend() lends them. A chain goes to the kernel whole: never split
+        by the submit that lend() makes when none is left."""
+        ring = self.ring
+        if len(ring.free) < n:
+            self.push()
+            if len(ring.free) < n:
+                raise OSError(errno.EBUSY, "io_uring: no room in the ring for a request's "
+                              "chain before completions are read")
+        current = chain.waiter = self.current
+        chain.future = None if current is not None else self.loop.create_future()
+        chain.left, chain.res, chain.at = n, [0] * n, [0] * n
+        free = ring.free
+        sqes = free[-n:]
+        del free[-n:]
+        ring.lent += sqes
+        return sqes
+
+    def send_chain(self, chain: Chain, sqes: list[int]) -> None:
+        """Queue the chain's SQEs: submitted with the batch of completions being answered, or
+        with every chain queued in this turn of the loop."""
+        self.ring.queue_all(sqes)
+        self.chains[chain.key >> 8] = chain
         self.queued.append(chain)
         if self.holding:
             self.held += 1
         elif self.chain_flush is None:
             self.chain_flush = self.loop.call_soon(self.chains_due)
-        if current is not None:
-            return (yield)
-        return (yield from chain.future)
 
     def chains_due(self) -> None:
         self.chain_flush = None

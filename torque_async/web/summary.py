@@ -36,6 +36,9 @@ def group_summary(group, records, procs) -> dict[str, Any] | None:
         loops[p.row - p.index] = max(loops.get(p.row - p.index, ((), ())),
                                      (r.group_work, r.web_load or (0,) * len(WEB_LOAD)))
     requests, read, appended = (sum(work) for work in zip(*(w for w, _ in loops.values())))
+    most_open: dict[int, int] = {}                   # each loop's most, summed over the loops
+    for r, p in pairs:
+        most_open[p.row - p.index] = max(most_open.get(p.row - p.index, 0), r.most_open)
     # the same publish's files open, requests in flight and CPU, summed over the loops; the
     # log's size from the loop's last client to check it
     open_ns, flight_ns, most_flight, cpu_ns = (
@@ -54,7 +57,7 @@ def group_summary(group, records, procs) -> dict[str, Any] | None:
             "read_mb_per_s": read * 1e9 / span / MB if span else 0.0,
             "append_mb_per_s": appended * 1e9 / span / MB if span else 0.0,
             "request": latency(merge([r.lat for r in mine])), "ops": ops,
-            "sizes": dict(zip(SIZE_LAW, law)), "most_open": max(r.most_open for r in mine),
+            "sizes": dict(zip(SIZE_LAW, law)), "most_open": sum(most_open.values()),
             "mean_open": open_ns / span if span else 0.0, "most_in_flight": most_flight,
             "mean_in_flight": flight_ns / span if span else 0.0,
             "cpu_ns_per_request": cpu_ns / requests if requests else 0.0,

@@ -385,8 +385,7 @@ def loop_line(records, procs, rank=no_rank) -> str:
         line += ": the loop tests were limited by torque-async, not by the system"
         if any(p.group.action == "web" for p in procs):
             line += ("; more loops serve more -web requests: run it under mpiexec -n K on this "
-                     "host (each rank a loop of its own, serving a site of its own: leave -dir "
-                     "out)")
+                     "host (each rank a loop of its own, all serving one -dir)")
     return line
 
 

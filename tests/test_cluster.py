@@ -319,10 +319,29 @@ def test_a_rank_checks_its_own_tree_and_refuses_what_mpiexec_cannot_run_by_quit_
     assert_one_clean_line(code, out, err, f"{mine}/000/f0000001 is inside the -files tree")
     code, out, err = under_launcher("-smkey", "0x7934", "-quit", "-sp", *tree, cwd=tmp_path)
     assert_one_clean_line(code, out, err, "-sp runs one test in this process: it cannot run")
-    code, out, err = under_launcher("-smkey", "0x7934", "-quit", "-dir", "site", "-web",
-                                    cwd=tmp_path)
-    assert_one_clean_line(code, out, err, "-web with a -dir of your own under mpiexec: every "
-                                          "rank's clients would append to its one log")
+    code, out, err = under_launcher("-smkey", "0x7934", "-quit", "-dir", "site", "-cfiles",
+                                    "-web", cwd=tmp_path)
+    assert_one_clean_line(code, out, err, "-cfiles with a -dir of your own under mpiexec: every "
+                                          "rank would write the same tree")
+
+
+def test_two_ranks_serve_one_site_and_share_its_log(tmp_path):
+    """mpiexec -n 2 ... -dir site -web: both ranks' clients read the one tree (made once,
+    before), append to its one log, and the log is gone at the end."""
+    web = ["-dir", str(tmp_path / "site"), "-webFiles", "40", "-p", "3", "-n", "200", "-i", "1",
+           "-appendEvery", "2"]
+    done = subprocess.run([*CMD, "-smkey", "0x7936", "-nh", *web[:4], "-cfiles", "-n", "1",
+                           "-web"], capture_output=True, text=True, env=ENV, timeout=120)
+    assert done.returncode == 0, done.stderr
+    code, out, err = finished(mpiexec(2, "-smkey", "0x7937", "-nh", "-json",
+                                      str(tmp_path / "out.json"), *web, "-web"))
+    assert code == 0, err
+    s = json.loads((tmp_path / "out.json").read_text())["plan"]["groups"][0]["web"]
+    assert s["clients"] == 6 and s["measured"] == 2 * 3 * 200
+    assert s["ops"]["append"]["count"] == 2 * 3 * 100
+    assert s["log_bytes"] >= s["appended_bytes"] > 0 and not s["log_kept"]
+    assert not (tmp_path / "site" / "torque-web.log").exists()
+    assert "Event loops: 2, one per rank" in out
 
 
 @pytest.mark.parametrize("quit", [["-quit"], []])

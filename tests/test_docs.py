@@ -113,7 +113,8 @@ def test_every_command_on_the_page_still_parses(page, inputs, capsys):
             cli.main.commands[args[0]].make_context(args[0], args[1:])
         elif SHARED_TREE in args and "-cfiles" not in args:   # parsed whole, to the tree's check
             code = cli.execute([*args, "-quit"])
-            assert f"there is no -files tree in {SHARED_TREE}" in capsys.readouterr().err, words
+            err = capsys.readouterr().err
+            assert re.search(rf"there is no -(files|web) tree .*in {SHARED_TREE}", err), words
             assert code == 2, words
         else:
             code = cli.execute([*args, "-quit"])

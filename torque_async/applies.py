@@ -60,7 +60,8 @@ APPLIES: dict[str, frozenset[str]] = {
     "memStreams": STREAMS,
     "web": EVERY - {"sample"} | COUNTED | {"size", "T", "mfile", "mfileXfer", "cfiles", "dir",
                                          "appendEvery", "appendKB", "webFiles", "webMeanKB",
-                                         "webOpen", "webShape", "webSizes", "webWidth", "zipf"},
+                                         "webOpen", "webShape", "webSizes", "webWidth", "zipf",
+                                         "keepLog"},
 }
 
 LOCAL_FIELDS = {o.field for o in OPTIONS.values() if o.scope == LOCAL}

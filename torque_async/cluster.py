@@ -87,10 +87,6 @@ def refuse(plan: Plan) -> None:
     if any(g.local.cfiles and g.local.dir != LOCAL_DEFAULTS["dir"] for g in plan.groups):
         raise UsageError("-cfiles with a -dir of your own under mpiexec: every rank would write "
                          "the same tree; make it once without mpiexec, then run without -cfiles")
-    if any(g.action == "web" and g.local.dir != LOCAL_DEFAULTS["dir"] for g in plan.groups):
-        raise UsageError("-web with a -dir of your own under mpiexec: every rank's clients "
-                         "would append to its one log, which counts one rank's appends; leave "
-                         "-dir out (each rank serves a site of its own)")
 
 
 RANK_TEXT = ("command line:", "seed:", "configuration file:", "  from:")   # (see same_plan)

@@ -196,9 +196,9 @@ _G = [
            (Arg("n", Count),), group="Execution"),
     Option("csv", GLOBAL, "write one CSV row per test process to FILE ('-': stdout; the text "
            "report then goes to stderr)", (Arg("file", text),), group="Output"),
-    Option("engine", GLOBAL, "file I/O engine: auto (sync for a lone test with one transfer "
-           "outstanding, else io_uring where available, else threads), uring, threads, sync "
-           "(blocking, one transfer at a time)",
+    Option("engine", GLOBAL, "file I/O engine, and -web's requests: auto (sync for a lone test "
+           "with one transfer outstanding, else io_uring where available, else threads), uring, "
+           "threads, sync (blocking, one transfer at a time)",
            (Arg("name", choice("auto", "uring", "threads", "sync")),), group="Files",
            fio=("ioengine",)),
     Option("example", GLOBAL, "print worked examples", group="Help", asks=True),
@@ -272,6 +272,8 @@ _L = [
     Option("appendKB", LOCAL, "-web: an append writes a size uniform in [1 byte, this many KB]",
            (Arg("KB", integer(1, 1 << 20)),), group="Web"),
     *_sizes("", "size", "transfer size", fio={"KB": ("bs", "blocksize")}),
+    Option("keepLog", LOCAL, "-web: keep the log the clients appended to (torque-web.log under "
+           "-dir); without it the run removes the log it made at its end", group="Web"),
     Option("bp", LOCAL, "64-bit memory init patterns 1 and 2", (Arg("p", pattern),),
            dest="bp1", also=(("bp2", SAME),), group="Memory patterns"),
     Option("bp1", LOCAL, "64-bit memory init pattern 1", (Arg("p", pattern),),
@@ -442,7 +444,7 @@ LOCAL_DEFAULTS: dict[str, Any] = dict(
     appendEvery=10, size=MB,
     bp1=0x5555555555555555, bp2=0xAAAAAAAAAAAAAAAA, bpkey=1, bt=100, btr=False, cfiles=False,
     checkpoint=False, dir="filestest", display=None, dropLate=False, execChild=False,
-    extraRead=0, fbc=False, fps=None, frame=None, i=10, IH=480, IW=720, lateUs=0, linesize=None,
+    extraRead=0, fbc=False, fps=None, keepLog=False, frame=None, i=10, IH=480, IW=720, lateUs=0, linesize=None,
     m=False, mfile=None, mfileXfer=None, n=64, noResetParentAffinity=False,
     noVideoInitLoops=False, offset=0, p=1, percR=100, pixfmt=None, ramp=None, s=None, sa=False,
     sample=None, sleepEnd=0, stride=None, t=None, T=0, touch=False, touch4K=False, vector=0,

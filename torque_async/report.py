@@ -383,6 +383,9 @@ def loop_line(records, procs, rank=no_rank) -> str:
         line += f": not resolved (< {SHORTEST_NS // NS_PER_MS} ms)"
     elif busy["limited"]:
         line += ": the loop tests were limited by torque-async, not by the system"
+        if any(p.group.action == "web" for p in procs):
+            line += ("; more loops serve more -web requests: run it under mpiexec -n K on this "
+                     "host (each rank a loop of its own, all serving one -dir)")
     return line
 
 

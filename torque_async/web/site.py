@@ -425,10 +425,10 @@ def open_tree(root: str, law: Law, made: bool) -> Tree:
 
 
 def open_log(tree: Tree) -> int:
-    """The log for appending: a plain file of the tree with no other link, emptied once that
-    is checked. Each run starts it anew, as filebench makes its log fileset anew (appended to
-    for ever, it would grow with every run)."""
-    fd = os.open(LOG, os.O_WRONLY | os.O_APPEND | NOFOLLOW, dir_fd=tree.fd)
+    """The log for appending: a plain file of the tree with no other link (made if the end of
+    a run removed it), emptied once that is checked. Each run starts it anew, as filebench
+    makes its log fileset anew (appended to for ever, it would grow with every run)."""
+    fd = os.open(LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT | NOFOLLOW, 0o644, dir_fd=tree.fd)
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
         os.close(fd)

@@ -89,6 +89,7 @@ FIGURES: dict[str, Callable[[Record, Proc, int], Any]] = {
     "sys_bw": lambda rec, proc, t0: mb_per_s(rec.sys_bytes, rec.elapsed),
     "latency": lambda rec, proc, t0: report.latency_summary(rec),
     "spin": lambda rec, proc, t0: report.spin_rates(rec),
+    "check": lambda rec, proc, t0: report.data_check(rec),
     "rw": lambda rec, proc, t0: report.rw_figures(rec),
     "cpu": lambda rec, proc, t0: report.cpu_figures(rec, proc),
     "flags": lambda rec, proc, t0: list(report.resolution_flags(rec)),

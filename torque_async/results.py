@@ -48,6 +48,9 @@ def signals_held():
 
 # Row states, in the order a test goes through them.
 NEW, READY, RUNNING, MEASURED, DONE, FAILED, ABORTED = range(7)
+# A row's `checked`: its data check passed (CHECKED) and proved the data's values (VALUES), the
+# count of transfers its results claim (COUNT); a test's `proves` is VALUES | COUNT or less.
+VALUES, COUNT, CHECKED = 1, 2, 4
 STATE_NAMES = ("new", "ready", "running", "measured", "done", "failed", "aborted")
 
 SEGMENT_PREFIX = "torque-async-"    # a segment's name: the prefix and -smkey in hex

@@ -19,10 +19,9 @@ from typing import Any, Protocol
 import numpy as np
 
 from torque_async.kinds import KINDS
+from torque_async.results import CHECKED, COUNT, VALUES   # noqa: F401 - what a check proves
 
 
-VALUES, COUNT = 1, 2      # what a passed data check proves: the data's values, the transfers' count
-CHECKED = 4               # the row's `checked`: the check ran and passed (with what it proves)
 
 
 class TestError(Exception):

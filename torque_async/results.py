@@ -371,7 +371,8 @@ class Record:
     launched: int = 0
     setup_ns: int = 0
     whole: bool = True             # its measured part was not cut short by a stop
-    checked: int = 0               # testing.api: CHECKED | what its passed data check proved
+    checked: int = CHECKED | VALUES | COUNT   # its passed data check and what it proved (a
+                                              # row's own; a record made without one: both)
     unproved: str = ""             # why that check did not prove the values and the count
 
     @classmethod

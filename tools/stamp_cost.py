@@ -7,9 +7,13 @@
 For each kernel one test is built (as a worker builds it); then, in rounds, a pass over all n
 chunks by its transfer() (the stamp included) and a pass by the same kernel without the stamp
 alternate (who goes first alternates too), on the same buffers. The table gives the median ns
-of a transfer each way, the stamp's share of the stamped transfer (median of the rounds'
-differences over the median stamped transfer) and the spread of the rounds' differences. Scale
-and Triad take their scalar per transfer instead of a stamp: their plain pass uses the constant.
+of the thread's CPU time a transfer takes each way (a shared machine's waits for a CPU left
+out), the stamp's share of the stamped transfer (the medians' difference over the stamped
+median) and the spread of the rounds' paired differences over it. Scale and Triad take their
+scalar per transfer instead of a stamp: their plain pass uses the constant. The last column
+times what the check adds alone (the stamp's store, load's + 1, the scalar's sum) over 20000
+calls, in cache, less an empty call's: its floor, resolved where the paired passes'
+differences drown in a shared machine's noise.
 """
 from __future__ import annotations
 
@@ -38,16 +42,41 @@ def unstamped(test):
         "ls": lambda k: (int(test.load(k % n)), test.store(k % n)),
         "Scopy": lambda k: test.copy(k % n),
         "Sscale": lambda k: np.multiply(views[k % n][2], stream_kernels.SCALAR, out=views[k % n][1]),
-        "Sadd": lambda k: np.add(*views[k % n], out=views[k % n][2]),
+        "Sadd": lambda k: np.add(views[k % n][0], views[k % n][1], out=views[k % n][2]),
         "Striad": lambda k: test.run(k % n),
     }[test.action]
 
 
+def extra(test):
+    """What the data check adds to transfer k, alone (the kernel left out)."""
+    n, stamp, scalar = test.n, test.stamp, stream_kernels.SCALAR
+    if test.action in ("Sscale", "Striad"):
+        return lambda k: scalar + k
+    if test.action == "load":
+        return lambda k: k + 1
+    if test.action == "ls":
+        return lambda k: (k + 1, stamp.__setitem__(k % n, k))
+    return lambda k: stamp.__setitem__(k % n, k)
+
+
+def alone_ns(run, times: int = 20000) -> float:
+    """CPU ns per call of run(k) alone, less an empty call's (the best of 5 loops each)."""
+    def loop(f):
+        t = time.thread_time_ns()
+        for k in range(times):
+            f(k)
+        return time.thread_time_ns() - t
+    return max(0.0, (min(loop(run) for _ in range(5)) - min(loop(lambda k: k) for _ in range(5)))
+               / times)
+
+
 def pass_ns(transfer, n: int, first: int) -> float:
-    t = time.perf_counter_ns()
+    """CPU ns per transfer over a pass of transfers first .. first + n - 1 (the thread's CPU
+    time: on a shared machine the time it waited for a CPU is left out, its memory stalls not)."""
+    t = time.thread_time_ns()
     for k in range(first, first + n):
         transfer(k)
-    return (time.perf_counter_ns() - t) / n
+    return (time.thread_time_ns() - t) / n
 
 
 def main() -> int:
@@ -59,8 +88,9 @@ def main() -> int:
     args = parser.parse_args()
     size = int(args.mb * MiB)
     print(f"# stamp_cost.py -n {args.n} --mb {args.mb} --rounds {args.rounds}: ns per transfer")
-    print("| kernel | stamped | plain | stamp share median | rounds' share min-max |")
-    print("|---|---:|---:|---:|---:|")
+    print("| kernel | stamped | plain | stamp share median | rounds' share min-max | "
+          "the stamp alone (ns, share) |")
+    print("|---|---:|---:|---:|---:|---:|")
     for kernel in args.kernels:
         test = build_test(kernel, locals_for(args.n, size, 1, 64))
         plain, k = unstamped(test), 0
@@ -73,11 +103,13 @@ def main() -> int:
             if r:                                   # round 0 warms up
                 stamped_ns.append(got["s"])
                 plain_ns.append(got["p"])
+        own = alone_ns(extra(test))
         test.close()
         s, p = statistics.median(stamped_ns), statistics.median(plain_ns)
         shares = [100 * (a - b) / s for a, b in zip(stamped_ns, plain_ns)]
         print(f"| {kernel} | {s:.0f} | {p:.0f} | {100 * (s - p) / s:+.2f}% | "
-              f"{min(shares):+.1f}% .. {max(shares):+.1f}% |", flush=True)
+              f"{min(shares):+.1f}% .. {max(shares):+.1f}% | {own:.0f} ({100 * own / s:.2f}%) |",
+              flush=True)
     return 0
 
 

@@ -33,7 +33,7 @@ MiB = 1 << 20
 
 def unstamped(test):
     """transfer(k) without what the data check adds (the kernel as it was)."""
-    n, views = test.n, test._views
+    n, views, scalar = test.n, test._views, stream_kernels.SCALAR
     return {
         "bcopy": lambda k: np.copyto(*views[k % n]),
         "bzero": lambda k: test.zero(k % n),
@@ -41,7 +41,7 @@ def unstamped(test):
         "store": lambda k: test.store(k % n),
         "ls": lambda k: (int(test.load(k % n)), test.store(k % n)),
         "Scopy": lambda k: test.copy(k % n),
-        "Sscale": lambda k: np.multiply(views[k % n][2], stream_kernels.SCALAR, out=views[k % n][1]),
+        "Sscale": lambda k: np.multiply(views[k % n][2], scalar, out=views[k % n][1]),
         "Sadd": lambda k: np.add(views[k % n][0], views[k % n][1], out=views[k % n][2]),
         "Striad": lambda k: test.run(k % n),
     }[test.action]

@@ -6,8 +6,8 @@ figures come from FIGURES, each the same function the text report prints from. T
 the versioned JSON Schema in schema/results.schema.json. The CSV (-csv) has the report's
 columns (REPORT_COLUMNS: the main table, latency, CPU, the data check, and where some test has
 them spinWait's rates, the streams' figures and verdicts, -baseline's alone and together,
-mpiexec's host and rank); -csvAll every scalar test property of that schema, flattened, so its columns stay
-the same from run to run.
+mpiexec's host and rank); -csvAll every scalar test property of that schema, flattened, so
+its columns stay the same from run to run.
 """
 from __future__ import annotations
 

@@ -763,3 +763,26 @@ def test_a_spinner_that_skips_every_other_transfer_fails_its_check():
     with pytest.raises(api.TestError, match="spinWait: its generator is not where 6 transfers"):
         test.check(6)
     test.close()
+
+
+def test_the_timed_loop_gives_the_check_its_count_and_a_kernel_that_skipped_fails():
+    """workers.timed.measure (the worker's loop) returns the transfers it ran, which the
+    results row counts too; a kernel that skipped some fails the check given that count."""
+    from torque_async.meter import Limit, Meter
+    from torque_async.results import Results
+    from workers.timed import measure
+    local = make_local(n=4, i=3)
+    res = Results.create(f"torque-async-test43-{os.getpid():x}", 1)
+    try:
+        for test, fails in ((make("Sadd"), False), (skipping(make("Sadd")), True)):
+            count = measure(test, Meter(res, 0, None, False, Limit.of(local)), local, first=5)
+            assert count == 5 + 4 * 3 and res.snapshot()[0].transfers == 4 * 3
+            if fails:
+                with pytest.raises(api.TestError, match="^Sadd: "):
+                    test.check(count)
+            else:
+                test.check(count)
+            test.close()
+    finally:
+        res.release()
+        res.shm.unlink()

@@ -42,7 +42,8 @@ def test_every_field_is_documented_in_the_schema(what, names, where):
 
 
 # documented, not required: older v3 documents lack them
-ADDED_WITHIN_V3 = {"launched", "setup_ns", "whole", "cpu_wait", "wait_pct"}
+ADDED_WITHIN_V3 = {"launched", "setup_ns", "whole", "cpu_wait", "wait_pct", "checked", "unproved",
+                   "check"}
 
 
 def test_a_crafted_run_validates_and_carries_the_report_s_figures():
@@ -177,12 +178,12 @@ def test_load_refuses_a_test_of_a_group_the_plan_does_not_have(tmp_path):
     assert export.load(str(path))["tests"][1]["group"] == 0
 
 
-def test_csv_columns_are_the_schema_s_scalars_with_units_whatever_the_run():
+def test_csv_all_columns_are_the_schema_s_scalars_with_units_whatever_the_run():
     plan, recs = man_page_example()
     recs = (replace(recs[0], info="line one\nline two", lat_count=1, lat_min=1500, lat_max=1500,
                     lat_sum=1500), recs[1])
     doc = export.document(plan, recs, plan.procs(), INFO, "today")
-    text = export.csv_text(doc)
+    text = export.csv_text(doc, everything=True)
     rows = list(csv.reader(io.StringIO(text)))
     assert rows[0] == ["repetition", *(c.name for c in export.csv_columns())]
     assert "table.bw (MB/s)" in rows[0] and "spin.kept_pct (%)" in rows[0]
@@ -198,11 +199,41 @@ def test_csv_columns_are_the_schema_s_scalars_with_units_whatever_the_run():
     alone = [figures.main_figures(r, p) for r, p in zip(recs, plan.procs())]    # -baseline
     many = export.document(replace(plan, settings=replace(plan.settings, repeat=2)), recs,
                            plan.procs(), INFO, "today", repetitions=[recs, recs], alone=alone)
-    rows = list(csv.DictReader(io.StringIO(export.csv_text(many))))   # every repetition's
-    assert [(r["repetition"], r["proc"]) for r in rows] == [("1", "0"), ("1", "1"), ("2", "0"),
-                                                              ("2", "1")]
-    bw = next(k for k in rows[0] if k.startswith("alone.bw"))
-    assert rows[0][bw] and [r[bw] for r in rows[2:]] == [r[bw] for r in rows[:2]]  # each row's
+    for everything in (True, False):                                  # every repetition's
+        rows = list(csv.DictReader(io.StringIO(export.csv_text(many, everything))))
+        assert [(r["repetition"], r["proc"]) for r in rows] == [("1", "0"), ("1", "1"),
+                                                                  ("2", "0"), ("2", "1")]
+        bw = next(k for k in rows[0] if k.startswith("alone.bw"))
+        assert rows[0][bw] and [r[bw] for r in rows[2:]] == [r[bw] for r in rows[:2]]
+
+
+def test_the_default_csv_has_the_report_s_columns_and_none_of_the_record_s():
+    plan, recs = man_page_example()
+    recs = (replace(recs[0], lat_count=1, lat_min=1500, lat_max=1500, lat_sum=1500), recs[1])
+    doc = export.document(plan, recs, plan.procs(), INFO, "today")
+    rows = list(csv.reader(io.StringIO(export.csv_text(doc))))
+    head = rows[0]
+    assert not [name for name in head if name.startswith("record.")]
+    assert head[:8] == ["repetition", "proc", "group", "index", "action", "kind", "state",
+                        "table.start_ms (ms)"]
+    for name in ("table.bw (MB/s)", "table.xfers", "sys_bw (MB/s)", "latency.p99 (us)",
+                 "cpu.busy_pct (%)", "check.values", "check.count",
+                 "check.why"):
+        assert name in head, name
+    assert "table.proc" not in head and "table.test" not in head     # proc and kind say them
+    # what no test of this run has is left out: spinWait's rates, streams, -baseline's alone
+    # and together, hosts
+    assert not [n for n in head if n.split(".")[0] in ("spin", "streams", "alone", "together",
+                                                         "host", "rank", "record", "samples",
+                                                         "rw")]
+    first = dict(zip(head, rows[1]))
+    assert first["latency.max (us)"] == "1.5" and first["check.count"] == "True"
+    assert len(rows) == 3 and all(len(r) == len(head) for r in rows)
+    alone = [figures.main_figures(r, p) for r, p in zip(recs, plan.procs())]    # -baseline
+    both = export.document(plan, recs, plan.procs(), INFO, "today", alone=alone)
+    (head, *_), = [list(csv.reader(io.StringIO(export.csv_text(both))))]
+    assert "alone.bw (MB/s)" in head and "together.bw (MB/s)" in head
+    assert head.index("alone.bw (MB/s)") < head.index("together.bw (MB/s)")
 
 
 def parse_bw_line(out: str) -> dict[str, int]:
@@ -226,7 +257,10 @@ def test_a_real_run_validates_and_text_json_and_csv_agree(tmp_path):
         printed = [t["proc"], t["start_ms"], t["finish_ms"], t["diff_ms"], t["xfers"],
                    f"{t['bw']:.1f}", t["ts"], t["iops"], t["test"], t["file"], t["pid"]]
         assert line == [str(v) for v in printed]
-        assert float(row["table.bw (MB/s)"]) == t["bw"] and int(row["record.transfers"]) == t["xfers"]
+        assert float(row["table.bw (MB/s)"]) == t["bw"] and int(row["table.xfers"]) == t["xfers"]
+        assert row["check.values"] == row["check.count"] == "True" and row["check.why"] == ""
+        assert test["check"] == {"values": True, "count": True, "why": None}
+        assert not [name for name in row if name.startswith("record.")]
         assert row["kind"] == test["kind"] == t["test"] and row["state"] == "done"
     bzero, triad, spin = doc["tests"]
     assert sum(s["transfers"] for s in bzero["samples"]["intervals"]) == 256
@@ -250,6 +284,18 @@ def test_json_to_stdout_moves_the_text_report_to_stderr():
     assert c.returncode == 0, c.stderr
     (row,) = csv.DictReader(io.StringIO(c.stdout))
     assert row["table.xfers"] == "4" and table(c.stderr)[0][4] == "4"
+
+
+def test_csv_all_keeps_every_column_the_record_s_included(tmp_path):
+    r = run_cli("-smkey", "0x7505", "-csv", "all.csv", "-csvAll", "-n", "4", "-i", "1", "-KB",
+                "64", "-load")
+    assert r.returncode == 0, r.stderr
+    (row,) = csv.DictReader(io.StringIO((tmp_path / "all.csv").read_text()))
+    assert list(row) == ["repetition", *(c.name for c in export.csv_columns())]
+    assert row["record.transfers"] == "4" and row["check.count"] == "True"
+    alone = run_cli("-smkey", "0x7505", "-csvAll", "-n", "4", "-KB", "64", "-load")
+    assert alone.returncode == 2 and alone.stderr.strip() == \
+        "torque-async: error: -csvAll widens -csv's columns: name the file with -csv FILE too"
 
 
 @pytest.mark.parametrize("args, message", [

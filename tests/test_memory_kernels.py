@@ -102,49 +102,61 @@ def test_stream_rounds_size_down_to_doubles():
 
 # ---------------------------------------------------------------- memory tests: data
 
-def test_bcopy_copies_every_chunk():
+def stamps(test, buf, at=0):
+    """Each chunk's 64-bit word at byte `at` (where transfer k writes k), as ints."""
+    return [int.from_bytes(buf[j * test.size + at:j * test.size + at + 8].tobytes(), "little")
+            for j in range(test.n)]
+
+
+def test_bcopy_copies_every_chunk_and_its_stamp():
     test = make("bcopy")
     src0 = test.src.copy()
     # the destination starts unlike the source (complement of the pattern, key kept)
     assert np.array_equal(test.dst.view(U64)[1:], ~src0.view(U64)[1:])
     assert test.dst.view(U64)[0] == KEY | 7
-    run(test, 4 * 3).check()
+    run(test, 4 * 3).check(4 * 3)
     assert np.array_equal(test.dst, test.src)
-    assert np.array_equal(test.src, src0)
-    assert np.array_equal(test.src.view(U64), pattern(4 * 256 // 8))
+    assert stamps(test, test.src) == [8, 9, 10, 11]     # the last pass's transfer numbers
+    words = test.src.view(U64).copy()
+    words[::256 // 8] = pattern(4 * 256 // 8)[::256 // 8]
+    assert np.array_equal(words, pattern(4 * 256 // 8))  # the rest of the source as it was
 
 
 def test_bcopy_check_catches_a_wrong_byte():
     test = run(make("bcopy"), 8)
     test.dst[3 * 256 + 17] ^= 0x10
     with pytest.raises(api.TestError, match=r"bcopy: destination byte 785 \(chunk 3\)"):
-        test.check()
+        test.check(8)
 
 
 def test_bcopy_check_catches_a_missing_copy():
     test = run(make("bcopy"), 2)      # chunks 0 and 1 copied, 2 and 3 not: check passes
-    test.check()
+    test.check(2)
     assert np.array_equal(test.dst[:512], test.src[:512])
     assert not np.array_equal(test.dst[512:], test.src[512:])
-    test.transfers = 4                # pretend all four were copied
     with pytest.raises(api.TestError, match="chunk 2"):
-        test.check()
+        test.check(4)                 # claims all four were copied
 
 
-def test_bzero_zeroes_every_chunk():
+def test_bzero_zeroes_every_chunk_but_its_stamp():
     test = make("bzero")
     assert test.buf.any()
-    run(test, 4 * 2).check()
-    assert not test.buf.any()
+    run(test, 4 * 2).check(4 * 2)
+    assert stamps(test, test.buf) == [4, 5, 6, 7]
+    assert not test.buf.reshape(4, 256)[:, 8:].any()
 
 
 def test_bzero_partial_and_corrupt():
     test = run(make("bzero"), 3)
-    test.check()
-    assert not test.buf[:3 * 256].any() and test.buf[3 * 256:].all()
-    test.buf[2 * 256 + 5] = 1
-    with pytest.raises(api.TestError, match=r"byte 517 \(chunk 2\)"):
-        test.check()
+    test.check(3)
+    assert not test.buf.reshape(4, 256)[:3, 8:].any() and test.buf[3 * 256:].all()
+    test.buf[2 * 256 + 5] = 1         # a stamp byte (transfer 2's): the count check sees it
+    with pytest.raises(api.TestError, match=r"bzero: chunk 2's stamp"):
+        test.check(3)
+    test.buf[2 * 256 + 5] = 0
+    test.buf[2 * 256 + 9] = 1
+    with pytest.raises(api.TestError, match=r"byte 521 \(chunk 2\)"):
+        test.check(3)
 
 
 def strided_words(test, j):
@@ -152,53 +164,63 @@ def strided_words(test, j):
     return chunk_words(test.buf, j, test.size)[::test.stride // 8]
 
 
-def test_load_sums_one_word_per_line():
+def test_load_sums_one_word_per_line_and_counts_its_transfers():
     test = make("load", bt=102)       # random words: a sum no pattern symmetry can fake
     assert test.stride == 64 and test.words == 4
     before = test.buf.copy()
-    run(test, 4 * 3).check()
+    run(test, 4 * 3).check(4 * 3)
     sums = [int(strided_words(test, j).astype(object).sum()) % 2**64 for j in range(4)]
-    assert test.acc == 3 * sum(sums)
+    assert test.acc == 3 * sum(sums) + 4 * 3
     assert np.array_equal(test.buf, before)          # loads leave memory alone
 
 
 def test_load_partial_pass_and_corrupt_accumulator():
     test = run(make("load"), 6)       # chunks 0, 1 twice, chunks 2, 3 once
     per_chunk = [int(strided_words(test, j).astype(object).sum()) % 2**64 for j in range(4)]
-    assert test.acc == 2 * per_chunk[0] + 2 * per_chunk[1] + per_chunk[2] + per_chunk[3]
-    test.check()
+    assert test.acc == 2 * per_chunk[0] + 2 * per_chunk[1] + per_chunk[2] + per_chunk[3] + 6
+    test.check(6)
     test.acc += 1
     with pytest.raises(api.TestError, match="load: the loads summed to"):
-        test.check()
+        test.check(6)
+
+
+def test_load_of_an_all_zero_pattern_still_counts():
+    test = run(make("load", bp1=0, bp2=0, offset=64), 8)    # past the key word: all zero
+    assert test.acc == 8
+    test.check(8)
+    with pytest.raises(api.TestError, match="load: the loads summed to 0x8, 9 transfers"):
+        test.check(9)
 
 
 def test_load_check_uses_the_pattern_not_the_buffer_now():
     test = run(make("load"), 4)
     strided_words(test, 0)[2] ^= U64(1)              # memory changed after the loads
-    test.check()                                     # the loads did read the pattern
+    test.check(4)                                    # the loads did read the pattern
     test.transfer(4)                                 # ... but this load reads the change
     with pytest.raises(api.TestError):
-        test.check()
+        test.check(5)
 
 
-def test_store_writes_the_value_once_per_line_only():
+def test_store_writes_the_value_once_per_line_only_and_stamps_the_first():
     test = make("store", size=512, stride=128)
     value = ~P1 & (2**64 - 1)
-    run(test, 4 * 2).check()
+    run(test, 4 * 2).check(4 * 2)
     words = test.buf.view(U64)
     reference = pattern(4 * 512 // 8)
     stored = np.zeros(words.size, bool)
     for j in range(4):
-        stored[j * 64:(j + 1) * 64:16] = True        # stride 128 bytes: every 16th word
-    assert stored.sum() == 16
+        stored[j * 64 + 16:(j + 1) * 64:16] = True   # stride 128 bytes: every 16th word
+    assert stored.sum() == 12
     assert (words[stored] == value).all()
+    assert stamps(test, test.buf) == [4, 5, 6, 7]     # the first stored word of each chunk
+    stored[::64] = True
     assert np.array_equal(words[~stored], reference[~stored])
 
 
 def test_store_stride_defaults_to_the_line_size():
     test = run(make("store", linesize=128, size=512), 4)
     assert test.stride == 128 and test.words == 4
-    assert (test.buf.view(U64).reshape(4, 64)[:, ::16] == ~U64(P1)).all()
+    assert (test.buf.view(U64).reshape(4, 64)[:, 16::16] == ~U64(P1)).all()
     assert (test.buf.view(U64).reshape(4, 64)[:, 1::16] == U64(P1)).all()
 
 
@@ -206,49 +228,102 @@ def test_store_check_catches_a_lost_store():
     test = run(make("store"), 4)
     strided_words(test, 2)[3] = U64(0)
     with pytest.raises(api.TestError, match=r"store: word at byte 704 \(chunk 2\) holds 0x0{16}"):
-        test.check()
+        test.check(4)
 
 
 def test_ls_loads_then_stores():
     test = make("ls", bt=100)
     value = ~P1 & (2**64 - 1)
     first = [int(strided_words(test, j).astype(object).sum()) % 2**64 for j in range(4)]
-    run(test, 4 * 3).check()
-    # first pass reads the pattern, the two later passes read back what was stored
-    assert test.acc == sum(first) + 2 * 4 * (test.words * value % 2**64)
-    assert all((strided_words(test, j) == value).all() for j in range(4))
+    run(test, 4 * 3).check(4 * 3)
+    # first pass reads the pattern, the two later passes read back what was stored: the
+    # value in every stored word but the first, which holds the previous pass's stamp
+    again = sum(((test.words - 1) * value + k) % 2**64 for k in range(8))
+    assert test.acc == sum(first) + again + 4 * 3
+    assert all((strided_words(test, j)[1:] == value).all() for j in range(4))
     test.acc += 2
     with pytest.raises(api.TestError, match="ls: the loads summed"):
-        test.check()
+        test.check(4 * 3)
+
+
+def test_ls_sums_wrap_at_64_bits_as_the_loads_do():
+    test = make("ls", n=3, size=128, stride=64, bp1=4)   # 2 words a chunk: value + stamp
+    assert int(test.value) == 2**64 - 5              # value + stamp wraps from stamp 5 on
+    run(test, 3 * 5).check(3 * 5)
+    loads = [(2**64 - 5 + k) % 2**64 for k in range(3 * 4)]
+    assert test.acc == sum(test._pattern_sums) + sum(loads) + 3 * 5
+    with pytest.raises(api.TestError, match="ls: the loads summed"):
+        test.check(3 * 5 - 1)
 
 
 def test_ls_check_catches_a_lost_store():
     test = run(make("ls"), 4)
     strided_words(test, 0)[1] = U64(P1)
     with pytest.raises(api.TestError, match="ls: word at byte 64"):
-        test.check()
+        test.check(4)
+
+
+# ---------------------------------------------------------------- the count each check proves
+
+def skipping(test):
+    """The test as a kernel that skips every other transfer (its driver claims them all)."""
+    transfer = test.transfer
+    test.transfer = lambda k: None if k % 2 else transfer(k)
+    return test
+
+
+ALL_KERNELS = ["bcopy", "bzero", "load", "store", "ls", "Scopy", "Sscale", "Sadd", "Striad"]
+
+
+@pytest.mark.parametrize("action", ALL_KERNELS)
+@pytest.mark.parametrize("transfers", [2, 4 * 3, 4 * 3 + 1])
+def test_a_kernel_that_skips_every_other_transfer_fails_its_check_by_name(action, transfers):
+    test = run(make(action, bt=102), transfers)
+    test.check(transfers)                            # the real kernel passes
+    assert test.proves == api.VALUES | api.COUNT and test.unproved == ""
+    skipper = run(skipping(make(action, bt=102)), transfers)
+    with pytest.raises(api.TestError, match=rf"^{action}: "):
+        skipper.check(transfers)
+
+
+@pytest.mark.parametrize("action", ALL_KERNELS)
+def test_a_count_claimed_one_more_or_less_fails(action):
+    test = run(make(action, bt=102), 4 * 3 + 2)
+    for claimed in (4 * 3 + 1, 4 * 3 + 3, 2 * (4 * 3 + 2)):
+        with pytest.raises(api.TestError, match=rf"^{action}: "):
+            test.check(claimed)
+    test.check(4 * 3 + 2)
+
+
+@pytest.mark.parametrize("action", ["bcopy", "bzero"])
+def test_a_chunk_under_8_bytes_proves_the_values_and_says_the_count_is_not(action):
+    test = run(make(action, size=4), 4 * 3)
+    test.check(4 * 3)
+    test.check(4 * 3 + 4)                            # not caught, as it says
+    assert test.proves == api.VALUES and "no 64-bit transfer stamp" in test.unproved
 
 
 def test_unaligned_transfer_size():
     test = make("store", size=100, stride=24)        # chunks start at odd word offsets
-    run(test, 8).check()
+    run(test, 8).check(8)
     assert test.words == 4
     raw = test.buf
     for j in range(4):
-        for w in range(4):
+        for w in range(4):                           # word 0: transfer 4 + j's stamp
             at = j * 100 + w * 24
-            assert int.from_bytes(raw[at:at + 8].tobytes(), "little") == ~P1 & (2**64 - 1)
+            assert int.from_bytes(raw[at:at + 8].tobytes(), "little") == \
+                (~P1 & (2**64 - 1) if w else 4 + j)
 
 
 def test_unaligned_loads():
     test = make("ls", size=100, stride=12, bt=102)     # words at odd byte offsets
     raw = test.buf.copy()
-    run(test, 4).check()
+    run(test, 4).check(4)
     assert test.words == 8
     def word(at):
         return int.from_bytes(raw[at:at + 8].tobytes(), "little")
     assert test.acc == sum(sum(word(j * 100 + w * 12) for w in range(8)) % 2**64
-                           for j in range(4))
+                           for j in range(4)) + 4      # and one a transfer
 
 
 @pytest.mark.parametrize("action, overrides, message", [
@@ -299,7 +374,7 @@ def test_wire_refused_names_rlimit_memlock(monkeypatch):
 @pytest.mark.parametrize("action", ["bcopy", "bzero", "ls", "Striad"])
 def test_close_unmaps_the_buffers(action):
     test = run(make(action, size=4096), 4)
-    test.check()
+    test.check(4)
     maps = list(test._buffers._maps)
     assert maps and not any(m.closed for m in maps)
     test.close()
@@ -395,46 +470,62 @@ def test_pattern_refuses_a_non_contiguous_buffer():
 
 # ---------------------------------------------------------------- STREAM
 
-STREAM_OUT = {"Scopy": ("c", 1.0), "Sscale": ("b", 1.5), "Sadd": ("c", 3.0),
-              "Striad": ("a", 3.5)}
 INITIAL = {"a": 1.0, "b": 2.0, "c": 0.5}
 
 
-@pytest.mark.parametrize("action", list(STREAM_OUT))
+def stream_out(action, k):
+    """A STREAM kernel's output array, what transfer k leaves in its chunk's first element
+    and in the rest, and the input it stamps (Copy and Add: its chunk's first element is k)."""
+    s = 3.5 + k                                      # the transfer's scalar
+    return {"Scopy": ("c", k, 1.0, "a"), "Sscale": ("b", s * 0.5, s * 0.5, None),
+            "Sadd": ("c", k + 2.0, 3.0, "a"), "Striad": ("a", 2 + s * 0.5, 2 + s * 0.5, None)
+            }[action]
+
+
+STREAM_OUT = ["Scopy", "Sscale", "Sadd", "Striad"]
+
+
+@pytest.mark.parametrize("action", STREAM_OUT)
 def test_stream_kernel_results(action):
     test = make(action, n=4, size=8 * 1000)
-    run(test, 4 * 3).check()
-    name, value = STREAM_OUT[action]
-    for array in "abc":
-        want = value if array == name else INITIAL[array]
-        assert (getattr(test, array) == want).all(), array
+    run(test, 4 * 3).check(4 * 3)
+    for j, k in enumerate(range(8, 12)):             # the last pass: transfers 8 .. 11
+        name, first, rest, stamped = stream_out(action, k)
+        for array in "abc":
+            chunk = getattr(test, array)[j * 1000:(j + 1) * 1000]
+            want = (first, rest) if array == name else (k, INITIAL[array]) \
+                if array == stamped else (INITIAL[array],) * 2
+            assert chunk[0] == want[0] and (chunk[1:] == want[1]).all(), (array, j)
 
 
-@pytest.mark.parametrize("action", list(STREAM_OUT))
+@pytest.mark.parametrize("action", STREAM_OUT)
 def test_stream_untouched_chunks_keep_their_values(action):
     test = run(make(action, n=4, size=800), 3)
-    test.check()
-    name, value = STREAM_OUT[action]
+    test.check(3)
+    name, *_ = stream_out(action, 0)
     out = getattr(test, name)
-    assert (out[:300] == value).all() and (out[300:] == INITIAL[name]).all()
+    for j in range(3):
+        _, first, rest, _ = stream_out(action, j)
+        assert out[j * 100] == first and (out[j * 100 + 1:(j + 1) * 100] == rest).all()
+    assert (out[300:] == INITIAL[name]).all()
 
 
-@pytest.mark.parametrize("action", list(STREAM_OUT))
+@pytest.mark.parametrize("action", STREAM_OUT)
 @pytest.mark.parametrize("array", "abc")
 def test_stream_check_catches_one_bad_element(action, array):
     test = run(make(action, n=4, size=800), 8)
     getattr(test, array)[237] *= 1 + 1e-12                 # beyond STREAM's 1e-13
-    with pytest.raises(api.TestError, match=rf"{action}: {array}\[237\] = "):
-        test.check()
+    with pytest.raises(api.TestError, match=rf"{action}: {array}\[237\] = .* after 8 transfers"):
+        test.check(8)
 
 
 def test_stream_check_tolerates_rounding_and_catches_nan():
     test = run(make("Striad", n=2, size=800), 2)
     test.a[5] *= 1 + 1e-15                                  # within 1e-13
-    test.check()
+    test.check(2)
     test.c[99] = np.nan
     with pytest.raises(api.TestError, match=r"c\[99\] = nan"):
-        test.check()
+        test.check(2)
 
 
 def injected(monkeypatch, took):
@@ -470,12 +561,13 @@ def test_triad_keeps_the_block_size_then_the_way_that_ran_fastest(monkeypatch, w
     assert blocks[0].ctypes.data == test.a[100:].ctypes.data
     assert sum(b.size for b in blocks) == 100
     assert (test.a == 1.0).all()                                # the timing passes left no trace
-    run(test, 2).check()
-    assert (test.a[:200] == 3.5).all() and (test.a[200:] == 1.0).all()
+    run(test, 2).check(2)
+    assert (test.a[:100] == 3.75).all() and (test.a[100:200] == 4.25).all()   # 2 + (3.5 + k) / 2
+    assert (test.a[200:] == 1.0).all()
     test.c[250] = 1.0                                           # Triad reads c ...
     test.transfer(2)
-    with pytest.raises(api.TestError, match=r"Striad: a\[250\] = 5.0"):
-        test.check()                                            # ... and a shows it
+    with pytest.raises(api.TestError, match=r"Striad: a\[250\] = 7.5"):
+        test.check(3)                                           # ... and a shows it
 
 
 def test_a_lone_candidate_is_kept_untimed_and_said_to_be_the_only_one(monkeypatch):
@@ -485,7 +577,7 @@ def test_a_lone_candidate_is_kept_untimed_and_said_to_be_the_only_one(monkeypatc
     assert test.candidates() == [1] and timed == list(stream.WAYS) * memory.timed.CALIBRATION_PASSES
     assert "Triad blocks (sized the scratch way) of 8 bytes (the only one here); Triad by " in \
         test.info
-    run(test, 2).check()
+    run(test, 2).check(2)
 
 
 @pytest.mark.parametrize("way", list(stream.WAYS.values()))
@@ -502,7 +594,7 @@ def test_triad_calibration_leaves_the_arrays_as_set_up():
     test = make("Striad", n=2, size=4096)                       # timed for real
     assert test.step in test.candidates()
     assert (test.a == 1.0).all() and (test.b == 2.0).all() and (test.c == 0.5).all()
-    test.check()                                                # no transfer: all untouched
+    test.check(0)                                               # no transfer: all untouched
 
 
 def test_triad_transfer_allocates_no_temporary():
@@ -523,7 +615,7 @@ def test_triad_transfer_allocates_no_temporary():
         tracemalloc.stop()
     assert naive >= chunk
     assert peak < chunk // 64, peak
-    test.check()
+    test.check(6)
 
 
 # ---------------------------------------------------------------- -offset: "a file or buffer"
@@ -541,13 +633,13 @@ def test_offset_moves_the_working_set_into_the_buffer_and_leaves_the_bytes_befor
         plain = run(make(action), 4).buf
         assert np.array_equal(out[at:], plain)                # as without an offset
         assert not np.array_equal(out[at:], untouched[at:])  # ... and was worked on
-    test.check()
+    test.check(4)
 
 
 def test_offset_moves_stream_arrays_even_unaligned():
     test = run(make("Striad", offset=4), 4)
     assert test.a.ctypes.data % 8 == 4 and not test.a.flags.aligned
-    test.check()
+    test.check(4)
     assert float(test.a[0]) == stream.INITIAL["b"] + stream.SCALAR * stream.INITIAL["c"]
 
 
@@ -596,17 +688,18 @@ def test_every_chosen_way_does_the_kernel_and_the_choice_is_recorded(monkeypatch
     fresh = make(action, n=32, size=128, offset=offset, bt=100)
     assert np.array_equal(test.buf, fresh.buf)          # what the passes wrote was put back
     run(test, 32 + 5)                                   # every chunk, then 5 again
-    test.check()
+    test.check(32 + 5)
     words = [np.ndarray((2,), U64, test.buf, offset + j * 128, (64,)) for j in range(32)]
-    if action in ("store", "ls"):
-        assert all((w == U64(~P1 & patterns.MASK64)).all() for w in words)
+    if action in ("store", "ls"):                       # word 0: the stamp
+        assert all(w[1] == U64(~P1 & patterns.MASK64) for w in words)
+        assert [int(w[0]) for w in words] == [*range(32, 37), *range(5, 32)]
     if action == "load":                                # what was loaded: the pattern, as set up
         sums = [sum(int(x) for x in np.ndarray((2,), U64, fresh.buf, offset + j * 128, (64,)))
                 & patterns.MASK64 for j in range(32)]             # a transfer's sum wraps
-        assert test.acc == sum(sums) + sum(sums[:5])
+        assert test.acc == sum(sums) + sum(sums[:5]) + 32 + 5
     if action == "bzero":
-        inside = test.buf[offset:offset + 32 * 128]
-        assert not inside.any() and np.array_equal(test.buf[:offset], fresh.buf[:offset])
+        inside = test.buf[offset:offset + 32 * 128].reshape(32, 128)
+        assert not inside[:, 8:].any() and np.array_equal(test.buf[:offset], fresh.buf[:offset])
 
 
 def test_a_calibration_pass_covers_twice_the_largest_cache_over_all_arrays(monkeypatch):
@@ -640,3 +733,56 @@ def test_numpy_blas_runs_one_thread_in_the_command_and_so_in_its_workers():
                        env={**os.environ, "OPENBLAS_NUM_THREADS": "4", "MKL_NUM_THREADS": "4"})
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["1", "1"]          # threads of the process, what children inherit
+
+
+# ---------------------------------------------------------------- -spinWait's count
+
+@pytest.mark.parametrize("size", [8 * 10, 8 * 20000 + 24])      # one fill; fills and a rest
+def test_spin_check_proves_the_numbers_drawn(size):
+    test = make("spinWait", size=size)
+    assert test.proves == api.VALUES | api.COUNT
+    run(test, 5).check(5)
+    for claimed in (0, 4, 6, 10):                    # none, one less, one more, twice
+        with pytest.raises(api.TestError, match=rf"^spinWait: its generator is not where "
+                                                rf"{claimed} transfers of {size // 8} numbers"):
+            test.check(claimed)
+    test.close()
+
+
+def test_a_spinner_that_made_no_transfer_fails_its_check():
+    test = make("spinWait", size=8 * 100)
+    test.block.fill(0.25)                            # the values alone would pass
+    with pytest.raises(api.TestError, match="spinWait: "):
+        test.check(1)
+    test.check(0)
+    test.close()
+
+
+def test_a_spinner_that_skips_every_other_transfer_fails_its_check():
+    test = run(skipping(make("spinWait", size=8 * 100)), 6)
+    with pytest.raises(api.TestError, match="spinWait: its generator is not where 6 transfers"):
+        test.check(6)
+    test.close()
+
+
+def test_the_timed_loop_gives_the_check_its_count_and_a_kernel_that_skipped_fails():
+    """workers.timed.measure (the worker's loop) returns the transfers it ran, which the
+    results row counts too; a kernel that skipped some fails the check given that count."""
+    from torque_async.meter import Limit, Meter
+    from torque_async.results import Results
+    from workers.timed import measure
+    local = make_local(n=4, i=3)
+    res = Results.create(f"torque-async-test43-{os.getpid():x}", 1)
+    try:
+        for test, fails in ((make("Sadd"), False), (skipping(make("Sadd")), True)):
+            count = measure(test, Meter(res, 0, None, False, Limit.of(local)), local, first=5)
+            assert count == 5 + 4 * 3 and res.snapshot()[0].transfers == 4 * 3
+            if fails:
+                with pytest.raises(api.TestError, match="^Sadd: "):
+                    test.check(count)
+            else:
+                test.check(count)
+            test.close()
+    finally:
+        res.release()
+        res.shm.unlink()

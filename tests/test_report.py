@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from torque_async import cmdline, export, report
 from torque_async.io import uring
-from torque_async.results import DONE, Record
+from torque_async.results import CHECKED, DONE, FAILED, VALUES, Record
 from torque_async.stats import Summary
 from torque_async.sysinfo import SysInfo
 from torque_async.units import MB
@@ -378,3 +378,30 @@ def test_checkpoint_prints_no_times_for_a_run_that_never_started():
     assert report.checkpoint_lines((spawned,), plan.procs(), 0) == []     # no time zero
     started = report.checkpoint_lines((spawned,), plan.procs(), 6484000 * MS)
     assert started[0].startswith("checkpoint proc 0 (ms since the start): spawned 855.0")
+
+
+def test_the_report_and_the_json_name_each_test_whose_count_its_check_did_not_prove():
+    plan = cmdline.parse("-p 4 -n 8 -i 10 -MB 4 -load".split())
+    why = "its check reads back the last transfers' data, not how many were made"
+    recs = (record(0, 1000, MS, 80, MB),                                   # proved both
+            record(1, 1000, MS, 80, MB, checked=CHECKED | VALUES, unproved=why),
+            record(2, 1000, MS, 80, MB, checked=CHECKED | VALUES, unproved=why),
+            record(3, 1000, MS, 80, MB, checked=0))                        # never checked
+    lines = report.check_lines(recs, plan.procs())
+    assert lines == [f"Count not proved, procs 1-2 (Load): its data check proved the values, "
+                     f"not the count of transfers: {why}",
+                     "Count not proved, proc 3 (Load): its data check proved neither the values "
+                     "nor the count of transfers: its data check did not run: the run was "
+                     "stopped first"]
+    text = report.render(plan, recs, plan.procs(), INFO, "today")
+    assert all(line in text for line in lines)
+    tests = export.document(plan, recs, plan.procs(), INFO, "today")["tests"]
+    assert [t["check"] for t in tests] == [
+        {"values": True, "count": True, "why": None},
+        {"values": True, "count": False, "why": why}, {"values": True, "count": False, "why": why},
+        {"values": False, "count": False,
+         "why": "its data check did not run: the run was stopped first"}]
+    failed = replace(recs[3], state=FAILED, error="load: the loads summed to 0x1")
+    assert report.check_lines((failed,), plan.procs()[3:]) == []       # its error says why
+    assert report.data_check(failed)["why"] == "the test failed"
+    assert report.check_lines((recs[0],), plan.procs()[:1]) == []

@@ -195,7 +195,7 @@ def test_baseline_s_alone_figures_match_a_run_alone_and_reach_json_and_csv(tmp_p
         [[str(c["proc"]), c["test"], figures.FIGURES[c["figure"]].label] for c in changes]
     rows = list(csv.DictReader(io.StringIO((tmp_path / "b.csv").read_text())))
     assert float(rows[0]["alone.bw (MB/s)"]) == alone_bw
-    assert float(rows[0]["figures.bw (MB/s)"]) == doc["tests"][0]["figures"]["bw"]
+    assert float(rows[0]["together.bw (MB/s)"]) == doc["tests"][0]["figures"]["bw"]
 
 
 def test_repeat_keeps_every_repetition_and_prints_medians(tmp_path):

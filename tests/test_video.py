@@ -63,7 +63,7 @@ def run(number: int, options: dict, spoil=None):
         if spoil:
             spoil(test)
         try:
-            test.check()
+            test.check(N)
             error = None
         except Error as e:
             error = str(e)

@@ -85,7 +85,7 @@ def python_rate(kernel: str, n: int, size: int, iterations: int, stride: int) ->
     test = build_test(kernel, local)
     with scratch_results() as res:
         rate = bandwidth(test, local, res)
-    test.check()
+    test.check(n * iterations)
     test.close()
     return rate
 
@@ -113,12 +113,12 @@ def same_process(library: Path, kernel, n, size, iterations, stride, rounds):
         for r in range(rounds):
             for side in (("py", "c") if r % 2 == 0 else ("c", "py")):
                 if side == "py":
-                    ours.append(bandwidth(ours_test, local, res))
+                    ours.append(bandwidth(ours_test, local, res, first=len(ours) * total))
                 else:
                     theirs.append(c_rate(kernel, total))
                     if kernel == "Striad":
                         plain.append(c_rate("STREAMtriad", iterations))
-    ours_test.check()
+    ours_test.check(len(ours) * total)
     for test in (ours_test, their_test):
         test.close()
     return ours, theirs, plain

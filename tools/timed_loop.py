@@ -26,9 +26,10 @@ def scratch_results():
         res.shm.unlink()
 
 
-def bandwidth(test, local, res: Results, sample: int | None = None) -> float:
+def bandwidth(test, local, res: Results, sample: int | None = None, first: int = 0) -> float:
     """MiB/s of transfer bytes over one timed loop of local.n x local.i transfers, sampled
-    every sample+1 transfers (None: not)."""
-    measure(test, Meter(res, 0, sample, False, Limit.of(local)), local)
+    every sample+1 transfers (None: not), numbered on from `first` (the transfers run before:
+    test.check is then given first + n x i)."""
+    measure(test, Meter(res, 0, sample, False, Limit.of(local)), local, first=first)
     rec = res.snapshot()[0]
     return rec.bytes / 2**20 / (rec.elapsed / 1e9)

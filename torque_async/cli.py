@@ -419,8 +419,9 @@ def finish(plan, done: runs.Runs, info, job, began: startup.Began | None = None)
                                for o in done.whole], alone, found, began,
                               alone_info, done.interrupted, done.unfinished, done.alone_group)
         doc = report_cluster.document([o.cluster for o in done.complete], doc) if run else doc
-        machine = {path: make(doc) for path, make in ((s.json, export.json_text),
-                                                      (s.csv, export.csv_text)) if path}
+        machine = {path: make(doc) for path, make in (
+            (s.json, export.json_text),
+            (s.csv, lambda doc: export.csv_text(doc, everything=s.csvAll))) if path}
     say(lines, err="-" in machine)
     unwritten = [outputs.write_result(path, text) for path, text in machine.items()]
     shown = "-" in machine or same_file(sys.stdout, sys.stderr)

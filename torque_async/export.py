@@ -3,8 +3,11 @@
 Each test's `record` walks every field of the results Record, so a new row field appears in
 the JSON without code here (the schema test then asks for its documentation). The derived
 figures come from FIGURES, each the same function the text report prints from. The layout is
-the versioned JSON Schema in schema/results.schema.json; the CSV's columns are that schema's
-scalar test properties, flattened, so they stay the same from run to run.
+the versioned JSON Schema in schema/results.schema.json. The CSV (-csv) has the report's
+columns (REPORT_COLUMNS: the main table, latency, CPU, the data check, and where some test has
+them spinWait's rates, the streams' figures and verdicts, -baseline's alone and together,
+mpiexec's host and rank); -csvAll every scalar test property of that schema, flattened, so
+its columns stay the same from run to run.
 """
 from __future__ import annotations
 
@@ -89,6 +92,7 @@ FIGURES: dict[str, Callable[[Record, Proc, int], Any]] = {
     "sys_bw": lambda rec, proc, t0: mb_per_s(rec.sys_bytes, rec.elapsed),
     "latency": lambda rec, proc, t0: report.latency_summary(rec),
     "spin": lambda rec, proc, t0: report.spin_rates(rec),
+    "check": lambda rec, proc, t0: report.data_check(rec),
     "rw": lambda rec, proc, t0: report.rw_figures(rec),
     "cpu": lambda rec, proc, t0: report.cpu_figures(rec, proc),
     "flags": lambda rec, proc, t0: list(report.resolution_flags(rec)),
@@ -225,10 +229,11 @@ class Column:
     path: tuple[str, ...]
     unit: str = ""
     scale: float = 1.0            # JSON value x scale = the column's value
+    title: str = ""               # its name's stem, when not its path
 
     @property
     def name(self) -> str:
-        return ".".join(self.path) + (f" ({self.unit})" if self.unit else "")
+        return (self.title or ".".join(self.path)) + (f" ({self.unit})" if self.unit else "")
 
 
 CSV_SCALES = {("ns", "us"): 1e-3, ("ns", "ms"): 1e-6}
@@ -252,7 +257,39 @@ def scalar_columns(node: dict[str, Any], prefix: tuple[str, ...] = ()) -> list[C
 
 
 def csv_columns() -> list[Column]:
+    """-csvAll's columns: every scalar of a test entry."""
     return scalar_columns(schema()["$defs"]["test"])
+
+
+# The default CSV's columns, in the report's order: (a path prefix in a test entry, the prefix
+# whose values some test must have for them to be shown (None: always), the title's stem when
+# not the path). table.proc and table.test repeat proc and kind; figures, beside alone, are
+# -baseline's together.
+REPORT_COLUMNS: tuple[tuple[str, str | None, str], ...] = (
+    ("host", "host", ""), ("rank", "rank", ""), ("proc", None, ""), ("group", None, ""),
+    ("index", None, ""), ("action", None, ""), ("kind", None, ""), ("state", None, ""),
+    ("table", None, ""), ("sys_bw", None, ""), ("latency", None, ""), ("cpu", None, ""),
+    ("spin", "spin", ""), ("streams", "streams", ""),
+    ("check", None, ""), ("alone", "alone", ""), ("figures", "alone", "together"))
+REPEATED = {("table", "proc"), ("table", "test")}
+
+
+def under(column: Column, prefix: str) -> bool:
+    """The column's path is the dotted prefix or lies below it."""
+    return (".".join(column.path) + ".").startswith(prefix + ".")
+
+
+def report_columns(rows: list[dict[str, Any]]) -> list[Column]:
+    """The default CSV's columns (REPORT_COLUMNS) for these test entries."""
+    every = [c for c in csv_columns() if c.path not in REPEATED]
+    columns = []
+    for prefix, when, title in REPORT_COLUMNS:
+        if when and not any(row.get(when) is not None for row in rows):
+            continue
+        columns += [Column(c.path, c.unit, c.scale,
+                           ".".join((title, *c.path[1:])) if title else "")
+                    for c in every if under(c, prefix)]
+    return columns
 
 
 def lookup(entry: dict[str, Any], path: tuple[str, ...]) -> Any:
@@ -272,19 +309,21 @@ def csv_value(value: Any, column: Column) -> Any:
     return value
 
 
-def csv_text(doc: dict[str, Any]) -> str:
+def csv_text(doc: dict[str, Any], everything: bool = False) -> str:
     """One row per test process of each complete repetition (-repeat; the one run's
-    otherwise), numbered in the first column: the test's scalar figures, named by their JSON
-    path and unit (the same units as the text report)."""
-    columns = csv_columns()
+    otherwise), numbered in the first column: the report's figures (everything: every scalar
+    of the test entry), named by their JSON path and unit (the same units as the text
+    report)."""
+    later = [run["tests"] for run in (doc["repeats"] or {}).get("runs", ())[1:]]
+    rows = [(k, {**test, "alone": top.get("alone"), "alone_info": top.get("alone_info")})
+            for k, tests in enumerate([doc["tests"], *later], 1)  # (runs[0]: the top level's)
+            for test, top in zip(tests, doc["tests"])]            # -baseline: each one's alone
+    columns = csv_columns() if everything else report_columns([test for _, test in rows])
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(["repetition", *(c.name for c in columns)])
-    later = [run["tests"] for run in (doc["repeats"] or {}).get("runs", ())[1:]]
-    for k, tests in enumerate([doc["tests"], *later], 1):   # (runs[0] is the top level's)
-        for test, top in zip(tests, doc["tests"]):           # -baseline: each one's alone
-            test = {**test, "alone": top.get("alone"), "alone_info": top.get("alone_info")}
-            writer.writerow([k, *(csv_value(lookup(test, c.path), c) for c in columns)])
+    for k, test in rows:
+        writer.writerow([k, *(csv_value(lookup(test, c.path), c) for c in columns)])
     return out.getvalue()
 
 

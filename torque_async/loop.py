@@ -18,8 +18,8 @@ from typing import Awaitable, Callable, Protocol
 
 from .io import batch, uring
 from .kind_api.api import TestError, make_test
-from .kind_api.rows import describe, mark_closed, mark_failed, mark_ready, mark_spawned, \
-    note_info
+from .kind_api.rows import describe, mark_checked, mark_closed, mark_failed, mark_ready, \
+    mark_spawned, note_info
 from .meter import Limit, Meter, harness_cost, thread_usage
 from .plan import Plan, Proc
 from .results import DONE, RUNNING, Results
@@ -30,6 +30,8 @@ class LoopTest(Protocol):
     transfer_bytes: int
     system_bytes: int
     info: str
+    proves: int                    # what a passed check() proves (testing.api: VALUES, COUNT)
+    unproved: str                  # and why not the rest
 
     async def setup(self) -> None: ...
     async def run(self, meter: Meter) -> None: ...
@@ -111,10 +113,14 @@ class LoopSide:
         row["state"] = RUNNING
         # a run stopped (a signal, a failure) skips the data checks: they read back every
         # lane's place and can take seconds; the report says the run did not finish anyway
-        if await self.guarded(proc, lambda: test.run(meter)) and \
-                (self.results.header["stop"] or await self.guarded(proc, test.check)):
-            row["state"] = DONE
-            await self.sleep_end(proc.group.local.sleepEnd)
+        if not await self.guarded(proc, lambda: test.run(meter)):
+            return
+        if not self.results.header["stop"]:
+            if not await self.guarded(proc, test.check):
+                return
+            mark_checked(row, test)
+        row["state"] = DONE
+        await self.sleep_end(proc.group.local.sleepEnd)
 
     async def sleep_end(self, seconds: float) -> None:
         """-sleepEnd: the test stays open that long after it is done, or until the run stops."""

@@ -195,7 +195,11 @@ _G = [
     Option("child", GLOBAL, "run only test process n of the plan (as torque's fork-exec child)",
            (Arg("n", Count),), group="Execution"),
     Option("csv", GLOBAL, "write one CSV row per test process to FILE ('-': stdout; the text "
-           "report then goes to stderr)", (Arg("file", text),), group="Output"),
+           "report then goes to stderr): the report's figures with their units",
+           (Arg("file", text),), group="Output"),
+    Option("csvAll", GLOBAL, "with -csv: every scalar of the JSON's test entries, the shared "
+           "results record's included (record.*), in columns that stay the same from run to run",
+           group="Output"),
     Option("engine", GLOBAL, "file I/O engine, and -web's requests: auto (sync for a lone test "
            "with one transfer outstanding, else io_uring where available, else threads), uring, "
            "threads, sync (blocking, one transfer at a time)",
@@ -437,8 +441,9 @@ GLOBAL_DEFAULTS: dict[str, Any] = dict(
     aliasFile=None, bo=False, config=None, child=None, example=False, files=(), slow=None,
     freeSharedMemory=False, g=False, help=None, nh=False, printAlias=False, quit=False,
     seed=None, smkey=None, sp=False, vl=0, version=False,
-    csv=None, json=None, noProgress=False, engine="auto", writeDevices=False,
-    allowForeign=False, failLate=False, baseline=False, repeat=1, tAll=None, rampAll=None, rankTimeout=30.0)
+    csv=None, csvAll=False, json=None, noProgress=False, engine="auto", writeDevices=False,
+    allowForeign=False, failLate=False, baseline=False, repeat=1, tAll=None, rampAll=None,
+    rankTimeout=30.0)
 LOCAL_DEFAULTS: dict[str, Any] = dict(
     affinityNumber=None, affinityNumberDiff=None, affinityParent=None, appendKB=16,
     appendEvery=10, size=MB,

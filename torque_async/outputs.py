@@ -98,6 +98,8 @@ def check(plan) -> None:
     s = plan.settings
     if s.json == "-" and s.csv == "-":
         raise UsageError("-json and -csv both write to -")
+    if s.csvAll and not s.csv:
+        raise UsageError("-csvAll widens -csv's columns: name the file with -csv FILE too")
     outs = targets(s)
     for i, (what, path) in enumerate(outs):
         hint = " (a run writes a new file there; '-' is standard output)" if path != SYSCTL_FILE \

@@ -17,7 +17,7 @@ from . import __version__
 from .kinds import KINDS, LOOP
 from .plan import Group, Plan, Proc
 from .figures import CPU_WAITED, FIGURES, Change, Spread
-from .results import MAX_SAMPLES, PHASES, STATE_NAMES, Record
+from .results import CHECKED, COUNT, FAILED, MAX_SAMPLES, PHASES, STATE_NAMES, VALUES, Record
 from .stats import PERCENTILES, Stats, bucket_range, merge
 from .sysinfo import SysInfo, header_lines
 from .units import MB, NS_PER_MS, human, kb_text, mb_per_s, per_s
@@ -452,6 +452,30 @@ class Interval:
     end: int
     transfers: int
     bw: float                     # MB/s of transfer bytes over this interval alone
+
+
+def data_check(rec: Record) -> dict:
+    """What its data check proved (the JSON's `check`): the data's values, the count of
+    transfers claimed, and why not ('why' None when both)."""
+    if not rec.checked & CHECKED:
+        why = "the test failed" if rec.state == FAILED else \
+            "its data check did not run: the run was stopped first"
+        return {"values": False, "count": False, "why": why}
+    return {"values": bool(rec.checked & VALUES), "count": bool(rec.checked & COUNT),
+            "why": rec.unproved or None}
+
+
+def check_lines(records, procs) -> list[str]:
+    """The tests whose data check did not prove their count of transfers (a failed one's error
+    says why), by kind and reason."""
+    said: dict[str, list[int]] = {}
+    for rec, proc in zip(records, procs):
+        check = data_check(rec)
+        if rec.state != FAILED and not check["count"]:
+            what = "the values, not" if check["values"] else "neither the values nor"
+            said.setdefault(f"({KINDS[proc.group.action].label}): its data check proved {what} "
+                            f"the count of transfers: {check['why']}", []).append(rec.row)
+    return [f"Count not proved, {procs_named(rows)} {text}" for text, rows in said.items()]
 
 
 def sampling_cut(rec: Record) -> bool:
@@ -965,6 +989,7 @@ def render(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], inf
     lines += filter(None, (overlap_line(plan, records, t0, cluster),
                            *mostly_alone_lines(plan, records), startup_line(began, t0),
                            loop_line(records, procs, rank_of(cluster)), *spin_lines(records),
+                           *check_lines(records, procs),
                            *cyclic_lines(records, procs), *checkpoint_lines(records, procs, t0)))
     for group in plan.groups:
         lines += ["", *web.lines(group, records, procs, SHORTEST_NS)]

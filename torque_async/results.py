@@ -54,6 +54,9 @@ def signals_held():
 
 # Row states, in the order a test goes through them.
 NEW, READY, RUNNING, MEASURED, DONE, FAILED, ABORTED = range(7)
+# A row's `checked`: its data check passed (CHECKED) and proved the data's values (VALUES), the
+# count of transfers its results claim (COUNT); a test's `proves` is VALUES | COUNT or less.
+VALUES, COUNT, CHECKED = 1, 2, 4
 STATE_NAMES = ("new", "ready", "running", "measured", "done", "failed", "aborted")
 
 SEGMENT_PREFIX = "torque-async-"    # a segment's name: the prefix and -smkey in hex
@@ -106,6 +109,9 @@ ROW = np.dtype([
                                                  # orchestrator's stamp just before it started
                                                  # it; a loop test: when its set-up began)
     ("setup_ns", "i8"),                          # its set-up: from launched to ready
+    ("checked", "i8"),                           # its data check passed (4) and proved the
+                                                 # values (1), the transfers' count (2)
+    ("unproved", "S160"),                        # why the passed check did not prove both
     ("nops", "i8"),                              # -web: operations timed apart (WEB_OPS), and
     ("op_count", "i8", (len(WEB_OPS),)),         # for each: count, min, max, sum, histogram
     ("op_min", "i8", (len(WEB_OPS),)), ("op_max", "i8", (len(WEB_OPS),)),
@@ -373,6 +379,9 @@ class Record:
     launched: int = 0
     setup_ns: int = 0
     whole: bool = True             # its measured part was not cut short by a stop
+    checked: int = CHECKED | VALUES | COUNT   # its passed data check and what it proved (a
+                                              # row's own; a record made without one: both)
+    unproved: str = ""             # why that check did not prove the values and the count
 
     @classmethod
     def of(cls, r: np.void, row: int) -> "Record":
@@ -405,6 +414,7 @@ class Record:
                    cpu_wait=int(r["cpu_wait"]),
                    harness_ns=int(r["harness_ns"]), launched=int(r["launched"]),
                    setup_ns=int(r["setup_ns"]), whole=bool(r["whole"]),
+                   checked=int(r["checked"]), unproved=r["unproved"].decode(errors="replace"),
                    op_lat=tuple(Stats(int(r["op_count"][i]), int(r["op_min"][i]),
                                       int(r["op_max"][i]), int(r["op_sum"][i]),
                                       sparse(r["op_hist"][i]))

@@ -19,7 +19,8 @@ from torque_async.kinds import CALIBRATION, KINDS, OWN_LOOP
 from torque_async.meter import Limit, Meter, harness_cost, word
 from torque_async.results import ABORTED, DONE, RUNNING, STOP_SIGNALS, Results
 from torque_async.kind_api.api import WorkerSpec, make_test
-from torque_async.kind_api.rows import mark_closed, mark_failed, mark_ready, mark_spawned
+from torque_async.kind_api.rows import (mark_checked, mark_closed, mark_failed, mark_ready,
+                                       mark_spawned)
 from torque_async.timer import wait_until
 from workers.timed import idle_rate, measure
 
@@ -51,9 +52,10 @@ def main(spec: WorkerSpec, barrier, calibration_lock, in_process: bool = False) 
         row["harness_ns"] = harness_cost()
         mark_ready(row, test)
         barrier.wait()
+        transfers = 0                    # transfer() calls so far: what check() is given
         if CALIBRATION in needs and spec.calibrate:
             with calibration_lock:
-                row["ref_rate"] = idle_rate(test)
+                row["ref_rate"], transfers = idle_rate(test)
         barrier.wait()
         row["phase"][0, 2] = time.monotonic_ns()
         row["state"] = RUNNING
@@ -62,8 +64,10 @@ def main(spec: WorkerSpec, barrier, calibration_lock, in_process: bool = False) 
         if OWN_LOOP in needs:            # a test that times itself (-cyclic: lateness)
             test.measure(meter, local)
         else:
-            measure(test, meter, local, test.ops_per_transfer if CALIBRATION in needs else 0)
-        test.check()
+            transfers = measure(test, meter, local,
+                                test.ops_per_transfer if CALIBRATION in needs else 0, transfers)
+        test.check(transfers)
+        mark_checked(row, test)
         row["state"] = DONE
         return 0
     except BrokenBarrierError:

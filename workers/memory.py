@@ -14,6 +14,17 @@ buffer on views made at set-up: nothing is allocated while the clock runs.
     store   one 64-bit word per stride of buf[j] = value       1 x size
     ls      load burst over buf[j], then store burst over it   2 x size
 
+Every check depends on the number of transfers the driver claims (check(transfers)): each
+transfer leaves its number k in its chunk's first 64-bit word (the stamp), so after T claimed
+transfers chunk j must hold the last k < T with k = j (mod n), and a transfer skipped or a count
+made up leaves another number there.  bcopy stamps the source chunk before the copy (the copy
+carries the stamp: dst must equal src, stamp included); bzero and store stamp after their
+zeroes or stores (the first stored word).  A load cannot write: load's accumulator adds each
+transfer's sum and one (so even an all-zero pattern counts the transfers), and the check
+recomputes it from the claimed count; under ls a later pass loads the stamp the previous pass
+left.  One word written per transfer, to a line the kernel works on.  A chunk under 8 bytes
+(bcopy, bzero) holds no stamp: its check proves the values only, and says so (`unproved`).
+
 The stride is -stride, or the cache line size: with the default every word loaded or stored
 is a different line, so the whole chunk crosses the memory bus.  With a stride above the line
 size only the lines holding a word do, so load, store and ls count words x line size system
@@ -43,7 +54,7 @@ import numpy as np
 from torque_async import sysinfo
 from workers import patterns, timed
 from torque_async.kind_api.buffers import Buffers
-from torque_async.kind_api.api import TestContext, TestError
+from torque_async.kind_api.api import COUNT, VALUES, TestContext, TestError
 
 CALIBRATION_CACHES = 2          # a calibration pass covers at least this many largest caches
 _memset = ctypes.CDLL(None).memset
@@ -51,14 +62,15 @@ _memset.argtypes, _memset.restype = (ctypes.c_void_p, ctypes.c_int, ctypes.c_siz
 
 class MemoryTest:
     """What every memory and STREAM test shares: n chunks of size bytes per buffer, bytes
-    accounting, pattern-filled buffers, and how many chunks the transfers so far have touched
-    (the driver calls transfer(k) for k = 0, 1, 2, ...; each call counts itself in `transfers`)."""
+    accounting, pattern-filled buffers, and what the transfers the driver claims (it calls
+    transfer(k) for k = 0, 1, 2, ..., then check(transfers)) left in each chunk."""
 
     action = ""
     traffic = 1                 # system bytes per transfer byte
     arrays = ("buf",)           # the attributes that hold the test's arrays
     kernels: tuple = ()         # those that hold kernels choose() made (they view the arrays)
     unit = 1                    # the chunk size is rounded down to whole units of this many bytes
+    proves, unproved = VALUES | COUNT, ""       # what check() proves; why not the rest
 
     def __init__(self, ctx: TestContext):
         local = ctx.local
@@ -66,12 +78,12 @@ class MemoryTest:
         self.offset = local.offset          # the working set starts this far into each buffer
         self.transfer_bytes = self.size
         self.system_bytes = self.traffic * self.size
-        self.transfers = 0
         self.info = "" if self.size == local.size else \
             f"transfers of {local.size} bytes move {self.size} (whole {self.unit}-byte words)"
         self.chosen: dict[str, str] = {}    # what set-up chose (choose): what -> variant
         self._ctx = ctx
         self._buffers = Buffers(local.wire)
+        self.stamp = None       # the stamps' view (stamps()), where a test has one
         self._views: list = []  # per chunk: what transfer() hands to numpy
 
     def buffer(self, *, invert: bool = False) -> np.ndarray:
@@ -145,20 +157,47 @@ class MemoryTest:
         at = self.offset
         return [buf[at + j * self.size:at + (j + 1) * self.size] for j in range(self.n)]
 
-    def passes(self) -> list[int]:
-        """How many transfers have worked on each chunk."""
-        whole, part = divmod(self.transfers, self.n)
+    def passes(self, transfers: int) -> list[int]:
+        """How many of `transfers` transfers work on each chunk."""
+        whole, part = divmod(transfers, self.n)
         return [whole + (j < part) for j in range(self.n)]
 
-    def touched(self) -> int:
-        """Chunks 0 .. touched()-1 have been worked on."""
-        return min(self.transfers, self.n)
+    def touched(self, transfers: int) -> int:
+        """Chunks 0 .. touched()-1 are worked on by `transfers` transfers."""
+        return min(transfers, self.n)
+
+    def last(self, transfers: int) -> np.ndarray:
+        """The number of the last of `transfers` transfers on each chunk it touched."""
+        j = np.arange(self.touched(transfers), dtype=np.int64)
+        return j + (transfers - 1 - j) // self.n * self.n
+
+    def stamps(self, buf: np.ndarray, at: int = 0) -> np.ndarray:
+        """Every chunk's 64-bit word at byte `at` of the chunk, as one strided view: where
+        transfer k writes k. A chunk under 8 bytes has none: a scratch array takes the writes,
+        and the check proves the values only."""
+        if self.size < 8:
+            self.proves, self.unproved = VALUES, \
+                f"a {self.size}-byte chunk holds no 64-bit transfer stamp: the count is not checked"
+            return np.zeros(self.n, np.uint64)
+        return np.ndarray((self.n,), np.uint64, buf, self.offset + at, (self.size,))
+
+    def check_stamps(self, stamps: np.ndarray, transfers: int, where: str) -> None:
+        """Each chunk's stamp is the number of the last claimed transfer on it."""
+        if not self.proves & COUNT:
+            return
+        want = self.last(transfers)
+        got = stamps[:want.size].astype(np.int64)
+        if (got != want).any():
+            j = int(np.argmax(got != want))
+            self.fail(f"chunk {j}'s stamp ({where}) says transfer {int(stamps[j])} worked on it "
+                      f"last, but {transfers} transfers claimed make that transfer {int(want[j])}: "
+                      f"transfers were skipped or miscounted")
 
     def fail(self, what: str) -> NoReturn:
         raise TestError(f"{self.action}: {what}")
 
     def close(self) -> None:
-        self._views = []
+        self._views, self.stamp = [], None
         for name in self.arrays + self.kernels:
             setattr(self, name, None)
         self._buffers.close()
@@ -174,17 +213,20 @@ class BcopyTest(MemoryTest):
         self.src = self.buffer()
         self.dst = self.buffer(invert=True)
         self._views = list(zip(self.chunks(self.dst), self.chunks(self.src), strict=True))
+        self.stamp = self.stamps(self.src)
 
     def transfer(self, k: int) -> None:
-        self.transfers += 1
-        np.copyto(*self._views[k % self.n])
+        j = k % self.n
+        self.stamp[j] = k                   # the copy carries it
+        np.copyto(*self._views[j])
 
-    def check(self) -> None:
-        for j, (dst, src) in enumerate(self._views[:self.touched()]):
+    def check(self, transfers: int) -> None:
+        for j, (dst, src) in enumerate(self._views[:self.touched(transfers)]):
             if not np.array_equal(dst, src):
                 i = int(np.argmax(dst != src))
                 self.fail(f"destination byte {j * self.size + i} (chunk {j}) is {dst[i]:#04x}, "
                           f"the source holds {src[i]:#04x}")
+        self.check_stamps(self.stamp, transfers, "the source's first word, copied")
 
 
 class BzeroTest(MemoryTest):
@@ -200,16 +242,20 @@ class BzeroTest(MemoryTest):
         self.zero = self.choose("zeroed by", {
             "fill": lambda j: views[j].fill(0),
             "memset": lambda j: _memset(at + j * size, 0, size)}, lambda way, _span: way)
+        self.stamp = self.stamps(self.buf)
 
     def transfer(self, k: int) -> None:
-        self.transfers += 1
-        self.zero(k % self.n)
+        j = k % self.n
+        self.zero(j)
+        self.stamp[j] = k                   # after the zeroes: its first word
 
-    def check(self) -> None:
-        for j, chunk in enumerate(self._views[:self.touched()]):
-            if chunk.any():
-                i = int(np.flatnonzero(chunk)[0])
+    def check(self, transfers: int) -> None:
+        skip = 8 if self.proves & COUNT else 0          # the stamp's bytes
+        for j, chunk in enumerate(self._views[:self.touched(transfers)]):
+            if chunk[skip:].any():
+                i = skip + int(np.flatnonzero(chunk[skip:])[0])
                 self.fail(f"byte {j * self.size + i} (chunk {j}) is {chunk[i]:#04x} after zeroing")
+        self.check_stamps(self.stamp, transfers, "its first word, after the zeroes")
 
 
 class StridedTest(MemoryTest):
@@ -232,7 +278,8 @@ class StridedTest(MemoryTest):
         self._views = [np.ndarray((self.words,), np.uint64, self.buf,
                                   self.offset + j * self.size, (self.stride,))
                        for j in range(self.n)]
-        self.acc = 0                # every load adds its chunk's sum (a uint64) into it
+        self.acc = 0                # every load adds its chunk's sum (a uint64) and one
+        self.stamp = self.stamps(self.buf)                  # the first stored word
         self.info = f"stride {self.stride} bytes"
         views, value = self._views, self.value
         ones, zeros, values = (np.broadcast_to(np.uint64(x), (self.words,))  # stride 0: one word
@@ -251,33 +298,48 @@ class StridedTest(MemoryTest):
         self._pattern_sums = [int(np.add.reduce(w)) for w in self._views] if self.loads else []
 
     def transfer(self, k: int) -> None:
-        self.transfers += 1
         j = k % self.n
         if self.loads:
-            self.acc += int(self.load(j))
+            self.acc += int(self.load(j)) + 1
         if self.stores:
             self.store(j)
+            self.stamp[j] = k               # after the stores: the first stored word
 
-    def expected_acc(self) -> int:
-        """The sum the pattern implies: a chunk's first pass reads the pattern; under ls every
-        later pass reads back the value the previous pass stored (sums wrap at 64 bits)."""
-        total = 0
-        again = int(self.value) * self.words & patterns.MASK64 if self.stores else None
-        for first, passes in zip(self._pattern_sums, self.passes(), strict=True):
-            if passes:
-                total += first + (passes - 1) * (first if again is None else again)
+    def expected_acc(self, transfers: int) -> int:
+        """The sum `transfers` transfers make: one each, and the words loaded. A chunk's first
+        pass reads the pattern; under ls every later pass reads back what the previous pass
+        stored (words - 1 values and the previous pass's stamp); sums wrap at 64 bits."""
+        total, n = transfers, self.n
+        stored = int(self.value) * (self.words - 1) & patterns.MASK64
+        for j, (first, passes) in enumerate(zip(self._pattern_sums, self.passes(transfers),
+                                                strict=True)):
+            if not passes:
+                continue
+            total += first
+            if not self.stores:
+                total += (passes - 1) * first
+                continue
+            # passes 2 .. P read stored + k for k = j, j + n, ... (P - 1 stamps): the sum of
+            # those, less 2**64 for each whose sum wrapped (k >= 2**64 - stored)
+            again = passes - 1
+            stamps = again * j + n * again * (again - 1) // 2
+            wrap_from = -(-(patterns.MASK64 + 1 - stored - j) // n) if stored else again
+            wrapped = max(0, again - max(0, wrap_from))
+            total += again * stored + stamps - wrapped * (patterns.MASK64 + 1)
         return total
 
-    def check(self) -> None:
-        if self.loads and self.acc != self.expected_acc():
-            self.fail(f"the loads summed to {self.acc:#x}, the pattern implies "
-                      f"{self.expected_acc():#x}")
+    def check(self, transfers: int) -> None:
+        if self.loads and self.acc != self.expected_acc(transfers):
+            self.fail(f"the loads summed to {self.acc:#x}, {transfers} transfers of the pattern "
+                      f"make {self.expected_acc(transfers):#x}: transfers were skipped, "
+                      f"miscounted or misread")
         if self.stores:
-            for j, words in enumerate(self._views[:self.touched()]):
-                if not (words == self.value).all():
-                    i = int(np.argmax(words != self.value))
+            for j, words in enumerate(self._views[:self.touched(transfers)]):
+                if not (words[1:] == self.value).all():
+                    i = 1 + int(np.argmax(words[1:] != self.value))
                     self.fail(f"word at byte {j * self.size + i * self.stride} (chunk {j}) holds "
                               f"{int(words[i]):#018x}, {int(self.value):#018x} was stored")
+            self.check_stamps(self.stamp, transfers, "its first stored word")
 
 
 class LoadTest(StridedTest):

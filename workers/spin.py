@@ -6,12 +6,17 @@ fills of one small preallocated block that stays in cache (so the test moves no 
 loop is one random number. The driver measures the loop rate alone before the start
 (its kind declares calibration; with -baseline the test's run alone gives that figure instead)
 and under load, so the report can say how much of an idle CPU the test kept.
+
+The check proves the count: a double takes one 64-bit output of the generator (PCG64, from
+make_test), so after T claimed transfers its state must be the set-up state advanced by T x the
+numbers per transfer (the bit generator's `advance`, nothing timed); a transfer skipped, or one
+made up, leaves another state. The last block must hold doubles in [0, 1).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from torque_async.kind_api.api import TestContext, TestError
+from torque_async.kind_api.api import COUNT, VALUES, TestContext, TestError
 from torque_async.kind_api.buffers import Buffers
 
 BLOCK = 16384                      # random numbers per fill (128 KiB: stays in L2)
@@ -29,6 +34,11 @@ class SpinTest:
         self.fills, rest = divmod(numbers, len(self.block))
         self.rest = self.block[:rest] if rest else None          # the last, partial fill
         self.ops_per_transfer = numbers
+        self.start = self.rng.bit_generator.state       # what check() advances
+        self.proves, self.unproved = VALUES | COUNT, ""
+        if not hasattr(self.rng.bit_generator, "advance"):
+            self.proves, self.unproved = VALUES, (f"{self.start['bit_generator']} cannot be "
+                                                  f"advanced: the count is not checked")
         self.info = f"{numbers} random number{'s' * (numbers != 1)} per transfer" + \
             (f" ({ctx.local.size}-byte transfers rounded down to whole 8-byte doubles)"
              if ctx.local.size % 8 else "")
@@ -39,12 +49,19 @@ class SpinTest:
         if self.rest is not None:
             self.rng.random(out=self.rest)
 
-    def check(self) -> None:
-        # Doubles in [0, 1) with a plausible mean (of enough of them to tell): the loop really
-        # generated numbers.
+    def check(self, transfers: int) -> None:
+        # Doubles in [0, 1) with a plausible mean (of enough of them to tell)
         if not (0.0 <= self.block.min() and self.block.max() < 1.0
                 and (len(self.block) < 1000 or abs(self.block.mean() - 0.5) < 0.05)):
             raise TestError("spinWait: the random block does not hold uniform numbers")
+        if self.proves & COUNT:
+            expected = type(self.rng.bit_generator)()
+            expected.state = self.start
+            expected.advance(transfers * self.ops_per_transfer)
+            if expected.state != self.rng.bit_generator.state:
+                raise TestError(f"spinWait: its generator is not where {transfers} transfers of "
+                                f"{self.ops_per_transfer} numbers leave it: transfers were "
+                                f"skipped or miscounted")
 
     def close(self) -> None:
         self.buffers.close()

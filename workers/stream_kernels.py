@@ -5,14 +5,17 @@ doubles); transfer k runs the kernel on chunk k mod n.  Bytes are counted as STR
 them: a transfer reports `size` bytes, and moves 2 x size (Copy, Scale: one array read, one
 written) or 3 x size (Add, Triad: two read, one written) through the system.
 
-The arrays start as a = 1.0, b = 2.0, c = 0.5 and each test runs only its own kernel, so the
-kernel is idempotent (repeating it over a chunk writes the same values) and every output
-differs from its initial value:
+The arrays start as a = 1.0, b = 2.0, c = 0.5 and each test runs only its own kernel.  A
+kernel repeated over a chunk would write the same values, so each transfer k leaves its number
+in what it writes, and the check recomputes every chunk from the last transfer the claimed
+count puts on it: Scale and Triad take s = 3.5 + k as their scalar (one per transfer, as
+cheap as a constant; never one that writes the initial value back); Copy and Add first set the chunk's first element of a to k, which the kernel
+carries into the output (one element written to a line the kernel reads next):
 
-    Copy   c = a          c: 0.5 -> 1.0
-    Scale  b = s * c      b: 2.0 -> 1.5      (s = 3.0)
-    Add    c = a + b      c: 0.5 -> 3.0
-    Triad  a = b + s * c  a: 1.0 -> 3.5
+    Copy   c = a          c: 0.5 -> 1.0      (first element of the chunk: k)
+    Scale  b = s * c      b: 2.0 -> s * 0.5  (s = 3.5 + k)
+    Add    c = a + b      c: 0.5 -> 3.0      (first element of the chunk: k + 2)
+    Triad  a = b + s * c  a: 1.0 -> 2 + s * 0.5
 
 Triad needs s * c somewhere: it runs over the chunk in blocks that stay in cache, one of two
 ways: s * c into a scratch block made at set-up, then b + scratch into a; or s * c into a's
@@ -26,8 +29,9 @@ Copy is a bit-exact copy on uint64 views, by numpy's SIMD loop (a | 0) or by gli
 MemoryTest.choose's (workers/memory.py): timed from memory, untimed, and named in the group
 block.
 
-check() validates every element of every array as STREAM's checkSTREAMresults does: relative
-error against the expected value within 1e-13 (NaN fails).
+check(transfers) validates every element of every array as STREAM's checkSTREAMresults does:
+relative error against the expected value within 1e-13 (NaN fails); a transfer skipped or a
+count made up leaves another k, so other values, in some chunk.
 """
 from __future__ import annotations
 
@@ -40,7 +44,8 @@ from torque_async.units import human
 from torque_async.kind_api.api import TestContext, TestError
 from workers.memory import MemoryTest
 
-SCALAR = 3.0
+SCALAR = 3.5                    # transfer k's scalar is SCALAR + k: Scale's b (1.75 + k / 2)
+                                # and Triad's a never come back to their initial values
 ZERO = np.uint64(0)
 EPSILON = 1e-13                 # checkSTREAMresults' epsilon for double
 INITIAL = {"a": 1.0, "b": 2.0, "c": 0.5}
@@ -56,6 +61,7 @@ class StreamKernel(MemoryTest):
     """One STREAM kernel over n chunks of a, b and c."""
 
     output = ""                 # the array the kernel writes
+    stamped = ""                # the input whose chunk's first element transfer k sets to k
     traffic = 2                 # arrays moved per transfer (STREAM's byte count)
     arrays = ("a", "b", "c")
     unit = 8                    # doubles
@@ -73,6 +79,7 @@ class StreamKernel(MemoryTest):
             setattr(self, name, array)
         self._views = [self.kernel_views(*(x[j * m:(j + 1) * m] for x in (self.a, self.b, self.c)))
                        for j in range(self.n)]
+        self.stamp = getattr(self, self.stamped)[::m] if self.stamped else None
 
     def kernel_views(self, a, b, c):
         """What transfer() needs for one chunk (made once, at set-up)."""
@@ -82,31 +89,41 @@ class StreamKernel(MemoryTest):
         """The output's first chunks as set up (a calibration wrote them; check() expects it)."""
         getattr(self, self.output)[:chunks * self.m] = INITIAL[self.output]
 
-    def expected(self) -> float:
-        """The value the kernel leaves in its output array (the others keep INITIAL)."""
+    def expected(self, k: np.ndarray) -> np.ndarray:
+        """What transfer k (an array of them) leaves in its output chunk (the others keep
+        INITIAL, but for the stamps)."""
         raise NotImplementedError
 
-    def check(self) -> None:
-        touched = self.touched() * self.m
-        for name in self.arrays:
-            array = getattr(self, name)
-            if name == self.output:
-                spans = ((0, touched, self.expected()), (touched, array.size, INITIAL[name]))
-            else:
-                spans = ((0, array.size, INITIAL[name]),)
-            for start, stop, value in spans:
-                self._check_span(name, array, start, stop, value)
+    def expected_first(self, k: np.ndarray) -> np.ndarray:
+        """What transfer k leaves in its output chunk's first element."""
+        return self.expected(k)
 
-    def _check_span(self, name: str, array: np.ndarray, start: int, stop: int, value: float):
-        """array[start:stop] == value within EPSILON relative error (NaN fails too)."""
-        for lo in range(start, stop, CHECK_BLOCK):
-            part = array[lo:min(stop, lo + CHECK_BLOCK)]
-            bad = ~(np.abs(part - value) <= EPSILON * abs(value))
+    def check(self, transfers: int) -> None:
+        k = self.last(transfers).astype(np.float64)
+        for name in self.arrays:
+            first, rest = np.full(self.n, INITIAL[name]), np.full(self.n, INITIAL[name])
+            if name == self.output:
+                first[:k.size], rest[:k.size] = self.expected_first(k), self.expected(k)
+            elif name == self.stamped:
+                first[:k.size] = k
+            self._check_chunks(name, getattr(self, name), first, rest, transfers)
+
+    def _check_chunks(self, name: str, array: np.ndarray, first, rest, transfers: int):
+        """Each chunk j of array holds first[j], then rest[j], within EPSILON relative error
+        (NaN fails too), CHECK_BLOCK elements at a time."""
+        for lo in range(0, array.size, CHECK_BLOCK):
+            part = array[lo:lo + CHECK_BLOCK]
+            at = np.arange(lo, lo + part.size)
+            chunk = at // self.m
+            want = np.where(at % self.m == 0, first[chunk], rest[chunk])
+            bad = ~(np.abs(part - want) <= EPSILON * np.abs(want))
             if bad.any():
-                i = lo + int(np.argmax(bad))
+                i = int(np.argmax(bad))
+                value, got = float(want[i]), float(part[i])
+                error = abs(got - value) / abs(value) if value else abs(got)
                 raise TestError(
-                    f"{self.action}: {name}[{i}] = {float(array[i])!r}, expected {value!r} "
-                    f"(relative error {abs(array[i] - value) / abs(value):.3g} > {EPSILON})")
+                    f"{self.action}: {name}[{lo + i}] = {got!r}, expected {value!r} after "
+                    f"{transfers} transfers (relative error {error:.3g} > {EPSILON})")
 
 
 # Copy's ways of copying doubles bit for bit; which is faster depends on the machine (a vector
@@ -118,7 +135,7 @@ COPIES = {"vector a|0": lambda a, c: np.bitwise_or(a, ZERO, out=c),
 class Scopy(StreamKernel):
     """c = a, bit for bit, on the arrays' uint64 views, by the fastest of COPIES here."""
 
-    action, output, kernels = "Scopy", "c", ("copy",)
+    action, output, stamped, kernels = "Scopy", "c", "a", ("copy",)
 
     def __init__(self, ctx: TestContext):
         super().__init__(ctx)
@@ -130,35 +147,42 @@ class Scopy(StreamKernel):
         return a.view(np.uint64), c.view(np.uint64)
 
     def transfer(self, k: int) -> None:
-        self.transfers += 1
-        self.copy(k % self.n)
+        j = k % self.n
+        self.stamp[j] = k                   # the copy carries it into c
+        self.copy(j)
 
-    def expected(self):
-        return INITIAL["a"]
+    def expected(self, k):
+        return np.full(k.size, INITIAL["a"])
+
+    def expected_first(self, k):
+        return k
 
 
 class Sscale(StreamKernel):
     action, output = "Sscale", "b"
 
     def transfer(self, k: int) -> None:
-        self.transfers += 1
         _a, b, c = self._views[k % self.n]
-        np.multiply(c, SCALAR, out=b)
+        np.multiply(c, SCALAR + k, out=b)
 
-    def expected(self):
-        return SCALAR * INITIAL["c"]
+    def expected(self, k):
+        return (SCALAR + k) * INITIAL["c"]
 
 
 class Sadd(StreamKernel):
-    action, output, traffic = "Sadd", "c", 3
+    action, output, stamped, traffic = "Sadd", "c", "a", 3
 
     def transfer(self, k: int) -> None:
-        self.transfers += 1
-        a, b, c = self._views[k % self.n]
+        j = k % self.n
+        self.stamp[j] = k                   # the sum carries it into c
+        a, b, c = self._views[j]
         np.add(a, b, out=c)
 
-    def expected(self):
-        return INITIAL["a"] + INITIAL["b"]
+    def expected(self, k):
+        return np.full(k.size, INITIAL["a"] + INITIAL["b"])
+
+    def expected_first(self, k):
+        return k + INITIAL["b"]
 
 
 class Striad(StreamKernel):
@@ -188,7 +212,7 @@ class Striad(StreamKernel):
         `step` and `block_views` keep the last one made (choose makes the chosen one last)."""
         self.step = step
         self.block_views = views = [self.split(step, *chunk) for chunk in self._views[:chunks]]
-        return lambda j: way(views[j])
+        return lambda j, s=SCALAR: way(views[j], s)
 
     @functools.cached_property
     def scratch(self) -> np.ndarray:
@@ -201,26 +225,25 @@ class Striad(StreamKernel):
                 for i in range(0, a.size, step)]
 
     def transfer(self, k: int) -> None:
-        self.transfers += 1
-        self.run(k % self.n)
+        self.run(k % self.n, SCALAR + k)
 
-    def expected(self):
-        return INITIAL["b"] + SCALAR * INITIAL["c"]
+    def expected(self, k):
+        return INITIAL["b"] + (SCALAR + k) * INITIAL["c"]
 
 
-def scratched(views) -> None:
+def scratched(views, s: float = SCALAR) -> None:
     """Triad's blocks: s * c into the scratch block, then b + scratch into a."""
     multiply, add = np.multiply, np.add
     for a, b, c, scratch in views:
-        multiply(c, SCALAR, scratch)
+        multiply(c, s, scratch)
         add(b, scratch, a)
 
 
-def in_place(views) -> None:
+def in_place(views, s: float = SCALAR) -> None:
     """Triad's blocks: s * c into a's block, then a += b (the same a, bit for bit)."""
     multiply, add = np.multiply, np.add
     for a, b, c, _scratch in views:
-        multiply(c, SCALAR, a)
+        multiply(c, s, a)
         add(a, b, a)
 
 

@@ -21,28 +21,31 @@ def pass_ns(run) -> int:
     return time.perf_counter_ns() - t
 
 
-def idle_rate(test) -> float:
-    """Ops per second of a calibrating test running alone (the lops reference)."""
+def idle_rate(test) -> tuple[float, int]:
+    """Ops per second of a calibrating test running alone (the lops reference), and the
+    transfers it ran (k = 0, 1, ...)."""
     now = time.monotonic_ns
     k, t0 = 0, now()
     while now() - t0 < CALIBRATION_NS:
         test.transfer(k)
         k += 1
-    return k * test.ops_per_transfer / ((now() - t0) / 1e9)
+    return k * test.ops_per_transfer / ((now() - t0) / 1e9), k
 
 
-def measure(test, meter: Meter, local, ops_per_transfer: int = 0) -> None:
+def measure(test, meter: Meter, local, ops_per_transfer: int = 0, first: int = 0) -> int:
     """The timed loop: -ramp's unmeasured transfers, then the measured ones while the Meter's
-    limit (n x i, or -t) allows, then (-slow) unmeasured ones until every test is done."""
+    limit (n x i, or -t) allows, then (-slow) unmeasured ones until every test is done.
+    Transfers are numbered on from `first` (those run before); returns the number after the
+    last (first + the transfers it ran), the count test.check() is given."""
     throttle = local.T * 1000
     transfer, record, more, stop = test.transfer, meter.record, meter.more, meter.stop
     now = time.monotonic_ns
-    k, t = 0, meter.ramp()
+    k, t = first, meter.ramp()
     while meter.ramping(t):
         transfer(k)
         k += 1
         t = now()
-    meter.ramped, base = k, k
+    meter.ramped, base = k - first, k
     t = last = meter.begin()          # the measured interval: begin .. the last transfer's end
     sure = base + meter.certain       # measured whatever the time: more() need not be asked
     while (k < sure or more(k - base, t)) and not stop[0]:
@@ -60,3 +63,4 @@ def measure(test, meter: Meter, local, ops_per_transfer: int = 0) -> None:
         transfer(k + extra)
         extra += 1
     meter.publish_extra(extra)
+    return k + extra

@@ -5,6 +5,11 @@ timed), then `transfer(k)` is called for k = 0, 1, 2, ... between the timer's st
 (unmeasured before it during -ramp, and past n x i or -t while -slow keeps it busy), then `check()` validates the data after
 timing and `close()` frees what it holds. The driver (workers/entry.py) owns the clock, the
 latency statistics, the samples and the results row; a test only moves data.
+
+A worker test's `check(transfers)` is given how many times the driver called transfer() (its
+calibration, -ramp, measured and -slow transfers: what the results claim), and fails when the
+data do not show that many. What a passed check proves (`proves`: VALUES, COUNT) and why not
+the rest (`unproved`) go into the row (`checked`, `unproved`) and the JSON's `check`.
 """
 from __future__ import annotations
 
@@ -14,6 +19,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from torque_async.kinds import KINDS
+from torque_async.results import CHECKED, COUNT, VALUES   # noqa: F401 - what a check proves
 
 
 class TestError(Exception):
@@ -62,7 +68,9 @@ class WorkerTest(Protocol):
     transfer_bytes: int   # bytes one transfer reports in BW(MB/s)
     system_bytes: int     # bytes one transfer moves through the system (the BW: line)
     info: str             # one line about the set-up for the report ('' for none)
+    proves: int           # what check() proves when it passes: VALUES | COUNT, or less
+    unproved: str         # why it does not prove the rest ('' when it proves both)
 
     def transfer(self, k: int) -> None: ...
-    def check(self) -> None: ...
+    def check(self, transfers: int) -> None: ...
     def close(self) -> None: ...

@@ -10,7 +10,7 @@ import time
 import numpy as np
 
 from ..results import FAILED, READY
-from .api import TestError
+from .api import CHECKED, TestError
 
 
 PHASE = ("set-up", "the start", "the run", "the run", "closing")   # by the row's state
@@ -48,6 +48,12 @@ def mark_ready(row: np.ndarray, test) -> None:
 def note_info(row: np.ndarray, test) -> None:
     """What the test's set-up says of it (the group block's lines)."""
     row["info"] = os.fsencode(test.info)       # a file name as on disk
+
+
+def mark_checked(row: np.ndarray, test) -> None:
+    """Its data check passed: what that proves (the JSON's `check`)."""
+    row["checked"] = CHECKED | test.proves
+    row["unproved"] = test.unproved.encode()
 
 
 def mark_failed(row: np.ndarray, e: Exception) -> None:

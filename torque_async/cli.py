@@ -131,8 +131,13 @@ def plot_command(results: str, output: str | None) -> None:
               help="exit with 1 when a run is significantly worse than BASE beyond the threshold, "
                    "or BASE or a run did not finish (interrupted, a test failed or was cut "
                    "short)")
+@click.option("--match", type=click.Choice(["identity", "position"]), default="identity",
+              show_default=True,
+              help="match tests by what they are (action, arguments, the options that change "
+                   "the work) or by position (group and process index: a sweep of -KB, -MB or "
+                   "of a plan's shape)")
 def compare_command(base: str, runs: tuple[str, ...], threshold: float,
-                    fail_on_regression: bool) -> None:
+                    fail_on_regression: bool, match: str) -> None:
     """What changed from run BASE to each RUN (-json files; -repeat on both sides tells a
     change from noise), test by test and in total."""
     from . import compare as comparing, export
@@ -146,7 +151,7 @@ def compare_command(base: str, runs: tuple[str, ...], threshold: float,
     unmatched = False
     for i, (path, doc) in enumerate(zip(runs, docs[1:])):
         try:
-            found = comparing.compare(docs[0], doc)
+            found = comparing.compare(docs[0], doc, match)
             report = comparing.lines(found, (docs[0], doc), (base, path), threshold)
         except DAMAGED as e:
             fail(f"compare: {base} and {path}: {damaged(e)}", 2)

@@ -17,6 +17,7 @@ from typing import Callable
 from .kinds import KINDS
 from .plan import Proc
 from .results import Record
+from .significance import Spread
 from .stats import Stats, merge
 from .units import mb_per_s, per_s
 
@@ -75,22 +76,6 @@ def main_figures(rec: Record, proc: Proc) -> dict[str, float | None]:
     measured."""
     mine = names(proc) if rec.measured else ()
     return {name: f.value(rec) if name in mine else None for name, f in FIGURES.items()}
-
-
-@dataclass(frozen=True)
-class Spread:
-    """One figure over the repetitions: median, min, max and (max - min) / median in %."""
-    median: float
-    lo: float
-    hi: float
-
-    @property
-    def spread_pct(self) -> float | None:
-        return 100 * (self.hi - self.lo) / self.median if self.median else None
-
-    @classmethod
-    def of(cls, values: list[float]) -> "Spread":
-        return cls(statistics.median(values), min(values), max(values))
 
 
 def spreads(runs: list[dict[str, float | None]]) -> dict[str, Spread]:

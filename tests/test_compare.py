@@ -334,7 +334,8 @@ def test_late_frames_from_none_are_worse_and_nothing_matched_says_so(tmp_path):
     assert r.returncode == 2
     assert r.stdout.rstrip().endswith("nothing compared: no test of A matches one of B (tests "
                                       "match by action, arguments and the local options that "
-                                      "change the work)")
+                                      "change the work; --match position matches them "
+                                      "by group and process)")
 
 
 def test_real_stream_results_compare_by_sub_stream(tmp_path):

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import warnings
 from dataclasses import dataclass, replace
 from typing import Sequence
 
@@ -88,13 +89,15 @@ def sample_test(a: Sequence[float], b: Sequence[float], ranks: bool = False,
         return Finding(None, ca, cb, why=ONE_RUN)
     if len(set(a)) == 1 and len(set(b)) == 1:
         return Finding(None, ca, cb, why=SAME if ca == cb else UNTESTABLE)
-    if ranks:
-        p = float(sst.mannwhitneyu(b, a, alternative="two-sided").pvalue)
-        low, high = bootstrap_interval(a, b, seed)
-    else:
-        got = sst.ttest_ind(b, a, equal_var=False)
-        p = float(got.pvalue)
-        low, high = (float(x) for x in got.confidence_interval(1 - ALPHA))
+    with warnings.catch_warnings():       # (scipy's precision note on a side of equal values)
+        warnings.simplefilter("ignore", RuntimeWarning)
+        if ranks:
+            p = float(sst.mannwhitneyu(b, a, alternative="two-sided").pvalue)
+            low, high = bootstrap_interval(a, b, seed)
+        else:
+            got = sst.ttest_ind(b, a, equal_var=False)
+            p = float(got.pvalue)
+            low, high = (float(x) for x in got.confidence_interval(1 - ALPHA))
     test = MANN_WHITNEY if ranks else WELCH
     return Finding(test, ca, cb, low, high, p, significant=p < ALPHA)
 

@@ -453,7 +453,7 @@ def repeated(plan, done: runs.Runs, procs, run=None) \
     unresolved = report.unresolved_lines([o.records for o in done.complete])
     blocks = [*(report.repeat_lines([figures.spreads(t) for t in per_test], procs,
                                     len(done.complete), run, unresolved)
-                if len(done.complete) > 1 else []),
+                if len(done.complete) > 1 else [report.ONE_RUN_LINE]),
               "", *(report_cluster.skew_lines([o.cluster for o in done.complete])
                 if run and len(done.complete) > 1 else []),
               "", *(report.baseline_lines(found, run, {r.row for o in done.complete

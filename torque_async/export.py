@@ -143,13 +143,13 @@ def run_entries(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...]
 def repeats_entry(plan: Plan, repetitions: list[tuple[Record, ...]],
                   procs: tuple[Proc, ...]) -> dict | None:
     """-repeat: every complete repetition's figures (one, when the second failed or was
-    stopped; none when the first was: null), each test's median, min, max and spread, and the
+    stopped; none when the first was: null), each test's median, min, max, spread, standard deviation and CV, and the
     BW: line's medians."""
     if plan.settings.repeat < 2 or not repetitions:
         return None
     runs = [run_entries(plan, records, procs) for records in repetitions]
     summary = [{"proc": p.row, "figure": name, "median": s.median, "min": s.lo, "max": s.hi,
-                "spread_pct": s.spread_pct}
+                "spread_pct": s.spread_pct, "sd": s.sd, "cv_pct": s.cv_pct}
                for i, p in enumerate(procs)
                for name, s in figures.spreads([run["tests"][i]["figures"] for run in runs]).items()]
     groups, total = report.median_bandwidths(plan, repetitions, procs)

@@ -816,7 +816,7 @@ def detail_lines(records, procs, level: int) -> list[str]:
     return lines
 
 
-REPEAT_HEADER = "proc,Test,Figure,Median,Min,Max,Spread(%)"
+REPEAT_HEADER = "proc,Test,Figure,Median,Min,Max,Spread(%),SD,CV(%)"
 BASELINE_HEADER = "proc,Test,Figure,Alone,Together,Change(%)"
 
 
@@ -834,14 +834,14 @@ def repeat_lines(spreads: list[dict[str, Spread]], procs, times: int, cluster=No
     report_cluster.ClusterRun adds Host and Rank columns, as to the table; `unresolved`: the
     unresolved_lines of the repetitions."""
     lines = [f"{proc.row}, {KINDS[proc.group.action].label}, {FIGURES[name].label}, "
-             f"{s.median:.1f}, {s.lo:.1f}, {s.hi:.1f}, {spread_text(FIGURES[name], s)}"
-             + where(cluster, proc.row)
+             f"{s.median:.1f}, {s.lo:.1f}, {s.hi:.1f}, {spread_text(FIGURES[name], s)}, "
+             f"{s.sd:.1f}, {cv_text(FIGURES[name], s)}" + where(cluster, proc.row)
              for got, proc in zip(spreads, procs) for name, s in got.items()]
     if not lines:
         return []
     return [f"Repeated {times} times (the other tables, above and below, are the first "
             f"repetition's): median, min, max, spread = (max - min) / median (a share's: max - "
-            f"min, in points)",
+            f"min, in points), standard deviation, CV = SD / mean (a share's: NA)",
             REPEAT_HEADER + (cluster.columns if cluster else ""),
             *lines, *unresolved]
 
@@ -901,6 +901,16 @@ def spread_text(figure, s: Spread) -> str:
     if is_share(figure):
         return f"{s.hi - s.lo:.1f} points"
     return "NA" if s.spread_pct is None else f"{s.spread_pct:.1f}"
+
+
+def cv_text(figure, s: Spread) -> str:
+    """The CV(%) column: SD / mean in %; NA for a share (its SD, in points, says it) or a mean
+    of 0."""
+    return "NA" if is_share(figure) or s.cv_pct is None else f"{s.cv_pct:.1f}"
+
+
+ONE_RUN_LINE = ("one run: its figures have no spread measured (-repeat N gives each its median, "
+                "standard deviation and CV; compare tells a change from noise with it)")
 
 
 def is_share(figure) -> bool:

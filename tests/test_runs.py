@@ -421,3 +421,17 @@ def test_the_harness_cost_is_the_median_of_its_readings_not_one():
     ticks = iter([t for ns in per for t in (0, ns * BATCH)])
     assert harness_cost(len(per), clock=lambda: next(ticks)) == 205
     assert 0 < harness_cost() < 100_000                 # a real one: some ns, not nothing
+
+
+def test_set_up_that_differs_only_in_a_scratch_directory_s_name_is_no_choice():
+    """Every file stream under -repeat said 'set-up chose differently in each repetition': only
+    the random scratch directory's name differed."""
+    procs = cmdline.parse("-n 8 -load".split()).procs()
+    where = "2 frames per track in scratch /w/torque-async-scratch.{}/stream0.dat"
+    reps = [(record(0, 0, MS, 8, MB, info=where.format(name)),)
+            for name in ("4121.k2j_x9", "4188.ab8q0e", "4201.vm.r0.zz01q")]
+    assert report.choice_lines(reps, None, procs) == []
+    other = [(record(0, 0, MS, 8, MB, info="4 frames per track in memory"),)]
+    assert report.choice_lines(reps[:1] + other, None, procs)[0].startswith(
+        "proc 0: set-up chose differently in each repetition: 1: 2 frames per track in scratch "
+        "/w/torque-async-scratch.*/stream0.dat | 2: 4 frames")

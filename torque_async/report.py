@@ -22,6 +22,7 @@ from .stats import PERCENTILES, Stats, bucket_range, merge
 from .sysinfo import SysInfo, header_lines
 from .units import MB, NS_PER_MS, human, kb_text, mb_per_s, per_s
 from .io import actions, files
+from .io.scratch import PREFIX as SCRATCH
 from .web import summary as web
 
 TABLE_HEADER = "proc,Start,Finish,Diff,Xfers,BW(MB/s),TS(KB),IO/sec,Test,File,PID"
@@ -677,11 +678,17 @@ def made_lines(records) -> list[str]:
     return list(dict.fromkeys(notes))
 
 
+# a scratch directory's name (PID, rank tag, mkdtemp's random part): new in every run, no choice
+SCRATCH_NAME = re.compile(re.escape(SCRATCH) + r"[^/\s;]+")
+
+
 def choices(info: str) -> list[str]:
     """An info's parts (its lines' "; " parts), each without the candidates it was chosen
-    from (and their measured rates); a -f file's note (made by set-up) is no choice."""
-    return [re.split(CANDIDATES, part)[0] for line in info.splitlines()
-            if not line.startswith(files.MADE) for part in line.split("; ")]
+    from (and their measured rates) and with its scratch directory's name as a pattern; a -f
+    file's note (made by set-up) is no choice."""
+    return [SCRATCH_NAME.sub(f"{SCRATCH}*", re.split(CANDIDATES, part)[0])
+            for line in info.splitlines() if not line.startswith(files.MADE)
+            for part in line.split("; ")]
 
 
 def unreached_cap(group: Group) -> str:

@@ -236,9 +236,12 @@ def test_repeat_says_which_medians_come_from_figures_not_resolved():
         ["proc 1: not resolved in 2 of 3 repetitions: its medians are not resolved"]
 
 
-def test_baseline_runs_each_group_alone_first_and_a_failure_ends_the_series(monkeypatch):
+def test_baseline_interleaves_alone_and_together_and_a_failure_ends_the_series(monkeypatch):
+    """-repeat with -baseline ran every run alone first, then every run together: a drift of
+    the machine fell on one side. Each repetition now runs each group alone, then the plan
+    (ABAB...)."""
     plan = cmdline.parse("-repeat 3 -baseline -n 8 -load -p 2 -n 4 -bzero".split())
-    ran, fail_at = [], [5]
+    ran, fail_at = [], [0]
 
     def fake_run(p, linesize, meet=None):
         ran.append(tuple(g.action for g in p.groups))
@@ -249,21 +252,34 @@ def test_baseline_runs_each_group_alone_first_and_a_failure_ends_the_series(monk
                                     else ())
     monkeypatch.setattr(runs.orchestrator, "run", fake_run)
     done = runs.run(plan, 64)
-    assert ran == [("load",)] * 3 + [("bzero",)] * 2 and len(done.alone) == 2
-    assert done.failures == ("group 1 alone (-baseline), repetition 2 of 3: test 0 failed: "
-                             "planted",) and done.first is None
-    assert done.unfinished == ("group 1 alone (-baseline), repetition 2 of 3: test 1 stopped "
-                               "while running",)     # the failing run's, not the first's
+    both = ("load", "bzero")
+    assert ran == [("load",), ("bzero",), both] * 3
+    assert [len(a) for a in done.alone] == [3, 3] and len(done.together) == 3
+    procs = plan.procs()
+    assert [a["iops"] for a in done.alone_figures(procs)] == [400.0, 500.0, 500.0]  # 1 4 7; 2 5 8
+    assert [[t["iops"] for t in test] for test in done.per_test(procs)] == [[300.0, 600.0,
+                                                                            900.0]] * 3
     ran.clear()
-    fail_at[0] = 8                                    # the second repetition together fails
+    fail_at[0] = 2                                    # group 1 alone, in repetition 1
     done = runs.run(plan, 64)
-    assert len(ran) == 8 and len(done.together) == 2 and done.complete == done.together[:1]
+    assert ran == [("load",), ("bzero",)] and len(done.alone) == 2 and done.first is None
+    assert done.failures == ("group 1 alone (-baseline), repetition 1 of 3: test 0 failed: "
+                             "planted",)
+    assert done.unfinished == ("group 1 alone (-baseline), repetition 1 of 3: test 1 stopped "
+                               "while running",)     # the failing run's
+    ran.clear()
+    fail_at[0] = 5                                    # group 1 alone, in repetition 2
+    done = runs.run(plan, 64)
+    assert ran == [("load",), ("bzero",), both, ("load",), ("bzero",)]
+    assert len(done.together) == 1 and [len(a) for a in done.alone] == [1, 1]   # whole pairs
+    assert done.failures == ("group 1 alone (-baseline), repetition 2 of 3: test 0 failed: "
+                             "planted",) and done.first is done.together[0]
+    ran.clear()
+    fail_at[0] = 6                                    # the second repetition together fails
+    done = runs.run(plan, 64)
+    assert len(ran) == 6 and len(done.together) == 2 and done.complete == done.together[:1]
     assert done.failures == ("repetition 2 of 3: test 0 failed: planted",)
     assert done.unfinished == ("repetition 2 of 3: test 1 stopped while running",)
-    procs = plan.procs()
-    alone = done.alone_figures(procs)                 # medians of runs 1-3 (load), 4-6 (bzero)
-    assert [a["iops"] for a in alone] == [200.0, 500.0, 500.0]
-    assert [t[0]["iops"] for t in done.per_test(procs)] == [700.0] * 3
 
 
 def test_a_baseline_stopped_in_a_run_alone_reports_and_exports_that_run(monkeypatch, capsys,

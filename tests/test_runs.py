@@ -141,8 +141,9 @@ def test_the_baseline_block_puts_the_largest_slowdown_first():
                                                                           ops=200))
     together = (record(0, 0, 1000 * MS, 900, MB), lat_record(1, 50), record(2, 0, 1000 * MS, 10,
                                                                              0, ops=100))
-    found = figures.changes([figures.main_figures(r, p) for r, p in zip(alone, procs)],
-                            [figures.main_figures(r, p) for r, p in zip(together, procs)], procs)
+    found, ranks = figures.changes([figures.main_figures(r, p) for r, p in zip(alone, procs)],
+                                   [figures.main_figures(r, p) for r, p in zip(together, procs)],
+                                   procs)
     assert report.baseline_lines(found)[1:] == [
         report.BASELINE_HEADER,
         "1, Cyclic, p99(us), 10.0, 50.0, +400.0",          # 5 times worse
@@ -153,18 +154,47 @@ def test_the_baseline_block_puts_the_largest_slowdown_first():
     assert [c.slowdown for c in found[::2]] == [5.0, 2.0, pytest.approx(1000 / 900)]
 
 
-def test_a_figure_from_nothing_alone_is_new_and_ranks_first():
+def test_a_stream_ranks_by_its_bandwidth_not_by_late_frames_from_none():
+    """A stream with 3 late frames together, none alone, outranked a test that lost 37% of its
+    bandwidth (a count from 0 read as an infinite slowdown)."""
     plan = cmdline.parse("-n 8 -load -streams r 2 64 10 0 1 16".split())
     procs = plan.procs()
-    a = [{**dict.fromkeys(figures.FIGURES), "bw": 100.0}, {**dict.fromkeys(figures.FIGURES),
-                                                           "late": 0.0}]
-    t = [{**dict.fromkeys(figures.FIGURES), "bw": 10.0}, {**dict.fromkeys(figures.FIGURES),
-                                                          "late": 3.0}]
-    found = figures.changes(a, t, procs)
-    assert [c.figure.name for c in found] == ["late", "bw"]
-    assert report.baseline_lines(found)[2] == "1, Streams, late frames, 0.0, 3.0, new"
-    still = figures.changes(a, [t[0], a[1]], procs)            # 0 late alone and together
-    assert report.baseline_lines(still)[-1] == "1, Streams, late frames, 0.0, 0.0, +0.0"  # (new)
+    none = dict.fromkeys(figures.FIGURES)
+    a = [{**none, "bw": 100.0}, {**none, "late": 0.0, "bw": 64.0}]
+    t = [{**none, "bw": 63.0}, {**none, "late": 3.0, "bw": 64.0}]
+    found, ranks = figures.changes(a, t, procs)
+    assert [(c.proc, c.figure.name) for c in found] == [(0, "bw"), (1, "bw"), (1, "late")]
+    assert [(r.proc, r.figure.name, r.noise) for r in ranks] == [(0, "bw", figures.ONE_RUN),
+                                                                 (1, "bw", figures.ONE_RUN)]
+    lines = report.baseline_lines(found, ranks=ranks)
+    assert "1, Streams, late frames, 0.0, 3.0, new" in lines
+    assert lines[-2:] == ["one run (no spread measured: -repeat N gives each an interval): proc 0 "
+                          "(Load) BW(MB/s): -37.0%",
+                          "one run (no spread measured: -repeat N gives each an interval): proc 1 "
+                          "(Streams) BW(MB/s): +0.0%"]
+
+
+def test_baseline_ranks_by_a_change_with_its_interval_and_noise_is_not_ranked():
+    """Three runs of one -baseline plan swapped the middle of the ranking: changes inside the
+    alone runs' own spread were ranked as findings."""
+    plan = cmdline.parse("-n 8 -load -n 8 -bzero -spinWait".split())
+    procs = plan.procs()
+    none = dict.fromkeys(figures.FIGURES)
+    runs_of = lambda key, *vs: [{**none, key: v} for v in vs]          # noqa: E731
+    alone = [runs_of("bw", 1000, 990, 1010, 1005, 995), runs_of("bw", 500, 520, 480, 510, 490),
+             runs_of("loops_per_s", 100, 101, 99, 100, 100)]
+    together = [runs_of("bw", 800, 790, 805, 810, 795), runs_of("bw", 505, 515, 470, 495, 500),
+                runs_of("loops_per_s", 70, 72, 69, 71, 70)]
+    found, ranks = figures.changes([figures.medians(r) for r in alone],
+                                   [figures.medians(r) for r in together], procs, alone, together)
+    assert [(r.proc, r.noise) for r in ranks] == [(2, ""), (0, ""), (1, figures.WITHIN_NOISE)]
+    assert [c.proc for c in found] == [2, 0, 1]
+    assert ranks[0].loss_pct == pytest.approx(29.6) and ranks[1].loss_pct == pytest.approx(20.0)
+    lines = report.rank_lines(ranks)
+    assert lines[1].startswith("1. proc 2 (SpinWait) loops/s: -29.6% (95% CI -")
+    assert lines[2].startswith("2. proc 0 (Load) BW(MB/s): -20.0% (95% CI -")
+    assert lines[3].startswith("within noise (together inside the alone runs' own min-max, or "
+                               "the interval holds 0), not ranked: proc 1 (Bzero) BW(MB/s): ")
 
 
 def test_baseline_s_alone_figures_match_a_run_alone_and_reach_json_and_csv(tmp_path):

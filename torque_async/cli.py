@@ -446,10 +446,11 @@ def repeated(plan, done: runs.Runs, procs, run=None) \
     (the blocks get Host and Rank columns)."""
     from . import figures, report, report_cluster
     per_test = done.per_test(procs)
-    alone = done.alone_figures(procs) if plan.settings.baseline and done.alone else None
+    alone_runs = done.alone_runs(procs) if plan.settings.baseline and done.alone else None
+    alone = [figures.medians(runs) for runs in alone_runs] if alone_runs else None
     alone_records = [recs for _, recs in done.alone_records()] if alone else None
-    found = figures.changes(alone, [figures.medians(t) for t in per_test], procs) \
-        if alone else None
+    found, ranks = figures.changes(alone, [figures.medians(t) for t in per_test], procs,
+                                   alone_runs, per_test) if alone else (None, [])
     unresolved = report.unresolved_lines([o.records for o in done.complete])
     blocks = [*(report.repeat_lines([figures.spreads(t) for t in per_test], procs,
                                     len(done.complete), run, unresolved)
@@ -460,7 +461,8 @@ def repeated(plan, done: runs.Runs, procs, run=None) \
                                                         for r in o.records if not r.whole},
                                           report.unresolved_sides(
                                               procs, alone_records,
-                                              [o.records for o in done.complete]))
+                                              [o.records for o in done.complete]),
+                                          ranks)
                     if found is not None else []),
               "", *report.choice_lines([o.records for o in done.complete], alone_records, procs)]
     return alone, found, blocks

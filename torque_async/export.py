@@ -158,7 +158,7 @@ def repeats_entry(plan: Plan, repetitions: list[tuple[Record, ...]],
 
 
 def baseline_entry(found: list[figures.Change] | None) -> dict | None:
-    """-baseline: every figure measured alone and together, largest slowdown first."""
+    """-baseline: every figure measured alone and together, in the ranking's order."""
     if found is None:
         return None
     return {"changes": [{"proc": c.proc, "test": c.test, "figure": c.figure.name,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from . import __version__
 from .kinds import KINDS, LOOP
 from .plan import Group, Plan, Proc
-from .figures import CPU_WAITED, FIGURES, Change, Spread
+from .figures import CPU_WAITED, FIGURES, ONE_RUN, WITHIN_NOISE, Change, Rank, Spread
 from .results import MAX_SAMPLES, PHASES, STATE_NAMES, Record
 from .stats import PERCENTILES, Stats, bucket_range, merge
 from .sysinfo import SysInfo, header_lines
@@ -854,18 +854,20 @@ def repeat_lines(spreads: list[dict[str, Spread]], procs, times: int, cluster=No
 
 
 def baseline_lines(found: list[Change], cluster=None, cut: set[int] = frozenset(),
-                   unresolved: dict[int, str] = {}) -> list[str]:   # noqa: B006 - read only
+                   unresolved: dict[int, str] = {},      # noqa: B006 - read only
+                   ranks: list[Rank] = ()) -> list[str]:
     """-baseline: alone / together / change of each test's main figures (figures.changes),
     the test that lost most first, those whose figures were not resolved (`unresolved`: row ->
     'alone', 'together' or both, see resolution_flags) after the others and saying so; a
     cluster adds Host and Rank columns; the tests in `cut` (rows) were cut short together, and
-    say so."""
+    say so; `ranks` (figures.changes): the ranking, after the table (rank_lines)."""
     if not found:
         return []
     found = sorted(found, key=lambda c: c.proc in unresolved)     # (stable: each test's stay
     waited = [c for c in found if c.proc not in unresolved       # together, in their order)
               and c.figure.name == "wait_pct" and c.together >= c.alone + CPU_WAITED]
-    return ["Alone vs together (-baseline: each group ran alone first), largest slowdown first",
+    return ["Alone vs together (-baseline: in each repetition each group ran alone, then the plan "
+            "together), in the order of the ranking below",
             BASELINE_HEADER + (cluster.columns if cluster else ""),
             *(f"{c.proc}, {c.test}, {c.figure.label}, {c.alone:.1f}, {c.together:.1f}, "
               f"{change_text(c)}" + (" (cut short together)" if c.proc in cut else "")
@@ -873,7 +875,37 @@ def baseline_lines(found: list[Change], cluster=None, cut: set[int] = frozenset(
               + where(cluster, c.proc) for c in found),
             *(f"proc {c.proc} ({c.test}): waited for a CPU (runnable, not running) "
               f"{c.together:.0f}% of its time together, {c.alone:.0f}% alone: {BUSY_CPUS}, so "
-              f"its slowdown is not all its memory's or disk's" for c in waited)]
+              f"its slowdown is not all its memory's or disk's" for c in waited),
+            *rank_lines(ranks)]
+
+
+def rank_lines(ranks: list[Rank]) -> list[str]:
+    """-baseline's ranking: each test's change in its headline figure with its 95% interval,
+    largest loss first; those within noise, and those of one run (no spread), said apart."""
+    if not ranks:
+        return []
+    said = lambda r: (f"proc {r.proc} ({r.test}) {r.figure.label}: "            # noqa: E731
+                      f"{change_text_of(r)}")
+    ranked = [r for r in ranks if not r.noise]
+    out = ["Ranked by each test's change in its headline figure, together against alone "
+           "(bandwidth, a stream's too; -cyclic's p99; spinWait's loops/s), largest loss first:"]
+    out += [f"{k}. {said(r)}" for k, r in enumerate(ranked, 1)]
+    out += [f"within noise (together inside the alone runs' own min-max, or the interval holds "
+            f"0), not ranked: {said(r)}" for r in ranks if r.noise == WITHIN_NOISE]
+    out += [f"one run (no spread measured: -repeat N gives each an interval): {said(r)}"
+            for r in ranks if r.noise == ONE_RUN]
+    return out
+
+
+def change_text_of(r: Rank) -> str:
+    """'-37.0% (95% CI -40.1% to -33.9%; Welch's t, p = 0.0012)', or the point change."""
+    f = r.finding
+    change = "new" if f.pct is None else f"{f.pct:+.1f}%"
+    if f.test is None:
+        return change + (f" ({f.why})" if f.why != "one run" else "")
+    got = f.pct_interval
+    interval = f"95% CI {got[0]:+.1f}% to {got[1]:+.1f}%; " if got else ""
+    return f"{change} ({interval}{f.test}, p = {f.p:.2g})"
 
 
 BUSY_CPUS = "more runnable threads than CPUs, of these tests or other programs"

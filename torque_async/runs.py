@@ -76,13 +76,17 @@ class Runs:
         return replace(self, plan=alone_plan(self.plan, replace(self.plan.groups[k], index=0)),
                        together=self.alone[-1], alone=(), alone_group=k)
 
-    def alone_figures(self, procs: tuple[Proc, ...]) -> list[dict[str, float | None]]:
-        """-baseline: each test's main figures alone (medians over the repetitions), in the
-        order of the whole plan's processes."""
-        out = [figures.medians([figures.main_figures(r, proc) for r in recs])
-               for proc, recs in self.alone_records()]
+    def alone_runs(self, procs: tuple[Proc, ...]) -> list[list[dict[str, float | None]]]:
+        """-baseline: each test's main figures in each of its runs alone, in the order of the
+        whole plan's processes."""
+        out = [[figures.main_figures(r, proc) for r in recs] for proc, recs in
+               self.alone_records()]
         assert len(out) == len(procs)
         return out
+
+    def alone_figures(self, procs: tuple[Proc, ...]) -> list[dict[str, float | None]]:
+        """-baseline: each test's main figures alone (medians over the repetitions)."""
+        return [figures.medians(runs) for runs in self.alone_runs(procs)]
 
 
 def alone_plan(plan: Plan, group: Group) -> Plan:

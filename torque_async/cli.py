@@ -136,17 +136,34 @@ def plot_command(results: str, output: str | None) -> None:
               help="match tests by what they are (action, arguments, the options that change "
                    "the work) or by position (group and process index: a sweep of -KB, -MB or "
                    "of a plan's shape)")
+@click.option("--interleave", type=click.IntRange(min=2), metavar="N",
+              help="BASE and RUN are two plans (quoted command lines): run them alternately, "
+                   "A B A B ..., N times each, and compare them")
 def compare_command(base: str, runs: tuple[str, ...], threshold: float,
-                    fail_on_regression: bool, match: str) -> None:
+                    fail_on_regression: bool, match: str, interleave: int | None) -> None:
     """What changed from run BASE to each RUN (-json files; -repeat on both sides tells a
-    change from noise), test by test and in total."""
+    change from noise), test by test and in total; with --interleave, BASE and RUN are plans
+    run alternately."""
     from . import compare as comparing, export
     if not math.isfinite(threshold):
         fail(f"--threshold: {threshold} is not a number of percent", 2)
-    try:
-        docs = [export.load(path) for path in (base, *runs)]
-    except export.ResultsFileError as e:
-        fail(str(e), 2)
+    if interleave:
+        from . import interleave as alternate
+        if len(runs) != 1:
+            fail("compare --interleave: give two plans, A and B (each one quoted argument)", 2)
+        try:
+            docs = list(alternate.run(base, runs[0], interleave,
+                                      lambda line: say([line], err=True)))
+        except alternate.InterleaveError as e:
+            fail(str(e), e.code)
+        except export.ResultsFileError as e:
+            fail(f"compare --interleave: {e}", 1)
+        base, runs = "plan A", ("plan B",)
+    else:
+        try:
+            docs = [export.load(path) for path in (base, *runs)]
+        except export.ResultsFileError as e:
+            fail(str(e), 2)
     why = [f"{base} (BASE) did not finish"] if comparing.incomplete(docs[0], base) else []
     unmatched = False
     for i, (path, doc) in enumerate(zip(runs, docs[1:])):

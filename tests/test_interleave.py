@@ -58,3 +58,25 @@ def test_a_real_interleaved_compare(tmp_path):
     assert "A: plan A (" in r.stdout and "2 repetitions): torque-async -smkey 0x7A386 -n 4 -KB " \
         "64 -load (interleaved: 2 runs)" in r.stdout
     assert "(Holm, family of " in r.stdout
+
+
+def test_a_signal_ends_the_run_under_way_and_the_series(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import psutil
+    from conftest import ENV
+    proc = subprocess.Popen([sys.executable, "-m", "torque_async", "compare", "--interleave", "2",
+                             "--", "-smkey 0x7A387 -t 60 -KB 64 -load", "-t 60 -KB 64 -load"],
+                            cwd=str(tmp_path), env=ENV, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stderr.readline().startswith("compare --interleave: run 1 of 2 of A")
+    children = psutil.Process(proc.pid).children()   # (said once the run was started)
+    assert len(children) == 1
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM and out == ""
+    assert err.strip().splitlines()[-1] == ("torque-async: error: compare --interleave: "
+                                            "interrupted by SIGTERM: nothing compared")
+    assert not [c for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
+    assert not list(tmp_path.iterdir())              # no scratch left in the working directory

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -78,12 +79,12 @@ def runner(plans: dict[str, list[str]], times: int, where: str,
     `where`; a run that did not end well raises InterleaveError."""
     def run_one(label: str, k: int) -> dict[str, Any]:
         path = os.path.join(where, f"{label}{k}.json")
-        say(f"compare --interleave: run {k + 1} of {times} of {label}: "
-            f"torque-async {shlex.join(plans[label])}")
         proc = subprocess.Popen([sys.executable, "-m", "torque_async", *plans[label],
                                  "-json", path], stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, text=True)
         try:
+            say(f"compare --interleave: run {k + 1} of {times} of {label}: "
+                f"torque-async {shlex.join(plans[label])}")
             _, err = proc.communicate()
         finally:                              # (a signal here: the run ends with us)
             if proc.poll() is None:
@@ -99,12 +100,31 @@ def runner(plans: dict[str, list[str]], times: int, where: str,
     return run_one
 
 
+class Stopped(Exception):
+    """A signal (SIGINT, SIGTERM, SIGHUP) while the runs went on."""
+
+
+def stop(signum: int, frame) -> None:
+    raise Stopped(signum)
+
+
+STOPS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 def run(plan_a: str, plan_b: str, times: int, say: Callable[[str], None]) \
         -> tuple[dict[str, Any], dict[str, Any]]:
-    """Run the two plans alternately `times` times each; their -repeat documents."""
+    """Run the two plans alternately `times` times each; their -repeat documents. A signal
+    ends the run under way (runner: terminated) and the series, exit 128 + n."""
     plans = {"A": plan_args(plan_a), "B": plan_args(plan_b)}
     where = tempfile.mkdtemp(prefix="torque-async-interleave.")
+    before = {s: signal.signal(s, stop) for s in STOPS}
     try:
         return series(times, runner(plans, times, where, say))
+    except Stopped as e:
+        name = signal.Signals(e.args[0]).name
+        raise InterleaveError(f"compare --interleave: interrupted by {name}: nothing "
+                              f"compared", 128 + e.args[0]) from None
     finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
         shutil.rmtree(where, ignore_errors=True)

@@ -23,8 +23,8 @@ import time
 from aa_study import PLAN, compare, flagged, run
 
 CHANGES = {
-    "throttle": (["-n", "300", "-KB", "64", "-T", "10", "-bcopy", *PLAN[4:]], "position"),
-    "fbc": ([*PLAN[:4], "-fbc", *PLAN[4:]], "identity"),
+    "throttle": ("-n 300 -KB 64 -T 10 -bcopy -n 300 -KB 4 -mfileMB 8 -rand".split(), "position"),
+    "fbc": ("-n 300 -KB 64 -bcopy -n 300 -KB 4 -mfileMB 8 -fbc -rand".split(), "identity"),
     "hog": (PLAN, "identity"),
 }
 HOG = "while True: pass"

@@ -876,7 +876,7 @@ def baseline_lines(found: list[Change], cluster=None, cut: set[int] = frozenset(
             *(f"proc {c.proc} ({c.test}): waited for a CPU (runnable, not running) "
               f"{c.together:.0f}% of its time together, {c.alone:.0f}% alone: {BUSY_CPUS}, so "
               f"its slowdown is not all its memory's or disk's" for c in waited),
-            *rank_lines(ranks)]
+            *([""] + rank_lines(ranks) if ranks else [])]
 
 
 def rank_lines(ranks: list[Rank]) -> list[str]:

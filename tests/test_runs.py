@@ -217,8 +217,12 @@ def test_baseline_s_alone_figures_match_a_run_alone_and_reach_json_and_csv(tmp_p
         (0, "bw"), (0, "iops"), (0, "p50_us"), (0, "p99_us"), (0, "cpu_pct"), (0, "wait_pct"),
         (1, "loops_per_s"), (1, "cpu_pct"), (1, "wait_pct")}
     assert all(0 < c["alone"] < 110 for c in changes if c["figure"] == "cpu_pct")   # one CPU
-    ranks = [c["slowdown"] for c in changes if c["figure"] in ("bw", "loops_per_s")]
-    assert ranks == sorted(ranks, reverse=True)
+    ranking = doc["baseline"]["ranking"]          # one run each: no interval, said so
+    assert [(r["proc"], r["figure"], r["noise"], r["p"]) for r in ranking] == \
+        [(r["proc"], r["figure"], "one run", None) for r in ranking]
+    assert {r["figure"] for r in ranking} == {"bw", "loops_per_s"}
+    losses = [-r["change_pct"] if r["figure"] != "p99_us" else r["change_pct"] for r in ranking]
+    assert losses == sorted(losses, reverse=True)
     lines = r.stdout.splitlines()
     block = lines[lines.index(report.BASELINE_HEADER) + 1:][:len(changes)]
     assert [ln.split(", ")[:3] for ln in block] == \

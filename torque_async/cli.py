@@ -383,7 +383,7 @@ def finish(plan, done: runs.Runs, info, job, began: startup.Began | None = None)
     s, outcome = plan.settings, done.first
     run = outcome.cluster                    # under mpiexec: every rank's (rank 0's outcome)
     procs = run.procs if run else plan.procs()
-    alone, found, blocks = repeated(plan, done, procs, run)
+    alone, (found, ranks), blocks = repeated(plan, done, procs, run)
     records = runs.with_alone_rates(outcome.records, alone) if alone else outcome.records
     date = time.strftime("%a %b %d %H:%M:%S %Z %Y")
     rendering = time.monotonic_ns()
@@ -402,7 +402,8 @@ def finish(plan, done: runs.Runs, info, job, began: startup.Began | None = None)
         doc = export.document(plan, records, procs, info, date, done.failures,
                               [runs.with_alone_rates(o.records, alone) if alone else o.records
                                for o in done.whole], alone, found, began,
-                              alone_info, done.interrupted, done.unfinished, done.alone_group)
+                              alone_info, done.interrupted, done.unfinished, done.alone_group,
+                              ranks)
         doc = report_cluster.document([o.cluster for o in done.complete], doc) if run else doc
         machine = {path: make(doc) for path, make in ((s.json, export.json_text),
                                                       (s.csv, export.csv_text)) if path}
@@ -458,8 +459,8 @@ def same_file(a, b) -> bool:
 
 def repeated(plan, done: runs.Runs, procs, run=None) \
         -> tuple[list | None, list | None, list[str]]:
-    """-repeat and -baseline: each test's figures alone, their changes, and the report's
-    blocks (none for a single plain run); `run`: under mpiexec, rank 0's gathered first run
+    """-repeat and -baseline: each test's figures alone, their changes and ranking
+    (figures.changes), and the report's blocks (none for a single plain run); `run`: under mpiexec, rank 0's gathered first run
     (the blocks get Host and Rank columns)."""
     from . import figures, report, report_cluster
     per_test = done.per_test(procs)
@@ -482,7 +483,7 @@ def repeated(plan, done: runs.Runs, procs, run=None) \
                                           ranks)
                     if found is not None else []),
               "", *report.choice_lines([o.records for o in done.complete], alone_records, procs)]
-    return alone, found, blocks
+    return alone, (found, ranks), blocks
 
 
 def trace_every_transfer(plan):

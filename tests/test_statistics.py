@@ -152,3 +152,19 @@ def test_a_planted_change_is_found_and_a_null_is_not_over_many_families():
         found += hits == {("-n 8 -MB 4 -load", "BW")}
         assert null.family == slow.family == 3            # load, bcopy, spinWait: IO/s follows
     assert flagged <= 5 and found == 100
+
+
+def test_two_groups_alike_are_two_findings_each_with_its_own_decision():
+    """Two identical groups share a name ('-n 8 -MB 4 -load [process 0]'): one's decision was
+    taken for both."""
+    twice = "-n 8 -MB 4 -load -n 8 -MB 4 -load"
+    base = [{"load": v} for v in (1000, 985, 1012, 995, 1008)]
+    a = repeated(twice, base)
+    b = repeated(twice, base)
+    for run in b["repeats"]["runs"]:
+        run["tests"][1]["figures"]["bw"] *= 0.7              # the second group only
+        run["tests"][1]["figures"]["iops"] *= 0.7
+    found = compare.compare(a, b)
+    assert found.family == 2
+    assert [(c.figure, c.significant) for c in found.changes if c.role != compare.TOTAL] == \
+        [("BW", False), ("IO/s", False), ("BW", True), ("IO/s", True)]

@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from torque_async import compare  # noqa: E402
 
-PLAN = "-n 300 -KB 64 -bcopy -n 300 -KB 4 -mfileMB 8 -rand".split()
+PLAN = "-t 0.3 -KB 64 -bcopy -t 0.3 -KB 4 -mfileMB 8 -rand".split()   # >= 100 ms: resolved
 SMKEY = "0x7A5A"                   # its own shared-memory key (not a running default's)
 
 
@@ -42,10 +42,18 @@ def run(args: list[str], repeat: int, where: str, name: str) -> dict:
         return json.load(f)
 
 
-def flagged(found: compare.Comparison) -> list[str]:
-    """The findings a compare counts as significant (worse or better, any size)."""
-    return [f"{c.test} {c.figure} {c.pct:+.1f}%" if c.pct is not None else
+def flagged(found: compare.Comparison) -> tuple[list[str], int]:
+    """The findings a compare counts as significant (worse or better, any size), and how many
+    findings it could not count (not resolved, or not finished)."""
+    said = [f"{c.test} {c.figure} {c.pct:+.1f}%" if c.pct is not None else
             f"{c.test} {c.figure}" for c in found.changes if c.counted]
+    return said, sum(c.role == compare.FINDING and bool(c.unresolved or c.unfinished)
+                     for c in found.changes)
+
+
+def said_text(said: list[str], unsure: int) -> str:
+    return f"flagged {len(said)}" + (f": {'; '.join(said)}" if said else "") + \
+        (f" ({unsure} findings not resolved: never counted)" if unsure else "")
 
 
 def spread(values: list[float]) -> str:
@@ -76,12 +84,11 @@ def main() -> None:
             order = ("A", "B") if k % 2 == 0 else ("B", "A")
             docs = {name: run(a.plan, a.repeat, where, name) for name in order}
             found = compare.compare(docs["A"], docs["B"])
-            said = flagged(found)
+            said, unsure = flagged(found)
             hits += bool(said)
             family.append(found.family)
             cv += cvs(docs["A"]) + cvs(docs["B"])
-            print(f"pair {k + 1}: family {found.family}, flagged {len(said)}"
-                  + (f": {'; '.join(said)}" if said else ""), flush=True)
+            print(f"pair {k + 1}: family {found.family}, {said_text(said, unsure)}", flush=True)
     finally:
         shutil.rmtree(where, ignore_errors=True)
     print(f"plan: {' '.join(a.plan)} (-repeat {a.repeat})")

@@ -20,18 +20,18 @@ import sys
 import tempfile
 import time
 
-from aa_study import PLAN, compare, flagged, run
+from aa_study import PLAN, compare, flagged, run, said_text
 
 CHANGES = {
-    "throttle": ("-n 300 -KB 64 -T 10 -bcopy -n 300 -KB 4 -mfileMB 8 -rand".split(), "position"),
-    "fbc": ("-n 300 -KB 64 -bcopy -n 300 -KB 4 -mfileMB 8 -fbc -rand".split(), "identity"),
+    "throttle": ("-t 0.3 -KB 64 -T 10 -bcopy -t 0.3 -KB 4 -mfileMB 8 -rand".split(), "position"),
+    "fbc": ("-t 0.3 -KB 64 -bcopy -t 0.3 -KB 4 -mfileMB 8 -fbc -rand".split(), "identity"),
     "hog": (PLAN, "identity"),
 }
 HOG = "while True: pass"
 
 
-def pair(name: str, k: int, repeat: int, where: str) -> list[str]:
-    """One pair of the planted change `name`: its compare's flagged findings."""
+def pair(name: str, k: int, repeat: int, where: str) -> tuple[list[str], int]:
+    """One pair of the planted change `name`: its compare's flagged findings (flagged())."""
     plan, match = CHANGES[name]
     docs = {}
     for side in (("A", "B") if k % 2 == 0 else ("B", "A")):
@@ -58,10 +58,9 @@ def main() -> None:
         for name in [a.only] if a.only else CHANGES:
             found = 0
             for k in range(a.pairs):
-                said = pair(name, k, a.repeat, where)
+                said, unsure = pair(name, k, a.repeat, where)
                 found += bool(said)
-                print(f"{name} pair {k + 1}: flagged {len(said)}"
-                      + (f": {'; '.join(said)}" if said else ""), flush=True)
+                print(f"{name} pair {k + 1}: {said_text(said, unsure)}", flush=True)
             rates.append(f"{name} {found} of {a.pairs}")
     finally:
         shutil.rmtree(where, ignore_errors=True)

@@ -339,12 +339,16 @@ def compare(a: dict[str, Any], b: dict[str, Any], match: str = "identity") -> Co
 
 def decided(changes: list[Change]) -> list[Change]:
     """The changes with their family's decisions: Holm's correction over the findings (one per
-    measurement); a FOLLOWS figure takes its test's BW decision, the TOTAL none."""
-    family = [c for c in changes if c.role == FINDING]
-    said = dict(zip(((c.test, c.figure) for c in family),
-                    holm([c.finding.p for c in family], ALPHA)))
-    return [replace(c, decided=said.get((c.test, "BW" if c.role == FOLLOWS else c.figure),
-                                        False)) for c in changes]
+    measurement); a FOLLOWS figure takes the decision of its test's BW (the one before it: a
+    test's figures come in figures() order), the TOTAL none."""
+    family = [k for k, c in enumerate(changes) if c.role == FINDING]
+    said = dict(zip(family, holm([changes[k].finding.p for k in family], ALPHA)))
+    out, bw = [], False
+    for k, c in enumerate(changes):
+        if c.figure == "BW" and c.role == FINDING:
+            bw = said[k]
+        out.append(replace(c, decided=said.get(k, bw if c.role == FOLLOWS else False)))
+    return out
 
 
 def unfinished(test: dict[str, Any]) -> str | None:

@@ -137,8 +137,8 @@ def plot_command(results: str, output: str | None) -> None:
                    "the work) or by position (group and process index: a sweep of -KB, -MB or "
                    "of a plan's shape)")
 @click.option("--interleave", type=click.IntRange(min=2), metavar="N",
-              help="BASE and RUN are two plans (quoted command lines): run them alternately, "
-                   "A B A B ..., N times each, and compare them")
+              help="BASE and RUN are two plans, each one quoted command line after --: run "
+                   "them alternately, A B A B ..., N times each, and compare them")
 def compare_command(base: str, runs: tuple[str, ...], threshold: float,
                     fail_on_regression: bool, match: str, interleave: int | None) -> None:
     """What changed from run BASE to each RUN (-json files; -repeat on both sides tells a

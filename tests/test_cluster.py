@@ -599,10 +599,12 @@ def test_compare_matches_a_cluster_run_s_tests_rank_by_rank():
     assert all(c.pct == 0 for c in found.changes)
     alone = json.loads(export.json_text(export.document(plan, run.ranks[0].records,
                                                         plan.procs(), sysinfo.collect(), "now")))
-    assert not compare.compare(doc, alone).changes
+    one = compare.compare(doc, alone)           # a one-host run: rank 0's tests, matched
+    assert {c.test for c in one.changes if c.role != compare.TOTAL} == \
+        {n for n in names if "rank 0 on a" in n} and all(c.pct == 0 for c in one.changes)
+    assert one.only_a and all("rank 1 on b" in n for n in one.only_a)
     assert "note: A is a cluster run (2 ranks, mpiexec), B is not: tests are matched by rank, " \
-           "so a cluster run's tests match none of a one-host run's" in compare.provenance(
-               doc, alone)
+           "a one-host run's tests as rank 0's" in compare.provenance(doc, alone)
     four = {**doc, "cluster": {**doc["cluster"], "ranks": doc["cluster"]["ranks"] * 2}}
     assert any(ln.startswith("note: A is a cluster run (2 ranks, mpiexec), B is a cluster run "
                              "(4 ranks, mpiexec)") for ln in compare.provenance(doc, four))

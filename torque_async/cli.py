@@ -138,22 +138,44 @@ def plot_command(results: str, output: str | None) -> None:
               help="exit with 1 when a run is significantly worse than BASE beyond the threshold, "
                    "or BASE or a run did not finish (interrupted, a test failed or was cut "
                    "short)")
+@click.option("--match", type=click.Choice(["identity", "position"]), default="identity",
+              show_default=True,
+              help="match tests by what they are (action, arguments, the options that change "
+                   "the work) or by position (group and process index: a sweep of -KB, -MB or "
+                   "of a plan's shape)")
+@click.option("--interleave", type=click.IntRange(min=2), metavar="N",
+              help="BASE and RUN are two plans, each one quoted command line after --: run "
+                   "them alternately, A B A B ..., N times each, and compare them")
 def compare_command(base: str, runs: tuple[str, ...], threshold: float,
-                    fail_on_regression: bool) -> None:
+                    fail_on_regression: bool, match: str, interleave: int | None) -> None:
     """What changed from run BASE to each RUN (-json files; -repeat on both sides tells a
-    change from noise), test by test and in total."""
+    change from noise), test by test and in total; with --interleave, BASE and RUN are plans
+    run alternately."""
     from . import compare as comparing, export
     if not math.isfinite(threshold):
         fail(f"--threshold: {threshold} is not a number of percent", 2)
-    try:
-        docs = [export.load(path) for path in (base, *runs)]
-    except export.ResultsFileError as e:
-        fail(str(e), 2)
+    if interleave:
+        from . import interleave as alternate
+        if len(runs) != 1:
+            fail("compare --interleave: give two plans, A and B (each one quoted argument)", 2)
+        try:
+            docs = list(alternate.run(base, runs[0], interleave,
+                                      lambda line: say([line], err=True)))
+        except alternate.InterleaveError as e:
+            fail(str(e), e.code)
+        except export.ResultsFileError as e:
+            fail(f"compare --interleave: {e}", 1)
+        base, runs = "plan A", ("plan B",)
+    else:
+        try:
+            docs = [export.load(path) for path in (base, *runs)]
+        except export.ResultsFileError as e:
+            fail(str(e), 2)
     why = [f"{base} (BASE) did not finish"] if comparing.incomplete(docs[0], base) else []
     unmatched = False
     for i, (path, doc) in enumerate(zip(runs, docs[1:])):
         try:
-            found = comparing.compare(docs[0], doc)
+            found = comparing.compare(docs[0], doc, match)
             report = comparing.lines(found, (docs[0], doc), (base, path), threshold)
         except DAMAGED as e:
             fail(f"compare: {base} and {path}: {damaged(e)}", 2)
@@ -398,7 +420,7 @@ def finish(plan, done: runs.Runs, info, job, began: startup.Began | None = None)
     s, outcome = plan.settings, done.first
     run = outcome.cluster                    # under mpiexec: every rank's (rank 0's outcome)
     procs = run.procs if run else plan.procs()
-    alone, found, blocks = repeated(plan, done, procs, run)
+    alone, (found, ranks), blocks = repeated(plan, done, procs, run)
     records = runs.with_alone_rates(outcome.records, alone) if alone else outcome.records
     date = time.strftime("%a %b %d %H:%M:%S %Z %Y")
     rendering = time.monotonic_ns()
@@ -417,7 +439,8 @@ def finish(plan, done: runs.Runs, info, job, began: startup.Began | None = None)
         doc = export.document(plan, records, procs, info, date, done.failures,
                               [runs.with_alone_rates(o.records, alone) if alone else o.records
                                for o in done.whole], alone, found, began,
-                              alone_info, done.interrupted, done.unfinished, done.alone_group)
+                              alone_info, done.interrupted, done.unfinished, done.alone_group,
+                              ranks)
         doc = report_cluster.document([o.cluster for o in done.complete], doc) if run else doc
         machine = {path: make(doc) for path, make in (
             (s.json, export.json_text),
@@ -490,29 +513,31 @@ def same_file(a, b) -> bool:
 
 def repeated(plan, done: runs.Runs, procs, run=None) \
         -> tuple[list | None, list | None, list[str]]:
-    """-repeat and -baseline: each test's figures alone, their changes, and the report's
-    blocks (none for a single plain run); `run`: under mpiexec, rank 0's gathered first run
+    """-repeat and -baseline: each test's figures alone, their changes and ranking
+    (figures.changes), and the report's blocks (none for a single plain run); `run`: under mpiexec, rank 0's gathered first run
     (the blocks get Host and Rank columns)."""
     from . import figures, report, report_cluster
     per_test = done.per_test(procs)
-    alone = done.alone_figures(procs) if plan.settings.baseline and done.alone else None
+    alone_runs = done.alone_runs(procs) if plan.settings.baseline and done.alone else None
+    alone = [figures.medians(runs) for runs in alone_runs] if alone_runs else None
     alone_records = [recs for _, recs in done.alone_records()] if alone else None
-    found = figures.changes(alone, [figures.medians(t) for t in per_test], procs) \
-        if alone else None
+    found, ranks = figures.changes(alone, [figures.medians(t) for t in per_test], procs,
+                                   alone_runs, per_test) if alone else (None, [])
     unresolved = report.unresolved_lines([o.records for o in done.complete])
     blocks = [*(report.repeat_lines([figures.spreads(t) for t in per_test], procs,
                                     len(done.complete), run, unresolved)
-                if len(done.complete) > 1 else []),
+                if len(done.complete) > 1 else [report.ONE_RUN_LINE]),
               "", *(report_cluster.skew_lines([o.cluster for o in done.complete])
                 if run and len(done.complete) > 1 else []),
               "", *(report.baseline_lines(found, run, {r.row for o in done.complete
                                                         for r in o.records if not r.whole},
                                           report.unresolved_sides(
                                               procs, alone_records,
-                                              [o.records for o in done.complete]))
+                                              [o.records for o in done.complete]),
+                                          ranks)
                     if found is not None else []),
               "", *report.choice_lines([o.records for o in done.complete], alone_records, procs)]
-    return alone, found, blocks
+    return alone, (found, ranks), blocks
 
 
 def trace_every_transfer(plan):

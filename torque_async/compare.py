@@ -8,24 +8,32 @@ loops/s, -cyclic p99 and max, a stream's late and dropped frames and lateness p9
 sub-stream. The total is summed over
 the matched tests only; unmatched tests are listed apart, never summed.
 
-With repetitions on both sides (-repeat), a change is significant when a two-sample t-test
-(Welch's, 95%) says the means differ, as pyperf's compare_to does, and in the direction of the
-medians' change (the change shown is the medians'); with one value on either side
-a change cannot be told from noise, and the report says so. A test that failed, or that a stop
+With repetitions on both sides (-repeat), each figure's two samples are compared by a stated
+test (significance.py): Welch's t of the means for rates (BW, IO/s, loops/s), Mann-Whitney U of
+the medians for percentiles and frame counts; each change is shown with its 95% interval and p,
+and the figures of one compare are one family, decided together by Holm's correction (the
+family-wise error rate stays at 5%). One measurement is one finding: a test's IO/s is decided
+with its BW (the same transfers over the same time), and the Total, a sum of the tests, is no
+test of its own. With one value on either side a change cannot be told from noise; with no
+spread on either side it is untestable; the report says so. A test that failed, or that a stop
 (a signal, another test's failure) cut short, is compared on what it measured but marked, and
 never counted as a regression; the report names each run's failures and interruption first.
+
+`match`: "identity" (above), or "position": tests matched by group and process index, whatever
+they are (a sweep of transfer size or plan shape). A one-host run's tests match rank 0's of a
+cluster run (a plain run and an `mpiexec -n 1` run of one plan are the same tests).
 """
 from __future__ import annotations
 
 import json
-import math
-import statistics
+import re
 from collections import Counter
-from dataclasses import dataclass
-from functools import partial
+from dataclasses import dataclass, replace
+from functools import cached_property, partial
 from typing import Any
 
-from .figures import Spread
+from .significance import (ALPHA, MANN_WHITNEY, ONE_RUN, SAME, UNTESTABLE, WELCH, Finding,
+                           Spread, holm, sample_test)
 from .stats import Stats, bucket, merge
 
 
@@ -37,34 +45,10 @@ HOW = frozenset({"affinityNumber", "affinityNumberDiff", "affinityParent", "chec
 US = 1000                                      # ns per us
 QUANTILES = {"latency p50": 0.5, "latency p99": 0.99, "lateness p99": 0.99, "lateness max": 1}
 
-# Two-sided 95% critical values of Student's t by degrees of freedom (then 40, 60, 120, inf).
-T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
-       2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
-       2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
-T95_TAIL = ((120, 1.980), (60, 2.000), (40, 2.021))
-
-
-def t_critical(df: float) -> float:
-    """The 95% two-sided critical t for df degrees of freedom, rounded down to a tabulated df
-    (conservative)."""
-    d = max(1, int(df))
-    if d <= len(T95):
-        return T95[d - 1]
-    return next((t for limit, t in T95_TAIL if d >= limit), T95[-1])
-
-
-def significant(a: list[float], b: list[float]) -> bool | None:
-    """Welch's t-test at 95%: do the means of a and b differ? None: it cannot be told (fewer
-    than two values on a side)."""
-    if len(a) < 2 or len(b) < 2:
-        return None
-    ma, mb = statistics.fmean(a), statistics.fmean(b)
-    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
-    if va + vb == 0:
-        return ma != mb
-    t = abs(ma - mb) / math.sqrt(va + vb)
-    df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
-    return t > t_critical(df)
+RATES = frozenset({"BW", "IO/s", "loops/s", "system BW"})   # Welch's t; the others: ranks
+FINDING, FOLLOWS, TOTAL = "finding", "follows", "total"    # a Change's role in its family
+MATCHES = ("identity", "position")
+RANK_TAG = re.compile(r"\.[^./]+\.r\d+$")               # cluster.own()'s .HOST.rRANK of a dir
 
 
 def figures(test: dict[str, Any]) -> dict[str, tuple[str, bool, float | None]]:
@@ -108,19 +92,29 @@ def repetitions(doc: dict[str, Any]) -> list[list[dict[str, Any]]]:
     return [run["tests"] for run in (doc.get("repeats") or {}).get("runs", ())] or [doc["tests"]]
 
 
+def work(doc: dict[str, Any], group: int) -> dict[str, Any]:
+    """A group's locals that change the work; a cluster run's -dir without the rank's tag
+    (.HOST.rRANK: a name, not another place)."""
+    g = doc["plan"]["groups"][group]
+    out = {k: v for k, v in sorted(g["locals"].items()) if k not in HOW}
+    if doc.get("cluster") and isinstance(out.get("dir"), str):
+        out["dir"] = RANK_TAG.sub("", out["dir"])
+    return out
+
+
 def identity(doc: dict[str, Any], group: int) -> str:
     """What a group's tests are: action, arguments and the locals that change the work."""
     g = doc["plan"]["groups"][group]
-    work = {k: v for k, v in sorted(g["locals"].items()) if k not in HOW}
-    return json.dumps([g["action"], g["args"], work])
+    return json.dumps([g["action"], g["args"], work(doc, group)])
 
 
-def keys(doc: dict[str, Any]) -> dict[int, tuple[str, int]]:
-    """group index -> (identity, its order among the groups alike)."""
+def keys(doc: dict[str, Any], match: str = "identity") -> dict[int, tuple[str, int]]:
+    """group index -> (identity, its order among the groups alike); matched by position:
+    (the group's index, 0)."""
     seen: dict[str, int] = {}
     out = {}
     for g in range(len(doc["plan"]["groups"])):
-        ident = identity(doc, g)
+        ident = identity(doc, g) if match == "identity" else f"group {g}"
         out[g] = (ident, seen.get(ident, 0))
         seen[ident] = out[g][1] + 1
     return out
@@ -130,11 +124,15 @@ def test_name(doc: dict[str, Any], test: dict[str, Any]) -> str:
     return group_name(doc, test, f"process {test['index']}")
 
 
-def group_name(doc: dict[str, Any], test: dict[str, Any], which: str) -> str:
-    """A test's group as the report names it, `which` of its processes (and the rank)."""
-    g = doc["plan"]["groups"][test["group"]]
+def group_name(doc: dict[str, Any], test: dict[str, Any], which: str,
+               other: dict[str, Any] | None = None, its: dict[str, Any] | None = None) -> str:
+    """A test's group as the report names it, `which` of its processes (and the rank); with
+    the test `its` of the `other` run it matched, both texts when they differ ('A | B')."""
+    text = doc["plan"]["groups"][test["group"]]["text"]
+    if other is not None and (there := other["plan"]["groups"][its["group"]]["text"]) != text:
+        text = f"{text} | {there}"
     rank = "" if test.get("rank") is None else f", rank {test['rank']} on {test.get('host')}"
-    return f"{g['text']} [{which}{rank}]"
+    return f"{text} [{which}{rank}]"
 
 
 def group_figures(tests: list[dict[str, Any]]) -> dict[str, tuple[str, bool, float | None]]:
@@ -165,6 +163,10 @@ def latency(test: dict[str, Any]) -> Stats:
 
 @dataclass(frozen=True)
 class Change:
+    """One figure of one matched test, its value in each repetition of A and of B. `role`:
+    FINDING, one of its compare's family; FOLLOWS, the same measurement as its test's BW
+    (IO/s), decided with it; TOTAL, a sum of the tests, no test of its own. `decided`: its
+    family's decision (compare()); None: tested alone (p < ALPHA)."""
     test: str
     figure: str
     unit: str
@@ -173,24 +175,26 @@ class Change:
     b: tuple[float, ...]
     unresolved: tuple[str, ...] = ()   # flags (short, harness) of either side's repetitions
     unfinished: tuple[str, ...] = ()   # "failed in B", "cut short in A" (unfinished())
+    role: str = FINDING
+    decided: bool | None = None
+
+    @cached_property
+    def finding(self) -> Finding:
+        """The samples compared (Welch's t for rates, Mann-Whitney U for the others)."""
+        got = sample_test(self.a, self.b, ranks=self.figure not in RATES)
+        if self.decided is None or got.test is None:
+            return got
+        return replace(got, significant=self.decided and self.role != TOTAL)
 
     @property
     def pct(self) -> float | None:
-        ma, mb = statistics.median(self.a), statistics.median(self.b)
-        return None if not ma else 100 * (mb - ma) / abs(ma)
+        return self.finding.pct
 
     @property
     def significant(self) -> bool | None:
-        """Welch's test says the means differ, and they moved the way the medians did (the
-        change shown): B's median above A's with its mean below is no significant rise."""
-        sig = significant(list(self.a), list(self.b))
-        return sig and not self.crossed if sig is not None else None
-
-    @property
-    def crossed(self) -> bool:
-        """The means moved the other way from the medians, or the medians did not move."""
-        medians = statistics.median(self.b) - statistics.median(self.a)
-        return medians * (statistics.fmean(self.b) - statistics.fmean(self.a)) <= 0
+        """The change is not noise (its family's decision); None: no test applies (one run, or
+        no spread on either side)."""
+        return None if self.finding.test is None else self.finding.significant
 
     def worse(self, threshold: float) -> bool:
         """B is worse than A by more than threshold percent (a regression, significant or not);
@@ -202,35 +206,61 @@ class Change:
 
     def gain(self, threshold: float) -> int:
         """1 better, -1 worse beyond the threshold, 0 neither."""
-        pct = self.pct
+        pct, f = self.pct, self.finding
         if pct is None:
-            pct = statistics.median(self.b) * math.inf if statistics.median(self.b) else 0.0
+            return f.direction(self.higher_is_better)
         up = pct if self.higher_is_better else -pct
         return 1 if up > threshold else -1 if -up > threshold else 0
+
+    @property
+    def counted(self) -> bool:
+        """A significant finding of figures both runs resolved and finished: what the summary
+        counts worse or better."""
+        return self.role == FINDING and bool(self.significant) and not self.unresolved \
+            and not self.unfinished
 
     def regression(self, threshold: float) -> bool:
         """A significant change for the worse beyond the threshold, of figures both runs
         resolved."""
-        return bool(self.significant) and self.worse(threshold) and not self.unresolved \
-            and not self.unfinished
+        return self.counted and self.worse(threshold)
 
     def verdict(self, threshold: float) -> str:
-        pct, gain = self.pct, self.gain(threshold)
+        """The change, what it is, and its test: '-30.0% worse (95% CI -31.2% to -28.8%;
+        Welch's t, p = 1.2e-08)'."""
+        f, gain = self.finding, self.gain(threshold)
         flags = f"; not resolved ({', '.join(self.unresolved)})" if self.unresolved else ""
         flags += f"; did not finish ({', '.join(self.unfinished)})" if self.unfinished else ""
-        if pct is None and not gain:
+        change = change_text(f.pct, f.change, self.unit)
+        if not any(self.a) and not any(self.b):
             return "no change (0 on both sides)" + flags
+        if f.why == SAME:
+            return "no change (every repetition alike on both sides)" + flags
         direction = ("within threshold", "better", "worse")[gain]
-        change = f"{pct:+.1f}%" if pct is not None else "from 0"
-        sig = self.significant
-        if sig is None:
+        if f.why == ONE_RUN:
             return f"{change} {direction}, cannot be told from noise (one run: use -repeat)" \
                 + flags
-        still = statistics.median(self.b) == statistics.median(self.a)
-        crossed = ", not significant" + ((" (the medians did not move)" if still else
-                                          " (the means moved the other way)")
-                                         if significant(list(self.a), list(self.b)) else "")
-        return f"{change} {direction}" + ("" if sig else crossed) + flags
+        if f.why == UNTESTABLE:
+            return f"{change}, untestable (every repetition alike on each side: no spread to " \
+                   f"tell noise by)" + flags
+        stated = f"{interval_text(f, self.unit)}; {f.test}, p = {f.p:.2g}"
+        if self.role == TOTAL:
+            return f"{change} ({stated}), the sum of the tests above: not a test" + flags
+        said = direction if f.significant else "not significant"
+        stated += "; decided with its BW: one measurement" if self.role == FOLLOWS else ""
+        return f"{change} {said} ({stated})" + flags
+
+
+def change_text(pct: float | None, change: float, unit: str) -> str:
+    """'+12.3%', or from 0 the change in the figure's unit ('+3 frames')."""
+    return f"{pct:+.1f}%" if pct is not None else \
+        ("no change" if not change else f"from 0 ({change:+g} {unit})")
+
+
+def interval_text(f: Finding, unit: str) -> str:
+    """The change's 95% interval, in % of A's centre (in the unit from 0)."""
+    got = f.pct_interval
+    lo, hi, u = (*got, "%") if got else (f.low, f.high, f" {unit}")
+    return f"95% CI {lo:+.1f}{u} to {hi:+.1f}{u}"
 
 
 @dataclass(frozen=True)
@@ -240,17 +270,23 @@ class Comparison:
     only_b: tuple[str, ...]
     unmeasured: tuple[str, ...] = ()   # matched, but with no figure on a side: it did not finish
 
+    @property
+    def family(self) -> int:
+        """How many findings Holm's correction weighed (those with a test)."""
+        return sum(c.role == FINDING and c.significant is not None for c in self.changes)
+
 
 def group_of(keys: dict[int, tuple[str, int]], test: dict[str, Any]) -> tuple:
-    """A test's group as its side's keys() name it, and its rank."""
-    return keys[test["group"]], test.get("rank")
+    """A test's group as its side's keys() name it, and its rank (a one-host run's: 0)."""
+    return keys[test["group"]], test.get("rank") or 0
 
 
-def compare(a: dict[str, Any], b: dict[str, Any]) -> Comparison:
-    """Every figure of every matched test, then the total bandwidth of the matched tests. A
-    group whose process count differs (-p) is compared whole (group_figures): its process i
-    alone does another share of the work on each side."""
-    ka, kb = keys(a), keys(b)
+def compare(a: dict[str, Any], b: dict[str, Any], match: str = "identity") -> Comparison:
+    """Every figure of every matched test, then the total bandwidth of the matched tests, the
+    findings decided together (decided()). A group whose process count differs (-p) is
+    compared whole (group_figures): its process i alone does another share of the work on each
+    side. `match`: see the module's text."""
+    ka, kb = keys(a, match), keys(b, match)
     reps_a, reps_b = repetitions(a), repetitions(b)
     in_a, in_b = partial(group_of, ka), partial(group_of, kb)
     count_a, count_b = Counter(map(in_a, reps_a[0])), Counter(map(in_b, reps_b[0]))
@@ -271,8 +307,10 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> Comparison:
     changes, unmeasured, ended_any = [], [], set()
     for ia, jb in matched + groups:
         first = reps_a[0][ia[0]]
-        name = test_name(a, first) if len(ia) == len(jb) else \
-            group_name(a, first, f"{len(ia)} processes in A, {len(jb)} in B")
+        which = f"process {first['index']}" if len(ia) == len(jb) else \
+            f"{len(ia)} processes in A, {len(jb)} in B"
+        name = group_name(a, first, which, *((b, reps_b[0][jb[0]]) if match == "position"
+                                              else ()))
         ta, tb = [[rep[i] for i in ia] for rep in reps_a], [[rep[j] for j in jb] for rep in reps_b]
         fa, fb = [group_figures(t) for t in ta], [group_figures(t) for t in tb]
         flags = tuple(sorted({f for t in ta + tb for x in t for f in x.get("flags") or ()}))
@@ -284,7 +322,8 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> Comparison:
             va = tuple(f[fig][2] for f in fa if f.get(fig) and f[fig][2] is not None)
             vb = tuple(f[fig][2] for f in fb if f.get(fig) and f[fig][2] is not None)
             if va and vb:
-                changes.append(Change(name, fig, unit, up, va, vb, flags, ended))
+                role = FOLLOWS if fig == "IO/s" and "BW" in fa[0] else FINDING
+                changes.append(Change(name, fig, unit, up, va, vb, flags, ended, role))
         if len(changes) == before and ended:       # (a test that died before it published)
             unmeasured.append(f"{name}: did not finish ({', '.join(ended)})")
     total = lambda reps, idx: tuple(sum(rep[k]["sys_bw"] for k in idx) for rep in reps)  # noqa
@@ -294,8 +333,22 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> Comparison:
                               total(reps_a, [i for ia, _ in pairs for i in ia]),
                               total(reps_b, [j for _, jb in pairs for j in jb]),
                               tuple(sorted({f for c in changes for f in c.unresolved})),
-                              tuple(sorted(ended_any))))
-    return Comparison(tuple(changes), tuple(only_a), tuple(only_b), tuple(unmeasured))
+                              tuple(sorted(ended_any)), TOTAL))
+    return Comparison(tuple(decided(changes)), tuple(only_a), tuple(only_b), tuple(unmeasured))
+
+
+def decided(changes: list[Change]) -> list[Change]:
+    """The changes with their family's decisions: Holm's correction over the findings (one per
+    measurement); a FOLLOWS figure takes the decision of its test's BW (the one before it: a
+    test's figures come in figures() order), the TOTAL none."""
+    family = [k for k, c in enumerate(changes) if c.role == FINDING]
+    said = dict(zip(family, holm([changes[k].finding.p for k in family], ALPHA)))
+    out, bw = [], False
+    for k, c in enumerate(changes):
+        if c.figure == "BW" and c.role == FINDING:
+            bw = said[k]
+        out.append(replace(c, decided=said.get(k, bw if c.role == FOLLOWS else False)))
+    return out
 
 
 def unfinished(test: dict[str, Any]) -> str | None:
@@ -323,14 +376,13 @@ def provenance(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     if ra != rb:
         out.append(f"note: {rank_text(ra, 'A')}, {rank_text(rb, 'B')}: tests are matched by "
                    + ("rank, so only the ranks both have are compared" if ra and rb else
-                      "rank, so a cluster run's tests match none of a one-host run's"))
+                      "rank, a one-host run's tests as rank 0's"))
     if a.get("version") != b.get("version"):
         out.append(f"note: different torque-async versions: {a.get('version')} and "
                    f"{b.get('version')}")
     if plan_of(a) != plan_of(b):
-        out.append(f"note: the plans differ (A: {plan_text(a)}; B: {plan_text(b)}): a test's "
-                   f"neighbours are not the same, so a change may be the plan's, not the "
-                   f"system's")
+        out.append(f"note: the plans differ ({plan_difference(a, b)}): a test's neighbours are "
+                   f"not the same, so a change may be the plan's, not the system's")
     alone = [(label, doc["stopped_alone"]) for label, doc in (("A", a), ("B", b))
              if doc.get("stopped_alone") is not None]
     out += [f"note: {label} is a -baseline run stopped in group {k}'s run alone: its figures are "
@@ -344,6 +396,21 @@ def plan_of(doc: dict[str, Any]) -> tuple:
     groups = doc["plan"]["groups"]
     return (sorted((identity(doc, g), groups[g].get("processes")) for g in range(len(groups))),
             slow(doc))
+
+
+def plan_difference(a: dict[str, Any], b: dict[str, Any]) -> str:
+    """'A: text; B: text', or where the texts are the same (defaults that differ, as a
+    configuration file's), the options that differ, group by group."""
+    if plan_text(a) != plan_text(b):
+        return f"A: {plan_text(a)}; B: {plan_text(b)}"
+    ga, gb = a["plan"]["groups"], b["plan"]["groups"]
+    said = [f"group {g}: -{k} {wa.get(k)} in A, {wb.get(k)} in B"
+            for g in range(len(ga)) for wa, wb in [(work(a, g), work(b, g))]
+            for k in sorted(wa.keys() | wb.keys()) if wa.get(k) != wb.get(k)]
+    said += [f"group {g}: {x['action']} {x['args']} in A, {y['action']} {y['args']} in B"
+             for g, (x, y) in enumerate(zip(ga, gb)) if (x["action"], x["args"]) !=
+             (y["action"], y["args"])]
+    return "the same text, but " + ("; ".join(said) or "tests in another order")
 
 
 def processes(doc: dict[str, Any]) -> int:
@@ -379,12 +446,14 @@ def machines(doc: dict[str, Any]) -> list[str]:
 
 
 def value_text(values: tuple[float, ...]) -> str:
-    """The median, and with several values their spread as the -repeat block gives it:
-    (max - min) / median."""
-    got = Spread.of(list(values))
-    if len(values) < 2 or got.spread_pct is None:
-        return f"{got.median:.1f}"
-    return f"{got.median:.1f} (spread {got.spread_pct:.1f}%)"
+    """The median, with several values their standard deviation and CV; one value says it has
+    no spread measured."""
+    return Spread.of(list(values)).text()
+
+
+STATED = (f"tests: {WELCH} of the means (BW, IO/s, loops/s), {MANN_WHITNEY} of the medians "
+          f"(latency, lateness, frames); 95% confidence intervals; A and B: median (standard "
+          f"deviation; coefficient of variation)")
 
 
 def lines(found: Comparison, docs: tuple[dict[str, Any], dict[str, Any]],
@@ -394,7 +463,11 @@ def lines(found: Comparison, docs: tuple[dict[str, Any], dict[str, Any]],
            f"{'s' if len(repetitions(doc)) > 1 else ''}): torque-async {doc['command']}".rstrip()
            for label, path, doc in zip("AB", names, docs)]
     out += provenance(*docs) + incomplete(docs[0], "A") + incomplete(docs[1], "B")
-    out += ["", "test, figure, A, B, unit, change"]
+    out += ["", STATED, *[f"family: Holm's correction over {found.family} finding"
+                          f"{'s' * (found.family != 1)} at {ALPHA:.0%} family-wise (one per "
+                          f"measurement: a test's IO/s is decided with its BW; the Total is a "
+                          f"sum, not a test)"] * bool(found.family),
+            "test, figure, A, B, unit, change"]
     out += [", ".join((c.test, c.figure, value_text(c.a), value_text(c.b), c.unit,
                        c.verdict(threshold))) for c in found.changes]
     out += [f"only in A (not compared): {t}" for t in found.only_a]
@@ -402,22 +475,27 @@ def lines(found: Comparison, docs: tuple[dict[str, Any], dict[str, Any]],
     out += [f"no figures to compare: {t}" for t in found.unmeasured]
     if not found.changes:
         return out + ["", "nothing compared: no test of A matches one of B (tests match by "
-                          "action, arguments and the local options that change the work)"]
-    sig = [c for c in found.changes if c.significant]
-    sure = [c for c in sig if not (c.unresolved or c.unfinished)]    # (the others: below)
+                          "action, arguments and the local options that change the work; "
+                          "--match position matches them by group and process)"]
+    findings = [c for c in found.changes if c.role == FINDING]
+    sure = [c for c in findings if c.counted]                # (the others: below)
     worse = sum(c.worse(threshold) for c in sure)
     better = sum(c.better(threshold) for c in sure)
-    told = sum(c.significant is not None for c in found.changes)
-    summary = (f"significant changes beyond {threshold:g}%: {worse} worse, {better} better; "
-               f"{told - len(sig)} not significant" if told else
+    told = sum(c.significant is not None for c in findings)
+    untestable = sum(c.finding.why == UNTESTABLE for c in findings)
+    summary = (f"significant changes beyond {threshold:g}% (Holm, family of {found.family}): "
+               f"{worse} worse, {better} better; "
+               f"{sum(c.significant is False for c in findings)} not significant" if told else
                "no figure has repetitions on both sides: no change can be told from noise "
                "(run both with -repeat N)")
-    unresolved = sum(bool(c.unresolved) for c in found.changes)
+    if untestable:
+        summary += f"; {untestable} untestable (no spread on either side)"
+    unresolved = sum(bool(c.unresolved) for c in findings)
     if unresolved:
         summary += (f"; {unresolved} figure{'s' * (unresolved > 1)} not resolved on one side or "
                     f"both (measured too briefly, or the harness's cost too large a share: "
                     f"lengthen the tests, e.g. -t), never counted as worse or better")
-    ended = sum(bool(c.unfinished) for c in found.changes)
+    ended = sum(bool(c.unfinished) for c in findings)
     if ended:
         summary += (f"; {ended} figure{'s' * (ended > 1)} of tests that did not finish (failed, "
                     f"or cut short by a stop), never counted as worse or better")

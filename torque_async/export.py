@@ -147,13 +147,13 @@ def run_entries(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...]
 def repeats_entry(plan: Plan, repetitions: list[tuple[Record, ...]],
                   procs: tuple[Proc, ...]) -> dict | None:
     """-repeat: every complete repetition's figures (one, when the second failed or was
-    stopped; none when the first was: null), each test's median, min, max and spread, and the
+    stopped; none when the first was: null), each test's median, min, max, spread, standard deviation and CV, and the
     BW: line's medians."""
     if plan.settings.repeat < 2 or not repetitions:
         return None
     runs = [run_entries(plan, records, procs) for records in repetitions]
     summary = [{"proc": p.row, "figure": name, "median": s.median, "min": s.lo, "max": s.hi,
-                "spread_pct": s.spread_pct}
+                "spread_pct": s.spread_pct, "sd": s.sd, "cv_pct": s.cv_pct}
                for i, p in enumerate(procs)
                for name, s in figures.spreads([run["tests"][i]["figures"] for run in runs]).items()]
     groups, total = report.median_bandwidths(plan, repetitions, procs)
@@ -161,14 +161,21 @@ def repeats_entry(plan: Plan, repetitions: list[tuple[Record, ...]],
             "bandwidth": {"groups": groups, "total": total}}
 
 
-def baseline_entry(found: list[figures.Change] | None) -> dict | None:
-    """-baseline: every figure measured alone and together, largest slowdown first."""
+def baseline_entry(found: list[figures.Change] | None,
+                   ranks: list[figures.Rank] = ()) -> dict | None:
+    """-baseline: every figure measured alone and together, in the ranking's order, and the
+    ranking (each test's headline figure's change with its interval)."""
     if found is None:
         return None
     return {"changes": [{"proc": c.proc, "test": c.test, "figure": c.figure.name,
                          "alone": c.alone, "together": c.together, "change_pct": c.change_pct,
                          "slowdown": None if math.isinf(c.slowdown) else c.slowdown}
-                        for c in found]}
+                        for c in found],
+            "ranking": [{"proc": r.proc, "test": r.test, "figure": r.figure.name,
+                         "change_pct": r.finding.pct,
+                         "interval_pct": list(r.finding.pct_interval or ()) or None,
+                         "statistic": r.finding.test, "p": r.finding.p, "noise": r.noise or None}
+                        for r in ranks]}
 
 
 def startup_entry(began, t0: int) -> dict[str, int] | None:
@@ -185,11 +192,12 @@ def document(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], i
              alone: list[dict[str, float | None]] | None = None,
              found: list[figures.Change] | None = None, began=None,
              alone_info: list[list[str]] | None = None, interrupted: int = 0,
-             cut_short: tuple[str, ...] = (), stopped_alone: int | None = None) -> dict[str, Any]:
+             cut_short: tuple[str, ...] = (), stopped_alone: int | None = None,
+             ranks: list[figures.Rank] = ()) -> dict[str, Any]:
     """The whole run as one JSON-ready dict (see schema/results.schema.json): `records` are the
     first (or only) repetition; `repetitions` all of them (-repeat); `alone` each test's main
     figures alone, `alone_info` its info in each run alone (the kernel variants its set-up
-    chose) and `found` the changes (-baseline); `began` (a startup.Began) when the command
+    chose), `found` the changes and `ranks` their ranking (-baseline); `began` (a startup.Began) when the command
     started; `interrupted` the signal that stopped the run, `cut_short` the tests a stop (a
     signal, a failure) ended before their measured end; `stopped_alone` the plan's index of the
     group whose run alone (-baseline) a stop ended before anything ran together, whose figures
@@ -206,7 +214,7 @@ def document(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], i
                  "groups": [group_entry(g, records, procs) for g in plan.groups]},
         "system": asdict(info), "histograms": HISTOGRAMS, **run,
         "repeats": repeats_entry(plan, list(repetitions), procs),
-        "baseline": baseline_entry(found),
+        "baseline": baseline_entry(found, ranks),
         "startup": startup_entry(began, run["time_zero_ns"]),
         "failures": failures, "cut_short": cut_short,
         "interrupted": signal.Signals(interrupted).name if interrupted else None,

@@ -4,8 +4,10 @@ The main figures say how well a test did in one number each: bandwidth and IO/s 
 p50 and p99 for the transfer tests, late frames, bandwidth and lateness p99 for a stream, p99
 and max wake-up lateness for -cyclic, loops/s for spinWait; and for each its CPU share (its
 process's CPU time over its measured interval; a loop test's: the loop thread's). -repeat
-gives each its median, min-max and spread over the repetitions; -baseline its change from the
-test running alone, the tests ordered by the largest slowdown.
+gives each its median, min-max, spread, standard deviation and CV over the repetitions;
+-baseline its change from the test running alone, the tests ranked by the change in their
+headline figure (Rank: its interval, and within noise when it lies within the alone runs'
+spread).
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from typing import Callable
 from .kinds import KINDS
 from .plan import Proc
 from .results import Record
+from .significance import Finding, Spread, sample_test
 from .stats import Stats, merge
 from .units import mb_per_s, per_s
 
@@ -77,22 +80,6 @@ def main_figures(rec: Record, proc: Proc) -> dict[str, float | None]:
     return {name: f.value(rec) if name in mine else None for name, f in FIGURES.items()}
 
 
-@dataclass(frozen=True)
-class Spread:
-    """One figure over the repetitions: median, min, max and (max - min) / median in %."""
-    median: float
-    lo: float
-    hi: float
-
-    @property
-    def spread_pct(self) -> float | None:
-        return 100 * (self.hi - self.lo) / self.median if self.median else None
-
-    @classmethod
-    def of(cls, values: list[float]) -> "Spread":
-        return cls(statistics.median(values), min(values), max(values))
-
-
 def spreads(runs: list[dict[str, float | None]]) -> dict[str, Spread]:
     """Each figure's Spread over runs (the main figures of one test in each repetition);
     figures missing from any run are left out."""
@@ -132,18 +119,73 @@ class Change:
         return good / bad if bad else math.inf
 
 
+# The figure each family is ranked by (others: their first, names()): a stream's bandwidth,
+# as a count of late frames from 0 is no change comparable to another test's
+HEADLINE = {"streams": "bw"}
+WITHIN_NOISE, ONE_RUN = "within noise", "one run"
+
+
+@dataclass(frozen=True)
+class Rank:
+    """-baseline: one test's change in its headline figure, alone to together: `finding` (its
+    samples compared, significance.sample_test: the change and its 95% interval), `noise`:
+    '' ranked; WITHIN_NOISE, the change lies within the alone runs' own spread (their min-max)
+    or its interval holds 0; ONE_RUN, a run alone or together had no repetition (no spread
+    measured: ranked by its point change, and saying so)."""
+    proc: int
+    test: str
+    figure: Figure
+    finding: Finding
+    noise: str = ""
+
+    @property
+    def loss_pct(self) -> float:
+        """How much worse together, in % of alone (negative: better); from 0, infinite."""
+        pct = self.finding.pct
+        if pct is None:
+            return math.inf * self.finding.direction(not self.figure.higher_is_better)
+        return -pct if self.figure.higher_is_better else pct
+
+
+def headline(proc: Proc) -> str:
+    family = KINDS[proc.group.action].family
+    return HEADLINE.get(family, names(proc)[0])
+
+
+def rank(proc: Proc, label: str, alone: list[float], together: list[float]) -> Rank:
+    figure = FIGURES[headline(proc)]
+    found = sample_test(alone, together, ranks=not figure.higher_is_better)
+    if len(alone) < 2 or len(together) < 2:
+        noise = ONE_RUN
+    else:
+        inside = min(alone) <= statistics.median(together) <= max(alone)
+        interval = found.low is None or found.low <= 0 <= found.high
+        noise = WITHIN_NOISE if inside or interval else ""
+    return Rank(proc.row, label, figure, found, noise)
+
+
 def changes(alone: list[dict[str, float | None]], together: list[dict[str, float | None]],
-            procs: tuple[Proc, ...]) -> list[Change]:
-    """Every figure measured both alone and together, test by test, the tests ordered by the
-    slowdown of their ranking figure (bandwidth; a stream's late frames; -cyclic's p99;
-    spinWait's loops/s), largest first."""
+            procs: tuple[Proc, ...], alone_runs: list[list[dict]] | None = None,
+            together_runs: list[list[dict]] | None = None) -> tuple[list[Change], list[Rank]]:
+    """Every figure measured both alone and together (the medians), test by test, and each
+    test's Rank (its headline figure's change, from the repetitions: `alone_runs` and
+    `together_runs` hold each test's main figures in each run; without them the medians, one
+    run each); the tests ordered by their loss, the largest first, those within noise after
+    the ranked ones."""
+    alone_runs = alone_runs or [[a] for a in alone]
+    together_runs = together_runs or [[t] for t in together]
     per_test = []
-    for a, t, proc in zip(alone, together, procs):
+    for a, t, proc, ra, rt in zip(alone, together, procs, alone_runs, together_runs):
         label = KINDS[proc.group.action].label
         mine = [Change(proc.row, label, f, a[name], t[name]) for name, f in FIGURES.items()
                 if a[name] is not None and t[name] is not None]
-        if mine:
-            rank = {c.figure.name: c.slowdown for c in mine}
-            per_test.append((rank.get(names(proc)[0], 1.0), mine))
-    per_test.sort(key=lambda ranked: -ranked[0])
-    return [c for _, cs in per_test for c in cs]
+        if not mine:
+            continue
+        name = headline(proc)
+        va, vt = [r[name] for r in ra if r[name] is not None], \
+            [r[name] for r in rt if r[name] is not None]
+        ranked = rank(proc, label, va, vt) if va and vt else None
+        per_test.append((ranked, mine))
+    per_test.sort(key=lambda got: (got[0] is None, got[0] is not None and got[0].noise ==
+                                   WITHIN_NOISE, -got[0].loss_pct if got[0] else 0))
+    return [c for _, cs in per_test for c in cs], [r for r, _ in per_test if r]

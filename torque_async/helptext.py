@@ -45,12 +45,12 @@ Examples:
   torque-async -json run.json -n 2048 -KB 64 -sample 255 -bzero; torque-async plot run.json
       samples, JSON and a picture of bandwidth over time
   torque-async -baseline -n 100 -MB 4 -Striad -n 4000 -KB 4 -mfileMB 256 -rand -cyclic 1000
-      who slowed whom: each group alone first, then all together (the plan runs 4 times);
-      the report lists alone / together / change, the largest slowdown first
+      who slowed whom: each group alone, then all together (the plan runs 4 times);
+      the report lists alone / together / change, ranked by each test's change
   torque-async -t 5 -p 2 -n 16384 -KB 4 -aio 16 -t 5 -n 64 -MB 4 -Striad
       each group runs 5 s (fio's time_based) instead of n x i transfers; -ramp adds warm-up
   torque-async -repeat 5 -json runs.json -n 64 -MB 4 -Striad -n 16384 -KB 4 -aio 16
-      the plan 5 times: each figure's median, min-max and spread; the JSON keeps every run
+      the plan 5 times: each figure's median, min-max, SD and CV; the JSON keeps every run
 Units: KB, MB, GB are 2^10, 2^20, 2^30 bytes; BW(MB/s) is MiB per second; times in ms.
 Torque.config in the working directory (or -c FILE; without either, the copy shipped in the
 package) adds its tokens after the command line's: its global options and -f files always apply,

@@ -309,17 +309,24 @@ def cpu_interval(before: np.ndarray, after: np.ndarray) -> np.ndarray:
     return np.array([user_ns, cpu - user_ns, vol, invol, wait if known else -1], np.int64)
 
 
-HARNESS_ROUNDS = 1000
+HARNESS_READINGS = 15              # readings of the harness's cost; their median is taken
 
 
-def harness_cost() -> int:
+def harness_cost(readings: int = HARNESS_READINGS, clock: Callable[[], int] | None = None) -> int:
     """ns the harness spends on one transfer besides the transfer itself: two clock reads and
-    a latency store, timed over HARNESS_ROUNDS on a scratch Summary (once, at set-up)."""
+    a latency store, on a scratch Summary. Each reading times BATCH rounds (one fold of the
+    batch among them, as a test's transfers have); the median of `readings` readings is taken,
+    so one reading a preemption or a cold cache inflated is not the figure (set-up of every
+    run: each repetition takes its own)."""
+    clock = clock or now
     lat, live = Summary(), word(np.zeros(1, np.int64))
-    t_first = now()
-    for k in range(HARNESS_ROUNDS):
-        t0 = now()
-        t = now()
-        lat.add(t - t0)
-        live[0] = k
-    return (now() - t_first) // HARNESS_ROUNDS
+    got = []
+    for _ in range(readings):
+        t_first = clock()
+        for k in range(BATCH):
+            t0 = now()
+            t = now()
+            lat.add(t - t0)
+            live[0] = k
+        got.append((clock() - t_first) // BATCH)
+    return int(np.median(got))

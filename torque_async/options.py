@@ -183,8 +183,9 @@ STREAM_ARGS = (Arg("label", choice("r", "w", "rw", "wr", "rwr", "rrw")),
 _G = [
     Option("aliasFile", GLOBAL, "file of alias definitions (NAME = tokens ...; '-NAME' expands)",
            (Arg("file", text),), group="Configuration"),
-    Option("baseline", GLOBAL, "run each group alone first (same plan), then all together; "
-           "the report adds alone / together / change per test, largest slowdown first",
+    Option("baseline", GLOBAL, "run each group alone (same plan), then all together, in each "
+           "repetition (-repeat: alone and together alternate); the report adds alone / "
+           "together / change per test, ranked by each test's change with its interval",
            group="Execution"),
     Option("bo", GLOBAL, "print only the bandwidth results (and what says they are not whole: "
            "figures not resolved, an interruption, failures; and -f files the run made or grew)",

@@ -16,12 +16,13 @@ from dataclasses import dataclass
 from . import __version__
 from .kinds import KINDS, LOOP
 from .plan import Group, Plan, Proc
-from .figures import CPU_WAITED, FIGURES, Change, Spread
+from .figures import CPU_WAITED, FIGURES, ONE_RUN, WITHIN_NOISE, Change, Rank, Spread
 from .results import CHECKED, COUNT, FAILED, MAX_SAMPLES, PHASES, STATE_NAMES, VALUES, Record
 from .stats import PERCENTILES, Stats, bucket_range, merge
 from .sysinfo import SysInfo, header_lines
 from .units import MB, NS_PER_MS, human, kb_text, mb_per_s, per_s
 from .io import actions, files
+from .io.scratch import PREFIX as SCRATCH
 from .web import summary as web
 
 TABLE_HEADER = "proc,Start,Finish,Diff,Xfers,BW(MB/s),TS(KB),IO/sec,Test,File,PID"
@@ -704,11 +705,17 @@ def made_lines(records) -> list[str]:
     return list(dict.fromkeys(notes))
 
 
+# a scratch directory's name (PID, rank tag, mkdtemp's random part): new in every run, no choice
+SCRATCH_NAME = re.compile(re.escape(SCRATCH) + r"[^/\s;]+")
+
+
 def choices(info: str) -> list[str]:
     """An info's parts (its lines' "; " parts), each without the candidates it was chosen
-    from (and their measured rates); a -f file's note (made by set-up) is no choice."""
-    return [re.split(CANDIDATES, part)[0] for line in info.splitlines()
-            if not line.startswith(files.MADE) for part in line.split("; ")]
+    from (and their measured rates) and with its scratch directory's name as a pattern; a -f
+    file's note (made by set-up) is no choice."""
+    return [SCRATCH_NAME.sub(f"{SCRATCH}*", re.split(CANDIDATES, part)[0])
+            for line in info.splitlines() if not line.startswith(files.MADE)
+            for part in line.split("; ")]
 
 
 def unreached_cap(group: Group) -> str:
@@ -843,7 +850,7 @@ def detail_lines(records, procs, level: int) -> list[str]:
     return lines
 
 
-REPEAT_HEADER = "proc,Test,Figure,Median,Min,Max,Spread(%)"
+REPEAT_HEADER = "proc,Test,Figure,Median,Min,Max,Spread(%),SD,CV(%)"
 BASELINE_HEADER = "proc,Test,Figure,Alone,Together,Change(%)"
 
 
@@ -861,31 +868,33 @@ def repeat_lines(spreads: list[dict[str, Spread]], procs, times: int, cluster=No
     report_cluster.ClusterRun adds Host and Rank columns, as to the table; `unresolved`: the
     unresolved_lines of the repetitions."""
     lines = [f"{proc.row}, {KINDS[proc.group.action].label}, {FIGURES[name].label}, "
-             f"{s.median:.1f}, {s.lo:.1f}, {s.hi:.1f}, {spread_text(FIGURES[name], s)}"
-             + where(cluster, proc.row)
+             f"{s.median:.1f}, {s.lo:.1f}, {s.hi:.1f}, {spread_text(FIGURES[name], s)}, "
+             f"{s.sd:.1f}, {cv_text(FIGURES[name], s)}" + where(cluster, proc.row)
              for got, proc in zip(spreads, procs) for name, s in got.items()]
     if not lines:
         return []
     return [f"Repeated {times} times (the other tables, above and below, are the first "
             f"repetition's): median, min, max, spread = (max - min) / median (a share's: max - "
-            f"min, in points)",
+            f"min, in points), standard deviation, CV = SD / mean (a share's: NA)",
             REPEAT_HEADER + (cluster.columns if cluster else ""),
             *lines, *unresolved]
 
 
 def baseline_lines(found: list[Change], cluster=None, cut: set[int] = frozenset(),
-                   unresolved: dict[int, str] = {}) -> list[str]:   # noqa: B006 - read only
+                   unresolved: dict[int, str] = {},      # noqa: B006 - read only
+                   ranks: list[Rank] = ()) -> list[str]:
     """-baseline: alone / together / change of each test's main figures (figures.changes),
     the test that lost most first, those whose figures were not resolved (`unresolved`: row ->
     'alone', 'together' or both, see resolution_flags) after the others and saying so; a
     cluster adds Host and Rank columns; the tests in `cut` (rows) were cut short together, and
-    say so."""
+    say so; `ranks` (figures.changes): the ranking, after the table (rank_lines)."""
     if not found:
         return []
     found = sorted(found, key=lambda c: c.proc in unresolved)     # (stable: each test's stay
     waited = [c for c in found if c.proc not in unresolved       # together, in their order)
               and c.figure.name == "wait_pct" and c.together >= c.alone + CPU_WAITED]
-    return ["Alone vs together (-baseline: each group ran alone first), largest slowdown first",
+    return ["Alone vs together (-baseline: in each repetition each group ran alone, then the plan "
+            "together), in the order of the ranking below",
             BASELINE_HEADER + (cluster.columns if cluster else ""),
             *(f"{c.proc}, {c.test}, {c.figure.label}, {c.alone:.1f}, {c.together:.1f}, "
               f"{change_text(c)}" + (" (cut short together)" if c.proc in cut else "")
@@ -893,7 +902,37 @@ def baseline_lines(found: list[Change], cluster=None, cut: set[int] = frozenset(
               + where(cluster, c.proc) for c in found),
             *(f"proc {c.proc} ({c.test}): waited for a CPU (runnable, not running) "
               f"{c.together:.0f}% of its time together, {c.alone:.0f}% alone: {BUSY_CPUS}, so "
-              f"its slowdown is not all its memory's or disk's" for c in waited)]
+              f"its slowdown is not all its memory's or disk's" for c in waited),
+            *([""] + rank_lines(ranks) if ranks else [])]
+
+
+def rank_lines(ranks: list[Rank]) -> list[str]:
+    """-baseline's ranking: each test's change in its headline figure with its 95% interval,
+    largest loss first; those within noise, and those of one run (no spread), said apart."""
+    if not ranks:
+        return []
+    said = lambda r: (f"proc {r.proc} ({r.test}) {r.figure.label}: "            # noqa: E731
+                      f"{change_text_of(r)}")
+    ranked = [r for r in ranks if not r.noise]
+    out = ["Ranked by each test's change in its headline figure, together against alone "
+           "(bandwidth, a stream's too; -cyclic's p99; spinWait's loops/s), largest loss first:"]
+    out += [f"{k}. {said(r)}" for k, r in enumerate(ranked, 1)]
+    out += [f"within noise (together inside the alone runs' own min-max, or the interval holds "
+            f"0), not ranked: {said(r)}" for r in ranks if r.noise == WITHIN_NOISE]
+    out += [f"one run (no spread measured: -repeat N gives each an interval): {said(r)}"
+            for r in ranks if r.noise == ONE_RUN]
+    return out
+
+
+def change_text_of(r: Rank) -> str:
+    """'-37.0% (95% CI -40.1% to -33.9%; Welch's t, p = 0.0012)', or the point change."""
+    f = r.finding
+    change = "new" if f.pct is None else f"{f.pct:+.1f}%"
+    if f.test is None:
+        return change + (f" ({f.why})" if f.why != "one run" else "")
+    got = f.pct_interval
+    interval = f"95% CI {got[0]:+.1f}% to {got[1]:+.1f}%; " if got else ""
+    return f"{change} ({interval}{f.test}, p = {f.p:.2g})"
 
 
 BUSY_CPUS = "more runnable threads than CPUs, of these tests or other programs"
@@ -928,6 +967,16 @@ def spread_text(figure, s: Spread) -> str:
     if is_share(figure):
         return f"{s.hi - s.lo:.1f} points"
     return "NA" if s.spread_pct is None else f"{s.spread_pct:.1f}"
+
+
+def cv_text(figure, s: Spread) -> str:
+    """The CV(%) column: SD / mean in %; NA for a share (its SD, in points, says it) or a mean
+    of 0."""
+    return "NA" if is_share(figure) or s.cv_pct is None else f"{s.cv_pct:.1f}"
+
+
+ONE_RUN_LINE = ("one run: its figures have no spread measured (-repeat N gives each its median, "
+                "standard deviation and CV; compare tells a change from noise with it)")
 
 
 def is_share(figure) -> bool:

@@ -2,8 +2,8 @@
 
 Every run is one orchestrator.run: its own results segment, spawned workers, set-up, barrier and
 measured window (set-up is not shared between runs: each makes its scratch files and buffers
-again). With -baseline each group first runs alone, as many times as -repeat says, then the
-whole plan does; the first failure or interrupt ends the series. Under mpiexec each of these
+again). With -baseline each repetition runs every group alone, then the whole plan together
+(ABAB...); the first failure or interrupt ends the series. Under mpiexec each of these
 runs is one run of every rank (the ranks meet before it and rank 0 gathers its records after
 it: cluster.py), so rank 0's outcomes hold every rank's records.
 """
@@ -76,13 +76,17 @@ class Runs:
         return replace(self, plan=alone_plan(self.plan, replace(self.plan.groups[k], index=0)),
                        together=self.alone[-1], alone=(), alone_group=k)
 
-    def alone_figures(self, procs: tuple[Proc, ...]) -> list[dict[str, float | None]]:
-        """-baseline: each test's main figures alone (medians over the repetitions), in the
-        order of the whole plan's processes."""
-        out = [figures.medians([figures.main_figures(r, proc) for r in recs])
-               for proc, recs in self.alone_records()]
+    def alone_runs(self, procs: tuple[Proc, ...]) -> list[list[dict[str, float | None]]]:
+        """-baseline: each test's main figures in each of its runs alone, in the order of the
+        whole plan's processes."""
+        out = [[figures.main_figures(r, proc) for r in recs] for proc, recs in
+               self.alone_records()]
         assert len(out) == len(procs)
         return out
+
+    def alone_figures(self, procs: tuple[Proc, ...]) -> list[dict[str, float | None]]:
+        """-baseline: each test's main figures alone (medians over the repetitions)."""
+        return [figures.medians(runs) for runs in self.alone_runs(procs)]
 
 
 def alone_plan(plan: Plan, group: Group) -> Plan:
@@ -90,44 +94,73 @@ def alone_plan(plan: Plan, group: Group) -> Plan:
     return replace(plan, groups=(group,))
 
 
+def once(plan: Plan, linesize: int, name: str, k: int, times: int, job=None) \
+        -> tuple[Outcome, list[str], list[str]]:
+    """Run the plan once, repetition k of `times`: its outcome, failures and the tests cut
+    short, each line saying which run (`name` and the repetition). `job` (under mpiexec, a
+    cluster.Cluster): every rank's run meets the others' (job.meet) and its records are
+    gathered (job.gather)."""
+    outcome = orchestrator.run(plan, linesize, job and job.meet)
+    outcome = job.gather(outcome, plan) if job else outcome
+    which = ", ".join(filter(None, (name, times > 1 and f"repetition {k + 1} of {times}")))
+    said = f"{which}: " if which else ""
+    return outcome, [said + f for f in outcome.failures], [said + f for f in outcome.unfinished]
+
+
+def stopped(outcome: Outcome) -> bool:
+    return bool(outcome.failures or outcome.interrupted)
+
+
 def series(plan: Plan, linesize: int, times: int, name: str, job=None) \
         -> tuple[list[Outcome], list[str], list[str]]:
-    """Run the plan `times` times, stopping at a failure or an interrupt; the outcomes, the
-    failures and the tests cut short, each line saying which run (`name` and the repetition).
-    `job` (under mpiexec, a cluster.Cluster): every rank's run meets the others' (job.meet)
-    and its records are gathered (job.gather)."""
+    """Run the plan `times` times (once()), stopping at a failure or an interrupt; the
+    outcomes, the failures and the tests cut short."""
     outcomes, lines, cut = [], [], []
     for k in range(times):
-        outcome = orchestrator.run(plan, linesize, job and job.meet)
-        outcome = job.gather(outcome, plan) if job else outcome    # (a rank late at its end
-        outcomes.append(outcome)                                   # fails it)
-        which = ", ".join(filter(None, (name, times > 1 and f"repetition {k + 1} of {times}")))
-        said = f"{which}: " if which else ""
-        lines += [said + f for f in outcome.failures]
-        cut += [said + f for f in outcome.unfinished]
-        if outcome.failures or outcome.interrupted:
+        outcome, said, short = once(plan, linesize, name, k, times, job)
+        outcomes.append(outcome)
+        lines += said
+        cut += short
+        if stopped(outcome):
             break
     return outcomes, lines, cut
 
 
 def run(plan: Plan, linesize: int, job=None) -> Runs:
-    """-baseline's alone runs (if asked), then the plan's -repeat repetitions; `job`: see
-    series (rank 0's Runs then counts every rank)."""
-    times, alone, failures, unfinished = plan.settings.repeat, [], [], []
+    """The plan's -repeat repetitions; with -baseline each repetition runs every group alone,
+    then the plan together (interleaved, ABAB...: a drift of the machine falls on both sides
+    alike, not on all of one side). The first failure or interrupt ends the series: stopped in
+    a run alone, the repetitions before it are kept whole (their runs alone and together), and
+    before any ran together the runs alone are all there is (stopped_alone()). `job`: see
+    once() (rank 0's Runs then counts every rank)."""
+    times = plan.settings.repeat
     ranks = job.size if job and not job.rank else 1
-    if plan.settings.baseline:
-        for group in plan.groups:
-            outcomes, lines, cut = series(alone_plan(plan, group), linesize, times,
-                                          f"group {group.index} alone (-baseline)", job)
-            alone.append(tuple(outcomes))
+    if not plan.settings.baseline:
+        together, lines, cut = series(plan, linesize, times, "", job)
+        return Runs(plan, tuple(together), (), tuple(lines), together[-1].interrupted, ranks,
+                    tuple(cut))
+    alone: list[list[Outcome]] = [[] for _ in plan.groups]
+    together, failures, unfinished = [], [], []
+    for k in range(times):
+        for group, mine in zip(plan.groups, alone):
+            outcome, lines, cut = once(alone_plan(plan, group), linesize,
+                                       f"group {group.index} alone (-baseline)", k, times, job)
+            mine.append(outcome)
             failures += lines
             unfinished += cut
-            if lines or outcomes[-1].interrupted:
-                return Runs(plan, (), tuple(alone), tuple(failures), outcomes[-1].interrupted,
-                            ranks, tuple(unfinished))
-    together, lines, cut = series(plan, linesize, times, "", job)
-    return Runs(plan, tuple(together), tuple(alone), tuple(failures + lines),
-                together[-1].interrupted, ranks, tuple(unfinished + cut))
+            if stopped(outcome):
+                kept = [tuple(runs[:len(together)] if together else runs) for runs in alone
+                        if runs]
+                return Runs(plan, tuple(together), tuple(kept), tuple(failures),
+                            outcome.interrupted, ranks, tuple(unfinished))
+        outcome, lines, cut = once(plan, linesize, "", k, times, job)
+        together.append(outcome)
+        failures += lines
+        unfinished += cut
+        if stopped(outcome):
+            break
+    return Runs(plan, tuple(together), tuple(map(tuple, alone)), tuple(failures),
+                together[-1].interrupted, ranks, tuple(unfinished))
 
 
 def with_alone_rates(records: tuple[Record, ...], alone: list[dict[str, float | None]]) \

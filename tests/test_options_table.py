@@ -1,0 +1,52 @@
+"""The option table's own checks: each field one default, declared on one of its options."""
+from __future__ import annotations
+
+from dataclasses import fields, replace
+
+import pytest
+
+from torque_async import options
+from torque_async.options import GLOBAL, LOCAL, OPTIONS, UNSET
+from torque_async.units import KB, MB
+
+
+def scope(name: str) -> list[options.Option]:
+    return [o for o in OPTIONS.values() if o.scope == name]
+
+
+def swapped(table: list[options.Option], name: str, **change) -> list[options.Option]:
+    return [replace(o, **change) if o.name == name else o for o in table]
+
+
+def test_the_defaults_are_built_from_the_table_one_per_field():
+    assert options.defaults(scope(LOCAL)) == options.LOCAL_DEFAULTS
+    assert options.LOCAL_DEFAULTS["size"] == MB and OPTIONS["B"].default == MB   # -B declares it
+    assert OPTIONS["KB"].default is UNSET and OPTIONS["GB"].default is UNSET
+    assert options.GLOBAL_DEFAULTS["help"] is None and options.GLOBAL_DEFAULTS["vl"] == 0
+    assert options.GLOBAL_DEFAULTS["rankTimeout"] == 30.0 and options.GLOBAL_DEFAULTS["files"] == ()
+    assert options.LOCAL_DEFAULTS["sa"] is False            # only -sa's `also` writes it
+    assert {f.name: f.default for f in fields(options.Locals)} == options.LOCAL_DEFAULTS
+    assert {f.name: f.default for f in fields(options.Globals)} == options.GLOBAL_DEFAULTS
+
+
+def test_a_field_without_a_default_is_refused():
+    with pytest.raises(TypeError, match="no option declares the default of n$"):
+        options.defaults(swapped(scope(LOCAL), "n", default=UNSET))
+    with pytest.raises(TypeError, match="default of size"):       # -B declares it for all four
+        options.defaults(swapped(scope(LOCAL), "B", default=UNSET))
+
+
+def test_a_field_with_two_defaults_is_refused():
+    with pytest.raises(TypeError, match="-KB declares a second default of size"):
+        options.defaults(swapped(scope(LOCAL), "KB", default=4 * KB))
+    with pytest.raises(TypeError, match="-help declares a second default of help"):
+        options.defaults(swapped(scope(GLOBAL), "h", default=None))   # None is a default too
+
+
+def test_a_field_only_an_also_writes_needs_its_default_stated(monkeypatch):
+    monkeypatch.setattr(options, "ALSO_DEFAULTS", {})
+    with pytest.raises(TypeError, match="default of sa$"):
+        options.defaults(scope(LOCAL))
+    monkeypatch.setattr(options, "ALSO_DEFAULTS", {"sa": False, "sample": None})
+    with pytest.raises(TypeError, match="sample has a default in the table and in ALSO"):
+        options.defaults(swapped(scope(LOCAL), "sa", also=(("sa", True), ("sample", None))))

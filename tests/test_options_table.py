@@ -1,12 +1,13 @@
-"""The option table's own checks: each field one default, declared on one of its options."""
+"""The option table's own checks: each field one default, declared on one of its options; each
+local option a known kind for compare."""
 from __future__ import annotations
 
 from dataclasses import fields, replace
 
 import pytest
 
-from torque_async import options
-from torque_async.options import GLOBAL, LOCAL, OPTIONS, UNSET
+from torque_async import compare, options
+from torque_async.options import GLOBAL, LOCAL, OPTIONS, SETTING, UNSET, WORK
 from torque_async.units import KB, MB
 
 
@@ -50,3 +51,19 @@ def test_a_field_only_an_also_writes_needs_its_default_stated(monkeypatch):
     monkeypatch.setattr(options, "ALSO_DEFAULTS", {"sa": False, "sample": None})
     with pytest.raises(TypeError, match="sample has a default in the table and in ALSO"):
         options.defaults(swapped(scope(LOCAL), "sa", also=(("sa", True), ("sample", None))))
+
+
+def test_compare_matches_tests_across_the_options_the_table_calls_settings():
+    assert compare.HOW == options.settings(list(OPTIONS.values()))
+    assert {"p", "affinityNumber", "sample", "sa"} <= compare.HOW            # -sa's also too
+    assert not {"n", "size", "t", "bp1", "bp2"} & compare.HOW
+
+
+def test_a_how_not_of_the_known_kinds_is_refused():
+    table = list(OPTIONS.values())
+    with pytest.raises(TypeError, match="-p says how='ignored'"):
+        options.settings(swapped(table, "p", how="ignored"))
+    with pytest.raises(TypeError, match="-seed says how='setting'"):   # a global has none
+        options.settings(swapped(table, "seed", how=SETTING))
+    with pytest.raises(TypeError, match="-sample makes sample a work, another option a setting"):
+        options.settings(swapped(table, "sample", how=WORK))

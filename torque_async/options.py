@@ -17,6 +17,10 @@ from .units import GB, KB, MB
 GLOBAL, LOCAL, ACTION = "global", "local", "action"
 SAME = "<same value>"          # in Option.also: the extra field takes the option's own value
 UNSET = "<no default declared>"   # Option.default of every option but the one declaring it
+# Option.how, how compare treats two runs' tests that differ in a local option:
+WORK = "work"            # what the test does: they are different tests, never matched
+SETTING = "setting"      # how it runs (-p, -affinityNumber): the same test, matched and compared
+HOW_KINDS = (WORK, SETTING)
 
 
 class ArgError(ValueError):
@@ -157,6 +161,7 @@ class Option:
                                    # of that name gets (-runtime: -t)
     default: Any = UNSET           # its field's value when no option sets it: declared on one
                                    # option per field (-size's on -B, -help's on -help)
+    how: str = WORK                # a local option's kind for compare, from HOW_KINDS
 
     @property
     def field(self) -> str:
@@ -271,11 +276,11 @@ _G = [
 # Locals ----------------------------------------------------------------------------------------
 _L = [
     Option("affinityNumber", LOCAL, "pin every process of the group to CPU n", (Arg("n", Cpu),),
-           default=None, group="Processes"),
+           default=None, how=SETTING, group="Processes"),
     Option("affinityNumberDiff", LOCAL, "pin process k of the group to CPU n+k",
-           (Arg("n", Cpu),), default=None, group="Processes"),
+           (Arg("n", Cpu),), default=None, how=SETTING, group="Processes"),
     Option("affinityParent", LOCAL, "give the parent CPU n's affinity while it launches the group",
-           (Arg("n", Cpu),), default=None, group="Processes"),
+           (Arg("n", Cpu),), default=None, how=SETTING, group="Processes"),
     Option("appendEvery", LOCAL, "-web: every k-th request of a client also appends to the log",
            (Arg("k", integer(1, 2**31)),), default=10, group="Web"),
     Option("appendKB", LOCAL, "-web: an append writes a size uniform in [1 byte, this many KB]",
@@ -288,7 +293,7 @@ _L = [
     Option("bp2", LOCAL, "64-bit memory init pattern 2", (Arg("p", pattern),),
            default=0xAAAAAAAAAAAAAAAA, group="Memory patterns"),
     Option("bpkey", LOCAL, "start each memory buffer with a recognisable key (0/1)",
-           (Arg("p", integer(0, 1)),), default=1, group="Memory patterns"),
+           (Arg("p", integer(0, 1)),), default=1, how=SETTING, group="Memory patterns"),
     Option("bt", LOCAL, "pattern alternation: 0 (1,1,..) 50 (1,1,2,2) 75 100 (1,2,..) "
            "101 (walking one) 102 (random)", (Arg("p", one_of(0, 50, 75, 100, 101, 102)),),
            default=100, group="Memory patterns"),
@@ -297,20 +302,21 @@ _L = [
     Option("cfiles", LOCAL, "create the -files tree before the test (not timed)",
            default=False, group="Files"),
     Option("checkpoint", LOCAL, "time the phases of each test process (set-up, barrier, test)",
-           default=False, group="Output"),
+           default=False, how=SETTING, group="Output"),
     Option("dir", LOCAL, "directory of the -files test",
            (Arg("path", text),), default="filestest", group="Files"),
     Option("display", LOCAL, "display (EGL device index) used by the video test",
-           (Arg("display", text),), default=None, group="Video"),
+           (Arg("display", text),), default=None, how=SETTING, group="Video"),
     Option("execChild", LOCAL, "exec the child rather than fork it: each worker a new "
-           "interpreter, not a fork of the workers' server", default=False, group="Processes"),
+           "interpreter, not a fork of the workers' server",
+           default=False, how=SETTING, group="Processes"),
     *_sizes("extraRead", "extraRead", "extra read and seek back after each read", 0,
             units=(("B", 1), ("KB", KB), ("MB", MB)), lo=0),
     Option("dropLate", LOCAL, "streams: skip a frame already a whole period past its deadline "
            "and count it dropped, as a live display does (default: move every frame, as "
            "capture does)", default=False, group="Streams"),
     Option("fbc", LOCAL, "turn the file buffer cache on (default off: O_DIRECT)",
-           default=False, group="Files",
+           default=False, how=SETTING, group="Files",
            fio=("direct",)),
     Option("fps", LOCAL, "streams: frames per second (59.94, 29.97, 23.976 are the NTSC "
            "60000/1001, 30000/1001, 24000/1001); bwMBs is then 0", (Arg("F", checked(parse_rate)),),
@@ -339,13 +345,14 @@ _L = [
     Option("n", LOCAL, "number of transfers per iteration", (Arg("n", integer(1, 2**40)),),
            default=64, group="Transfers"),
     Option("noResetParentAffinity", LOCAL, "leave the parent's affinity as -affinityParent set it",
-           default=False, group="Processes"),
+           default=False, how=SETTING, group="Processes"),
     Option("noVideoInitLoops", LOCAL, "no untimed video warm-up transfers",
-           default=False, group="Video"),
+           default=False, how=SETTING, group="Video"),
     *_sizes("offset", "offset", "start transfers at this offset", 0,
             units=(("B", 1), ("KB", KB), ("MB", MB)), lo=0),
     Option("p", LOCAL, "number of processes running this test at once",
-           (Arg("n", integer(1, 1024)),), default=1, group="Processes", fio=("numjobs",)),
+           (Arg("n", integer(1, 1024)),), default=1, how=SETTING, group="Processes",
+           fio=("numjobs",)),
     Option("percR", LOCAL, "percentage of reads for -rand, -aio, -files",
            (Arg("p", integer(0, 100)),), default=100, group="Files", fio=("rwmixread",)),
     Option("pixfmt", LOCAL, "streams: pixel format of -frame: " + ", ".join(FORMATS),
@@ -356,11 +363,11 @@ _L = [
     Option("s", LOCAL, "index in the -f list of this test's first file (default: the test's "
            "number; process k uses s+k)", (Arg("n", Count),), default=None, group="Files"),
     Option("sa", LOCAL, "as -sample, showing only the bandwidth columns", (Arg("k", Count),),
-           dest="sample", also=(("sa", True),), group="Output"),
+           dest="sample", also=(("sa", True),), how=SETTING, group="Output"),
     Option("sample", LOCAL, "time-stamp a sample every k+1 transfers (at most 1024)",
-           (Arg("k", Count),), default=None, group="Output"),
+           (Arg("k", Count),), default=None, how=SETTING, group="Output"),
     Option("sleepEnd", LOCAL, "sleep n seconds after the test, before the process exits",
-           (Arg("n", integer(0, 86400)),), default=0, group="Processes"),
+           (Arg("n", integer(0, 86400)),), default=0, how=SETTING, group="Processes"),
     Option("stride", LOCAL, "stride of -load/-store in bytes (default: the cache line size)",
            (Arg("bytes", integer(8, 2**30)),), default=None, group="Memory patterns"),
     Option("t", LOCAL, "run for this long (measuring every transfer made) instead of n x i "
@@ -389,7 +396,7 @@ _L = [
     Option("webWidth", LOCAL, "-web: mean directory width of the tree (gamma, shape 1.5)",
            (Arg("n", integer(1, 10**6)),), default=20, group="Web"),
     Option("wire", LOCAL, "lock (wire) the test's buffers in memory (mlock)",
-           default=False, group="Processes"),
+           default=False, how=SETTING, group="Processes"),
     Option("zipf", LOCAL, "-web: pick files by popularity, P(rank r) ~ 1/r^theta (fio's "
            "zipf:theta; default: uniform picks)", (Arg("theta", number(0.0, 100.0)),),
            default=None, group="Web"),
@@ -470,6 +477,22 @@ def defaults(options: list[Option]) -> dict[str, Any]:
         raise TypeError(f"no option declares the default of {', '.join(sorted(missing))}")
     return out
 
+
+def settings(options: list[Option]) -> frozenset[str]:
+    """The local fields of how a test runs, not what it does (Option.how SETTING); TypeError
+    for a how not in HOW_KINDS, on an option not local, or differing between a field's options."""
+    kinds: dict[str, str] = {}
+    for o in options:
+        if o.how not in HOW_KINDS or (o.scope != LOCAL and o.how != WORK):
+            raise TypeError(f"-{o.name} says how={o.how!r}: a local option's is one of "
+                            f"{', '.join(HOW_KINDS)}")
+        for f in (o.field, *(extra for extra, _ in o.also)):
+            if kinds.setdefault(f, o.how) != o.how:
+                raise TypeError(f"-{o.name} makes {f} a {o.how}, another option a {kinds[f]}")
+    return frozenset(f for f, kind in kinds.items() if kind == SETTING)
+
+
+SETTINGS = settings(list(OPTIONS.values()))          # compare.HOW
 
 # A field's default is documented in -help.
 GLOBAL_DEFAULTS: dict[str, Any] = defaults(_G)

@@ -1,12 +1,12 @@
 """The option table's own checks: each field one default, declared on one of its options; each
-local option a known kind for compare."""
+local option a known kind for compare and the actions it applies to."""
 from __future__ import annotations
 
 from dataclasses import fields, replace
 
 import pytest
 
-from torque_async import compare, options
+from torque_async import action_sets, applies, compare, options
 from torque_async.options import GLOBAL, LOCAL, OPTIONS, SETTING, UNSET, WORK
 from torque_async.units import KB, MB
 
@@ -67,3 +67,28 @@ def test_a_how_not_of_the_known_kinds_is_refused():
         options.settings(swapped(table, "seed", how=SETTING))
     with pytest.raises(TypeError, match="-sample makes sample a work, another option a setting"):
         options.settings(swapped(table, "sample", how=WORK))
+
+
+def test_applies_is_built_from_each_local_options_actions():
+    assert applies.APPLIES["load"] >= {"size", "stride", "bp1", "p"}    # -bp1's and -bp's field
+    assert "size" not in applies.APPLIES["streams"] and "sample" not in applies.APPLIES["web"]
+    assert {"streams", "memStreams"} == OPTIONS["fps"].applies == action_sets.STREAMS
+    assert OPTIONS["GB"].applies == OPTIONS["B"].applies           # one field, one set of actions
+    assert not OPTIONS["seed"].applies and not OPTIONS["r"].applies   # global, action: none
+
+
+def test_an_option_applying_to_an_unknown_action_or_to_none_is_refused(monkeypatch):
+    table = list(OPTIONS.values())
+    with pytest.raises(TypeError, match="-n applies to nonsense: not an action"):
+        options.check_applies(swapped(table, "n", applies=action_sets.COUNTED | {"nonsense"}))
+    with pytest.raises(TypeError, match="-n is local: only a local option applies to actions, "
+                                        "each to at least one"):
+        options.check_applies(swapped(table, "n", applies=frozenset()))
+    with pytest.raises(TypeError, match="-seed is global"):
+        options.check_applies(swapped(table, "seed", applies={"r"}))
+    with pytest.raises(TypeError, match="-KB applies to other actions than another option "
+                                        "writing size"):
+        options.check_applies(swapped(table, "KB", applies=action_sets.FILE))
+    monkeypatch.setattr(options, "EVERY", action_sets.EVERY - {"web"})   # a new action unnamed
+    with pytest.raises(TypeError, match="action_sets.EVERY lacks web"):
+        options.check_applies(table)

@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass, field, make_dataclass
 from typing import Any, Callable
 
+from .action_sets import (COUNTED, EVERY, FILE, LISTED, MEMORY, PLACED, READS, SPAWNED,
+                          STREAM, STREAMS, STRIDED, TIMED, VIDEO, WEB)
 from .streams.formats import FORMATS, parse_frame, parse_rate
 from .units import GB, KB, MB
 
@@ -162,6 +164,11 @@ class Option:
     default: Any = UNSET           # its field's value when no option sets it: declared on one
                                    # option per field (-size's on -B, -help's on -help)
     how: str = WORK                # a local option's kind for compare, from HOW_KINDS
+    applies: frozenset[str] = frozenset()   # the actions a local option applies to (named
+                                   # sets in action_sets.py)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "applies", frozenset(self.applies))
 
     @property
     def field(self) -> str:
@@ -173,13 +180,14 @@ class Option:
         return parsed[0] if len(parsed) == 1 else tuple(parsed)
 
 
-def _sizes(stem: str, dest: str, help: str, default: int,
+def _sizes(stem: str, dest: str, help: str, default: int, applies: frozenset[str],
            units=(("B", 1), ("KB", KB), ("MB", MB), ("GB", GB)), lo: int = 1,
            fio: dict[str, tuple[str, ...]] | None = None) -> list[Option]:
     """One option per unit, all writing `dest`; the first declares its default."""
     return [Option(f"{stem}{u}", LOCAL, f"{help} in {'bytes' if u == 'B' else u + 'ytes'}",
                    (Arg(u, integer(lo, 2**40, mult), u, mult),), dest, group="Sizes",
-                   fio=(fio or {}).get(u, ()), default=default if k == 0 else UNSET)
+                   fio=(fio or {}).get(u, ()), default=default if k == 0 else UNSET,
+                   applies=applies)
             for k, (u, mult) in enumerate(units)]
 
 
@@ -276,130 +284,141 @@ _G = [
 # Locals ----------------------------------------------------------------------------------------
 _L = [
     Option("affinityNumber", LOCAL, "pin every process of the group to CPU n", (Arg("n", Cpu),),
-           default=None, how=SETTING, group="Processes"),
+           default=None, how=SETTING, applies=EVERY, group="Processes"),
     Option("affinityNumberDiff", LOCAL, "pin process k of the group to CPU n+k",
-           (Arg("n", Cpu),), default=None, how=SETTING, group="Processes"),
+           (Arg("n", Cpu),), default=None, how=SETTING, applies=EVERY, group="Processes"),
     Option("affinityParent", LOCAL, "give the parent CPU n's affinity while it launches the group",
-           (Arg("n", Cpu),), default=None, how=SETTING, group="Processes"),
+           (Arg("n", Cpu),), default=None, how=SETTING, applies=SPAWNED, group="Processes"),
     Option("appendEvery", LOCAL, "-web: every k-th request of a client also appends to the log",
-           (Arg("k", integer(1, 2**31)),), default=10, group="Web"),
+           (Arg("k", integer(1, 2**31)),), default=10, applies=WEB, group="Web"),
     Option("appendKB", LOCAL, "-web: an append writes a size uniform in [1 byte, this many KB]",
-           (Arg("KB", integer(1, 1 << 20)),), default=16, group="Web"),
-    *_sizes("", "size", "transfer size", MB, fio={"KB": ("bs", "blocksize")}),
+           (Arg("KB", integer(1, 1 << 20)),), default=16, applies=WEB, group="Web"),
+    *_sizes("", "size", "transfer size", MB, TIMED - VIDEO | FILE | WEB,
+            fio={"KB": ("bs", "blocksize")}),
     Option("bp", LOCAL, "64-bit memory init patterns 1 and 2", (Arg("p", pattern),),
-           dest="bp1", also=(("bp2", SAME),), group="Memory patterns"),
+           dest="bp1", also=(("bp2", SAME),), applies=MEMORY, group="Memory patterns"),
     Option("bp1", LOCAL, "64-bit memory init pattern 1", (Arg("p", pattern),),
-           default=0x5555555555555555, group="Memory patterns"),
+           default=0x5555555555555555, applies=MEMORY, group="Memory patterns"),
     Option("bp2", LOCAL, "64-bit memory init pattern 2", (Arg("p", pattern),),
-           default=0xAAAAAAAAAAAAAAAA, group="Memory patterns"),
+           default=0xAAAAAAAAAAAAAAAA, applies=MEMORY, group="Memory patterns"),
     Option("bpkey", LOCAL, "start each memory buffer with a recognisable key (0/1)",
-           (Arg("p", integer(0, 1)),), default=1, how=SETTING, group="Memory patterns"),
+           (Arg("p", integer(0, 1)),), default=1, how=SETTING, applies=MEMORY,
+           group="Memory patterns"),
     Option("bt", LOCAL, "pattern alternation: 0 (1,1,..) 50 (1,1,2,2) 75 100 (1,2,..) "
            "101 (walking one) 102 (random)", (Arg("p", one_of(0, 50, 75, 100, 101, 102)),),
-           default=100, group="Memory patterns"),
+           default=100, applies=MEMORY, group="Memory patterns"),
     Option("btr", LOCAL, "initialise memory buffers with random numbers",
-           default=False, group="Memory patterns"),
+           default=False, applies=MEMORY, group="Memory patterns"),
     Option("cfiles", LOCAL, "create the -files tree before the test (not timed)",
-           default=False, group="Files"),
+           default=False, applies={"files", "web"}, group="Files"),
     Option("checkpoint", LOCAL, "time the phases of each test process (set-up, barrier, test)",
-           default=False, how=SETTING, group="Output"),
+           default=False, how=SETTING, applies=EVERY, group="Output"),
     Option("dir", LOCAL, "directory of the -files test",
-           (Arg("path", text),), default="filestest", group="Files"),
+           (Arg("path", text),), default="filestest", applies={"files", "web"}, group="Files"),
     Option("display", LOCAL, "display (EGL device index) used by the video test",
-           (Arg("display", text),), default=None, how=SETTING, group="Video"),
+           (Arg("display", text),), default=None, how=SETTING, applies=VIDEO, group="Video"),
     Option("execChild", LOCAL, "exec the child rather than fork it: each worker a new "
            "interpreter, not a fork of the workers' server",
-           default=False, how=SETTING, group="Processes"),
-    *_sizes("extraRead", "extraRead", "extra read and seek back after each read", 0,
+           default=False, how=SETTING, applies=SPAWNED, group="Processes"),
+    *_sizes("extraRead", "extraRead", "extra read and seek back after each read", 0, {"r"},
             units=(("B", 1), ("KB", KB), ("MB", MB)), lo=0),
     Option("dropLate", LOCAL, "streams: skip a frame already a whole period past its deadline "
            "and count it dropped, as a live display does (default: move every frame, as "
-           "capture does)", default=False, group="Streams"),
+           "capture does)", default=False, applies=STREAMS, group="Streams"),
     Option("fbc", LOCAL, "turn the file buffer cache on (default off: O_DIRECT)",
-           default=False, how=SETTING, group="Files",
+           default=False, how=SETTING, applies=FILE | {"streams"}, group="Files",
            fio=("direct",)),
     Option("fps", LOCAL, "streams: frames per second (59.94, 29.97, 23.976 are the NTSC "
            "60000/1001, 30000/1001, 24000/1001); bwMBs is then 0", (Arg("F", checked(parse_rate)),),
-           default=None, group="Streams"),
+           default=None, applies=STREAMS, group="Streams"),
     Option("frame", LOCAL, "streams: frame size WxH in pixels of -pixfmt; sizeKB is then 0",
-           (Arg("WxH", checked(parse_frame)),), default=None, group="Streams"),
+           (Arg("WxH", checked(parse_frame)),), default=None, applies=STREAMS, group="Streams"),
     Option("i", LOCAL, "iterations; the bandwidth is averaged over all of them",
-           (Arg("n", integer(1, 2**31)),), default=10, group="Transfers"),
+           (Arg("n", integer(1, 2**31)),), default=10, applies=COUNTED, group="Transfers"),
     Option("IH", LOCAL, "video image height in pixels", (Arg("pixels", integer(1, 16384)),),
-           default=480, group="Video"),
+           default=480, applies=VIDEO, group="Video"),
     Option("IW", LOCAL, "video image width in pixels", (Arg("pixels", integer(1, 16384)),),
-           default=720, group="Video"),
+           default=720, applies=VIDEO, group="Video"),
     Option("lateUs", LOCAL, "streams: a frame is late when it completes more than usec after "
-           "its deadline", (Arg("usec", integer(0, 10**9)),), default=0, group="Streams"),
+           "its deadline", (Arg("usec", integer(0, 10**9)),), default=0, applies=STREAMS,
+           group="Streams"),
     Option("linesize", LOCAL, "cache line size: the default stride of -load/-store",
-           (Arg("bytes", integer(8, 1 << 16)),), default=None, group="Memory patterns"),
-    Option("m", LOCAL, "misalign the file test buffers by one byte", default=False, group="Files"),
+           (Arg("bytes", integer(8, 1 << 16)),), default=None, applies=STRIDED,
+           group="Memory patterns"),
+    Option("m", LOCAL, "misalign the file test buffers by one byte", default=False,
+           applies=FILE | {"streams"}, group="Files"),
     *[Option(f"mfile{u}", LOCAL, f"maximum file size in {what}; transfers past it wrap",
              (Arg("n", integer(1, 2**40, mult), scale=mult),), dest="mfile",
              also=(("mfileXfer", None),), default=None if u == "4K" else UNSET,
-             group="Files", fio=("size",) if u == "MB" else ())
+             applies=FILE | WEB, group="Files", fio=("size",) if u == "MB" else ())
       for u, mult, what in (("4K", 4 * KB, "4 KB blocks"), ("KB", KB, "KBytes"),
                             ("MB", MB, "MBytes"), ("GB", GB, "GBytes"))],
     Option("mfileXfer", LOCAL, "maximum file size in transfers", (Arg("n", integer(1, 2**40)),),
-           also=(("mfile", None),), default=None, group="Files"),
+           also=(("mfile", None),), default=None, applies=FILE | WEB, group="Files"),
     Option("n", LOCAL, "number of transfers per iteration", (Arg("n", integer(1, 2**40)),),
-           default=64, group="Transfers"),
+           default=64, applies=COUNTED, group="Transfers"),
     Option("noResetParentAffinity", LOCAL, "leave the parent's affinity as -affinityParent set it",
-           default=False, how=SETTING, group="Processes"),
+           default=False, how=SETTING, applies=SPAWNED, group="Processes"),
     Option("noVideoInitLoops", LOCAL, "no untimed video warm-up transfers",
-           default=False, how=SETTING, group="Video"),
-    *_sizes("offset", "offset", "start transfers at this offset", 0,
+           default=False, how=SETTING, applies=VIDEO, group="Video"),
+    *_sizes("offset", "offset", "start transfers at this offset", 0, MEMORY | STREAM | PLACED,
             units=(("B", 1), ("KB", KB), ("MB", MB)), lo=0),
     Option("p", LOCAL, "number of processes running this test at once",
-           (Arg("n", integer(1, 1024)),), default=1, how=SETTING, group="Processes",
-           fio=("numjobs",)),
+           (Arg("n", integer(1, 1024)),), default=1, how=SETTING, applies=EVERY,
+           group="Processes", fio=("numjobs",)),
     Option("percR", LOCAL, "percentage of reads for -rand, -aio, -files",
-           (Arg("p", integer(0, 100)),), default=100, group="Files", fio=("rwmixread",)),
+           (Arg("p", integer(0, 100)),), default=100, applies={"rand", "aio", "files"},
+           group="Files", fio=("rwmixread",)),
     Option("pixfmt", LOCAL, "streams: pixel format of -frame: " + ", ".join(FORMATS),
-           (Arg("name", choice(*FORMATS)),), default=None, group="Streams"),
+           (Arg("name", choice(*FORMATS)),), default=None, applies=STREAMS, group="Streams"),
     Option("ramp", LOCAL, "run unmeasured transfers this long first (fio's ramp_time; "
-           "under -t, part of its time)", (Arg("seconds", RAMP),), default=None, group="Transfers",
-           fio=("ramp_time",)),
+           "under -t, part of its time)", (Arg("seconds", RAMP),), default=None, applies=COUNTED,
+           group="Transfers", fio=("ramp_time",)),
     Option("s", LOCAL, "index in the -f list of this test's first file (default: the test's "
-           "number; process k uses s+k)", (Arg("n", Count),), default=None, group="Files"),
+           "number; process k uses s+k)", (Arg("n", Count),), default=None,
+           applies=LISTED | {"streams"}, group="Files"),
     Option("sa", LOCAL, "as -sample, showing only the bandwidth columns", (Arg("k", Count),),
-           dest="sample", also=(("sa", True),), how=SETTING, group="Output"),
+           dest="sample", also=(("sa", True),), how=SETTING, applies=EVERY - WEB, group="Output"),
     Option("sample", LOCAL, "time-stamp a sample every k+1 transfers (at most 1024)",
-           (Arg("k", Count),), default=None, how=SETTING, group="Output"),
+           (Arg("k", Count),), default=None, how=SETTING, applies=EVERY - WEB, group="Output"),
     Option("sleepEnd", LOCAL, "sleep n seconds after the test, before the process exits",
-           (Arg("n", integer(0, 86400)),), default=0, how=SETTING, group="Processes"),
+           (Arg("n", integer(0, 86400)),), default=0, how=SETTING, applies=EVERY,
+           group="Processes"),
     Option("stride", LOCAL, "stride of -load/-store in bytes (default: the cache line size)",
-           (Arg("bytes", integer(8, 2**30)),), default=None, group="Memory patterns"),
+           (Arg("bytes", integer(8, 2**30)),), default=None, applies=STRIDED,
+           group="Memory patterns"),
     Option("t", LOCAL, "run for this long (measuring every transfer made) instead of n x i "
            "transfers (fio's runtime with time_based)", (Arg("seconds", TIME),),
-           default=None, group="Transfers", fio=("runtime", "time_based")),
+           default=None, applies=COUNTED, group="Transfers", fio=("runtime", "time_based")),
     Option("T", LOCAL, "throttle: add this delay in microseconds to every transfer",
-           (Arg("usec", integer(0, 10**9)),), default=0, group="Transfers"),
+           (Arg("usec", integer(0, 10**9)),), default=0, applies=TIMED | FILE | WEB,
+           group="Transfers"),
     Option("touch", LOCAL, "after each read, touch one word of the buffer",
-           default=False, group="Files"),
+           default=False, applies=READS, group="Files"),
     Option("touch4K", LOCAL, "after each read, touch one word per 4 KB",
-           default=False, group="Files"),
-    *_sizes("vector", "vector", "seek this far after each file transfer", 0,
+           default=False, applies=READS, group="Files"),
+    *_sizes("vector", "vector", "seek this far after each file transfer", 0, LISTED,
             units=(("B", 1), ("KB", KB), ("MB", MB)), lo=0),
     Option("webFiles", LOCAL, "-web: files in the tree under -dir", (Arg("n", integer(1, 10**7)),),
-           default=1000, group="Web"),
+           default=1000, applies=WEB, group="Web"),
     Option("webMeanKB", LOCAL, "-web: mean file size of the tree in KB",
-           (Arg("KB", integer(1, 1 << 30)),), default=16, group="Web"),
+           (Arg("KB", integer(1, 1 << 30)),), default=16, applies=WEB, group="Web"),
     Option("webOpen", LOCAL, "-web: at most n files open at once, shared by the group's clients "
            "(fio's openfiles; 0: no cap, each client holds at most one)",
-           (Arg("n", integer(0, 1 << 20)),), default=0, group="Web"),
+           (Arg("n", integer(0, 1 << 20)),), default=0, applies=WEB, group="Web"),
     Option("webShape", LOCAL, "-web: shape of the gamma law of file sizes",
-           (Arg("k", number(0.01, 1000.0)),), default=1.5, group="Web"),
+           (Arg("k", number(0.01, 1000.0)),), default=1.5, applies=WEB, group="Web"),
     Option("webSizes", LOCAL, "-web: law of the file sizes: fixed (all the mean), uniform "
            "(1 byte .. twice the mean) or gamma (-webShape); capped by -mfile*",
-           (Arg("law", choice("fixed", "uniform", "gamma")),), default="gamma", group="Web"),
+           (Arg("law", choice("fixed", "uniform", "gamma")),), default="gamma", applies=WEB,
+           group="Web"),
     Option("webWidth", LOCAL, "-web: mean directory width of the tree (gamma, shape 1.5)",
-           (Arg("n", integer(1, 10**6)),), default=20, group="Web"),
+           (Arg("n", integer(1, 10**6)),), default=20, applies=WEB, group="Web"),
     Option("wire", LOCAL, "lock (wire) the test's buffers in memory (mlock)",
-           default=False, how=SETTING, group="Processes"),
+           default=False, how=SETTING, applies=TIMED | FILE | STREAMS, group="Processes"),
     Option("zipf", LOCAL, "-web: pick files by popularity, P(rank r) ~ 1/r^theta (fio's "
            "zipf:theta; default: uniform picks)", (Arg("theta", number(0.0, 100.0)),),
-           default=None, group="Web"),
+           default=None, applies=WEB, group="Web"),
 ]
 
 # Actions ---------------------------------------------------------------------------------------
@@ -493,6 +512,28 @@ def settings(options: list[Option]) -> frozenset[str]:
 
 
 SETTINGS = settings(list(OPTIONS.values()))          # compare.HOW
+
+
+def check_applies(options: list[Option]) -> None:
+    """TypeError unless every local option, and no other, applies to actions of the table, the
+    same ones as the other options writing its field, and action_sets.EVERY names every action."""
+    actions = {o.name for o in options if o.scope == ACTION}
+    if actions - EVERY:
+        raise TypeError(f"action_sets.EVERY lacks {', '.join(sorted(actions - EVERY))}")
+    taken: dict[str, frozenset[str]] = {}
+    for o in options:
+        if (o.scope == LOCAL) != bool(o.applies):
+            raise TypeError(f"-{o.name} is {o.scope}: only a local option applies to actions, "
+                            f"each to at least one")
+        if o.applies - actions:
+            raise TypeError(f"-{o.name} applies to {', '.join(sorted(o.applies - actions))}: "
+                            f"not an action")
+        if taken.setdefault(o.field, o.applies) != o.applies:
+            raise TypeError(f"-{o.name} applies to other actions than another option writing "
+                            f"{o.field}")
+
+
+check_applies(list(OPTIONS.values()))
 
 # A field's default is documented in -help.
 GLOBAL_DEFAULTS: dict[str, Any] = defaults(_G)

@@ -1,8 +1,11 @@
 """The one option table: it drives the scanner, the help levels, the config file and -quit.
 
 Each entry names an option as torque spells it (without the dash), its scope, its arguments,
-where its value goes and a one-line help. Size options that differ only in unit (-B/-KB/-MB/-GB)
-are separate entries writing the same field with a different multiplier.
+where its value goes and a one-line help, and all else known of it: its field's default, the
+actions a local option applies to, how compare treats it, fio's names for it and whether it only
+asks for information. Size options that differ only in unit (-B/-KB/-MB/-GB) are separate
+entries writing the same field with a different multiplier. The checks at import (real raises)
+say what an entry lacks.
 """
 from __future__ import annotations
 
@@ -497,6 +500,15 @@ def defaults(options: list[Option]) -> dict[str, Any]:
     return out
 
 
+# The records' defaults (a field's default is documented in -help).
+GLOBAL_DEFAULTS: dict[str, Any] = defaults(_G)
+LOCAL_DEFAULTS: dict[str, Any] = defaults(_L)
+if set(ALSO_DEFAULTS) - set(GLOBAL_DEFAULTS) - set(LOCAL_DEFAULTS):
+    raise TypeError("ALSO_DEFAULTS names a field no option's `also` writes")
+if any(o.default is not UNSET for o in _A):
+    raise TypeError("an action declares a default: its arguments have none")
+
+
 def settings(options: list[Option]) -> frozenset[str]:
     """The local fields of how a test runs, not what it does (Option.how SETTING); TypeError
     for a how not in HOW_KINDS, on an option not local, or differing between a field's options."""
@@ -535,16 +547,10 @@ def check_applies(options: list[Option]) -> None:
 
 check_applies(list(OPTIONS.values()))
 
-# A field's default is documented in -help.
-GLOBAL_DEFAULTS: dict[str, Any] = defaults(_G)
-LOCAL_DEFAULTS: dict[str, Any] = defaults(_L)
-if set(ALSO_DEFAULTS) - set(GLOBAL_DEFAULTS) - set(LOCAL_DEFAULTS):
-    raise TypeError("ALSO_DEFAULTS names a field no option's `also` writes")
 
-
-def _record(name: str, defaults: dict[str, Any]) -> type:
+def _record(name: str, values: dict[str, Any]) -> type:
     """A frozen, picklable record with one field per option destination, defaults included."""
-    cls = make_dataclass(name, [(k, Any, field(default=v)) for k, v in defaults.items()],
+    cls = make_dataclass(name, [(k, Any, field(default=v)) for k, v in values.items()],
                          frozen=True)
     cls.__module__ = __name__
     return cls

@@ -34,14 +34,13 @@ from typing import Any
 
 from .significance import (ALPHA, MANN_WHITNEY, ONE_RUN, SAME, UNTESTABLE, WELCH, Finding,
                            Spread, holm, sample_test)
+from .options import SETTINGS
 from .stats import Stats, bucket, merge
 
 
 # Local options that say how a test runs, not what work it does: runs that differ only in them
 # are the same test (a run with -affinityNumber against one without is a question to answer).
-HOW = frozenset({"affinityNumber", "affinityNumberDiff", "affinityParent", "checkpoint",
-                 "display", "execChild", "fbc", "noResetParentAffinity", "noVideoInitLoops",
-                 "p", "sa", "sample", "sleepEnd", "wire", "bpkey"})
+HOW = SETTINGS                                 # (Option.how in the option table)
 US = 1000                                      # ns per us
 QUANTILES = {"latency p50": 0.5, "latency p99": 0.99, "lateness p99": 0.99, "lateness max": 1}
 

@@ -1,8 +1,11 @@
 """The one option table: it drives the scanner, the help levels, the config file and -quit.
 
 Each entry names an option as torque spells it (without the dash), its scope, its arguments,
-where its value goes and a one-line help. Size options that differ only in unit (-B/-KB/-MB/-GB)
-are separate entries writing the same field with a different multiplier.
+where its value goes and a one-line help, and all else known of it: its field's default, the
+actions a local option applies to, how compare treats it, fio's names for it and whether it only
+asks for information. Size options that differ only in unit (-B/-KB/-MB/-GB) are separate
+entries writing the same field with a different multiplier. The checks at import (real raises)
+say what an entry lacks.
 """
 from __future__ import annotations
 
@@ -11,11 +14,18 @@ import re
 from dataclasses import dataclass, field, make_dataclass
 from typing import Any, Callable
 
+from .action_sets import (COUNTED, EVERY, FILE, LISTED, MEMORY, PLACED, READS, SPAWNED,
+                          STREAM, STREAMS, STRIDED, TIMED, VIDEO, WEB)
 from .streams.formats import FORMATS, parse_frame, parse_rate
 from .units import GB, KB, MB
 
 GLOBAL, LOCAL, ACTION = "global", "local", "action"
 SAME = "<same value>"          # in Option.also: the extra field takes the option's own value
+UNSET = "<no default declared>"   # Option.default of every option but the one declaring it
+# Option.how, how compare treats two runs' tests that differ in a local option:
+WORK = "work"            # what the test does: they are different tests, never matched
+SETTING = "setting"      # how it runs (-p, -affinityNumber): the same test, matched and compared
+HOW_KINDS = (WORK, SETTING)
 
 
 class ArgError(ValueError):
@@ -154,6 +164,14 @@ class Option:
                                    # command may end without a run
     fio: tuple[str, ...] = ()      # fio's names for what it does: the hint an unknown option
                                    # of that name gets (-runtime: -t)
+    default: Any = UNSET           # its field's value when no option sets it: declared on one
+                                   # option per field (-size's on -B, -help's on -help)
+    how: str = WORK                # a local option's kind for compare, from HOW_KINDS
+    applies: frozenset[str] = frozenset()   # the actions a local option applies to (named
+                                   # sets in action_sets.py)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "applies", frozenset(self.applies))
 
     @property
     def field(self) -> str:
@@ -165,12 +183,15 @@ class Option:
         return parsed[0] if len(parsed) == 1 else tuple(parsed)
 
 
-def _sizes(stem: str, dest: str, help: str, units=(("B", 1), ("KB", KB), ("MB", MB), ("GB", GB)),
-           lo: int = 1, fio: dict[str, tuple[str, ...]] | None = None) -> list[Option]:
+def _sizes(stem: str, dest: str, help: str, default: int, applies: frozenset[str],
+           units=(("B", 1), ("KB", KB), ("MB", MB), ("GB", GB)), lo: int = 1,
+           fio: dict[str, tuple[str, ...]] | None = None) -> list[Option]:
+    """One option per unit, all writing `dest`; the first declares its default."""
     return [Option(f"{stem}{u}", LOCAL, f"{help} in {'bytes' if u == 'B' else u + 'ytes'}",
                    (Arg(u, integer(lo, 2**40, mult), u, mult),), dest, group="Sizes",
-                   fio=(fio or {}).get(u, ()))
-            for u, mult in units]
+                   fio=(fio or {}).get(u, ()), default=default if k == 0 else UNSET,
+                   applies=applies)
+            for k, (u, mult) in enumerate(units)]
 
 
 STREAM_ARGS = (Arg("label", choice("r", "w", "rw", "wr", "rwr", "rrw")),
@@ -182,208 +203,233 @@ STREAM_ARGS = (Arg("label", choice("r", "w", "rw", "wr", "rwr", "rrw")),
 # Globals ---------------------------------------------------------------------------------------
 _G = [
     Option("aliasFile", GLOBAL, "file of alias definitions (NAME = tokens ...; '-NAME' expands)",
-           (Arg("file", text),), group="Configuration"),
+           (Arg("file", text),), default=None, group="Configuration"),
     Option("baseline", GLOBAL, "run each group alone (same plan), then all together, in each "
            "repetition (-repeat: alone and together alternate); the report adds alone / "
            "together / change per test, ranked by each test's change with its interval",
-           group="Execution"),
+           default=False, group="Execution"),
     Option("bo", GLOBAL, "print only the bandwidth results (and what says they are not whole: "
            "figures not resolved, an interruption, failures; and -f files the run made or grew)",
-           group="Output"),
+           default=False, group="Output"),
     Option("c", GLOBAL, "configuration file (default Torque.config in the working directory, else "
            "the default workload shipped in the package)",
-           (Arg("file", text),), dest="config", group="Configuration"),
+           (Arg("file", text),), dest="config", default=None, group="Configuration"),
     Option("child", GLOBAL, "run only test process n of the plan (as torque's fork-exec child)",
-           (Arg("n", Count),), group="Execution"),
+           (Arg("n", Count),), default=None, group="Execution"),
     Option("csv", GLOBAL, "write one CSV row per test process to FILE ('-': stdout; the text "
            "report then goes to stderr): the report's figures with their units",
-           (Arg("file", text),), group="Output"),
+           (Arg("file", text),), default=None, group="Output"),
     Option("csvAll", GLOBAL, "with -csv: every scalar of the JSON's test entries, the shared "
            "results record's included (record.*), in columns that stay the same from run to run",
-           group="Output"),
+           default=False, group="Output"),
     Option("engine", GLOBAL, "file I/O engine, and -web's requests: auto (sync for a lone test "
            "with one transfer outstanding, else io_uring where available, else threads), uring, "
            "threads, sync (blocking, one transfer at a time)",
-           (Arg("name", choice("auto", "uring", "threads", "sync")),), group="Files",
-           fio=("ioengine",)),
-    Option("example", GLOBAL, "print worked examples", group="Help", asks=True),
+           (Arg("name", choice("auto", "uring", "threads", "sync")),),
+           default="auto", group="Files", fio=("ioengine",)),
+    Option("example", GLOBAL, "print worked examples", default=False, group="Help", asks=True),
     Option("failLate", GLOBAL, "exit with status 3 when a stream missed its rate (a frame "
-           "late beyond -lateUs, or dropped) and nothing else failed", group="Streams"),
+           "late beyond -lateUs, or dropped) and nothing else failed",
+           default=False, group="Streams"),
     Option("f", GLOBAL, "add a test file to the file list (at most 128)", (Arg("file", text),),
-           dest="files", group="Files", fio=("filename",)),
+           dest="files", default=(), group="Files", fio=("filename",)),
     Option("fast", GLOBAL, "each test stops at its own completion (opposite of -slow)",
            dest="slow", const=False, group="Execution"),
     Option("freeSharedMemory", GLOBAL, "remove the shared memory and semaphores a killed run "
-           "left (refused while that run is alive)", group="Execution", asks=True),
+           "left (refused while that run is alive)", default=False, group="Execution", asks=True),
     Option("g", GLOBAL, "print every test's PID and wait for Enter before testing starts",
-           group="Execution"),
+           default=False, group="Execution"),
     Option("h", GLOBAL, "short help: global parameters and actions", dest="help", const="short",
            group="Help"),
     Option("ha", GLOBAL, "help on actions", dest="help", const="actions", group="Help"),
-    Option("help", GLOBAL, "all help and the examples", const="all", group="Help", asks=True),
+    Option("help", GLOBAL, "all help and the examples", const="all",
+           default=None, group="Help", asks=True),
     Option("hg", GLOBAL, "help on global parameters", dest="help", const="global", group="Help",
            asks=True),
     Option("hl", GLOBAL, "help on local parameters", dest="help", const="local", group="Help",
            asks=True),
     Option("json", GLOBAL, "write the results as JSON (torque_async/schema/results.schema.json) "
            "to FILE ('-': stdout; the text report then goes to stderr)", (Arg("file", text),),
-           group="Output", fio=("output", "output-format")),
+           default=None, group="Output", fio=("output", "output-format")),
     Option("nh", GLOBAL, "no header: leave out the header, the latency and the CPU tables",
-           group="Output"),
+           default=False, group="Output"),
     Option("noProgress", GLOBAL, "no progress line on a terminal's stderr while testing",
-           group="Output"),
-    Option("printAlias", GLOBAL, "print the aliases in effect", group="Help", asks=True),
+           default=False, group="Output"),
+    Option("printAlias", GLOBAL, "print the aliases in effect",
+           default=False, group="Help", asks=True),
     Option("quit", GLOBAL, "parse the command line and the config file, show the plan, exit",
-           group="Execution", asks=True),
+           default=False, group="Execution", asks=True),
     Option("rampAll", GLOBAL, "-ramp for every group that sets none", (Arg("seconds", RAMP),),
-           group="Transfers"),
+           default=None, group="Transfers"),
     Option("rankTimeout", GLOBAL, "under mpiexec: seconds a rank waits, once its run ended, for "
            "every other rank to end theirs; then the ranks that did not are named and the job "
-           "ends (exit 1)", (Arg("seconds", number(1, 86400)),), group="Execution"),
+           "ends (exit 1)", (Arg("seconds", number(1, 86400)),), default=30.0, group="Execution"),
     Option("repeat", GLOBAL, "run the whole plan n times; the report gives each test's median, "
            "min-max and spread, the JSON every repetition", (Arg("n", integer(1, 1000)),),
-           group="Execution"),
+           default=1, group="Execution"),
     Option("seed", GLOBAL, "seed of every random choice (default: from the clock, printed)",
-           (Arg("n", integer(0, 2**63 - 1)),), group="Execution", fio=("randseed",)),
+           (Arg("n", integer(0, 2**63 - 1)),), default=None, group="Execution", fio=("randseed",)),
     Option("slow", GLOBAL, "keep every test running until the slowest completes "
-           "(default with more than one test)", const=True, group="Execution"),
+           "(default with more than one test)", const=True, default=None, group="Execution"),
     Option("smkey", GLOBAL, "shared memory key: the results segment is /torque-async-KEY "
            "(default: the run's pid, so that no two runs share one; under mpiexec -smkey KEY "
            "gives rank r KEY + r)",
-           (Arg("key", integer(0, 2**32 - 1)),), group="Execution"),
+           (Arg("key", integer(0, 2**32 - 1)),), default=None, group="Execution"),
     Option("sp", GLOBAL, "single process: the main process runs the one test itself",
-           group="Execution"),
+           default=False, group="Execution"),
     Option("tAll", GLOBAL, "-t for every group that sets none (streams keep their runTime)",
-           (Arg("seconds", TIME),), group="Transfers"),
+           (Arg("seconds", TIME),), default=None, group="Transfers"),
     Option("v", GLOBAL, "verbose (perturbs results)", dest="vl", const=1, group="Output"),
-    Option("version", GLOBAL, "print the version", group="Help", asks=True),
-    Option("vl", GLOBAL, "verbose level 1..3", (Arg("n", integer(1, 3)),), group="Output"),
+    Option("version", GLOBAL, "print the version", default=False, group="Help", asks=True),
+    Option("vl", GLOBAL, "verbose level 1..3", (Arg("n", integer(1, 3)),),
+           default=0, group="Output"),
     Option("allowForeign", GLOBAL, "let -cfiles/-files use a -dir that holds files torque-async "
-           "did not make (it still writes only its own)", group="Files"),
+           "did not make (it still writes only its own)", default=False, group="Files"),
     Option("writeDevices", GLOBAL, "let write tests write to devices (block or character) "
-           "named with -f (destroys their data)", group="Files"),
+           "named with -f (destroys their data)", default=False, group="Files"),
 ]
 
 # Locals ----------------------------------------------------------------------------------------
 _L = [
     Option("affinityNumber", LOCAL, "pin every process of the group to CPU n", (Arg("n", Cpu),),
-           group="Processes"),
+           default=None, how=SETTING, applies=EVERY, group="Processes"),
     Option("affinityNumberDiff", LOCAL, "pin process k of the group to CPU n+k",
-           (Arg("n", Cpu),), group="Processes"),
+           (Arg("n", Cpu),), default=None, how=SETTING, applies=EVERY, group="Processes"),
     Option("affinityParent", LOCAL, "give the parent CPU n's affinity while it launches the group",
-           (Arg("n", Cpu),), group="Processes"),
+           (Arg("n", Cpu),), default=None, how=SETTING, applies=SPAWNED, group="Processes"),
     Option("appendEvery", LOCAL, "-web: every k-th request of a client also appends to the log",
-           (Arg("k", integer(1, 2**31)),), group="Web"),
+           (Arg("k", integer(1, 2**31)),), default=10, applies=WEB, group="Web"),
     Option("appendKB", LOCAL, "-web: an append writes a size uniform in [1 byte, this many KB]",
-           (Arg("KB", integer(1, 1 << 20)),), group="Web"),
-    *_sizes("", "size", "transfer size", fio={"KB": ("bs", "blocksize")}),
+           (Arg("KB", integer(1, 1 << 20)),), default=16, applies=WEB, group="Web"),
+    *_sizes("", "size", "transfer size", MB, TIMED - VIDEO | FILE | WEB,
+            fio={"KB": ("bs", "blocksize")}),
     Option("keepLog", LOCAL, "-web: keep the log the clients appended to (torque-web.log under "
-           "-dir); without it the run removes the log it made at its end", group="Web"),
+           "-dir); without it the run removes the log it made at its end", default=False,
+           applies=WEB, group="Web"),
     Option("bp", LOCAL, "64-bit memory init patterns 1 and 2", (Arg("p", pattern),),
-           dest="bp1", also=(("bp2", SAME),), group="Memory patterns"),
+           dest="bp1", also=(("bp2", SAME),), applies=MEMORY, group="Memory patterns"),
     Option("bp1", LOCAL, "64-bit memory init pattern 1", (Arg("p", pattern),),
-           group="Memory patterns"),
+           default=0x5555555555555555, applies=MEMORY, group="Memory patterns"),
     Option("bp2", LOCAL, "64-bit memory init pattern 2", (Arg("p", pattern),),
-           group="Memory patterns"),
+           default=0xAAAAAAAAAAAAAAAA, applies=MEMORY, group="Memory patterns"),
     Option("bpkey", LOCAL, "start each memory buffer with a recognisable key (0/1)",
-           (Arg("p", integer(0, 1)),), group="Memory patterns"),
+           (Arg("p", integer(0, 1)),), default=1, how=SETTING, applies=MEMORY,
+           group="Memory patterns"),
     Option("bt", LOCAL, "pattern alternation: 0 (1,1,..) 50 (1,1,2,2) 75 100 (1,2,..) "
            "101 (walking one) 102 (random)", (Arg("p", one_of(0, 50, 75, 100, 101, 102)),),
-           group="Memory patterns"),
-    Option("btr", LOCAL, "initialise memory buffers with random numbers", group="Memory patterns"),
-    Option("cfiles", LOCAL, "create the -files tree before the test (not timed)", group="Files"),
+           default=100, applies=MEMORY, group="Memory patterns"),
+    Option("btr", LOCAL, "initialise memory buffers with random numbers",
+           default=False, applies=MEMORY, group="Memory patterns"),
+    Option("cfiles", LOCAL, "create the -files tree before the test (not timed)",
+           default=False, applies={"files", "web"}, group="Files"),
     Option("checkpoint", LOCAL, "time the phases of each test process (set-up, barrier, test)",
-           group="Output"),
+           default=False, how=SETTING, applies=EVERY, group="Output"),
     Option("dir", LOCAL, "directory of the -files test",
-           (Arg("path", text),), group="Files"),
+           (Arg("path", text),), default="filestest", applies={"files", "web"}, group="Files"),
     Option("display", LOCAL, "display (EGL device index) used by the video test",
-           (Arg("display", text),), group="Video"),
+           (Arg("display", text),), default=None, how=SETTING, applies=VIDEO, group="Video"),
     Option("execChild", LOCAL, "exec the child rather than fork it: each worker a new "
-           "interpreter, not a fork of the workers' server", group="Processes"),
-    *_sizes("extraRead", "extraRead", "extra read and seek back after each read",
+           "interpreter, not a fork of the workers' server",
+           default=False, how=SETTING, applies=SPAWNED, group="Processes"),
+    *_sizes("extraRead", "extraRead", "extra read and seek back after each read", 0, {"r"},
             units=(("B", 1), ("KB", KB), ("MB", MB)), lo=0),
     Option("dropLate", LOCAL, "streams: skip a frame already a whole period past its deadline "
            "and count it dropped, as a live display does (default: move every frame, as "
-           "capture does)", group="Streams"),
-    Option("fbc", LOCAL, "turn the file buffer cache on (default off: O_DIRECT)", group="Files",
+           "capture does)", default=False, applies=STREAMS, group="Streams"),
+    Option("fbc", LOCAL, "turn the file buffer cache on (default off: O_DIRECT)",
+           default=False, how=SETTING, applies=FILE | {"streams"}, group="Files",
            fio=("direct",)),
     Option("fps", LOCAL, "streams: frames per second (59.94, 29.97, 23.976 are the NTSC "
            "60000/1001, 30000/1001, 24000/1001); bwMBs is then 0", (Arg("F", checked(parse_rate)),),
-           group="Streams"),
+           default=None, applies=STREAMS, group="Streams"),
     Option("frame", LOCAL, "streams: frame size WxH in pixels of -pixfmt; sizeKB is then 0",
-           (Arg("WxH", checked(parse_frame)),), group="Streams"),
+           (Arg("WxH", checked(parse_frame)),), default=None, applies=STREAMS, group="Streams"),
     Option("i", LOCAL, "iterations; the bandwidth is averaged over all of them",
-           (Arg("n", integer(1, 2**31)),), group="Transfers"),
+           (Arg("n", integer(1, 2**31)),), default=10, applies=COUNTED, group="Transfers"),
     Option("IH", LOCAL, "video image height in pixels", (Arg("pixels", integer(1, 16384)),),
-           group="Video"),
+           default=480, applies=VIDEO, group="Video"),
     Option("IW", LOCAL, "video image width in pixels", (Arg("pixels", integer(1, 16384)),),
-           group="Video"),
+           default=720, applies=VIDEO, group="Video"),
     Option("lateUs", LOCAL, "streams: a frame is late when it completes more than usec after "
-           "its deadline", (Arg("usec", integer(0, 10**9)),), group="Streams"),
+           "its deadline", (Arg("usec", integer(0, 10**9)),), default=0, applies=STREAMS,
+           group="Streams"),
     Option("linesize", LOCAL, "cache line size: the default stride of -load/-store",
-           (Arg("bytes", integer(8, 1 << 16)),), group="Memory patterns"),
-    Option("m", LOCAL, "misalign the file test buffers by one byte", group="Files"),
+           (Arg("bytes", integer(8, 1 << 16)),), default=None, applies=STRIDED,
+           group="Memory patterns"),
+    Option("m", LOCAL, "misalign the file test buffers by one byte", default=False,
+           applies=FILE | {"streams"}, group="Files"),
     *[Option(f"mfile{u}", LOCAL, f"maximum file size in {what}; transfers past it wrap",
              (Arg("n", integer(1, 2**40, mult), scale=mult),), dest="mfile",
-             also=(("mfileXfer", None),),
-             group="Files", fio=("size",) if u == "MB" else ())
+             also=(("mfileXfer", None),), default=None if u == "4K" else UNSET,
+             applies=FILE | WEB, group="Files", fio=("size",) if u == "MB" else ())
       for u, mult, what in (("4K", 4 * KB, "4 KB blocks"), ("KB", KB, "KBytes"),
                             ("MB", MB, "MBytes"), ("GB", GB, "GBytes"))],
     Option("mfileXfer", LOCAL, "maximum file size in transfers", (Arg("n", integer(1, 2**40)),),
-           also=(("mfile", None),), group="Files"),
+           also=(("mfile", None),), default=None, applies=FILE | WEB, group="Files"),
     Option("n", LOCAL, "number of transfers per iteration", (Arg("n", integer(1, 2**40)),),
-           group="Transfers"),
+           default=64, applies=COUNTED, group="Transfers"),
     Option("noResetParentAffinity", LOCAL, "leave the parent's affinity as -affinityParent set it",
-           group="Processes"),
-    Option("noVideoInitLoops", LOCAL, "no untimed video warm-up transfers", group="Video"),
-    *_sizes("offset", "offset", "start transfers at this offset",
+           default=False, how=SETTING, applies=SPAWNED, group="Processes"),
+    Option("noVideoInitLoops", LOCAL, "no untimed video warm-up transfers",
+           default=False, how=SETTING, applies=VIDEO, group="Video"),
+    *_sizes("offset", "offset", "start transfers at this offset", 0, MEMORY | STREAM | PLACED,
             units=(("B", 1), ("KB", KB), ("MB", MB)), lo=0),
     Option("p", LOCAL, "number of processes running this test at once",
-           (Arg("n", integer(1, 1024)),), group="Processes", fio=("numjobs",)),
+           (Arg("n", integer(1, 1024)),), default=1, how=SETTING, applies=EVERY,
+           group="Processes", fio=("numjobs",)),
     Option("percR", LOCAL, "percentage of reads for -rand, -aio, -files",
-           (Arg("p", integer(0, 100)),), group="Files", fio=("rwmixread",)),
+           (Arg("p", integer(0, 100)),), default=100, applies={"rand", "aio", "files"},
+           group="Files", fio=("rwmixread",)),
     Option("pixfmt", LOCAL, "streams: pixel format of -frame: " + ", ".join(FORMATS),
-           (Arg("name", choice(*FORMATS)),), group="Streams"),
+           (Arg("name", choice(*FORMATS)),), default=None, applies=STREAMS, group="Streams"),
     Option("ramp", LOCAL, "run unmeasured transfers this long first (fio's ramp_time; "
-           "under -t, part of its time)", (Arg("seconds", RAMP),), group="Transfers",
-           fio=("ramp_time",)),
+           "under -t, part of its time)", (Arg("seconds", RAMP),), default=None, applies=COUNTED,
+           group="Transfers", fio=("ramp_time",)),
     Option("s", LOCAL, "index in the -f list of this test's first file (default: the test's "
-           "number; process k uses s+k)", (Arg("n", Count),), group="Files"),
+           "number; process k uses s+k)", (Arg("n", Count),), default=None,
+           applies=LISTED | {"streams"}, group="Files"),
     Option("sa", LOCAL, "as -sample, showing only the bandwidth columns", (Arg("k", Count),),
-           dest="sample", also=(("sa", True),), group="Output"),
+           dest="sample", also=(("sa", True),), how=SETTING, applies=EVERY - WEB, group="Output"),
     Option("sample", LOCAL, "time-stamp a sample every k+1 transfers (at most 1024)",
-           (Arg("k", Count),), group="Output"),
+           (Arg("k", Count),), default=None, how=SETTING, applies=EVERY - WEB, group="Output"),
     Option("sleepEnd", LOCAL, "sleep n seconds after the test, before the process exits",
-           (Arg("n", integer(0, 86400)),), group="Processes"),
+           (Arg("n", integer(0, 86400)),), default=0, how=SETTING, applies=EVERY,
+           group="Processes"),
     Option("stride", LOCAL, "stride of -load/-store in bytes (default: the cache line size)",
-           (Arg("bytes", integer(8, 2**30)),), group="Memory patterns"),
+           (Arg("bytes", integer(8, 2**30)),), default=None, applies=STRIDED,
+           group="Memory patterns"),
     Option("t", LOCAL, "run for this long (measuring every transfer made) instead of n x i "
            "transfers (fio's runtime with time_based)", (Arg("seconds", TIME),),
-           group="Transfers", fio=("runtime", "time_based")),
+           default=None, applies=COUNTED, group="Transfers", fio=("runtime", "time_based")),
     Option("T", LOCAL, "throttle: add this delay in microseconds to every transfer",
-           (Arg("usec", integer(0, 10**9)),), group="Transfers"),
-    Option("touch", LOCAL, "after each read, touch one word of the buffer", group="Files"),
-    Option("touch4K", LOCAL, "after each read, touch one word per 4 KB", group="Files"),
-    *_sizes("vector", "vector", "seek this far after each file transfer",
+           (Arg("usec", integer(0, 10**9)),), default=0, applies=TIMED | FILE | WEB,
+           group="Transfers"),
+    Option("touch", LOCAL, "after each read, touch one word of the buffer",
+           default=False, applies=READS, group="Files"),
+    Option("touch4K", LOCAL, "after each read, touch one word per 4 KB",
+           default=False, applies=READS, group="Files"),
+    *_sizes("vector", "vector", "seek this far after each file transfer", 0, LISTED,
             units=(("B", 1), ("KB", KB), ("MB", MB)), lo=0),
     Option("webFiles", LOCAL, "-web: files in the tree under -dir", (Arg("n", integer(1, 10**7)),),
-           group="Web"),
+           default=1000, applies=WEB, group="Web"),
     Option("webMeanKB", LOCAL, "-web: mean file size of the tree in KB",
-           (Arg("KB", integer(1, 1 << 30)),), group="Web"),
+           (Arg("KB", integer(1, 1 << 30)),), default=16, applies=WEB, group="Web"),
     Option("webOpen", LOCAL, "-web: at most n files open at once, shared by the group's clients "
            "(fio's openfiles; 0: no cap, each client holds at most one)",
-           (Arg("n", integer(0, 1 << 20)),), group="Web"),
+           (Arg("n", integer(0, 1 << 20)),), default=0, applies=WEB, group="Web"),
     Option("webShape", LOCAL, "-web: shape of the gamma law of file sizes",
-           (Arg("k", number(0.01, 1000.0)),), group="Web"),
+           (Arg("k", number(0.01, 1000.0)),), default=1.5, applies=WEB, group="Web"),
     Option("webSizes", LOCAL, "-web: law of the file sizes: fixed (all the mean), uniform "
            "(1 byte .. twice the mean) or gamma (-webShape); capped by -mfile*",
-           (Arg("law", choice("fixed", "uniform", "gamma")),), group="Web"),
+           (Arg("law", choice("fixed", "uniform", "gamma")),), default="gamma", applies=WEB,
+           group="Web"),
     Option("webWidth", LOCAL, "-web: mean directory width of the tree (gamma, shape 1.5)",
-           (Arg("n", integer(1, 10**6)),), group="Web"),
-    Option("wire", LOCAL, "lock (wire) the test's buffers in memory (mlock)", group="Processes"),
+           (Arg("n", integer(1, 10**6)),), default=20, applies=WEB, group="Web"),
+    Option("wire", LOCAL, "lock (wire) the test's buffers in memory (mlock)",
+           default=False, how=SETTING, applies=TIMED | FILE | STREAMS, group="Processes"),
     Option("zipf", LOCAL, "-web: pick files by popularity, P(rank r) ~ 1/r^theta (fio's "
            "zipf:theta; default: uniform picks)", (Arg("theta", number(0.0, 100.0)),),
-           group="Web"),
+           default=None, applies=WEB, group="Web"),
 ]
 
 # Actions ---------------------------------------------------------------------------------------
@@ -437,36 +483,82 @@ FIO_SAYS = {"iodepth": "-aio N keeps N sequential transfers outstanding; N rando
 if len(FIO_NAMES) != sum(len(o.fio) for o in OPTIONS.values()):
     raise TypeError("the option table gives one fio name to two options")
 
-# Defaults of the fields the options write. A field's default is documented in -help.
-GLOBAL_DEFAULTS: dict[str, Any] = dict(
-    aliasFile=None, bo=False, config=None, child=None, example=False, files=(), slow=None,
-    freeSharedMemory=False, g=False, help=None, nh=False, printAlias=False, quit=False,
-    seed=None, smkey=None, sp=False, vl=0, version=False,
-    csv=None, csvAll=False, json=None, noProgress=False, engine="auto", writeDevices=False,
-    allowForeign=False, failLate=False, baseline=False, repeat=1, tAll=None, rampAll=None,
-    rankTimeout=30.0)
-LOCAL_DEFAULTS: dict[str, Any] = dict(
-    affinityNumber=None, affinityNumberDiff=None, affinityParent=None, appendKB=16,
-    appendEvery=10, size=MB,
-    bp1=0x5555555555555555, bp2=0xAAAAAAAAAAAAAAAA, bpkey=1, bt=100, btr=False, cfiles=False,
-    checkpoint=False, dir="filestest", display=None, dropLate=False, execChild=False,
-    extraRead=0, fbc=False, fps=None, keepLog=False, frame=None, i=10, IH=480, IW=720, lateUs=0, linesize=None,
-    m=False, mfile=None, mfileXfer=None, n=64, noResetParentAffinity=False,
-    noVideoInitLoops=False, offset=0, p=1, percR=100, pixfmt=None, ramp=None, s=None, sa=False,
-    sample=None, sleepEnd=0, stride=None, t=None, T=0, touch=False, touch4K=False, vector=0,
-    webFiles=1000, webMeanKB=16, webOpen=0, webShape=1.5, webSizes="gamma", webWidth=20,
-    wire=False, zipf=None)
-
-for _o in OPTIONS.values():
-    _defaults = {GLOBAL: GLOBAL_DEFAULTS, LOCAL: LOCAL_DEFAULTS}.get(_o.scope)
-    if _defaults is not None and _o.field not in _defaults:
-        raise TypeError(f"-{_o.name} writes an unknown field {_o.field}")
+# Fields that only another option's `also` writes, with their defaults (-sa's sa).
+ALSO_DEFAULTS: dict[str, Any] = {"sa": False}
 
 
+def defaults(options: list[Option]) -> dict[str, Any]:
+    """The default of each field the options write, in the table's order; TypeError unless
+    each field gets exactly one (from its options or ALSO_DEFAULTS)."""
+    out: dict[str, Any] = {}
+    written = {o.field for o in options}
+    for o in options:
+        if o.default is not UNSET:
+            if o.field in out:
+                raise TypeError(f"-{o.name} declares a second default of {o.field}")
+            out[o.field] = o.default
+        for extra, _ in o.also:
+            if extra in ALSO_DEFAULTS:
+                if extra in written:
+                    raise TypeError(f"{extra} has a default in the table and in ALSO_DEFAULTS")
+                out[extra] = ALSO_DEFAULTS[extra]
+    missing = {f for o in options for f in (o.field, *(e for e, _ in o.also))} - set(out)
+    if missing:
+        raise TypeError(f"no option declares the default of {', '.join(sorted(missing))}")
+    return out
 
-def _record(name: str, defaults: dict[str, Any]) -> type:
+
+# The records' defaults (a field's default is documented in -help).
+GLOBAL_DEFAULTS: dict[str, Any] = defaults(_G)
+LOCAL_DEFAULTS: dict[str, Any] = defaults(_L)
+if set(ALSO_DEFAULTS) - set(GLOBAL_DEFAULTS) - set(LOCAL_DEFAULTS):
+    raise TypeError("ALSO_DEFAULTS names a field no option's `also` writes")
+if any(o.default is not UNSET for o in _A):
+    raise TypeError("an action declares a default: its arguments have none")
+
+
+def settings(options: list[Option]) -> frozenset[str]:
+    """The local fields of how a test runs, not what it does (Option.how SETTING); TypeError
+    for a how not in HOW_KINDS, on an option not local, or differing between a field's options."""
+    kinds: dict[str, str] = {}
+    for o in options:
+        if o.how not in HOW_KINDS or (o.scope != LOCAL and o.how != WORK):
+            raise TypeError(f"-{o.name} says how={o.how!r}: a local option's is one of "
+                            f"{', '.join(HOW_KINDS)}")
+        for f in (o.field, *(extra for extra, _ in o.also)):
+            if kinds.setdefault(f, o.how) != o.how:
+                raise TypeError(f"-{o.name} makes {f} a {o.how}, another option a {kinds[f]}")
+    return frozenset(f for f, kind in kinds.items() if kind == SETTING)
+
+
+SETTINGS = settings(list(OPTIONS.values()))          # compare.HOW
+
+
+def check_applies(options: list[Option]) -> None:
+    """TypeError unless every local option, and no other, applies to actions of the table, the
+    same ones as the other options writing its field, and action_sets.EVERY names every action."""
+    actions = {o.name for o in options if o.scope == ACTION}
+    if actions - EVERY:
+        raise TypeError(f"action_sets.EVERY lacks {', '.join(sorted(actions - EVERY))}")
+    taken: dict[str, frozenset[str]] = {}
+    for o in options:
+        if (o.scope == LOCAL) != bool(o.applies):
+            raise TypeError(f"-{o.name} is {o.scope}: only a local option applies to actions, "
+                            f"each to at least one")
+        if o.applies - actions:
+            raise TypeError(f"-{o.name} applies to {', '.join(sorted(o.applies - actions))}: "
+                            f"not an action")
+        if taken.setdefault(o.field, o.applies) != o.applies:
+            raise TypeError(f"-{o.name} applies to other actions than another option writing "
+                            f"{o.field}")
+
+
+check_applies(list(OPTIONS.values()))
+
+
+def _record(name: str, values: dict[str, Any]) -> type:
     """A frozen, picklable record with one field per option destination, defaults included."""
-    cls = make_dataclass(name, [(k, Any, field(default=v)) for k, v in defaults.items()],
+    cls = make_dataclass(name, [(k, Any, field(default=v)) for k, v in values.items()],
                          frozen=True)
     cls.__module__ = __name__
     return cls

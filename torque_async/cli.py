@@ -4,6 +4,7 @@ and compare are imported where used, and the report's modules once the run is ov
 workers start without waiting for them."""
 from __future__ import annotations
 
+import contextlib
 import io
 import math
 import os
@@ -48,6 +49,10 @@ class DefaultRun(click.Group):
             fail(e.format_message(), e.exit_code)
         except click.Abort:
             fail("aborted", 1)
+        except OutputLost as e:
+            fail(str(e), 1)
+        except OSError as e:           # click's own output (--help, --version) on a full disk
+            fail(str(lost(sys.stdout, e)), 1)
         sys.exit(code if isinstance(code, int) else 0)
 
     def format_help(self, ctx, formatter):
@@ -180,7 +185,8 @@ def error(message: str) -> None:
     if len(shown) > ERROR_WIDTH:              # a megabyte of NULs: its start and its end
         cut = len(shown) - ERROR_WIDTH
         shown = f"{shown[:ERROR_WIDTH - 100]}... ({cut} characters left out) ...{shown[-100:]}"
-    say([f"torque-async: error: {shown}"], err=True)
+    with contextlib.suppress(OutputLost):           # (stderr closed: nowhere to say it)
+        say([f"torque-async: error: {shown}"], err=True)
 
 
 def fail(message: str, code: int) -> None:
@@ -188,15 +194,46 @@ def fail(message: str, code: int) -> None:
     sys.exit(code)
 
 
+class OutputLost(Exception):
+    """Standard output (or error) cannot be written: closed (`>&-`), a full disk, an I/O
+    error. Its message is the one line that says so."""
+
+
+def lost(stream, e: BaseException | None) -> OutputLost:
+    """What went wrong with `stream`; whatever else is written to it (the exit's flush of what
+    its buffer holds too) goes to /dev/null: it ends no later write in a traceback."""
+    name = "standard error" if stream is sys.stderr and stream is not None else "standard output"
+    if stream is None:
+        return OutputLost(f"{name} is closed: nothing could be printed")
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+    why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+    return OutputLost(f"cannot write {name}: {why}")
+
+
 def say(lines: list[str], err: bool = False) -> None:
     """Print lines; bytes of a file name that are not UTF-8 show as U+FFFD, as in the rows."""
     if lines:
         text = "\n".join(lines).encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-        stream = sys.stderr if err else sys.stdout
-        try:
-            outputs.emit(stream, text + "\n")   # one write: ranks' lines never interleave
-        except BrokenPipeError:            # the reader stopped early (| head): not a failure;
-            os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())   # the rest goes nowhere
+        put(text + "\n", err)             # one write: ranks' lines never interleave
+
+
+def put(text: str, err: bool = False) -> None:
+    """Write text to stdout (stderr). OutputLost when it cannot be written (closed, a full
+    disk); a stop signal while a full pipe holds the write (orchestrator.Interrupted) drops the
+    rest of it."""
+    stream = sys.stderr if err else sys.stdout
+    if stream is None:
+        raise lost(None, None)
+    try:
+        outputs.emit(stream, text)
+    except BrokenPipeError:                # the reader stopped early (| head): not a failure;
+        lost(stream, None)                 # the rest goes nowhere
+    except orchestrator.Interrupted:
+        lost(stream, None)
+        raise
+    except OSError as e:
+        raise lost(stream, e) from None
 
 
 def execute(argv: list[str], began: startup.Began | None = None, exiting: bool = False) -> int:
@@ -243,6 +280,13 @@ def hold(late: list[int], again_ends: bool = True) -> None:
         late.append(signum)
     for sig in orchestrator.STOP_SIGNALS:
         signal.signal(sig, held)
+
+
+def ends_at_once() -> None:
+    """From the results files' writing on, what is left is output, which a full pipe may hold
+    for ever: a stop signal ends it at once (the files are already whole)."""
+    for sig in orchestrator.STOP_SIGNALS:
+        signal.signal(sig, orchestrator.raise_interrupted)
 
 
 def run_plan(argv: list[str], began: startup.Began, late: list[int]) -> int:
@@ -384,11 +428,21 @@ def finish(plan, done: runs.Runs, info, job, began: startup.Began | None = None)
         doc = report_cluster.document([o.cluster for o in done.complete], doc) if run else doc
         machine = {path: make(doc) for path, make in ((s.json, export.json_text),
                                                       (s.csv, export.csv_text)) if path}
-    say(lines, err="-" in machine)
-    unwritten = [outputs.write_result(path, text) for path, text in machine.items()]
+    files = [path for path in machine if path != "-"]      # first: a broken stdout loses none
+    unwritten = [outputs.write_result(path, machine[path]) for path in files]
+    ends_at_once()
+    try:
+        say(lines, err="-" in machine)
+        if "-" in machine:
+            put(machine["-"])
+    except OutputLost as e:
+        written = [p for p, why in zip(files, unwritten) if not why]
+        unwritten.append(f"{e}; the report is lost" +
+                         (f" ({', '.join(written)} written whole)" if written else ""))
     shown = "-" in machine or same_file(sys.stdout, sys.stderr)
-    say([f"torque-async: {line}" for line in (*(() if shown else done.failures),
-                                              *filter(None, unwritten))], err=True)
+    with contextlib.suppress(OutputLost):
+        say([f"torque-async: {line}" for line in (*(() if shown else done.failures),
+                                                  *filter(None, unwritten))], err=True)
     if done.interrupted:
         return 128 + done.interrupted
     if done.failures or any(unwritten):

@@ -177,10 +177,7 @@ def emit(stream, text: str) -> None:
 
 
 def write_result(path: str, text: str) -> str:
-    """Write a -json/-csv output ('-': stdout); the problem, or '' when written."""
-    if path == "-":
-        emit(sys.stdout, text)
-        return ""
+    """Write a -json/-csv output file; the problem, or '' when written."""
     try:
         write(path, text)
     except OSError as e:

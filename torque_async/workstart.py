@@ -26,8 +26,12 @@ from .plan import Plan
 
 FORKED, EXECED = mp.get_context("forkserver"), mp.get_context("spawn")
 PREFIX = "torque-async-forkserver."
-HELD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)    # the stop signals, ignored ones too
+HELD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)   # the stop signals,
+                                                                  # ignored ones too
 SUN_PATH = 108                     # bytes of an AF_UNIX socket's path, its NUL included
+FILES_AT_START = 64                # descriptors the command holds of its own (limits.py): the
+                                   # server passes a worker's through its socket, which fails
+                                   # (an AssertionError) when the limit is near the command's own
 
 
 def context(local):

@@ -589,3 +589,19 @@ def test_a_signal_as_the_command_begins_to_load_ends_it_by_that_signal_in_one_li
     assert (done.returncode, done.stdout, done.stderr) == \
         (CODES[sig], "", f"torque-async: interrupted by {signal.Signals(sig).name}\n")
     assert not list(tmp_path.iterdir())
+
+
+def test_a_run_whose_resource_tracker_was_killed_ends_without_a_word_of_it(tmp_path):
+    """multiprocessing's resource tracker SIGKILLed mid-run: telling it to forget the segment
+    relaunched one ('process died unexpectedly') that printed a KeyError traceback at the
+    exit. The run's own removal of its segment and semaphores does not need it."""
+    key, sems = 0x7522, semaphores()
+    proc = start("-smkey", hex(key), "-n", "16", "-KB", "64", "-t", "2", "-bzero", cwd=tmp_path)
+    wait_for_rows(key, 1, RUNNING)
+    (tracker,) = [p for p in psutil.Process(proc.pid).children()
+                  if "resource_tracker" in " ".join(p.cmdline())]
+    tracker.kill()
+    out, err = proc.communicate(timeout=120)
+    assert (proc.returncode, err) == (0, "")
+    assert table(out)[0][8] == "Bzero"
+    assert_clean(key, [], tmp_path, sems, pid=proc.pid)

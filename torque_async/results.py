@@ -14,11 +14,11 @@ import tempfile
 import time
 from dataclasses import dataclass
 import _posixshmem
-from multiprocessing import resource_tracker, shared_memory
+from multiprocessing import shared_memory
 
 import numpy as np
 
-from .semaphores import remove as remove_semaphore
+from .semaphores import remove as remove_semaphore, untrack
 from .stats import HIST_BUCKETS, Stats, sparse
 
 MAX_SAMPLES = 1024
@@ -191,9 +191,8 @@ class Results:
         except FileNotFoundError:
             ours = False
         if ours:
-            self.shm.unlink()          # and forgotten by the resource tracker
-        else:
-            resource_tracker.unregister(self.shm._name, "shared_memory")
+            _posixshmem.shm_unlink(self.shm._name)
+        untrack(self.shm._name, "shared_memory")
 
     def release(self) -> None:
         """Drop the numpy views and unmap; the segment itself stays until unlinked."""
@@ -224,7 +223,7 @@ def header_of(name: str) -> np.void | None:
         shm = shared_memory.SharedMemory(name)
     except FileNotFoundError:
         return None
-    resource_tracker.unregister(shm._name, "shared_memory")
+    untrack(shm._name, "shared_memory")
     try:
         header = np.ndarray((), HEADER, shm.buf, 0).copy()[()] \
             if shm.size >= HEADER.itemsize else None

@@ -84,3 +84,18 @@ def start_server(plan: Plan) -> None:
         forkserver.ensure_running()
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+
+def launch(child, local) -> None:
+    """Start worker process `child` of a group; a forked one whose server's socket is gone
+    (its directory removed while the command ran: a temp cleaner) is named as such, not with a
+    bare 'No such file or directory'."""
+    try:
+        child.start()
+    except FileNotFoundError as e:
+        address = forkserver._forkserver._forkserver_address
+        if local.execChild or e.filename is not None or not address or os.path.exists(address):
+            raise
+        raise OSError(e.errno, "the workers' server's socket is gone: its directory was removed "
+                      "while the command ran (a temp cleaner?); run again", address) from None
+

@@ -88,12 +88,13 @@ def assert_one_clean_line(code: int, out: str, err: str, message: str = "") -> N
 
 def table(out: str, header: str = report.TABLE_HEADER) -> list[list[str]]:
     """The rows of the table under the line that starts with `header` (the bandwidth table),
-    split into their columns; the table ends at a blank line or a 'proc N: ...' note."""
+    split into their columns; the table ends at a blank line or a 'proc N: ...' (or 'procs
+    N-M: ...', a loaded machine's CPU-wait) note."""
     lines = out.splitlines()
     i = next(j for j, ln in enumerate(lines) if ln.startswith(header))
     rows = []
     for line in lines[i + 1:]:
-        if not line.strip() or line.startswith("proc "):
+        if not line.strip() or line.startswith(("proc ", "procs ")):
             break
         rows.append([c.strip() for c in line.split(",")])
     return rows

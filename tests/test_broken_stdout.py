@@ -83,3 +83,12 @@ def test_every_command_on_a_full_stdout_is_one_line(tmp_path, args):
     done = run(tmp_path, *args, how="full")
     assert (done.returncode, done.stderr) == \
         (1, "torque-async: error: cannot write standard output: No space left on device\n")
+
+
+def test_json_to_a_full_stdout_says_that_output_is_lost_and_keeps_the_csv(tmp_path):
+    done = run(tmp_path, "-smkey", "0x7605", "-n", "4", "-KB", "64", "-bzero", "-json", "-",
+               "-csv", "r.csv", how="full")
+    assert done.returncode == 1
+    assert done.stderr.endswith("torque-async: cannot write standard output: No space left on "
+                                "device; the -json output is lost (r.csv written whole)\n")
+    assert "Bzero" in (tmp_path / "r.csv").read_text()

@@ -437,7 +437,9 @@ def finish(plan, done: runs.Runs, info, job, began: startup.Began | None = None)
             put(machine["-"])
     except OutputLost as e:
         written = [p for p, why in zip(files, unwritten) if not why]
-        unwritten.append(f"{e}; the report is lost" +
+        what = "the report" if "-" not in machine else \
+            f"the {'-json' if s.json == '-' else '-csv'} output"
+        unwritten.append(f"{e}; {what} is lost" +
                          (f" ({', '.join(written)} written whole)" if written else ""))
     shown = "-" in machine or same_file(sys.stdout, sys.stderr)
     with contextlib.suppress(OutputLost):

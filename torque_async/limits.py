@@ -156,9 +156,10 @@ def check_address_space(plan) -> None:
         return
     from multiprocessing import forkserver
     own = psutil.Process().memory_info().vms
+    pid = forkserver._forkserver._forkserver_pid            # None: not started yet
     try:
-        server = psutil.Process(forkserver._forkserver._forkserver_pid).memory_info().vms
-    except (psutil.Error, TypeError, ValueError):
+        server = psutil.Process(pid).memory_info().vms if pid is not None else own
+    except psutil.Error:                                    # (it ended: the run restarts it)
         server = own
     procs = plan.procs()
     workers = [p for p in procs if KINDS[p.group.action].runs_in == WORKER and not plan.settings.sp]

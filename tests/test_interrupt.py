@@ -1,4 +1,5 @@
-"""SIGINT, SIGTERM, SIGHUP and SIGQUIT in every phase, a stopped worker, and what a run leaves behind.
+"""SIGINT, SIGTERM, SIGHUP and SIGQUIT in every phase, a stopped worker, and what a run leaves
+behind.
 
 Each case signals a real run (conftest.start) once it reached the phase (polled in the results
 or on disk), then checks the exit code, the report and that nothing is left: no segment, no

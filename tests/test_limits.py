@@ -143,10 +143,10 @@ def test_shared_memory_for_the_results_is_checked_with_the_plan(capsys, key, mon
     """A segment larger than /dev/shm's free space is made (sparse), and the first write past
     the space killed the run with SIGBUS (exit 135, semaphores left)."""
     monkeypatch.setattr(limits.os, "statvfs", only_shm(256))                # 1 MB free
+    need = units.amount(limits.shared_memory_bytes(cmdline.parse(["-p", "64", "-bzero"])))
     assert_one_clean_line(*execute(capsys, "-smkey", key, "-quit", "-p", "64", "-n", "4", "-KB",
                                    "4", "-bzero"),
-                          f"the run's results need {units.amount(limits.shared_memory_bytes(cmdline.parse(['-p', '64', '-bzero'])))} "
-                          f"of shared memory in /dev/shm (64 test processes, "
+                          f"the run's results need {need} of shared memory in /dev/shm (64 test processes, "
                           f"{units.amount(ROW.itemsize)} each) but it has 1 MB free")
     code, _, err = execute(capsys, "-smkey", key, "-quit", "-p", "2", "-n", "4", "-KB", "4",
                            "-bzero")

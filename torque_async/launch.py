@@ -1,5 +1,5 @@
-"""The command's entry point: a stop signal (Ctrl-C, SIGTERM, SIGHUP, SIGQUIT) while the modules still
-load, or outside a run (click's dispatch, compare, plot), ends it as a run's interrupt would
+"""The command's entry point: a stop signal (Ctrl-C, SIGTERM, SIGHUP, SIGQUIT) while the modules
+still load, or outside a run (click's dispatch, compare, plot), ends it as a run's interrupt would
 (one line, 128 + the signal, its exit hooks run: the workers' server's directory is removed),
 not with a traceback from inside an import, click's 'aborted' or no word at all. A signal
 ignored at the start (nohup) stays ignored; one during the exit is ignored."""

@@ -21,9 +21,9 @@ from torque_async.results import HEADER, ROW, segment_name
 
 REPO = Path(__file__).resolve().parents[1]
 CMD = [sys.executable, "-m", "torque_async"]
-for _sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):     # a suite started by nohup or in
-    if signal.getsignal(_sig) == signal.SIG_IGN:              # a script's background: the runs
-        signal.signal(_sig, signal.SIG_DFL)                   # it starts take signals as a user's
+for _sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):   # a suite started
+    if signal.getsignal(_sig) == signal.SIG_IGN:     # by nohup or in a script's background: the
+        signal.signal(_sig, signal.SIG_DFL)          # runs it starts take signals as a user's
 TEMP = tempfile.mkdtemp(prefix="ta-tests.")  # the suite's temp dir (short: a socket goes in it)
 tempfile.tempdir = os.environ["TMPDIR"] = TEMP  # what runs killed elsewhere left in /tmp (their
 atexit.register(shutil.rmtree, TEMP, ignore_errors=True)   # workers' servers') is not here
@@ -47,10 +47,11 @@ def never_alive(k: int = 0) -> int:
     return int(Path("/proc/sys/kernel/pid_max").read_text()) + k
 
 
-def run_cli(*args: str, timeout: float = 120, cwd=None) -> subprocess.CompletedProcess:
-    """The command as a user runs it (a fresh process: spawn, signals, exit codes)."""
+def run_cli(*args: str, timeout: float = 120, cwd=None, **popen) -> subprocess.CompletedProcess:
+    """The command as a user runs it (a fresh process: spawn, signals, exit codes); keywords
+    go to subprocess.run (preexec_fn=... for a ulimit)."""
     return subprocess.run([*CMD, *args], capture_output=True, text=True, timeout=timeout,
-                          env=ENV, cwd=cwd)
+                          env=ENV, cwd=cwd, **popen)
 
 
 def execute(capsys, *args: str) -> tuple[int, str, str]:

@@ -149,6 +149,25 @@ def test_aliases_expand(tmp_path):
     assert dict(plan.aliases)["hd"] == "-n 4 -MB 8 -load"
 
 
+def test_what_was_typed_before_an_alias_wins_over_the_alias_s_own(tmp_path):
+    """-p 300 -dir mine before -webserver (-dir webserver -cfiles -p 100 -web) gave p=100 and
+    the alias's directory; a global the alias sets too (-seed) stays the one typed, before it
+    or after it. A local of the alias's later groups is the alias's; -printAlias's 'from' line
+    leaves out what lost."""
+    aliases = write(tmp_path / "a.alias", "two = -p 2 -seed 1 -bp 7 -load -p 3 -bzero\n")
+    plan = cmdline.parse(["-aliasFile", aliases, "-seed", "9", "-p", "5", "-bp1", "4", "-two"])
+    assert [(g.action, g.local.p) for g in plan.groups] == [("load", 5), ("bzero", 3)]
+    assert (plan.settings.seed, plan.groups[0].local.bp1, plan.groups[0].local.bp2) == (9, 4, 7)
+    assert plan.groups[0].text == "-p 5 -bp1 4 -bp 7 -load"
+    plan = cmdline.parse(["-aliasFile", aliases, "-two", "-seed", "9"])
+    assert [g.local.p for g in plan.groups] == [2, 3] and plan.settings.seed == 9
+    shipped = cmdline.parse(["-quit", "-aliasFile", cmdline.SHIPPED_ALIASES, "-p", "300",
+                             "-webFiles", "100000", "-dir", "mine", "-webserver"])
+    (web,) = shipped.groups
+    assert (web.local.p, web.local.dir, web.local.webFiles, web.local.cfiles) == \
+        (300, "mine", 100000, True)
+
+
 def test_without_a_config_the_packaged_default_workload_applies(tmp_path):
     plan = cmdline.parse([], cwd=str(tmp_path))
     assert plan.config == cmdline.PACKAGED_CONFIG and plan.from_config

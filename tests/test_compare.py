@@ -241,7 +241,10 @@ def test_a_baseline_stopped_in_a_run_alone_is_noted_as_alone():
 @pytest.mark.parametrize("content, message", [
     ("", "is not JSON"), ('{"schema": "torque-async-results", "schema_version": 99}',
                           "has results schema version 99"),
-    ("[1, 2]", "is not a torque-async results file")])
+    ("[1, 2]", "is not a torque-async results file"),
+    ('{"schema": ' + "9" * 5_000_000 + "}",          # int()'s digit limit: the file unnamed
+     "bad.json is not a torque-async results file: Exceeds the limit (4300 digits) for integer "
+     "string conversion: value has 5000000 digits\n")], ids=["empty", "version", "list", "digits"])
 def test_unreadable_results_exit_2_with_one_line(tmp_path, content, message):
     good = write(document(PLAN, {"load": 1, "bcopy": 1, "spinWait": 1}), tmp_path / "a.json")
     bad = tmp_path / "bad.json"

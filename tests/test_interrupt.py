@@ -1,4 +1,5 @@
-"""SIGINT, SIGTERM and SIGHUP in every phase, a stopped worker, and what a run leaves behind.
+"""SIGINT, SIGTERM, SIGHUP and SIGQUIT in every phase, a stopped worker, and what a run leaves
+behind.
 
 Each case signals a real run (conftest.start) once it reached the phase (polled in the results
 or on disk), then checks the exit code, the report and that nothing is left: no segment, no
@@ -29,7 +30,7 @@ from conftest import (CMD, ENV, assert_one_clean_line, execute, never_alive, run
                       table, wait_for_rows)
 
 LONG = ["-n", "16", "-i", "1000000", "-KB", "256", "-bzero", "-spinWait"]
-CODES = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
+CODES = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129, signal.SIGQUIT: 131}
 QUICK = 5          # seconds: a signal ends a run within about 1 s; this leaves room for a
                    # loaded machine, and is far below the waits the cases would otherwise take
 
@@ -38,9 +39,16 @@ def semaphores() -> set[str]:
     return {n for n in os.listdir("/dev/shm") if n.startswith("sem.")}
 
 
+def servers(pid: int) -> list[Path]:
+    """The workers' server directories of command `pid` (workstart.base: the suite's TMPDIR)."""
+    return list(Path(tempfile.gettempdir()).glob(f"torque-async-forkserver.{pid}.*"))
+
+
 def assert_clean(key: int, children: list[psutil.Process], where: Path | None = None,
-                 sems: set[str] | None = None) -> None:
+                 sems: set[str] | None = None, pid: int | None = None) -> None:
     assert not Path("/dev/shm", segment_name(key)).exists()
+    if pid is not None:
+        assert not servers(pid), "the run left its workers' server directory"
     _, alive = psutil.wait_procs(children, timeout=QUICK)
     assert not alive, "a test process outlived the run"
     if where is not None:
@@ -71,10 +79,11 @@ def test_a_signal_while_testing_stops_everything_and_marks_the_report(sig):
     out, _ = interrupt(proc, sig)
     rows = table(out)                      # what was measured before the signal is reported
     assert [r[8] for r in rows] == ["Bzero", "SpinWait"] and int(rows[0][4]) > 0
-    assert_clean(key, children)
+    assert_clean(key, children, pid=proc.pid)
 
 
-@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143),
+                                      (signal.SIGQUIT, 131)])
 def test_a_signal_before_the_start_ends_the_run_cleanly(sig, code):
     key = 0x7200 + sig
     proc = start("-smkey", hex(key), "-g", *LONG, stdin=subprocess.PIPE)
@@ -82,7 +91,7 @@ def test_a_signal_before_the_start_ends_the_run_cleanly(sig, code):
     children = psutil.Process(proc.pid).children(recursive=True)
     out, _ = interrupt(proc, sig)
     assert out.count("not started: the run was interrupted") == 2
-    assert_clean(key, children)
+    assert_clean(key, children, pid=proc.pid)
 
 
 AT_LAUNCH = """
@@ -151,28 +160,41 @@ def test_a_signal_after_the_tests_ended_lets_the_report_and_its_files_be_written
     assert doc["interrupted"] is None and doc["tests"][0]["record"]["transfers"] == 4
 
 
-def test_a_signal_while_the_output_waits_on_a_full_pipe_loses_none_of_it(tmp_path):
-    """sys.stdout dropped the rest of a write a signal handler interrupted (a -json - cut at
-    the pipe's size, 64 KiB, and 'the report and its files are whole' said)."""
+def full_pipe() -> tuple[int, int, int]:
+    """A pipe of one page: (read end, write end, its size)."""
     r, w = os.pipe()
-    size = fcntl.fcntl(r, fcntl.F_SETPIPE_SZ, 4096)          # the JSON is about 10 KiB
-    proc = subprocess.Popen([*CMD, "-smkey", "0x7519", "-nh", "-n", "64", "-i", "10", "-KB",
-                             "64", "-bzero", "-json", "-"], stdout=w, stderr=subprocess.PIPE,
-                            text=True, env=ENV, cwd=tmp_path)
-    os.close(w)
+    return r, w, fcntl.fcntl(r, fcntl.F_SETPIPE_SZ, 4096)
+
+
+def wait_full(proc: subprocess.Popen, r: int, size: int) -> None:
+    """Until the pipe holds `size` bytes: its writer waits."""
     waiting, deadline = array.array("i", [0]), time.monotonic() + 60
-    while waiting[0] < size:                                 # the pipe is full: the writer waits
-        assert time.monotonic() < deadline and proc.poll() is None
+    while waiting[0] < size:
+        assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read()
         fcntl.ioctl(r, termios.FIONREAD, waiting)
         time.sleep(0.01)
-    proc.send_signal(signal.SIGTERM)
-    with os.fdopen(r, "rb") as pipe:
-        data = pipe.read()
-    err = proc.stderr.read()
-    assert proc.wait(timeout=60) == 143, err
-    assert json.loads(data)["interrupted"] is None and len(data) > 2 * size
-    assert err.endswith("interrupted by SIGTERM after the tests ended: it stopped none of them, "
-                        "and the report and its files are whole\n")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGQUIT])
+def test_a_report_held_by_a_full_pipe_ends_at_the_first_signal_its_files_whole(tmp_path, sig):
+    """Nobody reads the report: the first stop signal ends the command at once (it needed a
+    second), and the -json and -csv files, written before the report, are whole."""
+    r, w, size = full_pipe()
+    proc = subprocess.Popen([*CMD, "-smkey", hex(0x7519 + sig), "-vl", "3", "-n", "300", "-KB",
+                             "4", "-bzero", "-json", "r.json", "-csv", "r.csv"],
+                            stdout=w, stderr=subprocess.PIPE, text=True, env=ENV, cwd=tmp_path)
+    os.close(w)
+    wait_full(proc, r, size)
+    began = time.monotonic()
+    proc.send_signal(sig)
+    assert proc.wait(timeout=60) == CODES[sig]
+    assert time.monotonic() - began < QUICK, "the signal waited"
+    os.close(r)
+    assert proc.stderr.read() == f"torque-async: interrupted by {signal.Signals(sig).name}\n"
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["interrupted"] is None and doc["tests"][0]["record"]["transfers"] == 3000
+    assert "Bzero" in (tmp_path / "r.csv").read_text()      # (the report: 40 KiB, -vl 3's
+                                                             # samples)
 
 
 def test_a_signal_once_the_command_has_its_exit_status_is_ignored(tmp_path):
@@ -363,7 +385,7 @@ def test_sp_interrupted_in_its_set_up_reports_the_test_not_started():
                                  "interrupted")
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT])
 def test_a_signal_to_the_process_group_reads_as_an_interruption_not_as_failures(sig):
     """A service manager's SIGTERM or a closed terminal's SIGHUP reaches every process of the
     group: the workers ignore it and end at the stop flag; no test 'died'."""
@@ -378,7 +400,7 @@ def test_a_signal_to_the_process_group_reads_as_an_interruption_not_as_failures(
     assert proc.returncode == CODES[sig] and f"INTERRUPTED by {sig.name}" in out, err
     assert err == "" and "died" not in out and "INCOMPLETE" not in out
     assert [int(r[4]) > 0 for r in table(out)] == [True, True, True]
-    assert_clean(key, children)
+    assert_clean(key, children, pid=proc.pid)
 
 
 def test_a_stopped_worker_is_named_by_the_watchdog_and_ends_the_run():
@@ -542,3 +564,45 @@ def test_a_segment_name_that_cannot_be_read_is_one_line():
         taken.rmdir()
     assert_one_clean_line(r.returncode, r.stdout, r.stderr,
                           f"{taken} is not a torque-async segment")
+
+
+AT_IMPORT = """
+import os, runpy, signal, sys
+class Hook:                    # the package's first import from __main__: the signal comes now
+    def find_spec(self, name, path=None, target=None):
+        if name == "torque_async.launch":
+            os.kill(os.getpid(), int(os.environ["SIG"]))
+            sys.meta_path.remove(self)
+sys.meta_path.insert(0, Hook())
+sys.argv = ["torque-async", *sys.argv[1:]]
+runpy.run_module("torque_async", run_name="__main__", alter_sys=True)
+"""
+
+
+@pytest.mark.parametrize("sig", list(CODES))
+def test_a_signal_as_the_command_begins_to_load_ends_it_by_that_signal_in_one_line(tmp_path,
+                                                                                   sig):
+    """The stop signals are held from __main__'s first line: one as the package's modules
+    begin to load killed the command, or raised a KeyboardInterrupt traceback."""
+    done = subprocess.run([sys.executable, "-c", AT_IMPORT, "-smkey", "0x7521", "-n", "4",
+                           "-KB", "64", "-bzero"], capture_output=True, text=True,
+                          env={**ENV, "SIG": str(int(sig))}, cwd=tmp_path, timeout=120)
+    assert (done.returncode, done.stdout, done.stderr) == \
+        (CODES[sig], "", f"torque-async: interrupted by {signal.Signals(sig).name}\n")
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_run_whose_resource_tracker_was_killed_ends_without_a_word_of_it(tmp_path):
+    """multiprocessing's resource tracker SIGKILLed mid-run: telling it to forget the segment
+    relaunched one ('process died unexpectedly') that printed a KeyError traceback at the
+    exit. The run's own removal of its segment and semaphores does not need it."""
+    key, sems = 0x7522, semaphores()
+    proc = start("-smkey", hex(key), "-n", "16", "-KB", "64", "-t", "2", "-bzero", cwd=tmp_path)
+    wait_for_rows(key, 1, RUNNING)
+    (tracker,) = [p for p in psutil.Process(proc.pid).children()
+                  if "resource_tracker" in " ".join(p.cmdline())]
+    tracker.kill()
+    out, err = proc.communicate(timeout=120)
+    assert (proc.returncode, err) == (0, "")
+    assert table(out)[0][8] == "Bzero"
+    assert_clean(key, [], tmp_path, sems, pid=proc.pid)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -13,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from torque_async.results import READY
+from torque_async.results import READY, RUNNING
 
 from conftest import CMD, ENV, start, wait_for_rows
 
@@ -215,3 +216,19 @@ def test_a_worker_whose_parent_died_before_it_asked_to_die_with_it_ends_at_once(
         results.unlink()
         results.release()
     assert code == 1 and pid == 0                  # ended before it took its row
+
+
+def test_a_server_directory_removed_mid_run_is_named_in_one_line(tmp_path):
+    """A temp cleaner took the server's directory during the first repetition: the second's
+    launch said 'No such file or directory', naming nothing."""
+    key = 0x7523
+    proc = start("-smkey", hex(key), "-repeat", "2", "-n", "16", "-KB", "64", "-t", "1",
+                 "-bzero", cwd=tmp_path)
+    wait_for_rows(key, 1, RUNNING)
+    (server,) = Path(tempfile.gettempdir()).glob(f"torque-async-forkserver.{proc.pid}.*")
+    shutil.rmtree(server)
+    out, err = proc.communicate(timeout=120)
+    assert (proc.returncode, err.count("\n")) == (1, 1), err
+    assert err.startswith(f"torque-async: error: running the plan: {server}/listener-")
+    assert err.endswith(": the workers' server's socket is gone: its directory was removed "
+                        "while the command ran (a temp cleaner?); run again\n")

@@ -4,6 +4,7 @@ and compare are imported where used, and the report's modules once the run is ov
 workers start without waiting for them."""
 from __future__ import annotations
 
+import contextlib
 import io
 import math
 import os
@@ -20,7 +21,7 @@ import click
 from click.shell_completion import CompletionItem
 
 from . import __version__, cmdline, helptext, orchestrator, outputs, runs, startup, sysinfo
-from .outputs import say
+from .outputs import OutputLost, lost, put, say
 from . import cluster, validate, workstart
 from .errors import UsageError
 from .options import OPTIONS
@@ -52,6 +53,10 @@ class DefaultRun(click.Group):
             fail(e.format_message(), e.exit_code)
         except click.Abort:
             fail("aborted", 1)
+        except OutputLost as e:
+            fail(str(e), 1)
+        except OSError as e:           # click's own output (--help, --version) on a full disk
+            fail(str(lost(sys.stdout, e)), 1)
         sys.exit(code if isinstance(code, int) else 0)
 
     def format_help(self, ctx, formatter):
@@ -241,7 +246,8 @@ def error(message: str) -> None:
     if len(shown) > ERROR_WIDTH:              # a megabyte of NULs: its start and its end
         cut = len(shown) - ERROR_WIDTH
         shown = f"{shown[:ERROR_WIDTH - 100]}... ({cut} characters left out) ...{shown[-100:]}"
-    say([f"torque-async: error: {shown}"], err=True)
+    with contextlib.suppress(OutputLost):           # (stderr closed: nowhere to say it)
+        say([f"torque-async: error: {shown}"], err=True)
 
 
 def fail(message: str, code: int) -> None:
@@ -295,6 +301,13 @@ def hold(late: list[int], again_ends: bool = True) -> None:
         late.append(signum)
     for sig in orchestrator.STOP_SIGNALS:
         signal.signal(sig, held)
+
+
+def ends_at_once() -> None:
+    """From the results files' writing on, what is left is output, which a full pipe may hold
+    for ever: a stop signal ends it at once (the files are already whole)."""
+    for sig in orchestrator.STOP_SIGNALS:
+        signal.signal(sig, orchestrator.raise_interrupted)
 
 
 def run_plan(argv: list[str], began: startup.Began, late: list[int], parsed=None) -> int:
@@ -445,11 +458,23 @@ def finish(plan, done: runs.Runs, info, job, began: startup.Began | None = None)
         machine = {path: make(doc) for path, make in (
             (s.json, export.json_text),
             (s.csv, lambda doc: export.csv_text(doc, everything=s.csvAll))) if path}
-    say(lines, err="-" in machine)
-    unwritten = [outputs.write_result(path, text) for path, text in machine.items()]
+    files = [path for path in machine if path != "-"]      # first: a broken stdout loses none
+    unwritten = [outputs.write_result(path, machine[path]) for path in files]
+    ends_at_once()
+    try:
+        say(lines, err="-" in machine)
+        if "-" in machine:
+            put(machine["-"])
+    except OutputLost as e:
+        written = [p for p, why in zip(files, unwritten) if not why]
+        what = "the report" if "-" not in machine else \
+            f"the {'-json' if s.json == '-' else '-csv'} output"
+        unwritten.append(f"{e}; {what} is lost" +
+                         (f" ({', '.join(written)} written whole)" if written else ""))
     shown = "-" in machine or same_file(sys.stdout, sys.stderr)
-    say([f"torque-async: {line}" for line in (*(() if shown else done.failures),
-                                              *filter(None, unwritten))], err=True)
+    with contextlib.suppress(OutputLost):
+        say([f"torque-async: {line}" for line in (*(() if shown else done.failures),
+                                                  *filter(None, unwritten))], err=True)
     if done.interrupted:
         return 128 + done.interrupted
     if done.failures or any(unwritten):

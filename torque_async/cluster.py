@@ -33,7 +33,7 @@ from .errors import UsageError
 from .options import GLOBAL_DEFAULTS, LOCAL_DEFAULTS
 from .outcome import Outcome
 from .plan import Plan
-from .results import SHM_DIR, Record, segment_name
+from .results import SHM_DIR, STOP_SIGNALS, Record, segment_name
 from .sysinfo import SysInfo
 
 LAUNCHER_RANK = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")   # MPICH hydra, Open MPI, PMIx
@@ -381,18 +381,29 @@ class Cluster:
 
 
 _job: Cluster | None = None           # this process's MPI job, once start() found one
+# UCX (MPICH's ch4:ucx, the mpich wheel's) takes SIGHUP as its debug signal once MPI starts: a
+# stop signal was swallowed and 'UCX DEBUG' lines landed in the report. A value the user set
+# is kept.
+UCX_QUIET = {"UCX_DEBUG_SIGNO": "0"}
 
 
 def start(rank: int) -> Cluster:
     """The MPI job this process is rank `rank` of (launcher_rank(): without one, mpi4py stays
-    unimported)."""
+    unimported). The stop signals keep the run's handlers: any the MPI library set for one of
+    them at its start is replaced."""
     global _job
+    for name, value in UCX_QUIET.items():
+        os.environ.setdefault(name, value)
+    handlers = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
     try:
         from mpi4py import MPI
     except ImportError:          # (perhaps on one host only: the line names it)
         raise UsageError(f"an MPI launcher started this process (rank {rank} on "
                          f"{socket.gethostname()}) but mpi4py is not installed there: "
                          f"pip install 'torque-async[mpi]'") from None
+    for sig, handler in handlers.items():
+        if handler is not None:
+            signal.signal(sig, handler)
     _job = Cluster(MPI.COMM_WORLD)
     return _job
 

@@ -39,6 +39,7 @@ COMMAND_LINE = "command line"
 class Token:
     text: str
     origin: str                   # "command line" or "FILE:LINE"
+    alias: bool = False           # it came from an alias's expansion, not typed where it is
 
     def where(self) -> str:
         return "" if self.origin == COMMAND_LINE else f"{self.origin}: "
@@ -106,7 +107,7 @@ def expand(tokens: Iterable[Token], aliases: dict[str, tuple[Token, ...]]) -> li
         tok, chain = todo.pop()
         name = tok.text[1:]
         if not (tok.text.startswith("-") and name in aliases and name not in OPTIONS):
-            out.append(tok)
+            out.append(replace(tok, alias=True) if chain else tok)
             if len(out) > MAX_TOKENS:
                 raise UsageError(f"{tok.where()}more than {MAX_TOKENS} tokens"
                                  + (f" once aliases are expanded ({' -> '.join(chain)})"
@@ -161,11 +162,17 @@ class Scan:
 
 
 def scan(tokens: list[Token], aliases: Iterable[str] = ()) -> Scan:
-    """Turn tokens into global settings and groups; locals left without an action are an error."""
+    """Turn tokens into global settings and groups; locals left without an action are an error.
+    What was typed wins over an alias's own setting of the same option: a global typed
+    anywhere, a local typed before the alias in the group it joins."""
     settings: dict = {}
     files: list[str] = []
     groups: list[Group] = []
     local: dict = {}
+    typed: set[str] = set()               # fields typed (not from an alias): globals, and the
+                                          # locals of the group being gathered
+    typed_globals = {OPTIONS[t.text[1:]].field for t in tokens if not t.alias
+                     and t.text[1:] in OPTIONS and OPTIONS[t.text[1:]].scope == GLOBAL}
     given: list[Token] = []               # the local options of the group being gathered
     group_text: list[str] = []
     pos = 0
@@ -194,22 +201,28 @@ def scan(tokens: list[Token], aliases: Iterable[str] = ()) -> Scan:
         if opt.scope == GLOBAL:
             if opt.field == "files":
                 files.append(value)
-            else:
+            elif not (tok.alias and opt.field in typed_globals):
                 settings[opt.field] = value
             continue
-        group_text += [tok.text, *(w.text for w in words)]
         if opt.scope == ACTION:
+            group_text += [tok.text, *(w.text for w in words)]
             for option in given:
                 if not applies(option.text[1:], opt.name):
                     raise UsageError(f"{option.where()}{refusal(option.text[1:], opt.name)}")
             args = tuple(values)
             groups.append(Group(len(groups), opt.name, args, Locals(**local),
                                 " ".join(group_text), tok.origin.split(":")[0]))
-            local, given, group_text = {}, [], []
+            local, given, group_text, typed = {}, [], [], set()
         else:
             given.append(tok)
-            local[opt.field] = value
-            local.update((f, value if v == SAME else v) for f, v in opt.also)
+            sets = {opt.field: value, **{f: value if v == SAME else v for f, v in opt.also}}
+            if tok.alias:                  # the user's own, typed before it, stay
+                sets = {f: v for f, v in sets.items() if f not in typed}
+            else:
+                typed |= set(sets)
+            if sets:
+                local.update(sets)
+                group_text += [tok.text, *(w.text for w in words)]
     if group_text:
         first = next(t for t in tokens if t.text == group_text[0])
         raise UsageError(f"{first.where()}local options without an action after them: "

@@ -424,8 +424,10 @@ def load(path: str) -> dict[str, Any]:
     except RecursionError:                    # arrays nested deeper than any results file
         raise ResultsFileError(f"{path} is not a torque-async results file: nested too "
                                f"deeply") from None
-    except ValueError as e:                   # read_bounded: one line naming the file
-        raise ResultsFileError(str(e)) from None
+    except ValueError as e:                   # read_bounded: one line naming the file; an
+        said = str(e)                         # integer of more digits than int() converts
+        raise ResultsFileError(said if path in said else f"{path} is not a torque-async "
+                               f"results file: {said.split(';')[0]}") from None
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA_NAME:
         raise ResultsFileError(f"{path} is not a torque-async results file (-json)")
     if doc.get("schema_version") != SCHEMA_VERSION:

@@ -20,22 +20,13 @@ import threading
 from multiprocessing import resource_tracker
 from typing import Callable
 
-from .errors import UsageError
+from .errors import Interrupted, UsageError
 from .kinds import KINDS, WORKER, WORKER_MAIN, resolve
 from .outcome import Outcome
 from .plan import Plan, Proc
 from .processes import Workers, ended, spec_for
 from .results import (RUNNING, STOP_SIGNALS, NotASegment, Results, SegmentExists, live_owner,
                       owner_of, segment_name, signals_held)
-
-
-class Interrupted(BaseException):
-    """A stop signal outside the event loop (plan check, set-up, report): unwinds with
-    clean-up."""
-
-    def __init__(self, signum: int):
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
 
 
 def raise_interrupted(signum: int, _frame) -> None:

@@ -17,7 +17,7 @@ import stat
 import sys
 import tempfile
 
-from .errors import UsageError
+from .errors import Interrupted, UsageError
 from .inputs import kind
 from .results import SEGMENT_PREFIX, SHM_DIR
 
@@ -179,10 +179,7 @@ def emit(stream, text: str) -> None:
 
 
 def write_result(path: str, text: str) -> str:
-    """Write a -json/-csv output ('-': stdout); the problem, or '' when written."""
-    if path == "-":
-        emit(sys.stdout, text)
-        return ""
+    """Write a -json/-csv output file; the problem, or '' when written."""
     try:
         write(path, text)
     except OSError as e:
@@ -199,12 +196,42 @@ def write_sysctl(lines: list[str]) -> None:
         print(f"torque-async: note: cannot write {SYSCTL_FILE}: {e.strerror}", file=sys.stderr)
 
 
+class OutputLost(Exception):
+    """Standard output (or error) cannot be written: closed (`>&-`), a full disk, an I/O
+    error. Its message is the one line that says so."""
+
+
+def lost(stream, e: BaseException | None) -> OutputLost:
+    """What went wrong with `stream`; whatever else is written to it (the exit's flush of what
+    its buffer holds too) goes to /dev/null: it ends no later write in a traceback."""
+    name = "standard error" if stream is sys.stderr and stream is not None else "standard output"
+    if stream is None:
+        return OutputLost(f"{name} is closed: nothing could be printed")
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+    why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+    return OutputLost(f"cannot write {name}: {why}")
+
+
 def say(lines: list[str], err: bool = False) -> None:
     """Print lines; bytes of a file name that are not UTF-8 show as U+FFFD, as in the rows."""
     if lines:
         text = "\n".join(lines).encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-        stream = sys.stderr if err else sys.stdout
-        try:
-            emit(stream, text + "\n")   # one write: ranks' lines never interleave
-        except BrokenPipeError:            # the reader stopped early (| head): not a failure;
-            os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())   # the rest goes nowhere
+        put(text + "\n", err)             # one write: ranks' lines never interleave
+
+
+def put(text: str, err: bool = False) -> None:
+    """Write text to stdout (stderr). OutputLost when it cannot be written (closed, a full
+    disk); a stop signal while a full pipe holds the write (Interrupted) drops the rest of it."""
+    stream = sys.stderr if err else sys.stdout
+    if stream is None:
+        raise lost(None, None)
+    try:
+        emit(stream, text)
+    except BrokenPipeError:                # the reader stopped early (| head): not a failure;
+        lost(stream, None)                 # the rest goes nowhere
+    except Interrupted:
+        lost(stream, None)
+        raise
+    except OSError as e:
+        raise lost(stream, e) from None

@@ -110,7 +110,7 @@ class Workers:
         child = workstart.context(local).Process(
             target=resolve(WORKER_PROCESS), name=f"torque-async {describe(proc)}",
             args=(spec, self.barrier, self.calibration_lock))
-        child.start()
+        workstart.launch(child, local)
         if local.affinityParent is not None and not local.noResetParentAffinity:
             os.sched_setaffinity(0, parent_cpus)
         return child

@@ -14,11 +14,11 @@ import tempfile
 import time
 from dataclasses import dataclass
 import _posixshmem
-from multiprocessing import resource_tracker, shared_memory
+from multiprocessing import shared_memory
 
 import numpy as np
 
-from .semaphores import remove as remove_semaphore
+from .semaphores import remove as remove_semaphore, untrack
 from .stats import HIST_BUCKETS, Stats, sparse
 
 MAX_SAMPLES = 1024
@@ -35,9 +35,10 @@ PHASES = ("spawned", "set up", "released", "measured", "done")
 MAGIC = 0x746F72717565         # "torque"
 
 # Set the stop flag (the orchestrator's: workers ignore them). One ignored when the command
-# started stays ignored (nohup's SIGHUP, SIGINT of a script's background job).
-STOP_SIGNALS = tuple(sig for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-                     if signal.getsignal(sig) != signal.SIG_IGN)
+# started stays ignored (nohup's SIGHUP, SIGINT of a script's background job). SIGQUIT (Ctrl-\)
+# is one too: its default (death with a core dump) would leave the run's files behind.
+STOPS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+STOP_SIGNALS = tuple(sig for sig in STOPS if signal.getsignal(sig) != signal.SIG_IGN)
 
 
 @contextlib.contextmanager
@@ -159,7 +160,12 @@ class Results:
         runs started at once on one key exactly one gets it (the other: SegmentExists)."""
         fd, made = tempfile.mkstemp(prefix=f".{name}.", dir=SHM_DIR)     # mode 600
         try:
-            os.ftruncate(fd, HEADER.itemsize + rows * ROW.itemsize)      # zeros
+            size = HEADER.itemsize + rows * ROW.itemsize
+            os.ftruncate(fd, size)                                       # zeros, and
+            try:                       # their pages now: past /dev/shm's free space, a write
+                os.posix_fallocate(fd, 0, size)      # to one killed the run with SIGBUS
+            except OSError as e:
+                raise OSError(e.errno, e.strerror, os.path.join(SHM_DIR, name)) from None
             header = np.zeros((), HEADER)
             header["magic"], header["owner"], header["rows"] = MAGIC, os.getpid(), rows
             os.pwrite(fd, header.tobytes(), 0)
@@ -198,9 +204,8 @@ class Results:
         except FileNotFoundError:
             ours = False
         if ours:
-            self.shm.unlink()          # and forgotten by the resource tracker
-        else:
-            resource_tracker.unregister(self.shm._name, "shared_memory")
+            _posixshmem.shm_unlink(self.shm._name)
+        untrack(self.shm._name, "shared_memory")
 
     def release(self) -> None:
         """Drop the numpy views and unmap; the segment itself stays until unlinked."""
@@ -231,7 +236,7 @@ def header_of(name: str) -> np.void | None:
         shm = shared_memory.SharedMemory(name)
     except FileNotFoundError:
         return None
-    resource_tracker.unregister(shm._name, "shared_memory")
+    untrack(shm._name, "shared_memory")
     try:
         header = np.ndarray((), HEADER, shm.buf, 0).copy()[()] \
             if shm.size >= HEADER.itemsize else None

@@ -37,6 +37,16 @@ def remove(name: str) -> bool:
     return True
 
 
+def untrack(name: str, rtype: str) -> None:
+    """Tell multiprocessing's resource tracker to forget `name`, unless the tracker is gone
+    (killed mid-run): telling it relaunched one, which warned that resources might leak and,
+    never told of the name, printed a KeyError traceback at the exit."""
+    tracker = resource_tracker._resource_tracker
+    if tracker._fd is not None and not tracker._check_alive():
+        return
+    resource_tracker.unregister(name, rtype)
+
+
 def forget(names: tuple[str, ...]) -> None:
     """Remove this process's semaphores' names now (every process that needs them has them
     open) and cancel multiprocessing's own removal of them at exit."""
@@ -45,4 +55,4 @@ def forget(names: tuple[str, ...]) -> None:
         remove(name)
         if name in hooks:
             hooks[name].cancel()
-            resource_tracker.unregister(name, "semaphore")
+            untrack(name, "semaphore")

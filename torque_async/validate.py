@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 
 from . import cluster, limits, outputs
 from .errors import UsageError
@@ -84,6 +85,8 @@ def check_cpus(group) -> None:
 def check_key_input() -> None:
     """-g waits for Enter on stdin, read on the event loop: a terminal, pipe or socket."""
     try:
+        if sys.stdin is None:          # closed when Python started (launch.py then put
+            raise OSError              # /dev/null at its number)
         mode = os.fstat(0).st_mode
     except OSError:
         raise UsageError("-g waits for Enter on stdin, which is closed") from None

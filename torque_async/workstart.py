@@ -26,8 +26,12 @@ from .plan import Plan
 
 FORKED, EXECED = mp.get_context("forkserver"), mp.get_context("spawn")
 PREFIX = "torque-async-forkserver."
-HELD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)    # the stop signals, ignored ones too
+HELD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)   # the stop signals,
+                                                                  # ignored ones too
 SUN_PATH = 108                     # bytes of an AF_UNIX socket's path, its NUL included
+FILES_AT_START = 64                # descriptors the command holds of its own (limits.py): the
+                                   # server passes a worker's through its socket, which fails
+                                   # (an AssertionError) when the limit is near the command's own
 
 
 def context(local):
@@ -81,3 +85,18 @@ def start_server(plan: Plan) -> None:
         forkserver.ensure_running()
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+
+def launch(child, local) -> None:
+    """Start worker process `child` of a group; a forked one whose server's socket is gone
+    (its directory removed while the command ran: a temp cleaner) is named as such, not with a
+    bare 'No such file or directory'."""
+    try:
+        child.start()
+    except FileNotFoundError as e:
+        address = forkserver._forkserver._forkserver_address
+        if local.execChild or e.filename is not None or not address or os.path.exists(address):
+            raise
+        raise OSError(e.errno, "the workers' server's socket is gone: its directory was removed "
+                      "while the command ran (a temp cleaner?); run again", address) from None
+

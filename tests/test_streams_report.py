@@ -27,13 +27,23 @@ def test_stream_lines_give_each_sub_stream_its_target_bandwidth_and_lateness():
     lines = report.stream_lines((rec,), plan.procs())
     assert lines == [               # p99: the 198th of 200 is 5000 ns, bucket top 5119
         "Streams: lateness = completion - deadline (us, 0 when on time); a frame is late "
-        "more than -lateUs 0 us after its deadline; HELD: no frame late or dropped",
+        "more than -lateUs 0 us after its deadline, and lost when later than its stream's buffer "
+        "holds (Buffer frames: that many periods more; 0: every late frame is lost); HELD: no "
+        "frame lost or dropped",
         report.STREAM_HEADER,
-        "0, 0 read t0, 100.0, 100.000, 100.0, 100.000, 200, 0, 0, 0, 0.0, 0.0, 0.0, HELD, "
+        "0, 0 read t0, 100.0, 100.000, 100.0, 100.000, 200, 0, 0, 0, 0, 0, 0.0, 0.0, 0.0, HELD, "
         "MemStreams rw",
-        "0, 1 write t0, 100.0, 100.000, 100.0, 100.000, 200, 3, 0, 2, 0.0, 5.1, 400.0, MISSED, "
-        "MemStreams rw", "",
+        "0, 1 write t0, 100.0, 100.000, 100.0, 100.000, 200, 0, 3, 0, 0, 2, 0.0, 5.1, 400.0, "
+        "MISSED, MemStreams rw", "",
         "streams: 0 held, 1 missed (sub-streams: 1 held, 1 missed)"]
+    # a buffer of 3 frames that held every late frame: they are counted apart, the stream held
+    buffered = cmdline.parse("-bufferFrames 3 -memStreams w 2 1024 100 0 2 64".split())
+    held = replace(sub(200, [5000, 12000]), late=0, late_run=0, late_in_buffer=2)
+    lines = report.stream_lines((record(0, 0, 2000 * MS, 200, 1024 * KB, subs=(held,)),),
+                                buffered.procs())
+    assert lines[2].startswith("0, 0 write t0, 100.0, 100.000, 100.0, 100.000, 200, 3, 0, 2, "
+                               "0, 0, ") and lines[2].endswith(", HELD, MemStreams w")
+    assert lines[-1] == "streams: 1 held, 0 missed (sub-streams: 1 held, 0 missed)"
     tolerant = cmdline.parse("-lateUs 2000 -memStreams rw 2 1024 100 0 2 64".split())
     assert "more than -lateUs 2000 us after its deadline" in \
         report.stream_lines((rec,), tolerant.procs())[0]     # (it said "beyond -lateUs")
@@ -68,7 +78,7 @@ def test_a_stream_stopped_before_its_first_frame_is_not_run_not_held():
     none = SubStream(0, 0, 0, 0, 0, 0, ())
     rec = record(0, 0, 0, 0, 1024 * KB, sys_factor=2, subs=(none, none))
     lines = report.stream_lines((rec,), plan.procs())
-    assert [ln.split(", ")[13] for ln in lines[2:4]] == ["NOT RUN", "NOT RUN"]
+    assert [ln.split(", ")[15] for ln in lines[2:4]] == ["NOT RUN", "NOT RUN"]
     assert lines[-1] == "streams: 0 held, 0 missed, 1 not run (sub-streams: 0 held, 0 missed, " \
                         "2 not run)"
     assert report.verdict_of(["HELD", "NOT RUN"]) == "NOT RUN"      # held nothing whole

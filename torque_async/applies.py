@@ -12,7 +12,7 @@ options.py writes: -B/-KB/-MB/-GB all set `size`), decided against the man page:
                     nor -cyclic (paced by its interval)
     sizes           memory, STREAM, spinWait and file tests (a stream's frame size is its sizeKB
                     argument or -frame/-pixfmt, a video transfer is IH x IW x 4)
-    frame units     -fps -frame -pixfmt -lateUs -dropLate: streams
+    frame units     -fps -frame -pixfmt -lateUs -dropLate -bufferFrames: streams
     -offset*        "a file or buffer": file, memory and STREAM tests
     patterns        -bp -bp1 -bp2 -bt -btr -bpkey: memory tests (STREAM's arrays hold the
                     values its validation needs)
@@ -38,7 +38,7 @@ FILE = EVERY | COUNTED | {"size", "T", "wire", "fbc", "m", "mfile", "mfileXfer"}
 READS = {"touch", "touch4K"}
 PLACED = {"offset"}                        # on a lattice from -offset (not a -files tree)
 LISTED = {"s", "vector"} | PLACED          # a file from the -f list, transfers spaced by -vector
-STREAMS = EVERY | {"wire", "fps", "frame", "pixfmt", "lateUs", "dropLate"}
+STREAMS = EVERY | {"wire", "fps", "frame", "pixfmt", "lateUs", "dropLate", "bufferFrames"}
 
 APPLIES: dict[str, frozenset[str]] = {
     "bcopy": MEMORY, "bzero": MEMORY, "load": STRIDED, "store": STRIDED, "ls": STRIDED,

@@ -184,6 +184,8 @@ _G = [
     Option("bo", GLOBAL, "print only the bandwidth results (and what says they are not whole: "
            "figures not resolved, an interruption, failures; and -f files the run made or grew)",
            group="Output"),
+    Option("bufferFramesAll", GLOBAL, "-bufferFrames for every stream that sets none",
+           (Arg("N", integer(0, 10**6)),), group="Streams"),
     Option("c", GLOBAL, "configuration file (default Torque.config in the working directory, else "
            "the default workload shipped in the package)",
            (Arg("file", text),), dest="config", group="Configuration"),
@@ -259,6 +261,10 @@ _L = [
     Option("appendKB", LOCAL, "-web: an append writes a size uniform in [1 byte, this many KB]",
            (Arg("KB", integer(1, 1 << 20)),), group="Web"),
     *_sizes("", "size", "transfer size"),
+    Option("bufferFrames", LOCAL, "streams: frames the stream's buffer holds: a frame is lost "
+           "(and the stream MISSED) only when it completes more than N periods after its "
+           "deadline; later within the buffer it is late within buffer (default 0: every late "
+           "frame is lost)", (Arg("N", integer(0, 10**6)),), group="Streams"),
     Option("bp", LOCAL, "64-bit memory init patterns 1 and 2", (Arg("p", pattern),),
            dest="bp1", also=(("bp2", SAME),), group="Memory patterns"),
     Option("bp1", LOCAL, "64-bit memory init pattern 1", (Arg("p", pattern),),
@@ -424,11 +430,12 @@ GLOBAL_DEFAULTS: dict[str, Any] = dict(
     freeSharedMemory=False, g=False, help=None, nh=False, printAlias=False, quit=False,
     seed=None, smkey=0xDECA, sp=False, vl=0, version=False,
     csv=None, json=None, noProgress=False, engine="auto", writeDevices=False,
-    allowForeign=False, failLate=False, baseline=False, repeat=1, tAll=None, rampAll=None)
+    allowForeign=False, failLate=False, baseline=False, repeat=1, tAll=None, rampAll=None,
+    bufferFramesAll=None)
 LOCAL_DEFAULTS: dict[str, Any] = dict(
     affinityNumber=None, affinityNumberDiff=None, affinityParent=None, appendKB=16,
     appendEvery=10, size=MB,
-    bp1=0x5555555555555555, bp2=0xAAAAAAAAAAAAAAAA, bpkey=1, bt=100, btr=False, cfiles=False,
+    bufferFrames=None, bp1=0x5555555555555555, bp2=0xAAAAAAAAAAAAAAAA, bpkey=1, bt=100, btr=False, cfiles=False,
     checkpoint=False, dir="filestest", display=None, dropLate=False, execChild=False,
     extraRead=0, fbc=False, fps=None, frame=None, i=10, IH=480, IW=720, lateUs=0, linesize=None,
     m=False, mfile=None, mfileXfer=None, n=64, noResetParentAffinity=False,

@@ -494,8 +494,8 @@ def sample_lines(records, procs, t0: int) -> list[str]:
                     for rec, _ in sampled if sampling_cut(rec)] + none
 
 
-STREAM_HEADER = ("proc,sub,Target(MB/s),Target(fps),BW(MB/s),BW(fps),Frames,Late,Dropped,"
-                 "LongestLate,p50(us),p99(us),max(us),Verdict,Test")
+STREAM_HEADER = ("proc,sub,Target(MB/s),Target(fps),BW(MB/s),BW(fps),Frames,Buffer,Lost,"
+                 "LateInBuffer,Dropped,LongestLost,p50(us),p99(us),max(us),Verdict,Test")
 HELD, MISSED, NOT_RUN = "HELD", "MISSED", "NOT RUN"     # NOT RUN: no frame was due (a stop
                                                         # came before its first)
 
@@ -510,21 +510,24 @@ def sub_stream_names(args) -> list[str]:
 class SubStreamFigures:
     """One sub-stream as the report and the exports give it. BW is the frames moved over the
     time they span (SubStream.elapsed: N periods for N frames that held; the stream's measured
-    time where that is not known); a frame is late when it
-    completed more than -lateUs after its deadline; HELD: none late, none dropped."""
+    time where that is not known); a frame is late when it completed more than -lateUs after
+    its deadline, lost (`late`) when also more than its buffer's -bufferFrames periods after;
+    HELD: none lost, none dropped."""
     sub: str
     target_bw: float              # MB/s
     target_fps: float
     bw: float                     # MB/s
     fps: float
     frames: int                   # frames due: moved + dropped
-    late: int
+    late: int                     # lost: late beyond the buffer
     dropped: int
-    longest_late_run: int         # consecutive frames late or dropped
+    longest_late_run: int         # consecutive frames lost or dropped
     lateness_p50: int             # ns
     lateness_p99: int
     lateness_max: int
     verdict: str
+    buffer_frames: int = 0        # -bufferFrames
+    late_in_buffer: int = 0       # frames late that the buffer held
 
 
 def sub_stream_figures(rec: Record, proc: Proc) -> list[SubStreamFigures]:
@@ -541,7 +544,7 @@ def sub_stream_figures(rec: Record, proc: Proc) -> list[SubStreamFigures]:
             mb_per_s(sub.transfers * rec.transfer_bytes, elapsed),
             per_s(sub.transfers, elapsed), sub.frames, sub.late, sub.dropped,
             sub.late_run, late.percentile(0.5), late.percentile(0.99), late.hi,
-            sub_verdict(sub)))
+            sub_verdict(sub), proc.group.local.bufferFrames or 0, sub.late_in_buffer))
     return out
 
 
@@ -578,15 +581,18 @@ def stream_lines(records, procs) -> list[str]:
             label = f"{KINDS[proc.group.action].label} {proc.group.args[0]}"
             lines.append(", ".join([str(rec.row), f.sub, f"{f.target_bw:.1f}",
                                     f"{f.target_fps:.3f}", f"{f.bw:.1f}", f"{f.fps:.3f}", *map(str, (
-                    f.frames, f.late, f.dropped, f.longest_late_run)), *(f"{v / 1000:.1f}" for v in (
+                    f.frames, f.buffer_frames, f.late, f.late_in_buffer, f.dropped,
+                    f.longest_late_run)), *(f"{v / 1000:.1f}" for v in (
                         f.lateness_p50, f.lateness_p99, f.lateness_max)),
                 f.verdict, label]))
     if not lines:
         return []
     subs = [sub_verdict(sub) for rec in records for sub in rec.subs]
     return ["Streams: lateness = completion - deadline (us, 0 when on time); a frame is late "
-            f"more than -lateUs {tolerances(records, procs)} after its deadline; HELD: no frame "
-            "late or dropped", STREAM_HEADER, *lines, "",
+            f"more than -lateUs {tolerances(records, procs)} after its deadline, and lost when "
+            "later than its stream's buffer holds (Buffer frames: that many periods more; 0: "
+            "every late frame is lost); HELD: no frame lost or dropped", STREAM_HEADER, *lines,
+            "",
             f"streams: {counted(stream_verdicts(records))} (sub-streams: {counted(subs)})"]
 
 

@@ -80,7 +80,8 @@ ROW = np.dtype([
     ("last_lat", "i8"),                          # the last latency recorded (-cyclic's Act)
     ("nsubs", "i8"),                             # streams: sub-streams, and for each of them
     ("sub_xfers", "i8", (MAX_SUBS,)),            # measured transfers,
-    ("late", "i8", (MAX_SUBS,)),                 # those completed after their deadline,
+    ("late", "i8", (MAX_SUBS,)),                 # those lost (late beyond the buffer),
+    ("late_buffered", "i8", (MAX_SUBS,)),        # those late within the buffer,
     ("late_run", "i8", (MAX_SUBS,)),             # the longest run of consecutive late ones,
     ("late_min", "i8", (MAX_SUBS,)), ("late_max", "i8", (MAX_SUBS,)),   # lateness (ns, 0 when
     ("late_sum", "i8", (MAX_SUBS,)),             # on time): min, max, sum and histogram
@@ -293,9 +294,10 @@ def free_segment(name: str) -> tuple[int, tuple[str, ...]] | None:
 @dataclass(frozen=True)
 class SubStream:
     """One sub-stream's figures: measured transfers (frames moved) and their lateness (ns),
-    those late beyond -lateUs, frames dropped (-dropLate), the longest run late or dropped, and
-    the ns its frames span (from its first frame's period to the later of its last due frame's
-    deadline and its last completion: the time of its rate; 0 where not known)."""
+    those lost (`late`: late beyond -lateUs and the -bufferFrames buffer), frames dropped
+    (-dropLate), the longest run lost or dropped, the ns its frames span (from its first
+    frame's period to the later of its last due frame's deadline and its last completion: the
+    time of its rate; 0 where not known) and the frames late within the buffer."""
     transfers: int
     late: int
     late_run: int
@@ -305,6 +307,7 @@ class SubStream:
     hist: tuple[tuple[int, int], ...]
     dropped: int = 0
     elapsed: int = 0
+    late_in_buffer: int = 0
 
     @property
     def frames(self) -> int:
@@ -313,7 +316,7 @@ class SubStream:
 
     @property
     def held(self) -> bool:
-        """No frame late beyond the tolerance, none dropped."""
+        """No frame lost (late beyond the tolerance and the buffer), none dropped."""
         return not (self.late or self.dropped)
 
     @property
@@ -385,7 +388,7 @@ class Record:
                                         int(r["late_run"][i]), int(r["late_min"][i]),
                                         int(r["late_max"][i]), int(r["late_sum"][i]),
                                         sparse(r["late_hist"][i]), int(r["dropped"][i]),
-                                        int(r["sub_ns"][i]))
+                                        int(r["sub_ns"][i]), int(r["late_buffered"][i]))
                               for i in range(int(r["nsubs"]))),
                    late_trace=tuple((int(t), int(ns)) for t, ns in
                                     r["late_trace"][:int(r["nlate_trace"])]),

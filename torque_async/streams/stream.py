@@ -109,7 +109,8 @@ class StreamTest:
         local = self.ctx.local
         pipe = self.pipeline = Pipeline(self.stages, Pacer(start, g.period), self.tracks,
                                         self.frames, now, self.timer.sleep_until, stopped,
-                                        self.trace, local.lateUs * 1000, local.dropLate)
+                                        self.trace, local.lateUs * 1000, local.dropLate,
+                                        local.bufferFrames or 0)
         pipe.measured, pipe.record = g.frames, meter.record
         pipe.timeline = Timeline(g.frames * len(self.stages), MAX_SAMPLES)
         try:
@@ -144,7 +145,7 @@ class StreamTest:
             s.settle()
             row["sub_xfers"][0, i], row["late"][0, i], row["late_run"][0, i] = \
                 s.count, s.late, s.longest
-            row["dropped"][0, i] = s.dropped
+            row["dropped"][0, i], row["late_buffered"][0, i] = s.dropped, s.buffered
             row["sub_ns"][0, i] = self.pipeline.window(self.stages[i], meter.finish)
             row["late_min"][0, i], row["late_max"][0, i], row["late_sum"][0, i] = \
                 s.lo, s.hi, s.total

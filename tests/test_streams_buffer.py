@@ -75,3 +75,16 @@ def test_bad_buffer_frames_is_one_line_and_exit_2(args, message):
     done = run_cli("-quit", *args)
     assert done.returncode == 2 and len(done.stderr.splitlines()) == 1, done.stderr
     assert message in done.stderr and "Traceback" not in done.stderr
+
+
+def test_quit_shows_each_streams_frame_size_rate_bandwidth_and_buffer():
+    done = run_cli("-quit", "-bufferFramesAll", "2", "-bufferFrames", "3", "-frame", "1920x1080",
+                   "-pixfmt", "uyvy422", "-fps", "59.94", "-streams", "w", "2", "0", "0", "0", "2",
+                   "64", "-memStreams", "rrw", "2", "1024", "100", "0", "1", "64")
+    assert done.returncode == 0, done.stderr
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("  stream: ")]
+    assert lines == [
+        "  stream: w, 1 x 120 1920x1080 uyvy422 frames of 4147200 bytes at 59.940 fps (237.1 "
+        "MB/s, every 16.683 ms) per sub-stream; buffer 3 frames (50.050 ms)",
+        "  stream: rrw, 3 x 100 frames of 1024 KB at 100.000 fps (100.0 MB/s, every 10.000 ms) "
+        "per sub-stream; buffer 2 frames (20.000 ms)"]

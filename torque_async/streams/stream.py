@@ -32,7 +32,7 @@ from ..timer import PreciseTimer
 from ..units import KB, MB, NS_PER_S
 from .frames import CHECK_FRAMES, WRITTEN, Frames, header_of
 from .pipeline import Pipeline, Stopped, Timeline, wait_until
-from .schedule import READ, WRITE, Geometry, Pacer
+from .schedule import READ, WRITE, Geometry, Pacer, frames_text
 from .tracks import FileTracks, MemoryTracks
 
 EXTRA_CHUNK = 100_000_000           # ns of frames run at a time while -slow keeps a stream going
@@ -71,11 +71,8 @@ class StreamTest:
             await self.tracks.flush()
         self.timer = PreciseTimer.shared()
         local = self.ctx.local
-        frame = (f"{local.frame[0]}x{local.frame[1]} {local.pixfmt} frames of {g.size} bytes"
-                 if local.frame else f"frames of {g.size // KB} KB")
         where = f"{g.slots} frames per track in {self.tracks.where}"[:100]
-        info = (f"{g.label}: {len(self.stages)} x {g.frames} {frame} at {g.fps:.3f} fps "
-                f"({g.bw:.1f} MB/s, every {float(g.period) / 1e6:.3f} ms)\n{where}")
+        info = f"{g.label}: {len(self.stages)} x {g.frames} {frames_text(g, local)}\n{where}"
         self.info = f"{info}\n{self.tracks.note}" if self.tracks.note else info
 
     async def fill(self) -> None:

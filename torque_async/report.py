@@ -137,10 +137,38 @@ def mostly_alone_lines(plan: Plan, records) -> list[str]:
             f"own alone" for r in records if r.measured and together < r.elapsed / 2]
 
 
+def ran_span(rec: Record) -> tuple[int, int]:
+    """When a test's transfers, measured or not, began and ended (its measured interval where
+    the row does not say)."""
+    began, ended = rec.ran
+    return (began or rec.start, max(ended, rec.finish) if ended else rec.finish)
+
+
+def running_lines(plan: Plan, records, t0: int) -> str:
+    """The span in which every measured test was running, measured or not, and the tests that
+    ran unmeasured in it (-ramp, -slow's extra transfers) for at least a ms, for how long; ""
+    when there was none."""
+    measured = [r for r in records if r.measured]
+    spans = [ran_span(r) for r in measured]
+    lo, hi = max(a for a, _ in spans), min(b for _, b in spans)
+    if hi <= lo:
+        return ""
+    labels = {p.row: test_label(p.group) for p in plan.procs()}
+    alone = [(r.row, hi - lo - max(0, min(hi, r.finish) - max(lo, r.start))) for r in measured]
+    alone = [(row, ns) for row, ns in alone if ns >= NS_PER_MS]
+    line = (f"All {len(measured)} tests ran together from {(lo - t0) // NS_PER_MS} ms to "
+            f"{(hi - t0) // NS_PER_MS} ms ({(hi - lo) // NS_PER_MS} ms)")
+    if not alone:
+        return line
+    named = ", ".join(f"proc {row}" + (f" ({labels[row]})" if row in labels else "") +
+                      f" {ns // NS_PER_MS} ms" for row, ns in alone)
+    return f"{line}, measured or not; unmeasured in it: {named}"
+
+
 def overlap_line(plan: Plan, records, t0: int, cluster=None) -> str:
-    """The interval in which every test was measuring at once; when there was none, advice
-    that fits the plan that ran (under mpiexec: the ranks' start skew, when each rank's own
-    tests did overlap)."""
+    """The span in which every test was running (running_lines) and the interval in which
+    every one was measuring at once; when there was none, advice that fits the plan that ran
+    (under mpiexec: the ranks' start skew, when each rank's own tests did overlap)."""
     window = overlap_window(records)
     if window is None:
         return ""
@@ -152,8 +180,13 @@ def overlap_line(plan: Plan, records, t0: int, cluster=None) -> str:
                   if plan.settings.slow is False else
                   "a test finished before another began measuring (a stream's startTime, or a "
                   "test that stopped early): lengthen the short test or start the late one sooner")
-        return f"Warning: the measured intervals did not all overlap; {advice}"
-    return (f"All {count} tests ran together from {(lo - t0) // NS_PER_MS} ms to "
+        line = f"Warning: the measured intervals did not all overlap; {advice}"
+        ran = "" if cluster else running_lines(plan, records, t0)     # (ranks' clocks differ)
+        return f"{line}; {ran}" if ran else line
+    line = running_lines(plan, records, t0)
+    if "unmeasured in it" not in line:
+        return line
+    return (f"{line}; all measured together from {(lo - t0) // NS_PER_MS} ms to "
             f"{(hi - t0) // NS_PER_MS} ms ({(hi - lo) // NS_PER_MS} ms)")
 
 

@@ -61,6 +61,8 @@ HEADER = np.dtype([("magic", "i8"), ("owner", "i8"), ("rows", "i8"),
 ROW = np.dtype([
     ("state", "i8"), ("pid", "i8"),
     ("start", "i8"), ("finish", "i8"),            # the measured interval
+    ("ran", "i8", (2,)),                         # when its transfers, measured or not (-ramp,
+                                                 # -slow), began and ended (0: not known)
     ("transfers", "i8"),                         # measured transfers (live while running)
     ("whole", "i8"),                             # 1: its measured part reached its limit (n x
                                                  # i, -t's deadline, a stream's frames) before
@@ -368,6 +370,7 @@ class Record:
     launched: int = 0
     setup_ns: int = 0
     whole: bool = True             # its measured part was not cut short by a stop
+    ran: tuple[int, int] = (0, 0)  # its transfers, measured or not, began and ended (0: unknown)
 
     @classmethod
     def of(cls, r: np.void, row: int) -> "Record":
@@ -400,6 +403,7 @@ class Record:
                    cpu_wait=int(r["cpu_wait"]),
                    harness_ns=int(r["harness_ns"]), launched=int(r["launched"]),
                    setup_ns=int(r["setup_ns"]), whole=bool(r["whole"]),
+                   ran=(int(r["ran"][0]), int(r["ran"][1])),
                    op_lat=tuple(Stats(int(r["op_count"][i]), int(r["op_min"][i]),
                                       int(r["op_max"][i]), int(r["op_sum"][i]),
                                       sparse(r["op_hist"][i]))

@@ -229,6 +229,10 @@ _G = [
     Option("repeat", GLOBAL, "run the whole plan n times; the report gives each test's median, "
            "min-max and spread, the JSON every repetition", (Arg("n", integer(1, 1000)),),
            group="Execution"),
+    Option("rtprio", GLOBAL, "run the event loop's thread (streams, file and web tests) "
+           "SCHED_FIFO at priority N, its process's memory locked (mlockall), as cyclictest's "
+           "-p N -m; refused without the privilege", (Arg("N", integer(1, 99)),),
+           group="Execution"),
     Option("seed", GLOBAL, "seed of every random choice (default: from the clock, printed)",
            (Arg("n", integer(0, 2**63 - 1)),), group="Execution"),
     Option("slow", GLOBAL, "keep every test running until the slowest completes "
@@ -431,7 +435,7 @@ GLOBAL_DEFAULTS: dict[str, Any] = dict(
     seed=None, smkey=0xDECA, sp=False, vl=0, version=False,
     csv=None, json=None, noProgress=False, engine="auto", writeDevices=False,
     allowForeign=False, failLate=False, baseline=False, repeat=1, tAll=None, rampAll=None,
-    bufferFramesAll=None)
+    bufferFramesAll=None, rtprio=None)
 LOCAL_DEFAULTS: dict[str, Any] = dict(
     affinityNumber=None, affinityNumberDiff=None, affinityParent=None, appendKB=16,
     appendEvery=10, size=MB,

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from . import __version__
 from .kinds import KINDS, LOOP
 from .plan import Group, Plan, Proc
+from .rtprio import policy_text
 from .figures import CPU_WAITED, FIGURES, Change, Spread
 from .results import MAX_SAMPLES, PHASES, STATE_NAMES, Record
 from .stats import PERCENTILES, Stats, bucket_range, merge
@@ -404,11 +405,12 @@ def loop_line(records, procs, rank=no_rank) -> str:
     busy = loop_busy(records, procs, rank)
     if busy is None:
         return ""
-    group = next(p.group for r, p in zip(records, procs) if r.row == busy["proc"])
+    rec, group = next((r, p.group) for r, p in zip(records, procs) if r.row == busy["proc"])
     client = f"a client of {KINDS[group.action].label} group {group.index}; " \
         if KINDS[group.action].grouped else ""     # (its row is listed only with -v)
     line = (f"Event loop: busy {busy['busy_pct']:.0f}% of proc {busy['proc']}'s measured "
-            f"{busy['interval_ns'] / NS_PER_MS:.0f} ms ({client}its thread's CPU time)")
+            f"{busy['interval_ns'] / NS_PER_MS:.0f} ms ({client}its thread's CPU time; it ran "
+            f"{policy_text(*rec.sched)})")
     if busy["loops"] > 1:
         line = (f"Event loops: {busy['loops']}, one per rank; the busiest, rank "
                 f"{busy['rank']}'s:{line[len('Event loop:'):]}")
@@ -626,7 +628,28 @@ def stream_lines(records, procs) -> list[str]:
             "later than its stream's buffer holds (Buffer frames: that many periods more; 0: "
             "every late frame is lost); HELD: no frame lost or dropped", STREAM_HEADER, *lines,
             "",
-            f"streams: {counted(stream_verdicts(records))} (sub-streams: {counted(subs)})"]
+            f"streams: {counted(stream_verdicts(records))} (sub-streams: {counted(subs)})",
+            *starved_lines(records, procs)]
+
+
+def starved_lines(records, procs) -> list[str]:
+    """A stream that MISSED while the loop's thread (which runs every stream of the process)
+    waited for a CPU (CPU_WAITED % of the stream's measured interval or more) or was busy
+    (LOOP_LIMITED): the misses are then torque-async's, not the storage's or memory's."""
+    out = []
+    for rec, proc in zip(records, procs):
+        cpu = cpu_figures(rec, proc) if rec.subs and rec.elapsed >= SHORTEST_NS else None
+        if not cpu or verdict_of(map(sub_verdict, rec.subs)) != MISSED:
+            continue
+        fifo = f" (even at {policy_text(*rec.sched)})" if rec.sched[0] else ""
+        if (cpu["wait_pct"] or 0) >= CPU_WAITED:
+            out.append(f"proc {rec.row}: the loop's thread waited for a CPU "
+                       f"{cpu['wait_pct']:.0f}% of the time{fifo}: the misses are "
+                       f"torque-async's" + ("" if fifo else ", try -rtprio"))
+        elif cpu["busy_pct"] > 100 * LOOP_LIMITED:
+            out.append(f"proc {rec.row}: the loop's thread was busy {cpu['busy_pct']:.0f}% of "
+                       f"the time: the misses are torque-async's (it runs every loop test)")
+    return out
 
 
 def tolerances(records, procs) -> str:

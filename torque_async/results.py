@@ -98,6 +98,7 @@ ROW = np.dtype([
     ("cpu_user", "i8"), ("cpu_sys", "i8"),       # CPU ns over the measured interval (a worker:
     ("csw_vol", "i8"), ("csw_invol", "i8"),      # its process; a loop test: the loop's thread)
     ("cpu_wait", "i8"),                          # ns runnable but waiting for a CPU (-1: unknown)
+    ("sched", "i8", (2,)),                       # its thread's scheduling policy and priority
     ("harness_ns", "i8"),                        # the harness's own cost per transfer
     ("launched", "i8"),                          # when its process was started (a worker: the
                                                  # orchestrator's stamp just before it started
@@ -371,6 +372,7 @@ class Record:
     setup_ns: int = 0
     whole: bool = True             # its measured part was not cut short by a stop
     ran: tuple[int, int] = (0, 0)  # its transfers, measured or not, began and ended (0: unknown)
+    sched: tuple[int, int] = (0, 0)  # its thread's policy (os.SCHED_*) and priority (-rtprio)
 
     @classmethod
     def of(cls, r: np.void, row: int) -> "Record":
@@ -404,6 +406,7 @@ class Record:
                    harness_ns=int(r["harness_ns"]), launched=int(r["launched"]),
                    setup_ns=int(r["setup_ns"]), whole=bool(r["whole"]),
                    ran=(int(r["ran"][0]), int(r["ran"][1])),
+                   sched=(int(r["sched"][0]), int(r["sched"][1])),
                    op_lat=tuple(Stats(int(r["op_count"][i]), int(r["op_min"][i]),
                                       int(r["op_max"][i]), int(r["op_sum"][i]),
                                       sparse(r["op_hist"][i]))

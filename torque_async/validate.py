@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 import stat
 
-from . import cluster, limits, outputs
+from . import cluster, limits, outputs, rtprio
 from .cmdline import UsageError
 from .inputs import kind
 from .kinds import KINDS, LOOP, resolve
@@ -46,6 +46,7 @@ def check(plan: Plan) -> None:
     if plan.settings.sp and len(procs) != 1:
         raise UsageError(f"-sp runs a single test process in the main process; the plan has "
                          f"{len(procs)}")
+    rtprio.check(plan.settings.rtprio, any(KINDS[p.group.action].runs_in == LOOP for p in procs))
     limits.check(plan)
     outputs.check(plan)
 

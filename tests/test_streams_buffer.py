@@ -88,3 +88,18 @@ def test_quit_shows_each_streams_frame_size_rate_bandwidth_and_buffer():
         "MB/s, every 16.683 ms) per sub-stream; buffer 3 frames (50.050 ms)",
         "  stream: rrw, 3 x 100 frames of 1024 KB at 100.000 fps (100.0 MB/s, every 10.000 ms) "
         "per sub-stream; buffer 2 frames (20.000 ms)"]
+
+
+def test_drop_late_drops_only_what_the_buffer_could_not_hold():
+    # 1 ms periods; frame 3 takes 3.5 ms: frame 4 could start at 6.5 ms, 1.5 periods past its
+    # deadline. Without a buffer it is dropped (a period past); a 1-frame buffer still holds it
+    # (it is dropped from 2 periods past): it moves, lost at 1.6 ms late, and frame 5 (0.7 ms
+    # late) is held by the buffer
+    for buffer, moved, dropped, lost, held in ((0, 9, {4}, 2, 0), (1, 10, set(), 2, 1)):
+        g, pipe, clock, trace = virtual_pipeline(
+            "w", 0, 64, 62.5, 0.01, lambda k: 3_500_000 if k == 3 else 100_000)
+        pipe.drop, pipe.buffer = True, buffer
+        asyncio.run(pipe.run(g.frames))
+        late = pipe.lateness[0].settle()
+        assert (len(trace), pipe.frames.dropped[0], late.late, late.buffered) == \
+            (moved, dropped, lost, held)

@@ -293,7 +293,7 @@ _L = [
     *_sizes("extraRead", "extraRead", "extra read and seek back after each read",
             units=(("B", 1), ("KB", KB), ("MB", MB)), lo=0),
     Option("dropLate", LOCAL, "streams: skip a frame already a whole period past its deadline "
-           "and count it dropped, as a live display does (default: move every frame, as "
+           "(and its -bufferFrames periods) and count it dropped, as a live display does (default: move every frame, as "
            "capture does)", group="Streams"),
     Option("fbc", LOCAL, "turn the file buffer cache on (default off: O_DIRECT)", group="Files"),
     Option("fps", LOCAL, "streams: frames per second (59.94, 29.97, 23.976 are the NTSC "

@@ -7,11 +7,11 @@ when that exceeds the tolerance (-lateUs), and lost when it exceeds the toleranc
 buffer's N periods (-bufferFrames N: frame k is lost when it completes after frame k + N's
 deadline, the N frames behind it having come and filled the buffer; with N = 0 every late
 frame is lost). A stream misses on lost frames; the late frames its buffer held are counted
-apart. With `drop` (-dropLate) a frame whose deadline passed a whole period ago when it could
-start is skipped, never moved, and counted dropped, as a live display does; so is frame k of a
-sub-stream whose input frame k was dropped. Time comes from the injected `clock` and
-`sleep_until` (and the tracks), so the same engine runs on the precise timer or on a virtual
-clock in tests.
+apart. With `drop` (-dropLate) a frame whose deadline passed a whole period ago (plus the
+buffer's N periods) when it could start is skipped, never moved, and counted dropped, as a
+live display does; so is frame k of a sub-stream whose input frame k was dropped. Time comes
+from the injected `clock` and `sleep_until` (and the tracks), so the same engine runs on the
+precise timer or on a virtual clock in tests.
 """
 from __future__ import annotations
 
@@ -237,12 +237,13 @@ class Pipeline:
         return max(self.pacer.release(stage.stage) + self.window(stage) for stage in self.stages)
 
     def skips(self, stage: Stage, k: int) -> bool:
-        """-dropLate: frame k is a whole period past its deadline, or an input of it was dropped."""
+        """-dropLate: frame k is a whole period past its deadline (its buffer's N periods
+        after it: until then the buffer holds it), or an input of it was dropped."""
         if not self.drop:
             return False
         dropped = self.frames.dropped
         return (any(k in dropped[d] for d in stage.op.deps)
-                or self.clock() >= self.pacer.release(k + stage.stage + 2))
+                or self.clock() >= self.pacer.release(k + stage.stage + 2 + self.buffer))
 
     def done(self) -> int:
         """Frames every sub-stream has completed."""

@@ -3,6 +3,7 @@ deadline by more than N periods); the late frames the buffer held are counted ap
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
@@ -103,3 +104,20 @@ def test_drop_late_drops_only_what_the_buffer_could_not_hold():
         late = pipe.lateness[0].settle()
         assert (len(trace), pipe.frames.dropped[0], late.late, late.buffered) == \
             (moved, dropped, lost, held)
+
+
+def test_a_run_records_when_each_test_ran_and_the_buffer_in_its_json():
+    """A load that measured 8 transfers then ran on unmeasured (-slow) beside a 0.3 s stream:
+    its record says so, and the overlap line names it."""
+    done = run_cli("-smkey", "0x7A4B", "-json", "-", "-n", "4", "-i", "2", "-load",
+                   "-bufferFrames", "2", "-memStreams", "w", "0", "64", "62.5", "0", "0.3", "1")
+    assert done.returncode == 0, done.stderr
+    load, stream = json.loads(done.stdout)["tests"]
+    assert stream["streams"]["sub0"]["buffer_frames"] == 2
+    held = stream["streams"]["sub0"]["late_in_buffer"]
+    assert held == stream["record"]["subs"][0]["late_in_buffer"] >= 0
+    ran, rec = load["record"]["ran"], load["record"]
+    assert rec["extra_transfers"] > 0 and ran[0] <= rec["start"] and ran[1] > rec["finish"]
+    assert ran[1] >= stream["record"]["start"]            # it was still running beside the stream
+    line = next(ln for ln in done.stderr.splitlines() if "ran together" in ln)
+    assert "unmeasured in it: proc 0 (" in line, line

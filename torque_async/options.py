@@ -438,8 +438,8 @@ GLOBAL_DEFAULTS: dict[str, Any] = dict(
     bufferFramesAll=None, rtprio=None)
 LOCAL_DEFAULTS: dict[str, Any] = dict(
     affinityNumber=None, affinityNumberDiff=None, affinityParent=None, appendKB=16,
-    appendEvery=10, size=MB,
-    bufferFrames=None, bp1=0x5555555555555555, bp2=0xAAAAAAAAAAAAAAAA, bpkey=1, bt=100, btr=False, cfiles=False,
+    appendEvery=10, size=MB, bufferFrames=None,
+    bp1=0x5555555555555555, bp2=0xAAAAAAAAAAAAAAAA, bpkey=1, bt=100, btr=False, cfiles=False,
     checkpoint=False, dir="filestest", display=None, dropLate=False, execChild=False,
     extraRead=0, fbc=False, fps=None, frame=None, i=10, IH=480, IW=720, lateUs=0, linesize=None,
     m=False, mfile=None, mfileXfer=None, n=64, noResetParentAffinity=False,

@@ -267,8 +267,8 @@ _L = [
     *_sizes("", "size", "transfer size"),
     Option("bufferFrames", LOCAL, "streams: frames the stream's buffer holds: a frame is lost "
            "(and the stream MISSED) only when it completes more than N periods after its "
-           "deadline; later within the buffer it is late within buffer (default 0: every late "
-           "frame is lost)", (Arg("N", integer(0, 10**6)),), group="Streams"),
+           "deadline (and -lateUs); one late by less is counted late within buffer (default 0: "
+           "every late frame is lost)", (Arg("N", integer(0, 10**6)),), group="Streams"),
     Option("bp", LOCAL, "64-bit memory init patterns 1 and 2", (Arg("p", pattern),),
            dest="bp1", also=(("bp2", SAME),), group="Memory patterns"),
     Option("bp1", LOCAL, "64-bit memory init pattern 1", (Arg("p", pattern),),

@@ -236,7 +236,7 @@ def test_each_rank_s_event_loop_is_named_with_its_own_pid_and_the_busiest_with_i
         "PID 3591 is rank 1's torque-async: its 2 processes of the group run as coroutines on "
         "its own event loop"]
     assert "Event loops: 2, one per rank; the busiest, rank 1's: busy 30% of proc 2's " \
-           "measured 1000 ms (its thread's CPU time)" in lines
+           "measured 1000 ms (its thread's CPU time; it ran SCHED_OTHER)" in lines
     doc = export.document(plan, run.records, run.procs, sysinfo.collect(), "now")
     doc = json.loads(export.json_text(report_cluster.document([run], doc)))
     jsonschema.validate(doc, export.schema())

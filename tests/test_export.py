@@ -43,7 +43,7 @@ def test_every_field_is_documented_in_the_schema(what, names, where):
 
 # documented, not required: older v3 documents lack them
 ADDED_WITHIN_V3 = {"launched", "setup_ns", "whole", "cpu_wait", "wait_pct", "checked", "unproved",
-                   "check"}
+                   "check", "ran", "sched"}
 
 
 def test_a_crafted_run_validates_and_carries_the_report_s_figures():

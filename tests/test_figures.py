@@ -114,20 +114,21 @@ def test_a_busy_loop_says_it_limited_the_loop_tests():
     idle = replace(busy, cpu_user=100 * MS, cpu_sys=0)
     loads = (record(1, 0, 1000 * MS, 10, 4096), record(2, 0, 1000 * MS, 10, 4096))
     assert report.loop_line((busy, *loads), plan.procs()) == (
-        "Event loop: busy 95% of proc 0's measured 1000 ms (its thread's CPU time): the loop "
-        "tests were limited by torque-async, not by the system")
-    assert report.loop_line((idle, *loads), plan.procs()).endswith("(its thread's CPU time)")
+        "Event loop: busy 95% of proc 0's measured 1000 ms (its thread's CPU time; it ran "
+        "SCHED_OTHER): the loop tests were limited by torque-async, not by the system")
+    assert report.loop_line((idle, *loads), plan.procs()).endswith(
+        "(its thread's CPU time; it ran SCHED_OTHER)")
     short = replace(busy, finish=busy.start + 2 * MS, cpu_user=2 * MS + MS // 5, cpu_sys=0)
     assert report.loop_line((short, *loads), plan.procs()) == (         # 110%: a tick's error
-        "Event loop: busy 110% of proc 0's measured 2 ms (its thread's CPU time): not resolved "
-        "(< 100 ms)")
+        "Event loop: busy 110% of proc 0's measured 2 ms (its thread's CPU time; it ran "
+        "SCHED_OTHER): not resolved (< 100 ms)")
     web = cmdline.parse("-n 8 -load -dir /srv -p 2 -web".split())      # its rows are hidden
     clients = (replace(loads[0], row=0), replace(busy, row=1), replace(idle, row=2))
     assert report.loop_line(clients, web.procs()) == (
         "Event loop: busy 95% of proc 1's measured 1000 ms (a client of Web group 1; its "
-        "thread's CPU time): the loop tests were limited by torque-async, not by the system; "
-        "more loops serve more -web requests: run it under mpiexec -n K on this host (each rank "
-        "a loop of its own, all serving one -dir)")
+        "thread's CPU time; it ran SCHED_OTHER): the loop tests were limited by torque-async, "
+        "not by the system; more loops serve more -web requests: run it under mpiexec -n K on "
+        "this host (each rank a loop of its own, all serving one -dir)")
     assert "mpiexec" not in report.loop_line((busy, *loads), plan.procs())   # no -web
     cpu = report.cpu_lines((replace(busy, cpu_wait=30 * MS), *loads), plan.procs())
     assert cpu[2] == "0, 900.0, 50.0, 95, 3, 0, 0, loop, Read" and cpu[3].endswith("process, Load")

@@ -7,7 +7,7 @@ import pytest
 
 from torque_async import cmdline, report
 from torque_async.results import SubStream
-from torque_async.units import KB
+from torque_async.units import KB, MB
 
 from test_report import INFO, MS, hist_of, record
 
@@ -27,13 +27,23 @@ def test_stream_lines_give_each_sub_stream_its_target_bandwidth_and_lateness():
     lines = report.stream_lines((rec,), plan.procs())
     assert lines == [               # p99: the 198th of 200 is 5000 ns, bucket top 5119
         "Streams: lateness = completion - deadline (us, 0 when on time); a frame is late "
-        "more than -lateUs 0 us after its deadline; HELD: no frame late or dropped",
+        "more than -lateUs 0 us after its deadline, and lost when later than its stream's buffer "
+        "holds (Buffer frames: that many periods more; 0: every late frame is lost); HELD: no "
+        "frame lost or dropped",
         report.STREAM_HEADER,
-        "0, 0 read t0, 100.0, 100.000, 100.0, 100.000, 200, 0, 0, 0, 0.0, 0.0, 0.0, HELD, "
+        "0, 0 read t0, 100.0, 100.000, 100.0, 100.000, 200, 0, 0, 0, 0, 0, 0.0, 0.0, 0.0, HELD, "
         "MemStreams rw",
-        "0, 1 write t0, 100.0, 100.000, 100.0, 100.000, 200, 3, 0, 2, 0.0, 5.1, 400.0, MISSED, "
-        "MemStreams rw", "",
+        "0, 1 write t0, 100.0, 100.000, 100.0, 100.000, 200, 0, 3, 0, 0, 2, 0.0, 5.1, 400.0, "
+        "MISSED, MemStreams rw", "",
         "streams: 0 held, 1 missed (sub-streams: 1 held, 1 missed)"]
+    # a buffer of 3 frames that held every late frame: they are counted apart, the stream held
+    buffered = cmdline.parse("-bufferFrames 3 -memStreams w 2 1024 100 0 2 64".split())
+    held = replace(sub(200, [5000, 12000]), late=0, late_run=0, late_in_buffer=2)
+    lines = report.stream_lines((record(0, 0, 2000 * MS, 200, 1024 * KB, subs=(held,)),),
+                                buffered.procs())
+    assert lines[2].startswith("0, 0 write t0, 100.0, 100.000, 100.0, 100.000, 200, 3, 0, 2, "
+                               "0, 0, ") and lines[2].endswith(", HELD, MemStreams w")
+    assert lines[-1] == "streams: 1 held, 0 missed (sub-streams: 1 held, 0 missed)"
     tolerant = cmdline.parse("-lateUs 2000 -memStreams rw 2 1024 100 0 2 64".split())
     assert "more than -lateUs 2000 us after its deadline" in \
         report.stream_lines((rec,), tolerant.procs())[0]     # (it said "beyond -lateUs")
@@ -68,7 +78,7 @@ def test_a_stream_stopped_before_its_first_frame_is_not_run_not_held():
     none = SubStream(0, 0, 0, 0, 0, 0, ())
     rec = record(0, 0, 0, 0, 1024 * KB, sys_factor=2, subs=(none, none))
     lines = report.stream_lines((rec,), plan.procs())
-    assert [ln.split(", ")[13] for ln in lines[2:4]] == ["NOT RUN", "NOT RUN"]
+    assert [ln.split(", ")[15] for ln in lines[2:4]] == ["NOT RUN", "NOT RUN"]
     assert lines[-1] == "streams: 0 held, 0 missed, 1 not run (sub-streams: 0 held, 0 missed, " \
                         "2 not run)"
     assert report.verdict_of(["HELD", "NOT RUN"]) == "NOT RUN"      # held nothing whole
@@ -106,3 +116,32 @@ def test_fail_late_counts_every_repetition_not_only_the_first(monkeypatch, capsy
     assert "streams: 1 held, 0 missed" in out                   # the table is repetition 1's
     assert code == 3 and err.splitlines()[-1] == \
         "torque-async: -failLate: a stream missed its rate in repetition 2 of 3 (exit 3)"
+
+
+def test_the_overlap_line_spans_the_time_all_ran_and_names_the_tests_that_ran_unmeasured():
+    """A Triad measured 9-1074 ms and kept running (-slow) beside a 5 s stream: the line said
+    'All 2 tests ran together from 9 ms to 1074 ms' as if it had stopped there."""
+    plan = cmdline.parse("-Striad -memStreams w 0 64 62.5 0 5 1".split())
+    triad = record(0, 9, 1065 * MS, 10, MB, ran=(9 * MS, 5002 * MS), extra_transfers=40)
+    stream = record(1, 9, 4992 * MS, 5000, 64 * KB, ran=(9 * MS, 5001 * MS))
+    assert report.overlap_line(plan, (triad, stream), 0) == (
+        "All 2 tests ran together from 9 ms to 5001 ms (4992 ms), measured or not; unmeasured "
+        f"in it: proc 0 ({report.test_label(plan.groups[0])}) 3927 ms; all measured together "
+        "from 9 ms to 1074 ms (1065 ms)")
+    # a ramp before the measured interval is running too; with none unmeasured, the line as it was
+    ramped = replace(triad, ran=(2 * MS, 1074 * MS), extra_transfers=0)
+    short = replace(stream, finish=1074 * MS, ran=(0, 0))
+    assert report.overlap_line(plan, (ramped, short), 0) == \
+        "All 2 tests ran together from 9 ms to 1074 ms (1065 ms)"
+    early = replace(ramped, start=500 * MS)            # its ramp ran from 2 ms: unmeasured 491 ms
+    assert report.overlap_line(plan, (early, short), 0).startswith(
+        "All 2 tests ran together from 9 ms to 1074 ms (1065 ms), measured or not; unmeasured in "
+        f"it: proc 0 ({report.test_label(plan.groups[0])}) 491 ms; all measured together from "
+        "500 ms")
+    # measured apart, but running together (-slow): the warning says when they did run together
+    apart = replace(triad, finish=10 * MS)
+    late = replace(stream, start=57 * MS, finish=1065 * MS, ran=(57 * MS, 1065 * MS))
+    assert report.overlap_line(plan, (apart, late), 0).endswith(
+        "lengthen the short test or start the late one sooner; All 2 tests ran together from "
+        f"57 ms to 1065 ms (1008 ms), measured or not; unmeasured in it: proc 0 "
+        f"({report.test_label(plan.groups[0])}) 1008 ms")

@@ -31,8 +31,8 @@ def test_a_memory_stream_holds_its_target_over_a_few_seconds():
     for s in subs:
         assert s[2] == "25.0" and abs(float(s[4]) - 25) <= 0.05 * 25 and s[6] == "600"
         assert s[3] == "200.000" and abs(float(s[5]) - 200) <= 0.05 * 200     # frames per second
-        assert int(s[7]) <= 600 and s[-1] == "MemStreams rrw"
-        assert s[13] == ("HELD" if s[7] == "0" else "MISSED")
+        assert s[7] == "0" and int(s[8]) <= 600 and s[-1] == "MemStreams rrw"   # no buffer
+        assert s[9] == "0" and s[15] == ("HELD" if s[8] == "0" else "MISSED")
     bw = next(line for line in r.stdout.splitlines() if line.startswith("BW:"))
     assert abs(int(bw.split(",")[1]) - 2 * float(row[5])) <= 2   # a memory copy reads + writes
 
@@ -68,9 +68,9 @@ def test_an_impossible_target_is_reported_late_not_skipped():
                 "0.005", "8")
     assert r.returncode == 0, r.stderr
     (s,) = stream_rows(r.stdout)
-    assert s[6] == "512" and s[7] == "512" and s[9] == "512"      # every transfer late, in a row
-    assert s[8] == "0" and s[13] == "MISSED"                      # none skipped
-    assert float(s[4]) < 102400 and 0 < float(s[10]) <= float(s[11]) <= float(s[12])
+    assert s[6] == "512" and s[8] == "512" and s[11] == "512"     # every transfer lost, in a row
+    assert s[10] == "0" and s[15] == "MISSED"                     # none skipped
+    assert float(s[4]) < 102400 and 0 < float(s[12]) <= float(s[13]) <= float(s[14])
     assert "streams: 0 held, 1 missed" in r.stdout
 
 

@@ -11,10 +11,17 @@ rung runs on that command too (e.g. the installed torque-async: the build before
 engine carried the file streams), interleaved round by round so the machine's drifts hit both.
 Per rung and command: streams held in each round (HELD: no frame late, none dropped), the median
 over rounds of the worst stream's lateness p99 (us) and of -cyclic's and cyclictest's p99 (us);
-then per place and command the largest N whose median round held every stream.
+then per place and command the largest N whose median round held every stream, and the
+largest N held in every round.
+
+--buffers 0,3 and --rtprio 0,50 run each rung under each pair (-bufferFrames B; -rtprio P, 0:
+without), interleaved round by round as the commands are; --beside adds actions that run
+beside the streams the whole time (e.g. "-Striad": the Triad measures its transfers, then
+keeps running unmeasured until the streams end).
 
     python3 tools/bench_streams.py [--seconds 2] [--rounds 3] [--max 8] [--places memory,files]
-                                   [--reference torque-async]
+                                   [--reference torque-async] [--buffers 0,3] [--rtprio 0,50]
+                                   [--beside=-Striad]
 """
 from __future__ import annotations
 
@@ -67,14 +74,16 @@ def p99_us(sparse: list[list[int]]) -> float:
     return 0.0
 
 
-def one_run(cmd: str, place: str, n: int, seconds: float, key: int) -> dict:
-    """One torque-async run of n streams beside -cyclic, cyclictest beside it."""
+def one_run(cmd: str, place: str, n: int, seconds: float, key: int, opts=()) -> dict:
+    """One torque-async run of n streams beside -cyclic, cyclictest beside it; `opts`: more
+    options and actions (-bufferFrames, -rtprio, --beside's)."""
     with tempfile.TemporaryDirectory(dir=ROOT) as where:
         out = Path(where) / "r.json"
         ct = cyclictest(seconds + 1.5)
         env = {**os.environ, "PYTHONPATH": str(ROOT)} if cmd == THIS else None
-        run = subprocess.run([*cmd.split(), "-smkey", str(key), "-json", str(out), "-p", str(n),
-                              ACTIONS[place], *STREAM, str(seconds), "64", "-cyclic", "1000"],
+        run = subprocess.run([*cmd.split(), "-smkey", str(key), "-json", str(out), *opts[0],
+                              "-p", str(n), *opts[1], ACTIONS[place], *STREAM, str(seconds), "64",
+                              "-cyclic", "1000", *opts[2]],
                              cwd=where, capture_output=True, text=True, env=env)
         ct_out = ct.communicate()[0] if ct else ""
         if run.returncode:
@@ -88,6 +97,26 @@ def one_run(cmd: str, place: str, n: int, seconds: float, key: int) -> dict:
             "cyclictest_p99_us": cyclictest_p99(ct_out) if ct else math.nan}
 
 
+def variant(buffer: str, rtprio: str) -> str:
+    """A command's label's options part: ' [-bufferFrames 3 -rtprio 50]' ('' for neither)."""
+    opts = [*(["-bufferFrames", buffer] if buffer != "0" else []),
+            *(["-rtprio", rtprio] if rtprio != "0" else [])]
+    return f" [{' '.join(opts)}]" if opts else ""
+
+
+def base(label: str) -> str:
+    return label.split(" [")[0]
+
+
+def options(label: str, beside: list[str]) -> tuple[list[str], list[str], list[str]]:
+    """A label's (globals, stream locals, actions beside) for one_run."""
+    opts = label.partition(" [")[2].rstrip("]").split()
+    pairs = dict(zip(opts[::2], opts[1::2]))
+    return ((["-rtprio", pairs["-rtprio"]] if "-rtprio" in pairs else []),
+            (["-bufferFrames", pairs["-bufferFrames"]] if "-bufferFrames" in pairs else []),
+            beside)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=float, default=2.0)
@@ -95,20 +124,27 @@ def main() -> None:
     ap.add_argument("--max", type=int, default=8)
     ap.add_argument("--places", default="memory,files")
     ap.add_argument("--reference", help="another torque-async command to measure alike")
+    ap.add_argument("--buffers", default="0", help="-bufferFrames values, comma-separated")
+    ap.add_argument("--rtprio", default="0", help="-rtprio values, comma-separated (0: without)")
+    ap.add_argument("--beside", default="", help="actions beside the streams, e.g. -Striad")
     a = ap.parse_args()
-    commands = [THIS, *([a.reference] if a.reference else [])]
+    commands = [f"{cmd}{variant(b, p)}" for cmd in [THIS, *([a.reference] if a.reference else [])]
+                for b in a.buffers.split(",") for p in a.rtprio.split(",")]
+    extra = a.beside.split()
     key = 0x7B500
     print(f"cpus {os.cpu_count()}; load {os.getloadavg()[0]:.1f}; cyclictest: "
           f"{shutil.which('cyclictest') or 'absent'}; {a.rounds} rounds of {a.seconds} s")
     for place in a.places.split(","):
         best = {cmd: 0 for cmd in commands}
+        every = dict(best)
         n = 1
         while n <= a.max:
             runs: dict[str, list[dict]] = {cmd: [] for cmd in commands}
             for _ in range(a.rounds):
                 for cmd in commands:
                     key += 1
-                    runs[cmd].append(one_run(cmd, place, n, a.seconds, key))
+                    runs[cmd].append(one_run(base(cmd), place, n, a.seconds, key,
+                                             options(cmd, extra)))
             for cmd, rs in runs.items():
                 med = {f: statistics.median(r[f] for r in rs) for f in
                        ("p99_us", "cyclic_p99_us", "cyclictest_p99_us")}
@@ -117,9 +153,12 @@ def main() -> None:
                       f"cyclictest {med['cyclictest_p99_us']:.0f}", flush=True)
                 if statistics.median(r["held"] for r in rs) == n and best[cmd] == n // 2:
                     best[cmd] = n
+                if min(r["held"] for r in rs) == n and every[cmd] == n // 2:
+                    every[cmd] = n
             n *= 2
         for cmd in commands:
-            print(f"{place} [{cmd}]: largest N of 1080p60 uyvy422 writers that held: {best[cmd]}")
+            print(f"{place} [{cmd}]: largest N of 1080p60 uyvy422 writers that held: {best[cmd]} "
+                  f"(median round), {every[cmd]} (every round)")
 
 
 if __name__ == "__main__":

@@ -235,8 +235,13 @@ def scan(tokens: list[Token], aliases: Iterable[str] = ()) -> Scan:
 
 def with_global_times(groups: tuple[Group, ...], settings) -> tuple[Group, ...]:
     """-tAll and -rampAll as the -t and -ramp of every group that sets none; a stream's length
-    is its runTime argument, so they leave streams alone."""
+    is its runTime argument, so they leave streams alone; -bufferFramesAll as the -bufferFrames
+    of every stream that sets none (0 without either)."""
     def own(g: Group) -> Group:
+        if applies("bufferFrames", g.action):
+            n = g.local.bufferFrames
+            n = n if n is not None else settings.bufferFramesAll or 0
+            return replace(g, local=replace(g.local, bufferFrames=n))
         if not applies("t", g.action):
             return g
         t = g.local.t if g.local.t is not None else settings.tAll

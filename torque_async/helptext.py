@@ -7,6 +7,7 @@ from dataclasses import fields
 from .options import ACTION, GLOBAL, LOCAL, LOCAL_DEFAULTS, OPTIONS, Locals, default_text
 from .kinds import KINDS
 from .plan import Plan
+from .streams.schedule import plan_lines as stream_plan_lines
 from .units import MB
 
 USAGE = ("usage: torque-async [run] [global options] [[local options] action] "
@@ -125,7 +126,9 @@ def plan_lines(plan: Plan) -> list[str]:
         lines += [f"group {g.index}: -{g.action}{' ' + args if args else ''} x {g.local.p}",
                   f"  locals: {', '.join(changed) or 'defaults'}",
                   *([f"  working set: {sets} x {g.local.n * g.local.size / MB:g} MBytes per "
-                     f"process"] if sets else []), f"  from: {g.text}"]
+                     f"process"] if sets else []),
+                  *(stream_plan_lines(g) if g.action in ("streams", "memStreams") else []),
+                  f"  from: {g.text}"]
     return lines
 
 

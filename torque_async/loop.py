@@ -23,6 +23,7 @@ from .kind_api.rows import describe, mark_checked, mark_closed, mark_failed, mar
 from .meter import Limit, Meter, harness_cost, thread_usage
 from .plan import Plan, Proc
 from .results import DONE, RUNNING, Results
+from .rtprio import RealTime, policy_of
 from .validate import loop_cpu
 
 
@@ -51,6 +52,7 @@ class LoopSide:
         self.procs, self.linesize = procs, linesize
         self.tests: list[tuple[Proc, LoopTest]] = []
         self.cpu, self.cpus = loop_cpu(plan), os.sched_getaffinity(0)
+        self.realtime: RealTime | None = None        # -rtprio, from the end of set-up
 
     def row(self, proc: Proc):
         return self.results.row(proc.row)
@@ -89,6 +91,19 @@ class LoopSide:
             mark_ready(row, test)                # (its Meter is made in set-up: made at its
                                                  # start, it would delay the tests' release)
         await self.calibrate()
+        self.real_time()
+
+    def real_time(self) -> None:
+        """-rtprio: this thread SCHED_FIFO, the process locked, once the tests are set up (the
+        plan's check found both allowed; a refusal now fails the first test, by name)."""
+        priority = self.plan.settings.rtprio
+        if priority is None or not self.tests:
+            return
+        try:
+            self.realtime = RealTime(priority)
+        except OSError as e:
+            mark_failed(self.row(self.tests[0][0]), TestError(f"-rtprio {priority}: {e}"))
+            self.on_failure()
 
     async def calibrate(self) -> None:
         """The tests that share a choice of the engine's make it together, once all are set up
@@ -110,7 +125,7 @@ class LoopSide:
 
     async def run_one(self, proc: Proc, test: LoopTest) -> None:
         row, meter = self.row(proc), self.meters[proc.row]
-        row["state"] = RUNNING
+        row["state"], row["sched"] = RUNNING, policy_of()     # the loop's, as it runs the test
         # a run stopped (a signal, a failure) skips the data checks: they read back every
         # lane's place and can take seconds; the report says the run did not finish anyway
         if not await self.guarded(proc, lambda: test.run(meter)):
@@ -135,3 +150,6 @@ class LoopSide:
             mark_closed(self.row(proc))
         if self.cpu is not None and self.procs:
             os.sched_setaffinity(0, self.cpus)
+        if self.realtime is not None:
+            self.realtime.restore()
+            self.realtime = None

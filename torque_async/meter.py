@@ -93,6 +93,7 @@ class Meter:
         """-ramp's unmeasured transfers start now; returns the time."""
         t = now()
         self.ramp_end = t + self.limit.ramp_ns
+        self.row["ran"][0, 0] = t
         return t
 
     def ramping(self, t: int) -> bool:
@@ -104,6 +105,8 @@ class Meter:
         counts from here."""
         self.cpu0 = self.who()
         self.start = t = now()
+        if not self.row["ran"][0, 0]:               # (a ramp began it)
+            self.row["ran"][0, 0] = t
         if self.limit.runtime_ns:
             self.deadline = t + self.limit.runtime_ns
         return t
@@ -230,6 +233,7 @@ class Meter:
         r["whole"] = k >= self.total or self.stop[0] >= self.deadline if whole is None \
             else whole
         r["start"], r["finish"] = self.start, self.finish
+        r["ran"][0, 1] = self.finish                # until publish_extra says later
         r["bytes"], r["sys_bytes"] = k * transfer_bytes, k * system_bytes
         r["lat_min"], r["lat_max"], r["lat_sum"], r["lat_count"] = lat.lo, lat.hi, lat.total, k
         r["hist"][0] = lat.hist
@@ -250,7 +254,10 @@ class Meter:
         r["state"] = results.MEASURED
 
     def publish_extra(self, extra: int) -> None:
+        """The unmeasured transfers after the measured ones (-slow): `extra` of them, ending now."""
         self.row["extra_transfers"] = extra
+        if extra:
+            self.row["ran"][0, 1] = now()
 
 
 def process_usage() -> np.ndarray:

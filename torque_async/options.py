@@ -211,6 +211,8 @@ _G = [
     Option("bo", GLOBAL, "print only the bandwidth results (and what says they are not whole: "
            "figures not resolved, an interruption, failures; and -f files the run made or grew)",
            default=False, group="Output"),
+    Option("bufferFramesAll", GLOBAL, "-bufferFrames for every stream that sets none",
+           (Arg("N", integer(0, 10**6)),), default=None, group="Streams"),
     Option("c", GLOBAL, "configuration file (default Torque.config in the working directory, else "
            "the default workload shipped in the package)",
            (Arg("file", text),), dest="config", default=None, group="Configuration"),
@@ -267,6 +269,10 @@ _G = [
     Option("repeat", GLOBAL, "run the whole plan n times; the report gives each test's median, "
            "min-max and spread, the JSON every repetition", (Arg("n", integer(1, 1000)),),
            default=1, group="Execution"),
+    Option("rtprio", GLOBAL, "run the event loop's thread (streams, file and web tests) "
+           "SCHED_FIFO at priority N, its process's memory locked (mlockall), as cyclictest's "
+           "-p N -m; refused without the privilege", (Arg("N", integer(1, 99)),),
+           default=None, group="Execution"),
     Option("seed", GLOBAL, "seed of every random choice (default: from the clock, printed)",
            (Arg("n", integer(0, 2**63 - 1)),), default=None, group="Execution", fio=("randseed",)),
     Option("slow", GLOBAL, "keep every test running until the slowest completes "
@@ -306,6 +312,11 @@ _L = [
     Option("keepLog", LOCAL, "-web: keep the log the clients appended to (torque-web.log under "
            "-dir); without it the run removes the log it made at its end", default=False,
            applies=WEB, group="Web"),
+    Option("bufferFrames", LOCAL, "streams: frames the stream's buffer holds: a frame is lost "
+           "(and the stream MISSED) only when it completes more than N periods after its "
+           "deadline (and -lateUs); one late by less is counted late within buffer (default 0: "
+           "every late frame is lost)", (Arg("N", integer(0, 10**6)),), default=None,
+           applies=STREAMS, group="Streams"),
     Option("bp", LOCAL, "64-bit memory init patterns 1 and 2", (Arg("p", pattern),),
            dest="bp1", also=(("bp2", SAME),), applies=MEMORY, group="Memory patterns"),
     Option("bp1", LOCAL, "64-bit memory init pattern 1", (Arg("p", pattern),),
@@ -334,8 +345,9 @@ _L = [
     *_sizes("extraRead", "extraRead", "extra read and seek back after each read", 0, {"r"},
             units=(("B", 1), ("KB", KB), ("MB", MB)), lo=0),
     Option("dropLate", LOCAL, "streams: skip a frame already a whole period past its deadline "
-           "and count it dropped, as a live display does (default: move every frame, as "
-           "capture does)", default=False, applies=STREAMS, group="Streams"),
+           "(and its -bufferFrames periods) and count it dropped, as a live display does "
+           "(default: move every frame, as capture does)", default=False, applies=STREAMS,
+           group="Streams"),
     Option("fbc", LOCAL, "turn the file buffer cache on (default off: O_DIRECT)",
            default=False, how=SETTING, applies=FILE | {"streams"}, group="Files",
            fio=("direct",)),

@@ -18,6 +18,7 @@ from .kinds import KINDS, LOOP
 from .plan import Group, Plan, Proc
 from .figures import CPU_WAITED, FIGURES, ONE_RUN, WITHIN_NOISE, Change, Rank, Spread
 from .results import CHECKED, COUNT, FAILED, MAX_SAMPLES, PHASES, STATE_NAMES, VALUES, Record
+from .rtprio import policy_text
 from .stats import PERCENTILES, Stats, bucket_range, merge
 from .sysinfo import SysInfo, header_lines
 from .units import MB, NS_PER_MS, human, kb_text, mb_per_s, per_s
@@ -138,10 +139,38 @@ def mostly_alone_lines(plan: Plan, records) -> list[str]:
             f"own alone" for r in records if r.measured and together < r.elapsed / 2]
 
 
+def ran_span(rec: Record) -> tuple[int, int]:
+    """When a test's transfers, measured or not, began and ended (its measured interval where
+    the row does not say)."""
+    began, ended = rec.ran
+    return (began or rec.start, max(ended, rec.finish) if ended else rec.finish)
+
+
+def running_lines(plan: Plan, records, t0: int) -> str:
+    """The span in which every measured test was running, measured or not, and the tests that
+    ran unmeasured in it (-ramp, -slow's extra transfers) for at least a ms, for how long; ""
+    when there was none."""
+    measured = [r for r in records if r.measured]
+    spans = [ran_span(r) for r in measured]
+    lo, hi = max(a for a, _ in spans), min(b for _, b in spans)
+    if hi <= lo:
+        return ""
+    labels = {p.row: test_label(p.group) for p in plan.procs()}
+    alone = [(r.row, hi - lo - max(0, min(hi, r.finish) - max(lo, r.start))) for r in measured]
+    alone = [(row, ns) for row, ns in alone if ns >= NS_PER_MS]
+    line = (f"All {len(measured)} tests ran together from {(lo - t0) // NS_PER_MS} ms to "
+            f"{(hi - t0) // NS_PER_MS} ms ({(hi - lo) // NS_PER_MS} ms)")
+    if not alone:
+        return line
+    named = ", ".join(f"proc {row}" + (f" ({labels[row]})" if row in labels else "") +
+                      f" {ns // NS_PER_MS} ms" for row, ns in alone)
+    return f"{line}, measured or not; unmeasured in it: {named}"
+
+
 def overlap_line(plan: Plan, records, t0: int, cluster=None) -> str:
-    """The interval in which every test was measuring at once; when there was none, advice
-    that fits the plan that ran (under mpiexec: the ranks' start skew, when each rank's own
-    tests did overlap)."""
+    """The span in which every test was running (running_lines) and the interval in which
+    every one was measuring at once; when there was none, advice that fits the plan that ran
+    (under mpiexec: the ranks' start skew, when each rank's own tests did overlap)."""
     window = overlap_window(records)
     if window is None:
         return ""
@@ -153,8 +182,13 @@ def overlap_line(plan: Plan, records, t0: int, cluster=None) -> str:
                   if plan.settings.slow is False else
                   "a test finished before another began measuring (a stream's startTime, or a "
                   "test that stopped early): lengthen the short test or start the late one sooner")
-        return f"Warning: the measured intervals did not all overlap; {advice}"
-    return (f"All {count} tests ran together from {(lo - t0) // NS_PER_MS} ms to "
+        line = f"Warning: the measured intervals did not all overlap; {advice}"
+        ran = "" if cluster else running_lines(plan, records, t0)     # (ranks' clocks differ)
+        return f"{line}; {ran}" if ran else line
+    line = running_lines(plan, records, t0)
+    if "unmeasured in it" not in line:
+        return line
+    return (f"{line}; all measured together from {(lo - t0) // NS_PER_MS} ms to "
             f"{(hi - t0) // NS_PER_MS} ms ({(hi - lo) // NS_PER_MS} ms)")
 
 
@@ -372,11 +406,12 @@ def loop_line(records, procs, rank=no_rank) -> str:
     busy = loop_busy(records, procs, rank)
     if busy is None:
         return ""
-    group = next(p.group for r, p in zip(records, procs) if r.row == busy["proc"])
+    rec, group = next((r, p.group) for r, p in zip(records, procs) if r.row == busy["proc"])
     client = f"a client of {KINDS[group.action].label} group {group.index}; " \
         if KINDS[group.action].grouped else ""     # (its row is listed only with -v)
     line = (f"Event loop: busy {busy['busy_pct']:.0f}% of proc {busy['proc']}'s measured "
-            f"{busy['interval_ns'] / NS_PER_MS:.0f} ms ({client}its thread's CPU time)")
+            f"{busy['interval_ns'] / NS_PER_MS:.0f} ms ({client}its thread's CPU time; it ran "
+            f"{policy_text(*rec.sched)})")
     if busy["loops"] > 1:
         line = (f"Event loops: {busy['loops']}, one per rank; the busiest, rank "
                 f"{busy['rank']}'s:{line[len('Event loop:'):]}")
@@ -522,8 +557,8 @@ def sample_lines(records, procs, t0: int) -> list[str]:
                     for rec, _ in sampled if sampling_cut(rec)] + none
 
 
-STREAM_HEADER = ("proc,sub,Target(MB/s),Target(fps),BW(MB/s),BW(fps),Frames,Late,Dropped,"
-                 "LongestLate,p50(us),p99(us),max(us),Verdict,Test")
+STREAM_HEADER = ("proc,sub,Target(MB/s),Target(fps),BW(MB/s),BW(fps),Frames,Buffer,Lost,"
+                 "LateInBuffer,Dropped,LongestLost,p50(us),p99(us),max(us),Verdict,Test")
 HELD, MISSED, NOT_RUN = "HELD", "MISSED", "NOT RUN"     # NOT RUN: no frame was due (a stop
                                                         # came before its first)
 
@@ -538,21 +573,24 @@ def sub_stream_names(args) -> list[str]:
 class SubStreamFigures:
     """One sub-stream as the report and the exports give it. BW is the frames moved over the
     time they span (SubStream.elapsed: N periods for N frames that held; the stream's measured
-    time where that is not known); a frame is late when it
-    completed more than -lateUs after its deadline; HELD: none late, none dropped."""
+    time where that is not known); a frame is late when it completed more than -lateUs after
+    its deadline, lost (`late`) when also more than its buffer's -bufferFrames periods after;
+    HELD: none lost, none dropped."""
     sub: str
     target_bw: float              # MB/s
     target_fps: float
     bw: float                     # MB/s
     fps: float
     frames: int                   # frames due: moved + dropped
-    late: int
+    late: int                     # lost: late beyond the buffer
     dropped: int
-    longest_late_run: int         # consecutive frames late or dropped
+    longest_late_run: int         # consecutive frames lost or dropped
     lateness_p50: int             # ns
     lateness_p99: int
     lateness_max: int
     verdict: str
+    buffer_frames: int = 0        # -bufferFrames
+    late_in_buffer: int = 0       # frames late that the buffer held
 
 
 def sub_stream_figures(rec: Record, proc: Proc) -> list[SubStreamFigures]:
@@ -569,7 +607,7 @@ def sub_stream_figures(rec: Record, proc: Proc) -> list[SubStreamFigures]:
             mb_per_s(sub.transfers * rec.transfer_bytes, elapsed),
             per_s(sub.transfers, elapsed), sub.frames, sub.late, sub.dropped,
             sub.late_run, late.percentile(0.5), late.percentile(0.99), late.hi,
-            sub_verdict(sub)))
+            sub_verdict(sub), proc.group.local.bufferFrames or 0, sub.late_in_buffer))
     return out
 
 
@@ -606,16 +644,40 @@ def stream_lines(records, procs) -> list[str]:
             label = f"{KINDS[proc.group.action].label} {proc.group.args[0]}"
             lines.append(", ".join([str(rec.row), f.sub, f"{f.target_bw:.1f}",
                                     f"{f.target_fps:.3f}", f"{f.bw:.1f}", f"{f.fps:.3f}", *map(str, (
-                    f.frames, f.late, f.dropped, f.longest_late_run)), *(f"{v / 1000:.1f}" for v in (
+                    f.frames, f.buffer_frames, f.late, f.late_in_buffer, f.dropped,
+                    f.longest_late_run)), *(f"{v / 1000:.1f}" for v in (
                         f.lateness_p50, f.lateness_p99, f.lateness_max)),
                 f.verdict, label]))
     if not lines:
         return []
     subs = [sub_verdict(sub) for rec in records for sub in rec.subs]
     return ["Streams: lateness = completion - deadline (us, 0 when on time); a frame is late "
-            f"more than -lateUs {tolerances(records, procs)} after its deadline; HELD: no frame "
-            "late or dropped", STREAM_HEADER, *lines, "",
-            f"streams: {counted(stream_verdicts(records))} (sub-streams: {counted(subs)})"]
+            f"more than -lateUs {tolerances(records, procs)} after its deadline, and lost when "
+            "later than its stream's buffer holds (Buffer frames: that many periods more; 0: "
+            "every late frame is lost); HELD: no frame lost or dropped", STREAM_HEADER, *lines,
+            "",
+            f"streams: {counted(stream_verdicts(records))} (sub-streams: {counted(subs)})",
+            *starved_lines(records, procs)]
+
+
+def starved_lines(records, procs) -> list[str]:
+    """A stream that MISSED while the loop's thread (which runs every stream of the process)
+    waited for a CPU (CPU_WAITED % of the stream's measured interval or more) or was busy
+    (LOOP_LIMITED): the misses are then torque-async's, not the storage's or memory's."""
+    out = []
+    for rec, proc in zip(records, procs):
+        cpu = cpu_figures(rec, proc) if rec.subs and rec.elapsed >= SHORTEST_NS else None
+        if not cpu or verdict_of(map(sub_verdict, rec.subs)) != MISSED:
+            continue
+        fifo = f" (even at {policy_text(*rec.sched)})" if rec.sched[0] else ""
+        if (cpu["wait_pct"] or 0) >= CPU_WAITED:
+            out.append(f"proc {rec.row}: the loop's thread waited for a CPU "
+                       f"{cpu['wait_pct']:.0f}% of the time{fifo}: the misses are "
+                       f"torque-async's" + ("" if fifo else ", try -rtprio"))
+        elif cpu["busy_pct"] > 100 * LOOP_LIMITED:
+            out.append(f"proc {rec.row}: the loop's thread was busy {cpu['busy_pct']:.0f}% of "
+                       f"the time: the misses are torque-async's (it runs every loop test)")
+    return out
 
 
 def tolerances(records, procs) -> str:

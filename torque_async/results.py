@@ -71,6 +71,8 @@ HEADER = np.dtype([("magic", "i8"), ("owner", "i8"), ("rows", "i8"),
 ROW = np.dtype([
     ("state", "i8"), ("pid", "i8"),
     ("start", "i8"), ("finish", "i8"),            # the measured interval
+    ("ran", "i8", (2,)),                         # when its transfers, measured or not (-ramp,
+                                                 # -slow), began and ended (0: not known)
     ("transfers", "i8"),                         # measured transfers (live while running)
     ("whole", "i8"),                             # 1: its measured part reached its limit (n x
                                                  # i, -t's deadline, a stream's frames) before
@@ -90,7 +92,8 @@ ROW = np.dtype([
     ("last_lat", "i8"),                          # the last latency recorded (-cyclic's Act)
     ("nsubs", "i8"),                             # streams: sub-streams, and for each of them
     ("sub_xfers", "i8", (MAX_SUBS,)),            # measured transfers,
-    ("late", "i8", (MAX_SUBS,)),                 # those completed after their deadline,
+    ("late", "i8", (MAX_SUBS,)),                 # those lost (late beyond the buffer),
+    ("late_buffered", "i8", (MAX_SUBS,)),        # those late within the buffer,
     ("late_run", "i8", (MAX_SUBS,)),             # the longest run of consecutive late ones,
     ("late_min", "i8", (MAX_SUBS,)), ("late_max", "i8", (MAX_SUBS,)),   # lateness (ns, 0 when
     ("late_sum", "i8", (MAX_SUBS,)),             # on time): min, max, sum and histogram
@@ -105,6 +108,7 @@ ROW = np.dtype([
     ("cpu_user", "i8"), ("cpu_sys", "i8"),       # CPU ns over the measured interval (a worker:
     ("csw_vol", "i8"), ("csw_invol", "i8"),      # its process; a loop test: the loop's thread)
     ("cpu_wait", "i8"),                          # ns runnable but waiting for a CPU (-1: unknown)
+    ("sched", "i8", (2,)),                       # its thread's scheduling policy and priority
     ("harness_ns", "i8"),                        # the harness's own cost per transfer
     ("launched", "i8"),                          # when its process was started (a worker: the
                                                  # orchestrator's stamp just before it started
@@ -311,9 +315,10 @@ def free_segment(name: str) -> tuple[int, tuple[str, ...]] | None:
 @dataclass(frozen=True)
 class SubStream:
     """One sub-stream's figures: measured transfers (frames moved) and their lateness (ns),
-    those late beyond -lateUs, frames dropped (-dropLate), the longest run late or dropped, and
-    the ns its frames span (from its first frame's period to the later of its last due frame's
-    deadline and its last completion: the time of its rate; 0 where not known)."""
+    those lost (`late`: late beyond -lateUs and the -bufferFrames buffer), frames dropped
+    (-dropLate), the longest run lost or dropped, the ns its frames span (from its first
+    frame's period to the later of its last due frame's deadline and its last completion: the
+    time of its rate; 0 where not known) and the frames late within the buffer."""
     transfers: int
     late: int
     late_run: int
@@ -323,6 +328,7 @@ class SubStream:
     hist: tuple[tuple[int, int], ...]
     dropped: int = 0
     elapsed: int = 0
+    late_in_buffer: int = 0
 
     @property
     def frames(self) -> int:
@@ -331,7 +337,7 @@ class SubStream:
 
     @property
     def held(self) -> bool:
-        """No frame late beyond the tolerance, none dropped."""
+        """No frame lost (late beyond the tolerance and the buffer), none dropped."""
         return not (self.late or self.dropped)
 
     @property
@@ -387,6 +393,8 @@ class Record:
     checked: int = CHECKED | VALUES | COUNT   # its passed data check and what it proved (a
                                               # row's own; a record made without one: both)
     unproved: str = ""             # why that check did not prove the values and the count
+    ran: tuple[int, int] = (0, 0)  # its transfers, measured or not, began and ended (0: unknown)
+    sched: tuple[int, int] = (0, 0)  # its thread's policy (os.SCHED_*) and priority (-rtprio)
 
     @classmethod
     def of(cls, r: np.void, row: int) -> "Record":
@@ -407,7 +415,7 @@ class Record:
                                         int(r["late_run"][i]), int(r["late_min"][i]),
                                         int(r["late_max"][i]), int(r["late_sum"][i]),
                                         sparse(r["late_hist"][i]), int(r["dropped"][i]),
-                                        int(r["sub_ns"][i]))
+                                        int(r["sub_ns"][i]), int(r["late_buffered"][i]))
                               for i in range(int(r["nsubs"]))),
                    late_trace=tuple((int(t), int(ns)) for t, ns in
                                     r["late_trace"][:int(r["nlate_trace"])]),
@@ -420,6 +428,8 @@ class Record:
                    harness_ns=int(r["harness_ns"]), launched=int(r["launched"]),
                    setup_ns=int(r["setup_ns"]), whole=bool(r["whole"]),
                    checked=int(r["checked"]), unproved=r["unproved"].decode(errors="replace"),
+                   ran=(int(r["ran"][0]), int(r["ran"][1])),
+                   sched=(int(r["sched"][0]), int(r["sched"][1])),
                    op_lat=tuple(Stats(int(r["op_count"][i]), int(r["op_min"][i]),
                                       int(r["op_max"][i]), int(r["op_sum"][i]),
                                       sparse(r["op_hist"][i]))

@@ -5,7 +5,7 @@ import os
 import stat
 import sys
 
-from . import cluster, limits, outputs
+from . import cluster, limits, outputs, rtprio
 from .errors import UsageError
 from .inputs import kind
 from .kinds import KINDS, LOOP, resolve
@@ -47,6 +47,7 @@ def check(plan: Plan) -> None:
     if plan.settings.sp and len(procs) != 1:
         raise UsageError(f"-sp runs a single test process in the main process; the plan has "
                          f"{len(procs)}")
+    rtprio.check(plan.settings.rtprio, any(KINDS[p.group.action].runs_in == LOOP for p in procs))
     limits.check(plan)
     outputs.check(plan)
 

@@ -10,6 +10,7 @@ import time
 import numpy as np
 
 from ..results import FAILED, READY
+from ..rtprio import policy_of
 from .api import CHECKED, TestError
 
 
@@ -38,6 +39,7 @@ def mark_spawned(row: np.ndarray, launched: int = 0) -> None:
 def mark_ready(row: np.ndarray, test) -> None:
     """Set up: its set-up time is from its process's start (launched) to now."""
     row["transfer_bytes"] = test.transfer_bytes
+    row["sched"] = policy_of()                 # (a loop test's: LoopSide.run_one's, -rtprio)
     note_info(row, test)
     ready = time.monotonic_ns()
     row["phase"][0, 1] = ready

@@ -3,9 +3,13 @@
 Transfer k of a sub-stream waits for its gates (schedule.py), then for its release time, then
 moves its frame; one transfer of a sub-stream is in flight at a time. Its lateness is its
 completion time (which the tracks' move returns) minus its deadline, 0 when on time; it is late
-when that exceeds the tolerance (-lateUs). With `drop` (-dropLate) a frame whose deadline
-passed a whole period ago when it could start is skipped, never moved, and counted dropped, as
-a live display does; so is frame k of a sub-stream whose input frame k was dropped. Time comes
+when that exceeds the tolerance (-lateUs), and lost when it exceeds the tolerance plus the
+buffer's N periods (-bufferFrames N: frame k is lost when it completes after frame k + N's
+deadline, the N frames behind it having come and filled the buffer; with N = 0 every late
+frame is lost). A stream misses on lost frames; the late frames its buffer held are counted
+apart. With `drop` (-dropLate) a frame whose deadline passed a whole period ago (plus the
+buffer's N periods) when it could start is skipped, never moved, and counted dropped, as a
+live display does; so is frame k of a sub-stream whose input frame k was dropped. Time comes
 from the injected `clock` and `sleep_until` (and the tracks), so the same engine runs on the
 precise timer or on a virtual clock in tests.
 """
@@ -73,20 +77,23 @@ class Progress:
 
 
 class Lateness(Summary):
-    """Lateness of one sub-stream's moved frames (0 when on time); the frames late beyond the
-    tolerance (ns), those dropped, and the longest run of consecutive frames late or dropped."""
-    __slots__ = ("tolerance", "late", "dropped", "run", "longest")
+    """Lateness of one sub-stream's moved frames (0 when on time); the frames lost (`late`: late
+    beyond the tolerance (ns) and the buffer's allowance), those late within the buffer
+    (`buffered`), those dropped, and the longest run of consecutive frames lost or dropped."""
+    __slots__ = ("tolerance", "late", "buffered", "dropped", "run", "longest")
 
     def __init__(self, tolerance: int = 0):
         super().__init__()
         self.tolerance = tolerance
-        self.late = self.dropped = self.run = self.longest = 0
+        self.late = self.buffered = self.dropped = self.run = self.longest = 0
 
-    def add(self, ns: int) -> None:
-        if ns > self.tolerance:
+    def add(self, ns: int, allowance: int = 0) -> None:
+        """A frame `ns` late, its buffer holding it `allowance` ns more (N periods)."""
+        if ns > self.tolerance + allowance:
             self.late += 1
             self.missed()
         else:
+            self.buffered += ns > self.tolerance
             self.run = 0
         super().add(max(ns, 0))
 
@@ -130,10 +137,10 @@ class Pipeline:
     def __init__(self, stages: tuple[Stage, ...], pacer: Pacer, tracks, frames: Frames,
                  clock: Callable[[], int], sleep_until: Callable[[int], Awaitable],
                  stopped: Callable[[], bool], trace: list | None = None,
-                 tolerance: int = 0, drop: bool = False):
+                 tolerance: int = 0, drop: bool = False, buffer: int = 0):
         self.stages, self.pacer, self.tracks, self.frames = stages, pacer, tracks, frames
         self.clock, self.sleep_until, self.stopped = clock, sleep_until, stopped
-        self.drop = drop
+        self.drop, self.buffer = drop, buffer       # -dropLate, -bufferFrames
         self.progress = [Progress() for _ in stages]
         self.lateness = [Lateness(tolerance) for _ in stages]
         self.measured = 0                     # transfers k < measured are measured
@@ -203,7 +210,7 @@ class Pipeline:
             if k < self.measured:
                 deadline = pacer.release(k + late)
                 ns = max(0, t1 - deadline)
-                lateness.add(ns)
+                lateness.add(ns, pacer.release(k + late + self.buffer) - deadline)
                 self.timeline.add(t1, ns)
                 self.record(t1 - t0, t1)
                 if t1 > self.finish:
@@ -230,12 +237,13 @@ class Pipeline:
         return max(self.pacer.release(stage.stage) + self.window(stage) for stage in self.stages)
 
     def skips(self, stage: Stage, k: int) -> bool:
-        """-dropLate: frame k is a whole period past its deadline, or an input of it was dropped."""
+        """-dropLate: frame k is a whole period past its deadline (its buffer's N periods
+        after it: until then the buffer holds it), or an input of it was dropped."""
         if not self.drop:
             return False
         dropped = self.frames.dropped
         return (any(k in dropped[d] for d in stage.op.deps)
-                or self.clock() >= self.pacer.release(k + stage.stage + 2))
+                or self.clock() >= self.pacer.release(k + stage.stage + 2 + self.buffer))
 
     def done(self) -> int:
         """Frames every sub-stream has completed."""

@@ -132,6 +132,21 @@ class Geometry:
         return stages(self.label, self.lookahead, self.slots)
 
 
+def frames_text(g: Geometry, local) -> str:
+    """'1920x1080 uyvy422 frames of 4147200 bytes at 60.000 fps (237.3 MB/s, every 16.667 ms)':
+    what a stream's set-up reports (its info) and -quit shows."""
+    frame = (f"{local.frame[0]}x{local.frame[1]} {local.pixfmt} frames of {g.size} bytes"
+             if local.frame else f"frames of {g.size // KB} KB")
+    return f"{frame} at {g.fps:.3f} fps ({g.bw:.1f} MB/s, every {float(g.period) / 1e6:.3f} ms)"
+
+
+def plan_lines(group) -> list[str]:
+    """-quit's lines of a stream group: its sub-streams, frames, rate and bandwidth, buffer."""
+    g, n = Geometry.of(group.args, group.local), group.local.bufferFrames or 0
+    return [f"  stream: {g.label}, {len(g.stages())} x {g.frames} {frames_text(g, group.local)}"
+            f" per sub-stream; buffer {n} frames ({n * float(g.period) / 1e6:.3f} ms)"]
+
+
 def sizing(args, local=None) -> tuple[int, Fraction]:
     """Bytes and ns per frame: from -frame/-pixfmt and -fps where given (sizeKB and bwMBs then
     0), else from sizeKB and bwMBs. ValueError, naming the option, when they do not fit."""

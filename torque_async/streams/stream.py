@@ -32,7 +32,7 @@ from ..timer import PreciseTimer
 from ..units import KB, MB, NS_PER_S
 from .frames import CHECK_FRAMES, WRITTEN, Frames, header_of
 from .pipeline import Pipeline, Stopped, Timeline, wait_until
-from .schedule import READ, WRITE, Geometry, Pacer
+from .schedule import READ, WRITE, Geometry, Pacer, frames_text
 from .tracks import FileTracks, MemoryTracks
 
 EXTRA_CHUNK = 100_000_000           # ns of frames run at a time while -slow keeps a stream going
@@ -73,11 +73,8 @@ class StreamTest:
             await self.tracks.flush()
         self.timer = PreciseTimer.shared()
         local = self.ctx.local
-        frame = (f"{local.frame[0]}x{local.frame[1]} {local.pixfmt} frames of {g.size} bytes"
-                 if local.frame else f"frames of {g.size // KB} KB")
         where = f"{g.slots} frames per track in {self.tracks.where}"[:100]
-        info = (f"{g.label}: {len(self.stages)} x {g.frames} {frame} at {g.fps:.3f} fps "
-                f"({g.bw:.1f} MB/s, every {float(g.period) / 1e6:.3f} ms)\n{where}")
+        info = f"{g.label}: {len(self.stages)} x {g.frames} {frames_text(g, local)}\n{where}"
         self.info = f"{info}\n{self.tracks.note}" if self.tracks.note else info
 
     async def fill(self) -> None:
@@ -111,7 +108,8 @@ class StreamTest:
         local = self.ctx.local
         pipe = self.pipeline = Pipeline(self.stages, Pacer(start, g.period), self.tracks,
                                         self.frames, now, self.timer.sleep_until, stopped,
-                                        self.trace, local.lateUs * 1000, local.dropLate)
+                                        self.trace, local.lateUs * 1000, local.dropLate,
+                                        local.bufferFrames or 0)
         pipe.measured, pipe.record = g.frames, meter.record
         pipe.timeline = Timeline(g.frames * len(self.stages), MAX_SAMPLES)
         try:
@@ -146,7 +144,7 @@ class StreamTest:
             s.settle()
             row["sub_xfers"][0, i], row["late"][0, i], row["late_run"][0, i] = \
                 s.count, s.late, s.longest
-            row["dropped"][0, i] = s.dropped
+            row["dropped"][0, i], row["late_buffered"][0, i] = s.dropped, s.buffered
             row["sub_ns"][0, i] = self.pipeline.window(self.stages[i], meter.finish)
             row["late_min"][0, i], row["late_max"][0, i], row["late_sum"][0, i] = \
                 s.lo, s.hi, s.total

@@ -216,13 +216,16 @@ def test_set_up_chooses_the_submits_of_o_direct_tests_and_leaves_their_data(key,
     (line,) = lines
     chosen = line.split(" = ")[1].split(",")[0].split(" (")[0]
     assert chosen in {uring.submits(g) for g in uring.GROUPS}
-    rates, took = line.split(f", {uring.TRIALS} ")[1].split(" reads/s (set-up's ")
-    took = took.removesuffix(" ms)")
-    assert 0 < int(took) < 60_000
-    assert [part.rsplit(" ", 1)[0] for part in rates.split(", ")] == \
-        [uring.submits(g) for g in uring.GROUPS]                           # 6 in
-    for rec in out.records:                                        # flight: every group tried
-        assert rec.phase[1] - rec.phase[0] < int(took) * 1e6       # its own set-up, not the
+    if "(not calibrated: a " in line:          # a loaded machine's trial made too few reads:
+        assert "reads, under" in line          # said so, the default kept
+    else:
+        rates, took = line.split(f", {uring.TRIALS} ")[1].split(" reads/s (set-up's ")
+        took = took.removesuffix(" ms)")
+        assert 0 < int(took) < 60_000
+        assert [part.rsplit(" ", 1)[0] for part in rates.split(", ")] == \
+            [uring.submits(g) for g in uring.GROUPS]                       # 6 in flight:
+        for rec in out.records:                                    # every group tried
+            assert rec.phase[1] - rec.phase[0] < int(took) * 1e6   # its own set-up, not the
                                                                    # loop's choosing (>= 240 ms)
     assert hashlib.sha256(Path("f.dat").read_bytes()).digest() == before
     for rec in out.records:

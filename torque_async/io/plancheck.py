@@ -125,6 +125,10 @@ def check_tree(settings, group) -> None:
                          f"itself")
     if os.path.exists(local.dir) and not os.path.isdir(local.dir):
         raise UsageError(f"-files: -dir {local.dir} is a file, not a directory")
+    if mine := tree.bookkeeping(local.dir) if os.path.isdir(local.dir) else []:
+        raise UsageError(f"-files: {mine[0]}, and it is where the tree keeps its own: move it "
+                         f"away (neither -cfiles nor a test writes over a file torque-async "
+                         f"did not make)")
     foreign, unsafe = tree.strangers(local.dir)
     if unsafe:
         raise UsageError(f"-files: {unsafe[0]}: a -files tree holds only its own regular files, "

@@ -63,7 +63,6 @@ def strangers(root: str) -> tuple[list[str], list[str]]:
     foreign, bad = [], []
     if not os.path.isdir(root):
         return foreign, bad
-    bad += bookkeeping(root)
     for top in sorted(os.listdir(root)):
         where = os.path.join(root, top)
         st = os.lstat(where)
@@ -94,12 +93,10 @@ def bookkeeping(root: str) -> list[str]:
     found, bad = manifest(root), []
     where = os.path.join(root, MANIFEST)
     if found is None and os.path.lexists(where) and not os.path.islink(where):
-        bad.append(f"{where} is not a manifest torque-async wrote (a file of that name is in "
-                   f"the tree's place)")
+        bad.append(f"{where} is not a manifest torque-async wrote")
     where = os.path.join(root, JOURNAL)
     if os.path.lexists(where) and not os.path.islink(where) and not journal_is_own(root, found):
-        bad.append(f"{where} is not the journal torque-async keeps for this tree (a file of "
-                   f"that name is in the tree's place)")
+        bad.append(f"{where} is not the journal torque-async keeps for this tree")
     return bad
 
 
@@ -250,7 +247,8 @@ def owners(root: str, count: int) -> list[str]:
     each file through Dirs with its identity, and refuses one replaced since)."""
     found = manifest(root)
     ids = made_ids(root, found)
-    strange = bookkeeping(root) if os.path.isdir(root) else []
+    strange = [f"{why}: neither -cfiles nor a test writes over a file torque-async did not "
+               f"make" for why in bookkeeping(root)] if os.path.isdir(root) else []
     if not os.path.isdir(root):
         return strange
     token = found.get("token") if found else None

@@ -80,12 +80,12 @@ class FileTracks:
             need = tracks * slots * size
             was = os.lseek(self.fd, 0, os.SEEK_END) if existed else None  # (a device's too)
             if (was or 0) < need:
-                if not writes:            # a stream that only reads opens its file read-only
-                    raise TestError(f"stream file {path} holds {was} bytes, not the {need} "
-                                    f"its tracks read: lower mfile, or name a larger file")
                 if stat.S_ISBLK(os.fstat(self.fd).st_mode):
                     raise TestError(f"stream device {path} holds {was} bytes, not the {need} "
                                     f"its tracks need: lower mfile")
+                if not writes:            # a stream that only reads opens its file read-only
+                    raise TestError(f"stream file {path} holds {was} bytes, not the {need} "
+                                    f"its tracks read: lower mfile, or name a larger file")
                 try:
                     os.posix_fallocate(self.fd, 0, need)
                 except OSError as e:

@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import stat
 import sys
 
 
 from torque_async.testing.api import TestContext, TestError
 
+from ..inputs import kind
 from ..io.engine import now
 from ..meter import EXTRA, MEASURED, RAMP, STOP
 from ..results import WEB_OPS
@@ -36,8 +38,18 @@ from . import site
 from .picks import BLOCK, Picker, Popularity, generators
 
 TURN_NS = 100_000                  # a client gives the loop a turn when it has run this long
-OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK   # (a FIFO put in
+                                  # the tree mid-run: opened and read without waiting, refused)
 _sites: dict[int, "Site"] = {}                   # by group index: the clients' shared state
+
+
+def changed(rootfd: int, name: str, got: int) -> str:
+    """What a file of the tree that did not read as its size is now, in words."""
+    try:
+        mode = os.stat(name, dir_fd=rootfd, follow_symlinks=False).st_mode
+    except OSError as e:
+        return f"is gone ({e.strerror})"
+    return f"held {got} bytes" if stat.S_ISREG(mode) else f"is {kind(mode)} now"
 
 
 class Site:
@@ -190,6 +202,8 @@ class WebTest:
                     paused += ta - tb
                     if last:
                         break
+            except BlockingIOError:
+                got = -1                   # a FIFO with a writer and nothing to read
             finally:
                 if fd >= 0:
                     os.close(fd)
@@ -198,8 +212,8 @@ class WebTest:
                     gate.release()
             t = now()
             if got != size:
-                raise TestError(f"-web: {tree.root}/{names[f]} held {got} bytes, not {size}: "
-                                f"the tree changed under the test")
+                raise TestError(f"-web: {tree.root}/{names[f]} {changed(rootfd, names[f], got)}"
+                                f", not {size}: the tree changed under the test")
             k += 1
             if what != RAMP:
                 shared.requests += 1

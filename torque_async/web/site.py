@@ -20,9 +20,10 @@ names is refused, and so is any other name under DIR unless -allowForeign.
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import os
-import stat
+import secrets
 from dataclasses import asdict, dataclass
 from typing import Callable
 
@@ -143,7 +144,8 @@ def read_manifest(root: str) -> dict | None:
             raise ValueError
         Law(**made["law"]), own_names(made), made["sizes"]
         if not all(isinstance(who, list) and len(who) == 2 and all(type(v) is int for v in who)
-                   for who in made.get("made", [])):
+                   for who in [*made.get("made", []), *([made["log"]] if "log" in made else [])]) \
+                or not isinstance(made.get("token", ""), str):
             raise ValueError
         return made
     except (ValueError, TypeError, KeyError, AttributeError):
@@ -163,6 +165,7 @@ def survey(root: str, manifest: dict | None) -> Survey:
     own = own_names(manifest) if manifest else set()
     made = dict(zip(names(manifest["dirs"]), map(tuple, manifest.get("made", ())))) \
         if manifest else {}                    # who each file is (identity.py), once complete
+    token = manifest.get("token") if manifest else None
     foreign, unsafe, sizes = [], [], {}
 
     def visit(rel: str) -> None:
@@ -178,7 +181,10 @@ def survey(root: str, manifest: dict | None) -> Survey:
                 st = e.stat(follow_symlinks=False)
                 if why := tree.unsafe(st.st_mode, st.st_nlink):   # a link, a FIFO, hard links
                     unsafe.append(f"{os.path.join(root, name)} {why}")
-                elif name in made and made[name] != identity.of(None, os.path.join(root, name)):
+                elif name == LOG and not log_is_own(root, manifest):
+                    unsafe.append(f"{os.path.join(root, name)} {NOT_LOG}")
+                elif name in made and not identity.is_made(made[name], None,
+                                                           os.path.join(root, name), token):
                     unsafe.append(f"{os.path.join(root, name)} was replaced since torque-async "
                                   f"made it (another file under its name)")
                 else:
@@ -302,31 +308,34 @@ def open_dir(parent: int, rel: str, create: bool) -> int:
         raise
 
 
-def write_new(dirfd: int, name: str, data, own: bool) -> None:
+def write_new(dirfd: int, name: str, data, own: bool, token: str) -> tuple[int, int]:
     """Write a file of the tree: created (O_EXCL), or, when `own` (a name the manifest gave
-    torque-async), rewritten if it is a plain file with no other link."""
+    torque-async), rewritten if it is a plain file with no other link (opened without waiting:
+    a FIFO there is refused). Returns who it is (identity.made for a file it created)."""
     flags = os.O_WRONLY | NOFOLLOW
     try:
-        fd = os.open(name, flags | os.O_CREAT | os.O_EXCL, 0o644, dir_fd=dirfd)
+        fd = identity.opened(name, flags | os.O_CREAT | os.O_EXCL, 0o644, dirfd)
+        new = True
     except FileExistsError:
         if not own:
             raise
-        fd = os.open(name, flags, dir_fd=dirfd)
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+        fd, new = identity.opened(name, flags, dir_fd=dirfd), False
+        if os.fstat(fd).st_nlink != 1:
             os.close(fd)
             raise OSError(f"{name} is not a plain file of the tree") from None
         os.ftruncate(fd, 0)
     try:
+        who = identity.made(fd, token) if new else identity.of_open(fd)
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
+        return who
     finally:
         os.close(fd)
 
 
 def write_manifest(rootfd: int, manifest: dict, existed: bool) -> None:
-    write_new(rootfd, MANIFEST, json.dumps(manifest).encode(), existed)
+    write_new(rootfd, MANIFEST, json.dumps(manifest).encode(), existed, manifest["token"])
 
 
 def remove_old(root: str, rootfd: int, manifest: dict) -> None:
@@ -355,34 +364,60 @@ def remove_old(root: str, rootfd: int, manifest: dict) -> None:
 
 async def make(root: str, law: Law, progress: Callable[[int, int], None]) -> bool:
     """-cfiles: make the tree of `law` under root, unless it is there already (then nothing is
-    written). Returns whether it wrote files. Not timed."""
+    written). Returns whether it wrote files. Not timed. The log is made new when it is missing
+    (and who it is recorded); one that is not the log it made is refused (survey)."""
     os.makedirs(root, exist_ok=True)
     rootfd = os.open(root, DIRECTORY)
     try:
         old = read_manifest(root)
-        if matches(old, law) and missing(root, law) is None:
+        if matches(old, law) and old.get("log") and missing(root, law) is None:
             return False
         if old and Law(**old["law"]) != law:
             remove_old(root, rootfd, old)
         dirs, sizes = planned_dirs(law), planned_sizes(law).tolist()
+        token = (old or {}).get("token") or secrets.token_hex(16)
         manifest = {"format": FORMAT, "seed": TREE_SEED, "law": asdict(law), "dirs": dirs,
-                    "sizes": sizes, "complete": False}
+                    "sizes": sizes, "token": token, "complete": False}
+        if os.path.lexists(os.path.join(root, LOG)) and not log_is_own(root, old):
+            raise OSError(errno.EPERM, NOT_LOG, os.path.join(root, LOG))
         write_manifest(rootfd, manifest, old is not None)
         own = old is not None and Law(**old["law"]) == law
-        try:
-            os.close(os.open(LOG, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW, 0o644,
-                             dir_fd=rootfd))
-        except FileExistsError:
-            if old is None:
-                raise
-        made = await write_files(rootfd, dirs, sizes, own, progress)
+        manifest["log"] = make_log(root, rootfd, old, token)
+        write_manifest(rootfd, manifest, True)            # (an unfinished one names it too)
+        made = await write_files(rootfd, dirs, sizes, own, token, progress)
         write_manifest(rootfd, {**manifest, "made": made, "complete": True}, True)
         return True
     finally:
         os.close(rootfd)
 
 
-async def write_files(rootfd: int, dirs, sizes: list[int], own: bool,
+NOT_LOG = "is not the log torque-async made for this tree (its manifest names no such file): " \
+    "move it away, and -cfiles makes a new one"
+
+
+def log_is_own(root: str, manifest: dict | None) -> bool:
+    """Whether the log under root is the one its manifest says torque-async made."""
+    return bool(manifest) and bool(manifest.get("log")) and identity.is_made(
+        manifest["log"], None, os.path.join(root, LOG), manifest.get("token"))
+
+
+def make_log(root: str, rootfd: int, old: dict | None, token: str) -> list[int]:
+    """Who the tree's log is: the one made before, else one made now (a file there that is
+    not torque-async's log: OSError, never emptied)."""
+    if log_is_own(root, old):
+        return old["log"]
+    try:
+        fd = identity.opened(LOG, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW, 0o644,
+                             rootfd)
+    except FileExistsError:
+        raise OSError(errno.EPERM, NOT_LOG, os.path.join(root, LOG)) from None
+    try:
+        return list(identity.made(fd, token))
+    finally:
+        os.close(fd)
+
+
+async def write_files(rootfd: int, dirs, sizes: list[int], own: bool, token: str,
                       progress: Callable[[int, int], None]) -> list[int]:
     """Each leaf directory's files, PARALLEL directories at once on threads the loop waits
     for; files already of their size are kept. Returns who each file is (identity.of)."""
@@ -396,12 +431,12 @@ async def write_files(rootfd: int, dirs, sizes: list[int], own: bool,
             for i in range(first, first + count):
                 name = f"f{i:07d}"
                 try:
-                    if not own or os.stat(name, dir_fd=fd,
-                                          follow_symlinks=False).st_size != sizes[i]:
-                        write_new(fd, name, pattern(0, sizes[i], tag=i % 0xFFFF + 1), own)
+                    kept = own and os.stat(name, dir_fd=fd,
+                                           follow_symlinks=False).st_size == sizes[i]
                 except FileNotFoundError:
-                    write_new(fd, name, pattern(0, sizes[i], tag=i % 0xFFFF + 1), own)
-                made[i] = identity.of(fd, name)
+                    kept = False
+                made[i] = identity.of(fd, name) if kept else \
+                    write_new(fd, name, pattern(0, sizes[i], tag=i % 0xFFFF + 1), own, token)
         finally:
             os.close(fd)
 
@@ -425,13 +460,16 @@ def open_tree(root: str, law: Law, made: bool) -> Tree:
 
 
 def open_log(tree: Tree) -> int:
-    """The log for appending: a plain file of the tree with no other link, emptied once that
-    is checked. Each run starts it anew, as filebench makes its log fileset anew (appended to
-    for ever, it grew by 37 MB a second of each run)."""
-    fd = os.open(LOG, os.O_WRONLY | os.O_APPEND | NOFOLLOW, dir_fd=tree.fd)
+    """The log for appending: the file torque-async made as the tree's log (its manifest says
+    who it is), opened without waiting, emptied once that is checked. Each run starts it anew,
+    as filebench makes its log fileset anew (appended to for ever, it grew by 37 MB a second
+    of each run)."""
+    manifest = read_manifest(tree.root) or {}
+    fd = identity.opened(LOG, os.O_WRONLY | os.O_APPEND | NOFOLLOW, dir_fd=tree.fd)
     st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+    who = manifest.get("log")
+    if st.st_nlink != 1 or not who or not identity.is_open_made(who, fd, manifest.get("token")):
         os.close(fd)
-        raise ValueError(f"{os.path.join(tree.root, LOG)} is not a plain file with one link")
+        raise ValueError(f"{os.path.join(tree.root, LOG)} {NOT_LOG}")
     os.ftruncate(fd, 0)
     return fd

@@ -6,7 +6,9 @@ hands the freed inode number straight back (ext4 gave a deleted file's number to
 made, three times in three). Where the kernel or file system keeps no birth time (it reads 0),
 a file torque-async makes also carries a mark: the extended attribute user.torque-async holding
 a random token its tree keeps (made()); a file planted under the name, even one given the freed
-inode, lacks it (is_made()). Where neither can be had, torque-async makes no such file.
+inode, lacks it (is_made()). Where neither can be had, torque-async makes no such file. A directory torque-async makes for a
+run (its scratch directory, its workers' server's) holds a marker naming it (mark_dir()), and
+only a directory that proves it so (is_marked_dir()) is ever removed as a killed run's leftover.
 
 opened() opens a name without waiting (O_NONBLOCK until fstat shows what it is: a FIFO would
 block an open or a read for ever) and keeps the descriptor only for a regular file, or a device
@@ -138,3 +140,40 @@ def opened(name: str, flags: int, mode: int = 0o644, dir_fd: int | None = None,
 def refusal(name: str, mode: int, kinds) -> OSError:
     return OSError(errno.EPERM, f"it is {kind(mode)}, not a regular file" +
                    ("" if kinds is REGULAR else " or a device it may use"), name)
+
+
+DIR_MARK = ".torque-async"         # a marker file in a directory a run made: the directory's name
+
+
+def mark_dir(path: str) -> None:
+    """Mark the directory a run just made (mkdtemp) as torque-async's: a file in it holding its
+    own name."""
+    fd = os.open(os.path.join(path, DIR_MARK), os.O_WRONLY | os.O_CREAT | os.O_EXCL |
+                 os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        os.write(fd, os.fsencode(os.path.basename(path)))
+    finally:
+        os.close(fd)
+
+
+def is_marked_dir(path: str) -> bool:
+    """Whether `path` is a directory (not a link to one) of this user's that a run marked as its
+    own (mark_dir): a user's directory of a similar name, or a plain file, is not."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        if os.fstat(fd).st_uid != os.getuid():
+            return False
+        mark = opened(DIR_MARK, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=fd)
+        try:
+            st = os.fstat(mark)
+            return st.st_uid == os.getuid() and \
+                os.read(mark, 4096) == os.fsencode(os.path.basename(path))
+        finally:
+            os.close(mark)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)

@@ -80,11 +80,11 @@ def after_first_run(monkeypatch, act) -> None:
 
 # 1, 7: a -f file's place taken between repetitions or after the plan's check ---------------
 @pytest.mark.parametrize("what", ["device", "fifo"])
-@pytest.mark.parametrize("when", ["between repetitions", "after the plan's check"])
+@pytest.mark.parametrize("when", ["between-repetitions", "after-the-check"])
 def test_a_device_or_fifo_put_in_a_write_file_s_place_is_refused_never_written(
         capsys, key, monkeypatch, what, when):
     Path("T").write_bytes(bytes(32 * KB))
-    if when == "between repetitions":
+    if when == "between-repetitions":
         after_first_run(monkeypatch, lambda: plant("T", what))
         argv = ["-repeat", "2", "-f", "T", *WRITE]
     else:

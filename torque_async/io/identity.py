@@ -10,9 +10,9 @@ inode, lacks it (is_made()). Where neither can be had, torque-async makes no suc
 run (its scratch directory, its workers' server's) holds a marker naming it (mark_dir()), and
 only a directory that proves it so (is_marked_dir()) is ever removed as a killed run's leftover.
 
-opened() opens a name without waiting (O_NONBLOCK until fstat shows what it is: a FIFO would
-block an open or a read for ever) and keeps the descriptor only for a regular file, or a device
-where the caller allows one: what a name holds may change between a check and the open.
+opened() opens a name without waiting (a FIFO would block an open or a read for ever) and keeps
+it only when fstat shows a regular file, or a device where the caller allows one (an open for
+writing looks before it opens): what a name holds may change between a check and the open.
 """
 from __future__ import annotations
 
@@ -113,28 +113,50 @@ DEVICES = (stat.S_ISREG, stat.S_ISBLK, stat.S_ISCHR)
 def opened(name: str, flags: int, mode: int = 0o644, dir_fd: int | None = None,
            kinds=REGULAR) -> int:
     """os.open(name, flags) that never waits and keeps only a file of `kinds` (REGULAR, BLOCK:
-    or a block device, DEVICES: or any device): opened with O_NONBLOCK, looked at (fstat),
-    then given the flags asked. OSError (EPERM, 'it is a FIFO, ...') for another kind."""
-    try:
-        fd = os.open(name, flags | os.O_NONBLOCK | os.O_CLOEXEC, mode, dir_fd=dir_fd)
-    except OSError as e:
-        if e.errno != errno.ENXIO:             # a FIFO opened for writing with no reader
-            raise
+    or a block device, DEVICES: or any device). A read-only open is made with O_NONBLOCK,
+    looked at (fstat) and then given the flags asked. An open for writing first opens the name
+    as a path alone (O_PATH: nothing read, written or waited on), looks at it, and only then
+    opens that same file (through /proc/self/fd: no name is resolved again), so a file it may
+    not write is never opened for writing; a name that does not exist is created new (O_CREAT:
+    O_EXCL, a regular file). OSError: ELOOP for a symbolic link (with O_NOFOLLOW), EPERM ('it
+    is a FIFO, ...') for another kind."""
+    if flags & os.O_ACCMODE == os.O_RDONLY and not flags & os.O_CREAT:
+        fd = os.open(name, flags | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
         try:
-            what = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
-        except OSError:
-            raise e from None
-        raise refusal(name, what, kinds) from None
-    try:
-        st = os.fstat(fd)
-        if not any(test(st.st_mode) for test in kinds):
-            raise refusal(name, st.st_mode, kinds)
-        if not flags & os.O_NONBLOCK:
-            fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
-        return fd
-    except BaseException:
-        os.close(fd)
-        raise
+            st = os.fstat(fd)
+            if not any(test(st.st_mode) for test in kinds):
+                raise refusal(name, st.st_mode, kinds)
+            if not flags & os.O_NONBLOCK:      # (io_uring would hand back EAGAIN)
+                fcntl.fcntl(fd, fcntl.F_SETFL, flags)
+            return fd
+        except BaseException:
+            os.close(fd)
+            raise
+    while True:
+        try:
+            path = os.open(name, os.O_PATH | (flags & os.O_NOFOLLOW) | os.O_CLOEXEC,
+                           dir_fd=dir_fd)
+        except FileNotFoundError:
+            if not flags & os.O_CREAT:
+                raise
+            try:
+                return os.open(name, flags | os.O_EXCL | os.O_CLOEXEC, mode, dir_fd=dir_fd)
+            except FileExistsError:
+                if flags & os.O_EXCL:
+                    raise
+                continue                       # made meanwhile: looked at as any other
+        try:
+            if flags & os.O_CREAT and flags & os.O_EXCL:
+                raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), name)
+            st = os.fstat(path)
+            if stat.S_ISLNK(st.st_mode):
+                raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), name)
+            if not any(test(st.st_mode) for test in kinds):
+                raise refusal(name, st.st_mode, kinds)
+            return os.open(f"/proc/self/fd/{path}",
+                           flags & ~(os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW) | os.O_CLOEXEC)
+        finally:
+            os.close(path)
 
 
 def refusal(name: str, mode: int, kinds) -> OSError:

@@ -14,6 +14,10 @@ the tree's, and neither -cfiles nor a test writes it (owners(), checked with the
 in set-up); a tree made before identities were kept is trusted until -cfiles records them.
 Every file is opened relative to its directory's descriptor without following a link (Dirs),
 and a file with another name elsewhere (st_nlink > 1) is refused: no write leaves the tree.
+The manifest's token marks each file where birth times are missing (identity.made); the journal
+is made new and named in the manifest (who it is), so a user's file of the manifest's or the
+journal's name is refused (bookkeeping()), never renamed over, appended to or deleted. -cfiles
+holds a lock on DIR while it makes the tree: one -cfiles at a time (busy()).
 """
 from __future__ import annotations
 

@@ -12,8 +12,10 @@ DIR/torque-web.json (the manifest) names the law, the leaf directories and every
 written before the files (complete: false) and again after them (complete: true, with who
 every file is, its inode and birth time: one replaced since by another file of its name is
 refused as not the tree's),
-so every name an interrupted -cfiles made is still recognised as torque-async's own. DIR/torque-web.log is the
-log the clients append to, created with O_EXCL and emptied at each run's set-up. Everything is opened relative to directory
+so every name an interrupted -cfiles made is still recognised as torque-async's own; its token
+marks the files where birth times are missing (identity.py). DIR/torque-web.log is the log the
+clients append to: made new (O_EXCL) by -cfiles, named in the manifest (who it is), and emptied
+at each run's set-up only once it is checked to be that file. Everything is opened relative to directory
 descriptors with O_NOFOLLOW; a symbolic link or a file with other hard links among the tree's
 names is refused, and so is any other name under DIR unless -allowForeign.
 """

@@ -368,18 +368,18 @@ def test_a_run_while_another_run_s_cfiles_makes_the_tree_says_so(capsys, key):
 # 6: sysctl.current and a plot's picture ------------------------------------------------------------
 def test_a_user_s_own_sysctl_current_is_never_replaced(capsys, key):
     Path("sysctl.current").write_bytes(PRECIOUS)
-    code, _, err = execute(capsys, "-smkey", key, "-n", "2", "-KB", "4", "-load")
+    code, _, err = execute(capsys, "-smkey", key, "-sp", "-n", "2", "-KB", "4", "-load")
     assert code == 0 and "sysctl.current here is a file torque-async did not write" in err, err
     assert Path("sysctl.current").read_bytes() == PRECIOUS
     os.unlink("sysctl.current")
     for _ in range(2):                                 # its own is replaced, run after run
-        code, _, err = execute(capsys, "-smkey", key, "-n", "2", "-KB", "4", "-load")
+        code, _, err = execute(capsys, "-smkey", key, "-sp", "-n", "2", "-KB", "4", "-load")
         assert code == 0 and "sysctl.current" not in err, err
         assert b"version numpy" in Path("sysctl.current").read_bytes()
 
 
 def test_plot_never_replaces_a_picture_it_did_not_make(capsys, key):
-    code, _, err = execute(capsys, "-smkey", key, "-json", "R.json", "-n", "2", "-KB", "4",
+    code, _, err = execute(capsys, "-smkey", key, "-json", "R.json", "-sp", "-n", "2", "-KB", "4",
                            "-load")
     assert code == 0, err
     Path("R.png").write_bytes(PRECIOUS)
@@ -393,3 +393,13 @@ def test_plot_never_replaces_a_picture_it_did_not_make(capsys, key):
     r = run_cli("plot", "R.json", cwd=os.getcwd())              # its own: replaced
     assert r.returncode == 0, r.stderr
     assert outputs.made_here("R.png", "plot")
+
+
+def test_two_web_cfiles_on_one_new_dir_at_once_both_end_with_the_site_made():
+    law = site.Law(20, "fixed", 16 * KB, 0.0, 0, 8)
+
+    async def both():
+        return await asyncio.gather(site.make("site", law, lambda done, total: None),
+                                    site.make("site", law, lambda done, total: None))
+    assert sorted(asyncio.run(both())) == [False, True]           # one made it, one found it
+    assert site.missing("site", law) is None

@@ -317,12 +317,7 @@ async def make(root: str, count: int, max_size: int, unit: int) -> None:
     dirs = Dirs(root, make=True)
     journal = -1
     try:
-        while True:
-            try:
-                fcntl.flock(dirs.root, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                await asyncio.sleep(LOCK_POLL)
+        await lock(dirs.root)
         if strange := owners(root, count):
             raise OSError(errno.EPERM, f"{strange[0]}: -cfiles writes only the tree's own files")
         found = manifest(root)
@@ -376,6 +371,17 @@ async def make(root: str, count: int, max_size: int, unit: int) -> None:
 
 
 LOCK_POLL = 0.05                   # s between looks at a lock another -cfiles holds
+
+
+async def lock(fd: int) -> None:
+    """Hold -cfiles' lock on the tree directory open on fd (it goes with the descriptor); while
+    another -cfiles holds it, wait (a stop signal ends the wait)."""
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            await asyncio.sleep(LOCK_POLL)
 
 
 def open_journal(dirs: Dirs, found: dict | None, token: str) -> tuple[int, list[int]]:

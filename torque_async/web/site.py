@@ -371,6 +371,7 @@ async def make(root: str, law: Law, progress: Callable[[int, int], None]) -> boo
     os.makedirs(root, exist_ok=True)
     rootfd = os.open(root, DIRECTORY)
     try:
+        await tree.lock(rootfd)             # one -cfiles at a time (another waits, then finds it)
         old = read_manifest(root)
         if matches(old, law) and old.get("log") and missing(root, law) is None:
             return False

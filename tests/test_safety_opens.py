@@ -365,7 +365,7 @@ def test_a_run_while_another_run_s_cfiles_makes_the_tree_says_so(capsys, key):
         os.close(fd)
 
 
-# 6: sysctl.current and a plot's picture ------------------------------------------------------------
+# 6: sysctl.current and a plot's picture ---------------------------------------------------
 def test_a_user_s_own_sysctl_current_is_never_replaced(capsys, key):
     Path("sysctl.current").write_bytes(PRECIOUS)
     code, _, err = execute(capsys, "-smkey", key, "-sp", "-n", "2", "-KB", "4", "-load")

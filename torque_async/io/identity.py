@@ -6,9 +6,10 @@ hands the freed inode number straight back (ext4 gave a deleted file's number to
 made, three times in three). Where the kernel or file system keeps no birth time (it reads 0),
 a file torque-async makes also carries a mark: the extended attribute user.torque-async holding
 a random token its tree keeps (made()); a file planted under the name, even one given the freed
-inode, lacks it (is_made()). Where neither can be had, torque-async makes no such file. A directory torque-async makes for a
-run (its scratch directory, its workers' server's) holds a marker naming it (mark_dir()), and
-only a directory that proves it so (is_marked_dir()) is ever removed as a killed run's leftover.
+inode, lacks it (is_made()). Where neither can be had, torque-async makes no such file. A
+directory torque-async makes for a run (its scratch directory, its workers' server's) holds a
+marker naming it (mark_dir()), and only a directory that proves it so (is_marked_dir()) is ever
+removed as a killed run's leftover.
 
 opened() opens a name without waiting (a FIFO would block an open or a read for ever) and keeps
 it only when fstat shows a regular file, or a device where the caller allows one (an open for

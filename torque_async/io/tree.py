@@ -211,7 +211,8 @@ def manifest(root: str) -> dict | None:
                                     and min(who) >= 0) for who in made.get("made", [])) or \
             made.get("complete", True) not in (True, False) or \
             not isinstance(made.get("token", ""), str) or \
-            not (made.get("journal") is None or ints(made["journal"]) and len(made["journal"]) == 2):
+            not (made.get("journal") is None or
+                 ints(made["journal"]) and len(made["journal"]) == 2):
         return None
     return made
 

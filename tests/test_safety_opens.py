@@ -134,6 +134,25 @@ def test_an_open_never_waits_on_a_fifo_and_opens_only_what_it_may(tmp_path, flag
     os.close(identity.opened(str(tmp_path / "null"), flags, kinds=identity.DEVICES))
 
 
+@pytest.mark.parametrize("when", ["after-the-check", "after-the-sizes"])
+def test_a_fifo_put_in_a_files_tree_never_hangs(capsys, key, monkeypatch, when):
+    code, _, err = execute(capsys, "-smkey", key, *TREE, "-cfiles", "-files", "3")
+    assert code == 0, err
+    module, name = (plancheck, "check_tree") if when == "after-the-check" else (tree, "sizes")
+    checked, calls = getattr(module, name), []     # (sizes: the plan's call, then set-up's)
+
+    def check_then_plant(*args):
+        found = checked(*args)
+        calls.append(1)
+        if module is plancheck or len(calls) == 2:
+            plant(tree.path("t", 0), "fifo")
+        return found
+    monkeypatch.setattr(module, name, check_then_plant)
+    code, _, err = execute(capsys, "-smkey", key, "-sp", *TREE[:-1], "100", "-files", "3")
+    assert code == 1 and "t/000/f0000000" in err and "is a FIFO" in err, err
+    assert "add -cfiles" not in err                    # (no -cfiles makes that right)
+
+
 # 15: a read-only stream opens its file read-only --------------------------------------------
 def test_a_stream_that_only_reads_opens_its_file_read_only(capsys, key):
     Path("frames.dat").write_bytes(bytes(1 << 20))

@@ -119,7 +119,8 @@ class FileTest:
         try:
             sizes = tree.sizes(local.dir, count, limit, self.size)
         except ValueError as e:
-            raise TestError(f"-files: {e}: add -cfiles to make it") from None
+            raise TestError(f"-files: {e}" + ("" if isinstance(e, tree.Unsafe) else
+                                              ": add -cfiles to make it")) from None
         self.paths, self.shown = [tree.path(local.dir, i) for i in range(count)], local.dir
         found = tree.manifest(local.dir)
         self.dirs = tree.Dirs(local.dir, ids=tree.made_ids(local.dir, found) if self.writes

@@ -280,6 +280,10 @@ def owners(root: str, count: int) -> list[str]:
     return strange
 
 
+class Unsafe(ValueError):
+    """A tree file that may not be opened (unsafe()): no -cfiles makes it right."""
+
+
 def sizes(root: str, count: int, max_size: int, unit: int) -> list[int]:
     """The sizes of the tree's first count files; ValueError: what keeps the tree under root
     from serving -files count (owners() has said whether they are its own)."""
@@ -302,7 +306,7 @@ def sizes(root: str, count: int, max_size: int, unit: int) -> list[int]:
             raise ValueError(f"{path(root, i)} is missing") from None
         why = unsafe(st.st_mode, st.st_nlink)
         if why:
-            raise ValueError(f"{path(root, i)} {why}")
+            raise Unsafe(f"{path(root, i)} {why}")
         if st.st_size != size:
             raise ValueError(f"{path(root, i)} is not {size} bytes long")
     return sizes

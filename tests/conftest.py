@@ -10,7 +10,6 @@ import sys
 import tempfile
 import time
 import zlib
-from multiprocessing import resource_tracker
 from pathlib import Path
 
 import numpy as np
@@ -18,8 +17,7 @@ import pytest
 
 from torque_async import cli, cmdline, orchestrator, report, validate
 from torque_async.io import uring
-from torque_async.options import GLOBAL_DEFAULTS
-from torque_async.results import HEADER, ROW, Results, SegmentExists, segment_name
+from torque_async.results import HEADER, ROW, segment_name
 
 REPO = Path(__file__).resolve().parents[1]
 CMD = [sys.executable, "-m", "torque_async"]
@@ -30,28 +28,11 @@ TEMP = tempfile.mkdtemp(prefix="ta-tests.")  # the suite's temp dir (short: a so
 tempfile.tempdir = os.environ["TMPDIR"] = TEMP  # what runs killed elsewhere left in /tmp (their
 atexit.register(shutil.rmtree, TEMP, ignore_errors=True)   # workers' servers') is not here
 ENV = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(REPO)}   # this checkout's code
+os.environ["PYTHONPATH"] = str(REPO)    # and in-process runs' workers' server (Python 3.11's
+                                        # forkserver ignores the sys.path it is sent)
 NO_URING = uring.unavailable()       # e.g. io_uring_disabled, a seccomp filter
 needs_uring = pytest.mark.skipif(NO_URING is not None, reason=f"io_uring: {NO_URING}")
 AUTO = "io_uring" if NO_URING is None else f"threads (io_uring unavailable: {NO_URING})"  # -engine auto
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _default_key_in_use():
-    """The suite runs as if another torque-async held the default -smkey (as one may on the
-    machine): a test that runs without a key of its own fails."""
-    name = segment_name(GLOBAL_DEFAULTS["smkey"])
-    try:
-        held = Results.create(name, 1)
-    except SegmentExists:          # another run does hold it
-        held = None
-    else:                          # in-process tests look at this name too (attach, free): the
-        resource_tracker.unregister(held.shm._name, "shared_memory")   # tracker forgets it
-    yield
-    if held is not None:
-        path = Path("/dev/shm", name)
-        if path.exists() and path.stat().st_ino == held.inode:          # still ours
-            path.unlink()
-        held.release()
 
 
 @pytest.fixture(autouse=True)
@@ -87,12 +68,13 @@ def assert_one_clean_line(code: int, out: str, err: str, message: str = "") -> N
 
 def table(out: str, header: str = report.TABLE_HEADER) -> list[list[str]]:
     """The rows of the table under the line that starts with `header` (the bandwidth table),
-    split into their columns; the table ends at a blank line or a 'proc N: ...' note."""
+    split into their columns; the table ends at a blank line or a 'proc N: ...' or
+    'procs N-M: ...' note."""
     lines = out.splitlines()
     i = next(j for j, ln in enumerate(lines) if ln.startswith(header))
     rows = []
     for line in lines[i + 1:]:
-        if not line.strip() or line.startswith("proc "):
+        if not line.strip() or line.startswith(("proc ", "procs ")):
             break
         rows.append([c.strip() for c in line.split(",")])
     return rows

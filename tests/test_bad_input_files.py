@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from torque_async import cli, cmdline
+from torque_async import cli, cmdline, export
 
 from conftest import assert_one_clean_line, execute, run_cli
 from test_compare import PLAN, document, write
@@ -185,3 +185,41 @@ def test_hand_edited_results_are_drawn_or_refused_in_one_line(capsys, tmp_path, 
     assert "Traceback" not in err and code in (0, 2), err
     if outcome is REFUSED:
         assert_one_clean_line(code, out, err, outcome)
+
+
+def test_results_nested_too_deeply_are_one_line(tmp_path):
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 200_000 + "]" * 200_000)
+    for argv in (["compare", str(deep), str(deep)], ["plot", str(deep)]):
+        r = run_cli(*argv)
+        assert_one_clean_line(r.returncode, r.stdout, r.stderr, "nested too deeply")
+
+
+def test_a_version_of_another_type_is_named_as_it_is(tmp_path):
+    doc = tmp_path / "v.json"
+    doc.write_text(json.dumps({"schema": export.SCHEMA_NAME,
+                               "schema_version": str(export.SCHEMA_VERSION)}))
+    with pytest.raises(export.ResultsFileError, match=f"version '{export.SCHEMA_VERSION}'"):
+        export.load(str(doc))
+
+
+def test_an_enormous_offending_token_is_cut_short(tmp_path):
+    (tmp_path / "zero.cfg").write_bytes(b"\0" * (1 << 20))
+    r = run_cli("-c", "zero.cfg", cwd=tmp_path)
+    assert_one_clean_line(r.returncode, r.stdout, r.stderr, "characters left out) ...")
+    assert len(r.stderr) < 1000
+
+
+def test_a_megabyte_line_needing_shell_quoting_is_refused_not_split_for_a_minute(tmp_path):
+    (tmp_path / "quoted.cfg").write_text('-n 4 "' + "x" * (1 << 20) + '" -load\n')
+    r = run_cli("-c", "quoted.cfg", cwd=tmp_path)
+    assert_one_clean_line(r.returncode, r.stdout, r.stderr, "quoted.cfg:1: a line of 1048589 "
+                          "characters with quotes, escapes or a comment (at most 65536)")
+
+
+@pytest.mark.parametrize("line", ["-n 4\t-KB  8 -load", "\x01-r\x7f \x00", "-a\xa0b -c", ""])
+def test_a_line_without_quoting_splits_as_the_shell_would(tmp_path, line):
+    import shlex
+    (tmp_path / "plain.cfg").write_text(line + "\n")
+    assert [w for _, words in cmdline.read_lines(str(tmp_path / "plain.cfg"), "x")
+            for w in words] == shlex.split(line, comments=True)

@@ -207,7 +207,14 @@ def test_the_cluster_report_names_hosts_and_ranks_and_totals_the_ranks(capsys):
     per_test = [100 / (r.elapsed / 1e9) for r in run.records]      # 100 MB each
     host_a = next(ln for ln in lines if ln.startswith("Host a: rank 0; 2 tests"))
     assert host_a.endswith(f"Total {sum(per_test[:2]):.0f} MB/s")
-    assert f"Cluster total: {sum(per_test):.0f} MB/s (every test on every host)" in lines
+    span = 400 / 2.0029999                # every byte over the first start to the last finish
+    assert (f"Cluster total: {sum(per_test):.0f} MB/s (every test on every host: the sum of "
+            f"their rates, the BW: line's Total); IOR's aggregate, every byte over the span from "
+            f"the first start to the last finish: {span:.0f} MB/s") in lines
+    ranks = [sum(per_test[:2]), sum(per_test[2:])]                     # 190.9 and 150
+    assert (f"Group 0 (Bzero): sum of rates {sum(per_test):.0f} MB/s; IOR's aggregate "
+            f"{span:.0f} MB/s; per rank min {min(ranks):.0f}, max {max(ranks):.0f}, mean "
+            f"{sum(ranks) / 2:.0f}, stddev {abs(ranks[0] - ranks[1]) / 2:.0f} MB/s") in lines
     assert "Start skew between ranks (first to last release): 2999.9 us" in lines
     assert any(ln.startswith("Clock offsets to rank 0 measured to within 3.0 us") for ln in lines)
 
@@ -313,10 +320,29 @@ def test_a_rank_checks_its_own_tree_and_refuses_what_mpiexec_cannot_run_by_quit_
     assert_one_clean_line(code, out, err, f"{mine}/000/f0000001 is inside the -files tree")
     code, out, err = under_launcher("-smkey", "0x7934", "-quit", "-sp", *tree, cwd=tmp_path)
     assert_one_clean_line(code, out, err, "-sp runs one test in this process: it cannot run")
-    code, out, err = under_launcher("-smkey", "0x7934", "-quit", "-dir", "site", "-web",
-                                    cwd=tmp_path)
-    assert_one_clean_line(code, out, err, "-web with a -dir of your own under mpiexec: every "
-                                          "rank's clients would append to its one log")
+    code, out, err = under_launcher("-smkey", "0x7934", "-quit", "-dir", "site", "-cfiles",
+                                    "-web", cwd=tmp_path)
+    assert_one_clean_line(code, out, err, "-cfiles with a -dir of your own under mpiexec: every "
+                                          "rank would write the same tree")
+
+
+def test_two_ranks_serve_one_site_and_share_its_log(tmp_path):
+    """mpiexec -n 2 ... -dir site -web: both ranks' clients read the one tree (made once,
+    before), append to its one log, and the log is gone at the end."""
+    web = ["-dir", str(tmp_path / "site"), "-webFiles", "40", "-p", "3", "-n", "200", "-i", "1",
+           "-appendEvery", "2"]
+    done = subprocess.run([*CMD, "-smkey", "0x7936", "-nh", *web[:4], "-cfiles", "-n", "1",
+                           "-web"], capture_output=True, text=True, env=ENV, timeout=120)
+    assert done.returncode == 0, done.stderr
+    code, out, err = finished(mpiexec(2, "-smkey", "0x7937", "-nh", "-json",
+                                      str(tmp_path / "out.json"), *web, "-web"))
+    assert code == 0, err
+    s = json.loads((tmp_path / "out.json").read_text())["plan"]["groups"][0]["web"]
+    assert s["clients"] == 6 and s["measured"] == 2 * 3 * 200
+    assert s["ops"]["append"]["count"] == 2 * 3 * 100
+    assert s["log_bytes"] >= s["appended_bytes"] > 0 and not s["log_kept"]
+    assert not (tmp_path / "site" / "torque-web.log").exists()
+    assert "Event loops: 2, one per rank" in out
 
 
 @pytest.mark.parametrize("quit", [["-quit"], []])
@@ -380,6 +406,9 @@ def test_two_ranks_give_one_report_with_every_rank_s_rows(tmp_path):
     assert [t["rank"] for t in doc["tests"]] == [0, 0, 1, 1]
     assert doc["bandwidth"]["total"] == pytest.approx(sum(t["sys_bw"] for t in doc["tests"]))
     assert f"Cluster total: {doc['bandwidth']['total']:.0f} MB/s" in out
+    total = doc["cluster"]["aggregates"]["total"]
+    assert total["sum_of_rates"] == pytest.approx(doc["bandwidth"]["total"])
+    assert 0 < total["span_rate"] <= total["sum_of_rates"] * 1.0001   # one span holds them all
 
 
 def test_three_ranks_each_use_their_own_scratch_files_and_leave_none(tmp_path):
@@ -589,7 +618,7 @@ def test_survey_keeps_one_machine_per_host_and_rank_0_s_sysctl_names_the_others(
     here = sysinfo.collect()
     other = replace(here, hostname="h1", mem_mb=here.mem_mb * 2)
 
-    class Hosts(FakeComm):
+    class Hosts(Meeting):
         def allgather(self, value):
             return [("h0", "k0"), ("h1", "k1"), ("h0", "k0")]
 
@@ -597,7 +626,7 @@ def test_survey_keeps_one_machine_per_host_and_rank_0_s_sysctl_names_the_others(
             assert value is not None                      # rank 0 is its host's first
             return [value, (other, ["l1"]), None]         # rank 2 shares h0: sends nothing
 
-    rank0 = Cluster(Hosts(3, []))
+    rank0 = Cluster(Hosts([0, 1, 2], [], passes=True))
     rank0.host = "h0"
     assert rank0.survey(here, ["l0"]) == ["l0", "", "--- host h1 (ranks 1) ---", "l1"]
     assert rank0.machines == {"h0": here, "h1": other}
@@ -694,6 +723,10 @@ def test_repeat_and_baseline_run_every_phase_on_every_rank(tmp_path, ranks, key,
         assert run["cluster"]["ranks"][0]["offset_ns"] == 0
     assert doc["cluster"]["hosts"] == [{"host": HOST, "ranks": list(range(ranks)),
                                         "system": doc["system"]}]
+    totals = [ln for ln in out.splitlines() if ln.startswith("Cluster total:")]
+    bw = out.split("BW:, ")[1].split("\n")[0].split(", ")[-1]     # the medians' sum
+    assert totals == [f"Cluster total: {bw} MB/s (every test on every host: the sum of their "
+                      f"rates, the median of 2 repetitions, as the BW: line's Total)"]
     if "-baseline" in plan:
         found = block(out, report.BASELINE_HEADER)
         assert {(r[0], r[1], r[-1]) for r in found} == \
@@ -721,3 +754,129 @@ def test_only_rank_0_writes_sysctl_current(tmp_path):
     assert [d.name for d in dirs if (d / "sysctl.current").exists()] == ["zero"]
     lines = (dirs[0] / "sysctl.current").read_text().splitlines()
     assert f"hostname: {HOST}" in lines and not [ln for ln in lines if ln.startswith("--- host")]
+
+
+# -- one plan, and no rank waited for for ever -------------------------------------------------
+
+class Agreeing(FakeComm):
+    """Rank `rank` of as many ranks as `plans` (each rank's -quit lines): the digests and lines
+    every rank sends, gathered at once."""
+
+    def __init__(self, plans: list[list[str]], rank: int = 0):
+        super().__init__(len(plans), [])
+        self.plans, self.rank = plans, rank
+
+    def Get_rank(self):
+        return self.rank
+
+    def Iallgather(self, mine, every):
+        import hashlib
+        import numpy as np
+        for r, lines in enumerate(self.plans):
+            every[r] = np.frombuffer(hashlib.sha256("\n".join(lines).encode()).digest(), np.uint8)
+        return type("Done", (), {"Test": lambda _: True})()
+
+    def allgather(self, value):
+        if isinstance(value, list):
+            return self.plans
+        return super().allgather(value)
+
+
+def plan_of(*args: str) -> list[str]:
+    from torque_async import cmdline, helptext
+    return cluster.plan_digest_lines(helptext.plan_lines(cmdline.parse(list(args))))
+
+
+def test_every_rank_runs_rank_0_s_plan_and_one_with_another_is_named_with_the_difference():
+    same = plan_of("-n", "40", "-MB", "4", "-bcopy")
+    assert same == plan_of("-n", "0x28", "-MB", "4", "-bcopy", "-seed", "7")   # typed apart
+    Cluster(Agreeing([same, same, same])).same_plan(same)          # agreed: nothing raised
+    other = plan_of("-n", "40", "-MB", "1", "-load", "-n", "10", "-MB", "1", "-bzero")
+    for rank in (0, 2):                   # every rank says it, the one that differs too
+        job = Cluster(Agreeing([same, same, other], rank))
+        with pytest.raises(cluster.UsageError) as e:
+            job.same_plan([same, same, other][rank])
+        assert str(e.value) == (
+            f"rank 2 on {HOST} has another plan than rank 0 (every rank runs one plan): rank 0 "
+            f"has 'test processes: 1 in 1 groups (-fast)', rank 2 on {HOST} 'test processes: "
+            f"2 in 2 groups (-slow)'")
+        assert job.refused                # every rank refused together: no MPI_Abort
+
+
+def outcome_of_a_run():
+    from torque_async.orchestrator import Outcome
+    return Outcome(records=(), failures=())
+
+
+def test_a_rank_that_does_not_end_its_run_within_rank_timeout_is_named_and_fails_the_run():
+    from torque_async import cmdline
+    plan = cmdline.parse(["-rankTimeout", "4", "-n", "8", "-KB", "64", "-bzero"])
+    ticks = iter(range(0, 10 ** 12, 10 ** 9))           # one second per look at the clock
+    job = Cluster(Meeting([2, 0], [], passes=False), clock=ticks.__next__)
+    job.timeout = plan.settings.rankTimeout
+    done = job.gather(outcome_of_a_run(), plan)
+    assert done.failures == (f"rank 1 on {HOST} did not end its run within 4 s of this "
+                             f"rank's (-rankTimeout): stopped or hung?",)
+
+
+def test_a_rank_other_than_0_names_rank_0_when_it_does_not_come_and_says_nothing():
+    class Rank1(Meeting):
+        def Get_rank(self):
+            return 1
+    ticks = iter(range(0, 10 ** 12, 10 ** 9))
+    job = Cluster(Rank1([], [], passes=False), clock=ticks.__next__)
+    assert job.assemble(4, lambda: False, "end its run") == (
+        f"rank 0 on {HOST} did not end its run, or name who did not, within 9 s of this "
+        f"rank's (-rankTimeout): stopped or hung?")
+
+
+def test_each_meeting_s_arrivals_have_a_tag_of_their_own():
+    """A rank may send the next meeting's arrival before rank 0 has read all of this one's:
+    with one tag, rank 0 took it for this meeting's and waited for ever at the next."""
+    tags = []
+
+    class Tagged(Meeting):
+        def isend(self, obj, dest, tag):
+            tags.append(tag)
+            return super().isend(obj, dest, tag)
+    comm = Tagged([0, 1, 2], [], passes=True)
+    job = Cluster(comm, clock=iter(range(10 ** 6)).__next__)
+    assert job.meet(lambda: False) == ""
+    comm.probed = [0, 1, 2]
+    assert job.assemble(5, lambda: False, "end its run") == ""
+    assert len(set(tags)) == 2
+
+
+def test_ranks_with_different_plans_are_refused_in_one_line_each_before_any_set_up(tmp_path):
+    run = subprocess.run([MPIEXEC, "-n", "2", *CMD, "-smkey", "0x7a40", "-nh", "-n", "40",
+                          "-MB", "4", "-bcopy", ":", "-n", "1", *CMD, "-smkey", "0x7a40", "-nh",
+                          "-n", "40", "-MB", "1", "-load", "-n", "10", "-MB", "1", "-bzero"],
+                         capture_output=True, text=True, env=ENV, cwd=tmp_path, timeout=120)
+    lines = run.stderr.splitlines()
+    assert (run.returncode, run.stdout, len(lines)) == (2, "", 3), run.stderr
+    assert all(ln.startswith(f"torque-async: error: rank 2 on {HOST} has another plan than "
+                             f"rank 0") for ln in lines)
+    assert not list(tmp_path.iterdir())                 # nothing was set up
+
+
+def test_a_stopped_rank_is_named_after_rank_timeout_and_the_job_ends_leaving_nothing(tmp_path):
+    key, before = 0x7a50, shm_now()
+    run = mpiexec(2, "-smkey", hex(key), "-nh", "-rankTimeout", "2", "-t", "3", "-n", "4",
+                  "-i", "100000000", "-MB", "1", "-bcopy", cwd=tmp_path)
+    for k in range(2):
+        wait_for_rows(key + k, 1, RUNNING)
+    stopped = psutil.Process(owner_of(segment_name(key + 1)))
+    everyone = [stopped, *stopped.children(recursive=True)]
+    stopped.suspend()
+    try:
+        code, out, err = finished(run, timeout=60)
+    finally:
+        stopped.resume() if stopped.is_running() else None
+    assert code == 1, err
+    assert (f"torque-async: rank 0 on {HOST}: rank 1 on {HOST} did not end its run within 2 s "
+            f"of this rank's (-rankTimeout): stopped or hung?") in err
+    _, alive = psutil.wait_procs(everyone, timeout=15)
+    assert not alive
+    assert gone([Path("/dev/shm", segment_name(key + k)) for k in range(2)])
+    assert not {n for n in shm_now() - before if not n.startswith("torque-async-")}   # MPI's
+    assert not list(tmp_path.glob("torque-async-scratch.*"))

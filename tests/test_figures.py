@@ -123,9 +123,12 @@ def test_a_busy_loop_says_it_limited_the_loop_tests():
         "(< 100 ms)")
     web = cmdline.parse("-n 8 -load -dir /srv -p 2 -web".split())      # its rows are hidden
     clients = (replace(loads[0], row=0), replace(busy, row=1), replace(idle, row=2))
-    assert report.loop_line(clients, web.procs()).startswith(
+    assert report.loop_line(clients, web.procs()) == (
         "Event loop: busy 95% of proc 1's measured 1000 ms (a client of Web group 1; its "
-        "thread's CPU time)")
+        "thread's CPU time): the loop tests were limited by torque-async, not by the system; "
+        "more loops serve more -web requests: run it under mpiexec -n K on this host (each rank "
+        "a loop of its own, all serving one -dir)")
+    assert "mpiexec" not in report.loop_line((busy, *loads), plan.procs())   # no -web
     cpu = report.cpu_lines((replace(busy, cpu_wait=30 * MS), *loads), plan.procs())
     assert cpu[2] == "0, 900.0, 50.0, 95, 3, 0, 0, loop, Read" and cpu[3].endswith("process, Load")
     assert report.cpu_lines(loads, plan.procs())[2].startswith("1, 0.0, 0.0, 0, NA, ")  # unknown
@@ -245,9 +248,11 @@ def test_a_stream_finishes_when_its_last_period_ends_having_waited_for_it():
     rec = test["record"]
     last = rec["samples"][-1]
     assert last[1] == rec["transfers"] == 32 and last[0] < rec["finish"]   # samples: its
-    stamps = [t for t, _ in rec["samples"]]                                # completions, each
-    assert all(rec["start"] + k * 6_250_000 <= t < rec["start"] + (k + 1) * 6_250_000  # in its
-               for k, t in enumerate(stamps))                                          # period
-    assert rec["finish"] - rec["start"] == 32 * 6_250_000       # 32 periods of 6.25 ms, exact
+    stamps = [t for t, _ in rec["samples"]]                     # completions, none before its
+    assert all(rec["start"] + k * 6_250_000 <= t for k, t in enumerate(stamps))     # period
+    if stamps[-1] < rec["start"] + 32 * 6_250_000:     # the last in its period (a loaded
+        assert rec["finish"] - rec["start"] == 32 * 6_250_000   # machine may make it late):
+    else:                                               # 32 periods of 6.25 ms, exact
+        assert rec["finish"] >= stamps[-1]
     (row,) = table(r.stdout)
     assert int(row[1]) <= int(row[2]) and float(row[5]) <= 10.0   # never above its rate

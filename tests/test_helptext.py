@@ -1,4 +1,4 @@
-"""Help comes from the option table: every option is documented, and the README agrees."""
+"""Help comes from the option table: every option is documented, and docs/options.md agrees."""
 from __future__ import annotations
 
 import re
@@ -6,11 +6,12 @@ import re
 from click.testing import CliRunner
 
 from tools import readme_options
+from torque_async import helptext
 from torque_async.cli import main
 from torque_async.helptext import INDENT, WIDTH, help_lines, option_line
 from torque_async.options import ACTION, GLOBAL, LOCAL, OPTIONS
 
-from conftest import execute
+from conftest import REPO, execute
 
 
 def entries(lines: list[str]) -> dict[str, str]:
@@ -44,7 +45,7 @@ def test_each_default_prints_once_in_its_options_unit():
     defaults = {n: re.findall(r"\(default ([^)]*)\)", t) for n, t in listed.items()}
     assert defaults["B"] == ["1048576"] and defaults["KB"] == ["1024"]
     assert defaults["MB"] == ["1"] and defaults["GB"] == ["1 MB"]
-    assert defaults["smkey"] == ["0xdeca"] and defaults["dir"] == ["filestest"]
+    assert defaults["smkey"] == [] and defaults["dir"] == ["filestest"]
     assert defaults["i"] == ["10"] and defaults["n"] == ["64"] and defaults["engine"] == ["auto"]
     assert defaults["bp2"] == ["0xaaaaaaaaaaaaaaaa"] and defaults["T"] == []
     assert all(len(d) <= 1 for d in defaults.values())
@@ -103,11 +104,18 @@ def test_help_flags_print_their_level_and_exit_0(capsys):
                                  ("-version", "torque-async, version: ", "Global parameters")):
         code, out, err = execute(capsys, flag)
         assert code == 0 and marker in out and absent not in out and err == "", flag
+        if flag.startswith("-h"):                 # each help level says where the docs are
+            assert out.splitlines()[-1] == helptext.READ_MORE, flag
+    for name in ("README.md", "docs/options.md"):
+        assert name in helptext.READ_MORE and (REPO / name).is_file(), name
 
 
-def test_readme_option_reference_is_generated_from_the_table():
-    assert readme_options.block() in readme_options.README.read_text(), \
-        "README is stale: run python3 tools/readme_options.py"
+def test_the_option_reference_page_is_generated_from_the_table():
+    page = readme_options.PAGE.read_text()
+    assert page == readme_options.text(), \
+        "docs/options.md is stale: run python3 tools/readme_options.py"
+    listed = entries(page.split("## Where each local option applies")[0].splitlines())
+    assert set(listed) == set(OPTIONS) and all(OPTIONS[n].help in t for n, t in listed.items())
 
 
 def test_a_reader_that_stops_early_is_not_an_error():

@@ -21,7 +21,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from torque_async import cli, orchestrator
+from torque_async import cli, deadlines
 from torque_async.results import (DONE, MEASURED, NEW, READY, RUNNING, free_segment,
                                   segment_name)
 
@@ -388,11 +388,11 @@ def test_a_stopped_worker_is_named_by_the_watchdog_and_ends_the_run():
     victim = int(wait_for_rows(key, 2, RUNNING)["pid"][0])
     children = psutil.Process(proc.pid).children(recursive=True)
     os.kill(victim, signal.SIGSTOP)
-    out, err = proc.communicate(timeout=orchestrator.WATCHDOG_S + 60)
+    out, err = proc.communicate(timeout=deadlines.WATCHDOG_S + 60)
     assert proc.returncode == 1, err
     named = [ln for ln in out.splitlines() if "ended by the watchdog" in ln]
     assert named == [f"test 0 (-bzero, group 0, process 0) failed: made no progress for "
-                     f"{orchestrator.WATCHDOG_S:.0f} s while running (its process {victim} is "
+                     f"{deadlines.WATCHDOG_S:.0f} s while running (its process {victim} is "
                      f"stopped): ended by the watchdog"]
     assert_clean(key, children)
 

@@ -33,7 +33,7 @@ def buffer(n: int):
 
 
 def one(ring, op, fd, addr, length, offset, user_data, flags=0):
-    i = ring.lend()
+    i = ring.borrowed_sqe()
     ring.write(i, op, fd, addr, length, offset, user_data, flags)
     ring.queue(i)
     ring.submit(wait=1)
@@ -82,7 +82,7 @@ def test_an_owned_sqe_keeps_its_fields_and_only_its_offset_changes(ring, tmp_pat
             assert ring.completions() == [(99, 4, 0)]
             got.append(bytes(view[:4]))
         assert got == [bytes(range(o, o + 4)) for o in (10, 200, 3)]
-        ring.give(i)
+        ring.give_back(i)
     finally:
         os.close(fd)
         del held
@@ -93,19 +93,19 @@ def test_an_owned_sqe_keeps_its_fields_and_only_its_offset_changes(ring, tmp_pat
 def test_owners_leave_half_the_sqes_to_lend_and_lent_ones_come_back_after_a_submit(ring):
     owned = [ring.take() for _ in range(4)]
     assert -1 not in owned and ring.take() == -1            # 8 SQEs: 4 may be owned
-    lent = [ring.lend() for _ in range(4)]
+    lent = [ring.borrowed_sqe() for _ in range(4)]
     assert set(lent).isdisjoint(owned) and ring.free == []
     for k, i in enumerate(lent):
         ring.write(i, rings.OP_NOP, -1, 0, 0, 0, k)
         ring.queue(i)
-    again = ring.lend()                # none free: it submits what is queued, which frees them
+    again = ring.borrowed_sqe()        # none free: it submits what is queued, which frees them
     assert again in lent
     ring.write(again, rings.OP_NOP, -1, 0, 0, 0, 4)
     ring.queue(again)
     ring.submit(wait=5)
     assert ring.completions() == [(k, 0, 0) for k in range(5)]
     for i in owned:
-        ring.give(i)
+        ring.give_back(i)
     assert sorted(ring.free + ring.lent) == list(range(8))
 
 
@@ -113,7 +113,7 @@ def test_completions_past_the_cq_s_room_all_arrive_in_order(ring):
     """8 SQEs, 16 CQEs: 40 no-ops completed before any is read overflow into the kernel's
     list (IORING_FEAT_NODROP), and completions() fetches them too."""
     for k in range(40):
-        i = ring.lend()
+        i = ring.borrowed_sqe()
         ring.write(i, rings.OP_NOP, -1, 0, 0, 0, 1000 + k)
         ring.queue(i)
         ring.submit()
@@ -136,7 +136,7 @@ def test_the_ring_s_fd_is_readable_while_completions_wait_and_only_then(ring):
     poll.register(ring.fd, select.POLLIN)
     assert poll.poll(0) == []
     for k in range(20):                # past the CQ's 16: some wait in the kernel's list
-        i = ring.lend()
+        i = ring.borrowed_sqe()
         ring.write(i, rings.OP_NOP, -1, 0, 0, 0, k)
         ring.queue(i)
         ring.submit()
@@ -169,7 +169,7 @@ def test_a_kernel_older_than_coop_taskrun_gets_a_ring_without_it(monkeypatch):
 
 def test_completions_are_read_at_most_so_many_at_a_time_the_rest_left_pending(ring):
     for k in range(40):                # past the CQ's 16: some wait in the kernel's list
-        i = ring.lend()
+        i = ring.borrowed_sqe()
         ring.write(i, rings.OP_NOP, -1, 0, 0, 0, k)
         ring.queue(i)
         ring.submit()
@@ -186,7 +186,7 @@ def test_queue_all_puts_each_sqe_in_turn_across_the_queue_s_end(ring):
     last place (and the 16 CQEs past theirs); every no-op completes once, in the order queued."""
     got, want = [], []
     for r in range(7):
-        sqes = [ring.lend() for _ in range(3)]
+        sqes = [ring.borrowed_sqe() for _ in range(3)]
         for n, i in enumerate(sqes):
             ring.write(i, rings.OP_NOP, -1, 0, 0, 0, 10 * r + n)
         want += [10 * r + n for n in range(3)]

@@ -20,7 +20,7 @@ from torque_async.io import (actions, batch, data, filetest as filetests, identi
                              tree, uring)
 from torque_async.io.layout import BLOCK, Cursor, Layout
 from torque_async.results import PHASES
-from torque_async.testing import api
+from torque_async.kind_api import api
 from torque_async.stats import merge
 
 from conftest import AUTO, NO_URING, needs_uring, execute, run, run_cli, table

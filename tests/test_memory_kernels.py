@@ -21,7 +21,7 @@ import pytest
 from torque_async import options
 from torque_async.kinds import KINDS
 
-from torque_async.testing import api, buffers
+from torque_async.kind_api import api, buffers
 from workers import memory, patterns, stream_kernels as stream
 
 from conftest import run_cli

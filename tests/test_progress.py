@@ -35,9 +35,9 @@ class FakeResults:
 
 def test_wanted_only_on_a_terminal_and_without_noprogress():
     quiet = replace(PLAN.settings, noProgress=True)
-    assert progress.wanted(PLAN.settings, Terminal(True))
-    assert not progress.wanted(PLAN.settings, Terminal(False))
-    assert not progress.wanted(quiet, Terminal(True))
+    assert progress.should_show(PLAN.settings, Terminal(True))
+    assert not progress.should_show(PLAN.settings, Terminal(False))
+    assert not progress.should_show(quiet, Terminal(True))
 
 
 def test_the_line_gives_each_group_s_share_of_its_measured_transfers():

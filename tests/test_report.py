@@ -370,3 +370,11 @@ def test_a_later_repetition_s_interruption_closes_the_report_even_bandwidth_only
                                complete=1)
         assert failed[-2:] == ["INCOMPLETE: some tests failed (after 1 complete repetition: the "
                                "figures are theirs)", "repetition 2 of 3: test 0 died: SIGKILL"]
+
+
+def test_checkpoint_prints_no_times_for_a_run_that_never_started():
+    plan = cmdline.parse("-checkpoint -n 4 -r".split())
+    spawned = replace(record(0, 0, 0, 0, 4096), phase=(6484855 * MS, 0, 0, 0, 6487664 * MS))
+    assert report.checkpoint_lines((spawned,), plan.procs(), 0) == []     # no time zero
+    started = report.checkpoint_lines((spawned,), plan.procs(), 6484000 * MS)
+    assert started[0].startswith("checkpoint proc 0 (ms since the start): spawned 855.0")

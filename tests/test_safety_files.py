@@ -14,7 +14,7 @@ import pytest
 from torque_async import cmdline, outputs
 from torque_async.io import identity, plancheck, scratch, tree
 from torque_async.results import Results, segment_name
-from torque_async.testing import api
+from torque_async.kind_api import api
 
 from conftest import assert_one_clean_line, execute, run_cli
 
@@ -156,12 +156,12 @@ def test_an_output_onto_an_input_or_another_output_is_refused_before_the_run(
 
 
 def test_no_output_is_made_in_dev_proc_or_sys():
-    assert outputs.unfit("/dev/stdout") in ("is in /dev", "leads to a character device",
+    assert outputs.why_unfit("/dev/stdout") in ("is in /dev", "leads to a character device",
                                             "leads to a FIFO")       # never replaced itself
-    assert outputs.unfit("/dev/new.json") == "is in /dev"
-    assert outputs.unfit("/dev/null") == "is a character device"
-    assert outputs.unfit("/sys/kernel/x.json") == "is in /sys/kernel"
-    assert outputs.unfit("new.json") == outputs.unfit("/dev/shm/new.json") == ""
+    assert outputs.why_unfit("/dev/new.json") == "is in /dev"
+    assert outputs.why_unfit("/dev/null") == "is a character device"
+    assert outputs.why_unfit("/sys/kernel/x.json") == "is in /sys/kernel"
+    assert outputs.why_unfit("new.json") == outputs.why_unfit("/dev/shm/new.json") == ""
 
 
 def test_quit_checks_the_outputs_too(capsys, key):
@@ -315,3 +315,36 @@ def test_a_fifo_or_directory_at_the_configuration_dump_is_refused_once_named(cap
     assert_one_clean_line(*execute(capsys, "-smkey", key, *READ),
                           f"the configuration dump sysctl.current {what} (a run leaves its "
                           f"configuration dump there: remove it, or run elsewhere)")
+
+
+@pytest.mark.parametrize("plant", ["fifo", "link", "dir", "file", "zeros"])
+@pytest.mark.parametrize("free", [False, True])
+def test_what_stands_at_a_segment_s_name_is_never_opened_or_removed(tmp_path, plant, free):
+    key = {"fifo": 0x9A065, "link": 0x9A061, "dir": 0x9A063, "file": 0x9A067,
+           "zeros": 0x9A069}[plant] + 0x100 * free
+    where = Path("/dev/shm", segment_name(key))
+    victim = tmp_path / "victim.bin"
+    victim.write_bytes(b"keep me")
+    {"fifo": lambda: os.mkfifo(where), "link": lambda: where.symlink_to(victim),
+     "dir": where.mkdir, "file": lambda: where.write_text('{"a results file": 1}' * 100),
+     "zeros": lambda: where.write_bytes(bytes(1 << 16))}[plant]()
+    try:
+        args = ("-freeSharedMemory",) if free else ("-n", "4", "-KB", "64", "-load")
+        r = run_cli("-smkey", hex(key), *args, cwd=tmp_path)
+        assert_one_clean_line(r.returncode, r.stdout, r.stderr, "is not a torque-async segment")
+        mode = os.lstat(where).st_mode
+        assert {"fifo": stat.S_ISFIFO, "link": stat.S_ISLNK, "dir": stat.S_ISDIR,
+                "file": stat.S_ISREG, "zeros": stat.S_ISREG}[plant](mode)
+        assert victim.read_bytes() == b"keep me"
+    finally:
+        where.rmdir() if plant == "dir" else where.unlink()
+
+
+def test_no_output_is_written_at_a_segment_s_name(tmp_path):
+    for name in (segment_name(0x9A071), f".{segment_name(0x9A071)}.x"):
+        r = run_cli("-smkey", "0x9A073", "-json", f"/dev/shm/{name}", "-n", "2", "-KB", "4",
+                    "-bzero", cwd=tmp_path)
+        assert_one_clean_line(r.returncode, r.stdout, r.stderr,
+                              f"-json /dev/shm/{name} is a name torque-async gives its shared "
+                              f"memory: name another file")
+        assert not os.path.exists(f"/dev/shm/{name}")

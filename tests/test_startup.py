@@ -147,3 +147,45 @@ def test_a_memory_only_plan_launches_its_workers_before_the_event_loop_and_the_r
     later = {"asyncio", "uvloop", "aiofiles", "importlib.metadata", "torque_async.report",
              "torque_async.report_cluster", "torque_async.export", "torque_async.loop"}
     assert "torque_async.results" in loaded and not later & loaded, sorted(later & loaded)
+
+
+COUNT_PARSES = """
+import sys
+from torque_async import cmdline, launch, workstart
+real, parsed, start, started = cmdline.parse, [], workstart.start_server, []
+def parse(argv, *rest, **named):
+    parsed.append(list(argv))
+    return real(argv, *rest, **named)
+def start_server(plan):
+    started.append(plan.groups[0].action)
+    return start(plan)
+cmdline.parse, workstart.start_server = parse, start_server
+sys.argv = ["torque-async", *sys.argv[1:]]
+try:
+    launch.main()
+finally:
+    print("servers asked for:", started, file=sys.stderr)
+    print("parsed:", parsed, file=sys.stderr)
+"""
+
+
+def parses(tmp_path, argv: list[str]) -> tuple[int, str, str]:
+    done = subprocess.run([sys.executable, "-c", COUNT_PARSES, *argv], capture_output=True,
+                          text=True, env=ENV, cwd=tmp_path, timeout=120)
+    return done.returncode, done.stdout, done.stderr
+
+
+def test_the_command_line_is_parsed_once_and_a_bad_one_again_to_say_why(tmp_path, key):
+    """launch's early look (to start the workers' server) hands its plan to the command; an
+    option that asks (-quit, -help) starts no server."""
+    code, out, err = parses(tmp_path, ["-smkey", key, "-nh", "-n", "2", "-KB", "4", "-bzero"])
+    assert code == 0 and ", Bzero," in out, err
+    assert err.splitlines()[-2].startswith("servers asked for: ['bzero'")   # early, then the run
+    assert err.splitlines()[-1] == f"parsed: [['-smkey', '{key}', '-nh', '-n', '2', '-KB', '4', " \
+                                   "'-bzero']]"
+    code, out, err = parses(tmp_path, ["run", "-quit", "-load"])
+    assert code == 0 and "group 0: -load" in out
+    assert err.splitlines()[-2:] == ["servers asked for: []", "parsed: [['-quit', '-load']]"]
+    code, out, err = parses(tmp_path, ["-n", "x", "-load"])
+    assert code == 2 and "'x' is not an integer" in err
+    assert err.splitlines()[-1] == "parsed: [['-n', 'x', '-load'], ['-n', 'x', '-load']]"

@@ -22,9 +22,9 @@ from torque_async.streams.stream import MemStreamTest, StreamTest
 from torque_async.streams import tracks as tracks_module
 from torque_async.streams.tracks import MemoryTracks
 from torque_async.units import KB, MB
-from torque_async.testing.api import TestContext as Context      # not Test*: pytest would collect it
-from torque_async.testing.api import TestError as Failure
-from torque_async.testing.buffers import Buffers
+from torque_async.kind_api.api import TestContext as Context      # not Test*: pytest would collect it
+from torque_async.kind_api.api import TestError as Failure
+from torque_async.kind_api.buffers import Buffers
 
 KEYS = itertools.count(0x7A100)
 

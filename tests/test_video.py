@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from torque_async.options import Locals
-from torque_async.testing.api import TestContext as Context  # not Test*: pytest would collect those
-from torque_async.testing.api import TestError as Error
+from torque_async.kind_api.api import TestContext as Context  # not Test*: pytest would collect those
+from torque_async.kind_api.api import TestError as Error
 from workers.gl_context import INSTALL
 from workers.video import VideoTest
 

@@ -99,7 +99,7 @@ def test_a_request_reads_the_whole_file_and_the_log_grows_by_the_appends(capsys,
             "-n", "200", "-web")
     doc = results(capsys, key, "-dir", "site", "-webFiles", "300", "-KB", "4",
                   "-zipf", "0.9", "-appendEvery", "3", "-appendKB", "2", "-n", "2500", "-i", "2",
-                  "-web")
+                  "-keepLog", "-web")
     manifest = json.loads(Path("site", site.MANIFEST).read_text())
     names, sizes = site.names(manifest["dirs"]), manifest["sizes"]
     for name, size in zip(names, sizes):
@@ -114,6 +114,7 @@ def test_a_request_reads_the_whole_file_and_the_log_grows_by_the_appends(capsys,
     assert summary["read_bytes"] == test["record"]["bytes"]
     assert summary["ops"]["append"]["count"] == 5000 // 3
     assert Path("site", site.LOG).stat().st_size == summary["appended_bytes"] > 0
+    assert summary["log_bytes"] == summary["appended_bytes"] and summary["log_kept"]
     reads = sum(-(-s // 4096) if s % 4096 else s // 4096 for s in (sizes[f] for f in wanted))
     assert summary["ops"]["read"]["count"] == reads
     assert summary["ops"]["open"]["count"] == summary["ops"]["close"]["count"] == 5000
@@ -297,8 +298,8 @@ def test_t_ends_each_client_at_its_deadline_and_ramp_goes_first(capsys, key):
         assert record["finish"] - record["start"] >= 0.25e9        # -t 0.4 less the ramp: 0.3 s
     assert summary["measured"] == sum(t["record"]["transfers"] for t in tests)
     assert summary["ops"]["open"]["count"] == summary["measured"]
-    log = Path("site", site.LOG).stat().st_size
-    assert log >= summary["appended_bytes"] > 0                   # -ramp appended too
+    assert summary["log_bytes"] >= summary["appended_bytes"] > 0   # -ramp appended too
+    assert not Path("site", site.LOG).exists()                    # made by the run, removed
 
 
 def test_a_request_s_latency_leaves_out_its_throttle_pauses(capsys, key):

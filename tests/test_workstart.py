@@ -195,16 +195,16 @@ def test_a_worker_whose_parent_died_before_it_asked_to_die_with_it_ends_at_once(
     """Its parent-death signal is asked for after its start: a parent gone by then (the
     command SIGKILLed, its server killed with it) would leave it waiting at the barrier for
     good, owned by init. It checks, and ends."""
-    from torque_async import cmdline, orchestrator, workstart
+    from torque_async import cmdline, kinds, processes, workstart
     from torque_async.results import Results, segment_name
     plan = cmdline.parse(["-n", "2", "-load"])
     results = Results.create(segment_name(0x7A0F), 1)
     try:
-        spec = orchestrator.spec_for(plan, plan.procs()[0], segment_name(0x7A0F), 64, None,
-                                     parent=os.getpid() + 1)      # not its parent
+        spec = processes.spec_for(plan, plan.procs()[0], segment_name(0x7A0F), 64, None,
+                                  parent=os.getpid() + 1)      # not its parent
         ctx = workstart.EXECED
         meet = ctx.Barrier(2), ctx.Lock()          # kept: their names live while they do
-        child = ctx.Process(target=orchestrator.resolve(orchestrator.WORKER_PROCESS),
+        child = ctx.Process(target=kinds.resolve(kinds.WORKER_PROCESS),
                             args=(spec, *meet))     # nobody else comes to the barrier
         child.start()
         child.join(20)

@@ -56,7 +56,7 @@ from timed_loop import bandwidth, scratch_results     # first: puts the reposito
 from torque_async import sysinfo
 from torque_async.kinds import KINDS
 from torque_async.options import Locals
-from torque_async.testing.api import TestContext
+from torque_async.kind_api.api import TestContext
 
 ROOT = Path(__file__).resolve().parent.parent
 CREF = ROOT / "tools" / "cref" / "memkernels.c"

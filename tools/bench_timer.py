@@ -39,7 +39,7 @@ from torque_async import cmdline                          # noqa: E402
 from torque_async.meter import Limit, Meter, now          # noqa: E402
 from torque_async.results import Results, segment_name    # noqa: E402
 from torque_async.streams.stream import MemStreamTest     # noqa: E402
-from torque_async.testing.api import TestContext                       # noqa: E402
+from torque_async.kind_api.api import TestContext                       # noqa: E402
 from workers.cyclic import CyclicTest                     # noqa: E402
 
 HIST_US = 20_000                   # cyclictest's histogram range; beyond it, overflows

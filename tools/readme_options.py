@@ -1,7 +1,7 @@
-"""Regenerate the README's option reference from the option table: python3 tools/readme_options.py"""
+"""Regenerate docs/options.md, the option reference, from the option table:
+python3 tools/readme_options.py"""
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 
@@ -9,20 +9,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from torque_async import applies  # noqa: E402
 from torque_async.helptext import help_lines  # noqa: E402
 
-README = Path(__file__).resolve().parents[1] / "README.md"
-BEGIN, END = "<!-- options:begin -->", "<!-- options:end -->"
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "options.md"
 
 
-def block() -> str:
-    return "\n".join([BEGIN, "```", *help_lines("all"), "```", "",
-                      "Where each local option applies (decided against the man page, in the "
-                      "table's order; before any other action it is refused with one line, "
-                      "exit 2):", "", "```", *applies.lines(), "```", END])
-
-
-def updated(text: str) -> str:
-    return re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), lambda _: block(), text, flags=re.S)
+def text() -> str:
+    """The whole page: `torque-async -help`, then where each local option applies."""
+    return "\n".join([
+        "# Option reference", "",
+        "Generated from the option table (`torque_async/options.py`) by "
+        "`python3 tools/readme_options.py`; a test fails when this page is stale. "
+        "`torque-async -help` prints the same. How to combine the options: "
+        "[the README](../README.md) and the [other pages](README.md).", "",
+        "```", *help_lines("all"), "```", "",
+        "## Where each local option applies", "",
+        "Decided against the man page, in the table's order; before any other action it is "
+        "refused with one line, exit 2.", "",
+        "```", *applies.lines(), "```", ""])
 
 
 if __name__ == "__main__":
-    README.write_text(updated(README.read_text()))
+    PAGE.write_text(text())

@@ -19,7 +19,7 @@ from timed_loop import bandwidth, scratch_results     # first: puts the reposito
 
 from torque_async import cmdline
 from torque_async.kinds import KINDS
-from torque_async.testing.api import TestContext
+from torque_async.kind_api.api import TestContext
 
 DEFAULT = ["-n", "1024", "-i", "1", "-KB", "64", "-bzero"]
 

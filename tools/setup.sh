@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Everything torque-async needs on a fresh Debian/Ubuntu machine: the OpenGL libraries for the
 # video tests (installed when run as root with apt-get), then the package and its test extras
-# (which include the mpi extra: mpi4py and the MPICH wheel with its mpiexec).
+# (which include the mpi extra: mpi4py and the MPICH wheel with its mpiexec) into a virtual
+# environment, .venv here, made on first use (the machine's own Python is left as it was).
+# `. .venv/bin/activate` puts torque-async on PATH.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
@@ -17,7 +19,9 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
     fi
 fi
-python3 -m pip install -q --disable-pip-version-check -e '.[test]'
+venv=$PWD/.venv
+[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+"$venv/bin/python" -m pip install -q --disable-pip-version-check -e '.[test]'
 # the MPI tests run the mpiexec that the mpich wheel (the mpi extra) put beside this Python
-scripts=$(python3 -c 'import sysconfig; print(sysconfig.get_path("scripts"))')
+scripts=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("scripts"))')
 [ -x "$scripts/mpiexec" ] || { echo "setup.sh: no mpiexec in $scripts (the mpi extra)" >&2; exit 1; }

@@ -4,8 +4,7 @@ import os
 
 __version__ = "0.1.0"
 BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
-# One thread a process: numpy's OpenBLAS made a helper thread a CPU, which spun 33 ms after
-# numpy loaded (the command's start-up, beside its workers') and 0.1 s after any call over
-# floats, which it ran on every CPU. Set before numpy loads, in the command's process and so in
-# every process it starts.
+# One BLAS thread a process: otherwise OpenBLAS starts a helper thread per CPU, which spins
+# after numpy loads and after any call over floats, taking CPU from the tests. Set before numpy
+# loads, so it holds in the command and in every process it starts.
 os.environ.update(dict.fromkeys(BLAS_THREADS, "1"))

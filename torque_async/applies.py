@@ -60,7 +60,8 @@ APPLIES: dict[str, frozenset[str]] = {
     "memStreams": STREAMS,
     "web": EVERY - {"sample"} | COUNTED | {"size", "T", "mfile", "mfileXfer", "cfiles", "dir",
                                          "appendEvery", "appendKB", "webFiles", "webMeanKB",
-                                         "webOpen", "webShape", "webSizes", "webWidth", "zipf"},
+                                         "webOpen", "webShape", "webSizes", "webWidth", "zipf",
+                                         "keepLog"},
 }
 
 LOCAL_FIELDS = {o.field for o in OPTIONS.values() if o.scope == LOCAL}
@@ -127,5 +128,5 @@ def refusal(option: str, action: str) -> str:
 
 
 def lines() -> list[str]:
-    """The decisions, one line per local option in the table's order (README, -help)."""
+    """The decisions, one line per local option in the table's order (docs/options.md, -help)."""
     return [f"  -{name:<22}{takers(o.field)}" for name, o in OPTIONS.items() if o.scope == LOCAL]

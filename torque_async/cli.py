@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import math
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -19,9 +20,12 @@ import click
 from click.shell_completion import CompletionItem
 
 from . import __version__, cmdline, helptext, orchestrator, outputs, runs, startup, sysinfo
+from .outputs import say
 from . import cluster, validate, workstart
+from .errors import UsageError
 from .options import OPTIONS
-from .results import NotASegment, SegmentInUse, free_segment, segment_name
+from .results import (SEGMENT_PREFIX, SHM_DIR, NotASegment, SegmentInUse, free_segment,
+                      segment_name)
 
 MISSED_EXIT = 3                    # -failLate: a stream missed its rate, nothing else failed
 
@@ -90,7 +94,10 @@ def run(tokens: tuple[str, ...]) -> None:
     if "--help" in tokens:                  # click's convention, besides torque's -help
         say(helptext.asked_about(list(tokens)) or helptext.help_lines("all"))
         sys.exit(0)
-    sys.exit(cluster.finish(execute(list(tokens), startup.process_start(), exiting=True)))
+    parsed = click.get_current_context().obj        # launch.early's: (tokens, plan) or None
+    plan = parsed[1] if parsed and parsed[0] == list(tokens) else None
+    sys.exit(cluster.finish(execute(list(tokens), startup.process_start(), exiting=True,
+                                    plan=plan)))
 
 
 @main.command("plot")
@@ -101,12 +108,12 @@ def run(tokens: tuple[str, ...]) -> None:
               help="replace FILE.png even if plot did not make it")
 def plot_command(results: str, output: str | None, replace: bool) -> None:
     """Draw a -json results file: bandwidth over time, latency and lateness percentiles."""
-    from . import export, plot as plotting
+    from . import capacity, export, plot as plotting
     if output == "":
         fail("plot: -o '' names no file: give -o FILE.png, or leave -o out", 2)
     path = output or str(Path(results).with_suffix(".png"))
     try:
-        doc = export.load(results)
+        doc = capacity.load(results) or export.load(results)
     except export.ResultsFileError as e:
         fail(str(e), 2)
     if why := outputs.refusal("plot:", path, " (-o FILE.png)"):
@@ -165,6 +172,38 @@ def compare_command(base: str, runs: tuple[str, ...], threshold: float,
     sys.exit(2 if unmatched else 1 if fail_on_regression and why else 0)
 
 
+@main.command("capacity", context_settings=dict(ignore_unknown_options=True))
+@click.option("--group", type=click.IntRange(min=0), default=0, show_default=True,
+              help="the group varied (its index in the plan)")
+@click.option("--vary", type=click.Choice(["procs", "qd", "rate"]), default="procs",
+              show_default=True, help="its processes (streams, clients, lanes), its -aio queue "
+              "depth, or its rate (a stream's -fps or MiB/s, 1e6/-T)")
+@click.option("--until", multiple=True, metavar="CRIT",
+              help="held (default with streams), p99<10ms, p999<500us, late<0.01 (repeatable)")
+@click.option("--keep", multiple=True, metavar="'NAME bw>F'",
+              help="group NAME (action or index) keeps more than F of its bandwidth alone")
+@click.option("--max", "ceiling", type=click.IntRange(min=1), help="the largest value tried")
+@click.option("--min", "floor", type=click.IntRange(min=1),
+              help="the value the search starts at and never goes below (default: it starts "
+                   "at the plan's value and may go down to 1)")
+@click.option("--rounds", type=click.IntRange(1, 100), default=3, show_default=True,
+              help="runs that decide a point")
+@click.option("--pass", "passing", metavar="k/R", help="a point passes in k of its R rounds "
+              "(default: in every round)")
+@click.option("--json", "json_path", metavar="FILE", help="every point and every run's results")
+@click.argument("plan", nargs=-1, type=click.UNPROCESSED)
+def capacity_command(plan: tuple[str, ...], **given) -> None:
+    """The largest value of one group (-p, -aio depth, rate) at which the whole plan still
+    meets the criteria: torque-async capacity --max 16 -- PLAN"""
+    from . import capacity
+    try:
+        code = capacity.main(list(plan), command=" ".join(map(shlex.quote, sys.argv[1:])),
+                             execute=execute, **given)
+    except UsageError as e:
+        fail(str(e), 2)
+    sys.exit(code)
+
+
 # What a results file that passed export.load's checks can still raise in compare or plot: it
 # was changed by hand (its figures disagree with each other, a plan's arguments that no run
 # has): said in one line, not a traceback
@@ -193,29 +232,20 @@ def fail(message: str, code: int) -> None:
     sys.exit(code)
 
 
-def say(lines: list[str], err: bool = False) -> None:
-    """Print lines; bytes of a file name that are not UTF-8 show as U+FFFD, as in the rows."""
-    if lines:
-        text = "\n".join(lines).encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-        stream = sys.stderr if err else sys.stdout
-        try:
-            outputs.emit(stream, text + "\n")   # one write: ranks' lines never interleave
-        except BrokenPipeError:            # the reader stopped early (| head): not a failure;
-            os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())   # the rest goes nowhere
-
-
-def execute(argv: list[str], began: startup.Began | None = None, exiting: bool = False) -> int:
-    """Parse, run and report; returns the exit status (0 ok, 1 a test failed, 2 bad input,
-    3 a stream missed its rate under -failLate, 128 + the signal when SIGINT, SIGTERM or
-    SIGHUP stopped it). `began`: when the command started (default: now). `exiting`: the
-    command ends after it, the stop signals left held (a default handler between here and the
-    exit's ignoring them died of the signal, or of a KeyboardInterrupt as 'aborted')."""
+def execute(argv: list[str], began: startup.Began | None = None, exiting: bool = False,
+            plan=None) -> int:
+    """Parse (unless `plan` is argv's, parsed already), run and report; returns the exit
+    status (0 ok, 1 a test failed, 2 bad input, 3 a stream missed its rate under -failLate,
+    128 + the signal when SIGINT, SIGTERM or SIGHUP stopped it). `began`: when the command
+    started (default: now). `exiting`: the command ends after it, the stop signals left held
+    (a default handler between here and the exit's ignoring them would die of the signal, or
+    of a KeyboardInterrupt as 'aborted')."""
     began = began or startup.now()
     for sig in orchestrator.STOP_SIGNALS:
         signal.signal(sig, orchestrator.raise_interrupted)
     code, late = 1, []
     try:
-        code = run_plan(argv, began, late)
+        code = run_plan(argv, began, late, plan)
     except orchestrator.Interrupted as e:
         print(f"torque-async: interrupted by {e}", file=sys.stderr)
         code = 128 + e.signum
@@ -239,8 +269,8 @@ def execute(argv: list[str], began: startup.Began | None = None, exiting: bool =
 
 def hold(late: list[int], again_ends: bool = True) -> None:
     """From the tests' end: a stop signal is noted in `late`, not raised. What is left (the
-    report, its files, the scratch files' removal) is quick, and a signal in its middle lost
-    the report of a run that was over, or left scratch files; the exit status still says it.
+    report, its files, the scratch files' removal) is quick, and a signal in its middle would
+    lose the report of a run that was over, or leave scratch files; the exit status says it.
     A second one ends the report at once (stuck on a full pipe), never the removal."""
     def held(signum: int, _frame) -> None:
         if late and again_ends:
@@ -250,14 +280,14 @@ def hold(late: list[int], again_ends: bool = True) -> None:
         signal.signal(sig, held)
 
 
-def run_plan(argv: list[str], began: startup.Began, late: list[int]) -> int:
+def run_plan(argv: list[str], began: startup.Began, late: list[int], parsed=None) -> int:
     """The run's steps: parse; answer a question (help, -quit) or free leftovers; check;
     run; report and export (a stop signal from the runs' end is held in `late`)."""
     if about := helptext.asked_about(argv):
         say(about)
         return 0
     try:
-        plan = cmdline.parse(argv)
+        plan = parsed if parsed is not None else cmdline.parse(argv)
         answer = answers(plan)
         if answer is not None:
             say(answer)
@@ -266,16 +296,18 @@ def run_plan(argv: list[str], began: startup.Began, late: list[int]) -> int:
         rank = cluster.launcher_rank()            # under mpiexec: this rank's key and scratch
         key, tag = cluster.own(s.smkey, rank)
         if s.freeSharedMemory:
-            free_leftovers(key, tag,
+            free_leftovers(None if s.smkey is None else key, tag,
                            f"rank {rank} on {socket.gethostname()}: " if tag else "")
             if not plan.groups or plan.from_config:
                 return 0
-        note_leftovers(tag)
+        note_leftovers(tag, cluster.first_on_host())
         job = None
         if rank is not None:                     # each rank's own plan, checked as it runs,
             cluster.refuse(plan)                 # every rank told of any rank's refusal
+            agreed = cluster.plan_digest_lines(helptext.plan_lines(plan))
             plan = cluster.ranked(plan, tag)
             job = cluster.start(rank)
+            job.same_plan(agreed)
             plan = job.plan_for(plan)            # (its clean-up guard from here: a stop in
             job.agree(lambda: validate.check(plan))   # the checks leaves none of MPI's files)
         else:
@@ -283,15 +315,17 @@ def run_plan(argv: list[str], began: startup.Began, late: list[int]) -> int:
         if s.quit:
             say(helptext.plan_lines(plan))
             return 0
+        if job is None:
+            plan = replace(plan, settings=replace(s, smkey=key))
         if s.vl >= 3:
             plan = trace_every_transfer(plan)
         done = runs.run(plan, sysinfo.cache_line(), job)
         hold(late)
         # a rank that will end every rank meets none at the survey (a collective): rank 0,
-        # interrupted alone, waited there for ranks that ran on
+        # interrupted alone, would wait there for ranks that run on
         info = sysinfo.collect() if job and (done.failures or done.interrupted) else \
             survey(plan, job)
-    except cmdline.UsageError as e:
+    except UsageError as e:
         error(str(e))
         return 2
     return finish(plan, done, info, job, began)
@@ -320,34 +354,37 @@ def answers(plan) -> list[str] | None:
     return [ln for lines in asked for ln in lines] if asked else None
 
 
-def free_leftovers(smkey: int, tag: str, who: str) -> None:
+def free_leftovers(smkey: int | None, tag: str, who: str) -> None:
     """-freeSharedMemory: remove the key's segment and semaphores (refused while its run is
-    alive) and the scratch directories of dead runs, saying what it removed; under mpiexec
-    each rank frees its own (key + rank, its tag's directories), its lines (a refusal's too)
-    led by `who`."""
+    alive; without -smkey, those of every killed run of this user's) and the scratch
+    directories of dead runs, saying what it removed; under mpiexec each rank frees its own
+    (key + rank, its tag's directories), its lines (a refusal's too) led by `who`."""
     try:
-        say([who + line for line in free_shared_memory(smkey)])
-    except cmdline.UsageError as e:
-        raise cmdline.UsageError(who + str(e)) from None
+        say([who + line for line in (free_shared_memory(smkey) if smkey is not None
+                                     else free_killed_runs())])
+    except UsageError as e:
+        raise UsageError(who + str(e)) from None
     for what, left in leftovers(tag):
         shutil.rmtree(left, ignore_errors=True)
         say([f"{who}removed the {what} {left} of a run that is gone"])
 
 
-def note_leftovers(tag: str) -> None:
-    for what, left in leftovers(tag):
+def note_leftovers(tag: str, servers: bool = True) -> None:
+    """Name what killed runs left here (the workers' servers' directories, which every rank of
+    a host would find alike, only if `servers`)."""
+    for what, left in leftovers(tag, servers):
         print(f"torque-async: note: a killed run left the {what} {left}: "
               f"-freeSharedMemory removes it", file=sys.stderr)
 
 
-def leftovers(tag: str) -> list[tuple[str, str]]:
+def leftovers(tag: str, servers: bool = True) -> list[tuple[str, str]]:
     """What killed runs left here: scratch directories, and their workers' servers' socket
     directories where this command's would be (named by pid alone: the temp dir is this
     host's)."""
     from .io import scratch
     return [*(("scratch directory", d) for d in scratch.leftovers(tag=tag)),
-            *(("workers' server directory", d)
-              for d in scratch.leftovers(workstart.base(os.getpid()), prefix=workstart.PREFIX))]
+            *(("workers' server directory", d) for d in (scratch.leftovers(
+                workstart.base(os.getpid()), prefix=workstart.PREFIX) if servers else ()))]
 
 
 def finish(plan, done: runs.Runs, info, job, began: startup.Began | None = None) -> int:
@@ -416,10 +453,10 @@ def free_shared_memory(smkey: int) -> list[str]:
     try:
         freed = free_segment(name)
     except (NotASegment, OSError) as e:
-        raise cmdline.UsageError(str(e) if isinstance(e, NotASegment) else
+        raise UsageError(str(e) if isinstance(e, NotASegment) else
                                  f"/dev/shm/{name}: {e.strerror}: not removed") from None
     except SegmentInUse as e:
-        raise cmdline.UsageError(f"shared memory key {smkey:#x} is in use by pid {e.owner}, "
+        raise UsageError(f"shared memory key {smkey:#x} is in use by pid {e.owner}, "
                                  f"still running: -freeSharedMemory removes only what a killed "
                                  f"run left") from None
     if freed is None:
@@ -427,6 +464,22 @@ def free_shared_memory(smkey: int) -> list[str]:
     owner, sems = freed
     return [f"removed /dev/shm/{name} (created by pid {owner})"] + \
         [f"removed the semaphore /dev/shm/sem.{n.lstrip('/')} of that run" for n in sems]
+
+
+def free_killed_runs() -> list[str]:
+    """-freeSharedMemory without -smkey: the segments (and semaphores) of every killed run of
+    this user's, the live runs' left alone."""
+    from .io.scratch import owned
+    found = sorted(n for n in os.listdir(SHM_DIR) if n.startswith(SEGMENT_PREFIX)
+                   and owned(os.path.join(SHM_DIR, n)))
+    out = []
+    for name in found:
+        try:
+            out += free_shared_memory(int(name[len(SEGMENT_PREFIX):], 16))
+        except (UsageError, ValueError):       # a live run's, or not a segment
+            continue
+    return [ln for ln in out if not ln.startswith("no shared memory")] or \
+        ["no shared memory of a killed run to remove"]
 
 
 def same_file(a, b) -> bool:

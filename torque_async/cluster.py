@@ -18,6 +18,7 @@ what a killed rank leaves: its workers, its segment, its scratch directory.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import signal
 import socket
@@ -27,9 +28,10 @@ import time
 from dataclasses import dataclass, replace
 from typing import Callable
 
-from .cmdline import UsageError
-from .options import LOCAL_DEFAULTS
-from .orchestrator import SETUP_TIMEOUT, Outcome
+from .deadlines import SETUP_TIMEOUT
+from .errors import UsageError
+from .options import GLOBAL_DEFAULTS, LOCAL_DEFAULTS
+from .outcome import Outcome
 from .plan import Plan
 from .results import SHM_DIR, Record, segment_name
 from .sysinfo import SysInfo
@@ -37,7 +39,8 @@ from .sysinfo import SysInfo
 LAUNCHER_RANK = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")   # MPICH hydra, Open MPI, PMIx
 PING_ROUNDS = 16                  # ping-pongs per rank; the one with the shortest round trip counts
 POLL = 0.0005                     # seconds between looks at the MPI barrier
-TAG_PING, TAG_PONG, TAG_ARRIVED = 11, 12, 13
+TAG_PING, TAG_PONG, TAG_PHASE = 11, 12, 100     # TAG_PHASE + k: the arrivals at meeting k
+LATE = " of this rank's (-rankTimeout): stopped or hung?"
 BOOT_ID = "/proc/sys/kernel/random/boot_id"   # one per running kernel: one CLOCK_MONOTONIC
 
 
@@ -55,10 +58,22 @@ def launcher_rank() -> int | None:
     return None
 
 
-def own(smkey: int, rank: int | None) -> tuple[int, str]:
-    """A rank's segment key and what names its scratch directory and -files tree (.HOST.rRANK);
-    without a launcher (rank None) the run's own key and no tag."""
-    return (smkey, "") if rank is None else (smkey + rank, f".{socket.gethostname()}.r{rank}")
+LOCAL_RANK = ("MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK", "PMIX_LOCAL_RANK")
+
+
+def first_on_host() -> bool:
+    """Whether this process is its host's first rank (or runs without a launcher): what every
+    rank of a host would find alike is said once, by it."""
+    local = next((os.environ[n] for n in LOCAL_RANK if n in os.environ), None)
+    return launcher_rank() is None or local in (None, "0")
+
+
+def own(smkey: int | None, rank: int | None) -> tuple[int, str]:
+    """A run's segment key (-smkey, + its rank under a launcher; without -smkey its pid, which
+    no other live run has) and what names its scratch directory and -files tree (.HOST.rRANK;
+    none without a launcher, rank None)."""
+    key = os.getpid() if smkey is None else smkey + (rank or 0)
+    return key, "" if rank is None else f".{socket.gethostname()}.r{rank}"
 
 
 def refuse(plan: Plan) -> None:
@@ -72,10 +87,15 @@ def refuse(plan: Plan) -> None:
     if any(g.local.cfiles and g.local.dir != LOCAL_DEFAULTS["dir"] for g in plan.groups):
         raise UsageError("-cfiles with a -dir of your own under mpiexec: every rank would write "
                          "the same tree; make it once without mpiexec, then run without -cfiles")
-    if any(g.action == "web" and g.local.dir != LOCAL_DEFAULTS["dir"] for g in plan.groups):
-        raise UsageError("-web with a -dir of your own under mpiexec: every rank's clients "
-                         "would append to its one log, which counts one rank's appends; leave "
-                         "-dir out (each rank serves a site of its own)")
+
+
+RANK_TEXT = ("command line:", "seed:", "configuration file:", "  from:")   # (see same_plan)
+
+
+def plan_digest_lines(lines: list[str]) -> list[str]:
+    """What every rank's plan must agree on: -quit's lines less those that may differ by rank
+    with the plan the same (how it was typed, the seed from the clock, a file's path)."""
+    return [ln for ln in lines if not ln.startswith(RANK_TEXT)]
 
 
 def ranked(plan: Plan, tag: str) -> Plan:
@@ -137,6 +157,8 @@ class Cluster:
         self.guard: subprocess.Popen | None = None
         self.refused = False                           # every rank refused the plan (agree)
         self.machines: dict[str, SysInfo] = {}         # rank 0: every host's (survey)
+        self.meetings = 0                              # the deadline barriers passed (assemble)
+        self.timeout = GLOBAL_DEFAULTS["rankTimeout"]  # (plan_for: the plan's)
 
     def shares_clock(self, rank: int) -> bool:
         """Whether a rank runs on rank 0's kernel, so reads its CLOCK_MONOTONIC."""
@@ -159,9 +181,7 @@ class Cluster:
         except UsageError as e:
             problem = str(e)
         refused = np.zeros(1, np.int64)
-        request = self.comm.Iallreduce(np.array([bool(problem)], np.int64), refused, MPI.SUM)
-        while not request.Test():
-            time.sleep(POLL)
+        self.wait(self.comm.Iallreduce(np.array([bool(problem)], np.int64), refused, MPI.SUM))
         if refused[0]:
             problems = self.comm.allgather(problem)        # (every rank is here: at once)
             self.refused = True
@@ -170,11 +190,38 @@ class Cluster:
             first = next(r for r, p in enumerate(problems) if p)
             raise UsageError(f"{self.name(first)} refused the plan: {problems[first]}")
 
+    def same_plan(self, lines: list[str]) -> None:
+        """Every rank runs rank 0's plan (`lines`: what -quit shows of it, less what may differ
+        by rank: the command's text, the clock's seed, the configuration file's path). A rank
+        with another plan refuses the job on every rank, in one line naming the rank and the
+        first difference. The digests are gathered polled (a stop signal still ends the wait)."""
+        import numpy as np
+        mine = np.frombuffer(hashlib.sha256("\n".join(lines).encode()).digest(), np.uint8)
+        every = np.zeros((self.size, mine.size), np.uint8)
+        self.wait(self.comm.Iallgather(mine, every))
+        other = next((r for r in range(self.size) if (every[r] != every[0]).any()), None)
+        if other is None:
+            return
+        theirs = self.comm.allgather(lines)                # (every rank is here: at once)
+        self.refused = True
+        first, differ = theirs[0], theirs[other]
+        k = next((k for k, (a, b) in enumerate(zip(first, differ)) if a != b),
+                 min(len(first), len(differ)))
+        said = [f"'{x[k].strip()}'" if k < len(x) else "nothing" for x in (first, differ)]
+        raise UsageError(f"{self.name(other)} has another plan than rank 0 (every rank runs "
+                         f"one plan): rank 0 has {said[0]}, {self.name(other)} {said[1]}")
+
+    def wait(self, request) -> None:
+        """Wait for a nonblocking collective, polled (sleeping, so a signal is handled)."""
+        while not request.Test():
+            time.sleep(POLL)
+
     def plan_for(self, plan: Plan) -> Plan:
         """This rank's plan (ranked() already): its own segment key; scratch files go into a
         directory named by host and rank. Starts the rank's clean-up guard."""
         from .io import scratch
         key, scratch.TAG = own(plan.settings.smkey, self.rank)
+        self.timeout = plan.settings.rankTimeout
         settings = replace(plan.settings, smkey=key)
         self.guard = subprocess.Popen(                   # see cleanup_guard.py
             [sys.executable, "-m", "torque_async.cleanup_guard", str(os.getpid()),
@@ -186,30 +233,42 @@ class Cluster:
 
     def meet(self, stopped: Callable[[], bool], timeout: float = SETUP_TIMEOUT) -> str:
         """Every rank set up: the MPI barrier, polled. '' once all are there (or when this rank
-        was stopped meanwhile), else the problem: rank 0 names the ranks that never came (the
-        others wait 5 s longer, so that rank 0 is the one to say it)."""
-        arrival = self.comm.isend(self.rank, 0, TAG_ARRIVED)
+        was stopped meanwhile), else the problem naming the ranks that never came."""
+        problem = self.assemble(timeout, stopped, "set up", "")
+        return problem
+
+    def assemble(self, timeout: float, stopped: Callable[[], bool], do: str,
+                 hint: str = LATE) -> str:
+        """A barrier with a deadline: every rank tells rank 0 it came (a tag of this meeting's
+        own: a rank may send the next one's before rank 0 has read every one of this), so after
+        `timeout` s rank 0 names the ranks that did not `do` it; the others wait 5 s longer, so
+        that rank 0 is the one to say it (a rank that has to is saying that rank 0 did not).
+        '' once all are there, or when `stopped()`; else the problem."""
+        tag = TAG_PHASE + self.meetings % 30000
+        self.meetings += 1
+        arrival = self.comm.isend(self.rank, 0, tag)
         barrier = self.comm.Ibarrier()
         arrived: set[int] = set()
         deadline = self.clock() + int((timeout + (5 if self.rank else 0)) * 1e9)
         while not barrier.Test():
-            self.take_arrivals(arrived)
+            self.take_arrivals(arrived, tag)
             if stopped():
                 return ""
             if self.clock() > deadline:
-                late = [self.name(r) for r in range(self.size) if r not in arrived]
-                return (f"{', '.join(late)} did not set up within {timeout:.0f} s" if not self.rank
-                        else f"the other ranks did not all set up within {timeout + 5:.0f} s")
+                missing = [self.name(r) for r in range(self.size) if r not in arrived]
+                return (f"{', '.join(missing)} did not {do} within {timeout:.0f} s{hint}"
+                        if not self.rank else f"{self.name(0)} did not {do}, or name who did "
+                        f"not, within {timeout + 5:.0f} s{hint}")
             time.sleep(POLL)
-        self.take_arrivals(arrived)
+        self.take_arrivals(arrived, tag)
         while not self.rank and len(arrived) < self.size:     # the barrier may pass before
-            arrived.add(self.comm.recv(tag=TAG_ARRIVED))       # every arrival can be matched:
+            arrived.add(self.comm.recv(tag=tag))               # every arrival can be matched:
         arrival.wait()                                         # one left unread fails Finalize
         return ""
 
-    def take_arrivals(self, arrived: set[int]) -> None:
-        """Rank 0: note the ranks that said they are set up."""
-        while not self.rank and (message := self.comm.improbe(tag=TAG_ARRIVED)) is not None:
+    def take_arrivals(self, arrived: set[int], tag: int) -> None:
+        """Rank 0: note the ranks that said they came."""
+        while not self.rank and (message := self.comm.improbe(tag=tag)) is not None:
             arrived.add(message.recv())
 
     def offsets(self) -> list[tuple[int, int]]:
@@ -238,12 +297,13 @@ class Cluster:
             out.append(offset_of(pongs))
         return out
 
-    def settle(self) -> None:
-        """A barrier that sleeps while it waits: MPI's blocking calls spin a core, which would
-        take it from the ranks of this host that are still measuring."""
-        barrier = self.comm.Ibarrier()
-        while not barrier.Test():
-            time.sleep(POLL)
+    def settle(self, do: str) -> None:
+        """Every rank here before a blocking collective, within -rankTimeout: a rank that is
+        not (stopped, hung) is named and the job ends. The wait sleeps: MPI's blocking calls
+        spin a core, which would take it from the ranks of this host still measuring."""
+        late = self.assemble(self.timeout, lambda: False, do)
+        if late:
+            self.abort(self.ended((late,), 0))
 
     def survey(self, info: SysInfo, details: list[str]) -> list[str]:
         """Every host's machine, once per host (its first rank's SysInfo and sysctl.current
@@ -251,6 +311,7 @@ class Cluster:
         sysctl.current, its own host's lines then each other host's after a line naming it;
         another rank gets [] (only rank 0 writes the file)."""
         first = self.hosts.index(self.host) == self.rank
+        self.settle("reach the report")
         sent = self.comm.gather((info, details) if first else None, root=0)
         if self.rank:
             return []
@@ -268,7 +329,9 @@ class Cluster:
         (the series stops there, and ended() then finish() end every rank)."""
         if outcome.failures or outcome.interrupted:
             return outcome
-        self.settle()
+        late = self.assemble(self.timeout, lambda: False, "end its run")
+        if late:
+            return replace(outcome, failures=(late,))
         measured = self.offsets()
         sent = self.comm.gather((self.host, os.getpid(), outcome.records), root=0)
         if self.rank:
@@ -291,17 +354,21 @@ class Cluster:
             print(f"torque-async: {self.name(self.rank)}: {line}", file=sys.stderr)
         return 128 + interrupted if interrupted else 1
 
+    def abort(self, code: int) -> None:
+        """End every rank (MPI_Abort) after this rank's own clean-up."""
+        from .io import scratch
+        scratch.remove()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self.comm.Abort(code)
+
     def finish(self, code: int) -> int:
         """The run's exit status: a rank that did not succeed ends every rank (MPI_Abort, after
         its own clean-up), unless every rank refused the plan together (agree); the guard is
         told this rank is done."""
         if code and not self.refused:
-            from .io import scratch
-            scratch.remove()
-            sys.stdout.flush()
-            sys.stderr.flush()
-            self.comm.Abort(code)
-        self.settle()             # no rank leaves while another may still fail
+            self.abort(code)
+        self.settle("come to its end")   # no rank leaves while another may still fail
         from mpi4py import MPI
         try:                      # before "done": the guard then removes what MPI left
             MPI.Finalize()

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Iterable
 
 from .applies import applies, refusal
+from .errors import UsageError
 from .inputs import CONFIG_LIMIT, read_bounded
 from .options import ACTION, FIO_NAMES, FIO_SAYS, GLOBAL, OPTIONS, SAME, ArgError, Globals, Locals
 from .plan import Group, Plan
@@ -25,17 +26,13 @@ DEFAULT_CONFIG = "Torque.config"
 MAX_ALIAS_DEPTH = 64              # aliases within aliases
 MAX_TOKENS = 100_000              # tokens after expanding every alias
 SHELL_LINE_LIMIT = 1 << 16         # characters of a line that needs shell quoting: shlex takes
-                                   # quadratic time over one token (a MiB line: a minute)
+                                   # quadratic time over one token
 QUOTING = re.compile(r"['\"\\#]")   # what only shlex understands: quotes, escapes, comments
 BLANKS = re.compile(r"[ \t\r\n]+")   # shlex's whitespace
 PACKAGED_CONFIG = str(importlib.resources.files("torque_async") / DEFAULT_CONFIG)  # the default
                                    # workload where the working directory has no Torque.config
 SHIPPED_ALIASES = str(importlib.resources.files("torque_async") / "aliases" / "workloads.alias")
 COMMAND_LINE = "command line"
-
-
-class UsageError(Exception):
-    """Bad input: one line for stderr, exit code 2."""
 
 
 @dataclass(frozen=True)
@@ -141,7 +138,7 @@ def suggest(name: str, extra: Iterable[str] = ()) -> str:
     return f" (did you mean -{close[0]}?)" if close else ""
 
 
-def fio(name: str) -> str:
+def fio_hint(name: str) -> str:
     """A hint when `name` is fio's (-runtime, --iodepth=16): the option that does it here."""
     said = name.lstrip("-").split("=")[0]
     if said in FIO_SAYS:
@@ -150,7 +147,7 @@ def fio(name: str) -> str:
     return f" (fio's --{said} is -{opt.name} here: {opt.help})" if opt else ""
 
 
-def shipped(name: str, aliases: Iterable[str]) -> str:
+def shipped_hint(name: str, aliases: Iterable[str]) -> str:
     """A hint when `name` is one of the shipped workloads and no alias file was given."""
     if aliases or name not in read_aliases(SHIPPED_ALIASES):
         return ""
@@ -179,8 +176,8 @@ def scan(tokens: list[Token], aliases: Iterable[str] = ()) -> Scan:
         opt = OPTIONS.get(tok.text[1:])
         if opt is None:
             name = tok.text[1:]
-            raise UsageError(f"{tok.where()}unknown option {tok.text}"
-                             f"{fio(name) or suggest(name, aliases) or shipped(name, aliases)}")
+            hint = fio_hint(name) or suggest(name, aliases) or shipped_hint(name, aliases)
+            raise UsageError(f"{tok.where()}unknown option {tok.text}{hint}")
         words = tokens[pos + 1:pos + 1 + len(opt.args)]
         if len(words) < len(opt.args):
             names = " ".join(a.shown for a in opt.args)
@@ -223,7 +220,7 @@ def scan(tokens: list[Token], aliases: Iterable[str] = ()) -> Scan:
     return Scan(settings, groups)
 
 
-def timed(groups: tuple[Group, ...], settings) -> tuple[Group, ...]:
+def with_global_times(groups: tuple[Group, ...], settings) -> tuple[Group, ...]:
     """-tAll and -rampAll as the -t and -ramp of every group that sets none; a stream's length
     is its runTime argument, so they leave streams alone."""
     def own(g: Group) -> Group:
@@ -263,7 +260,7 @@ def parse(argv: list[str], cwd: str = ".") -> Plan:
         raise UsageError(f"-f: {len(files)} test files, at most 128")
     if settings.seed is None:
         settings = replace(settings, seed=time.time_ns() % (2**63))
-    groups = timed(tuple(cmd.groups or cfg.groups), settings)
+    groups = with_global_times(tuple(cmd.groups or cfg.groups), settings)
     return Plan(settings=settings, groups=groups, command=" ".join(shlex.quote(a) for a in argv),
                 config=config, aliases=tuple((k, " ".join(t.text for t in v))
                                              for k, v in aliases.items()),

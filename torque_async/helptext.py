@@ -17,6 +17,8 @@ SECTIONS = {"global": (GLOBAL, "Global parameters (affect all actions; anywhere 
 LEVELS = {"all": ("global", "local", "actions"), "short": ("global", "actions"),
           "global": ("global",), "local": ("local",), "actions": ("actions",)}
 WIDTH, INDENT = 100, 28            # help lines wrap at WIDTH; the help text starts at INDENT
+READ_MORE = ("More: README.md (recipes) and docs/ (a page per subject; docs/options.md is "
+             "this reference)")
 
 EXAMPLES = """\
 Examples:
@@ -82,13 +84,14 @@ def section(key: str) -> list[str]:
 
 
 def help_lines(level: str) -> list[str]:
-    """-help: everything and the examples; -h: globals and actions; -hg, -hl, -ha: one scope."""
+    """-help: everything and the examples; -h: globals and actions; -hg, -hl, -ha: one scope;
+    each ends by naming where the documentation is."""
     lines = [USAGE, ""]
     for key in LEVELS[level]:
         lines += section(key) + [""]
     if level == "all":
         lines += EXAMPLES.splitlines()
-    return lines
+    return lines + [READ_MORE]
 
 
 def asked_about(argv: list[str]) -> list[str] | None:

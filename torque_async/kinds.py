@@ -12,6 +12,10 @@ from dataclasses import dataclass
 from .options import ACTION, OPTIONS
 
 WORKER, LOOP = "worker", "loop"
+# The worker process's entry points, by name: the one place the core names workers/ (the
+# kinds' implementations below are the others); the core never imports it.
+WORKER_ENTRY = "workers.entry"
+WORKER_MAIN, WORKER_PROCESS = WORKER_ENTRY + ":main", WORKER_ENTRY + ":process_main"
 # what a kind may need (Kind.needs)
 FILES = "files"                # opens files (-f, scratch files): a loop test
 CALIBRATION = "calibration"    # its idle loop rate is measured alone before the start: a worker

@@ -22,16 +22,16 @@ def stopped(signum: int, _frame) -> None:
 
 def main() -> None:
     held = signal.pthread_sigmask(signal.SIG_BLOCK, STOPS)   # while the modules load: compiling
-    for sig in STOPS:                  # one (no bytecode cached) lost the exception a handler
-        if signal.getsignal(sig) != signal.SIG_IGN:          # raised there, and the signal
+    for sig in STOPS:                  # one (no bytecode cached) would lose the exception a
+        if signal.getsignal(sig) != signal.SIG_IGN:          # handler raised there, and the signal
             signal.signal(sig, stopped)           # until a run sets its own
     try:
         try:
-            early(sys.argv[1:])
+            parsed = early(sys.argv[1:])
             from .cli import main as command
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, held)     # one that came is handled here
-        command(prog_name="torque-async")
+        command(prog_name="torque-async", obj=parsed)
     except Stopped as e:
         ignore_stops()
         print(f"torque-async: interrupted by {signal.Signals(e.args[0]).name}", file=sys.stderr)
@@ -41,24 +41,27 @@ def main() -> None:
 
 
 def ignore_stops() -> None:
-    """For the exit (its hooks, the interpreter's teardown: 70 ms): nothing is left to stop,
-    and a signal there died of a KeyboardInterrupt, or cut the removal of the workers' server's
-    directory short (a second Ctrl-C while the modules loaded)."""
+    """For the exit (its hooks, the interpreter's teardown): nothing is left to stop, and a
+    signal there would die of a KeyboardInterrupt or cut short the removal of the workers'
+    server's directory."""
     for sig in STOPS:
         signal.signal(sig, signal.SIG_IGN)
 
 
-def early(argv: list[str]) -> None:
-    """A run whose plan has forked workers starts their server now, while the command imports
-    the rest (a plan it cannot parse is left to the command to report)."""
+def early(argv: list[str]):
+    """The command line parsed once, here: a run whose plan has forked workers starts their
+    server now, while the command imports the rest. Returns (the tokens, their plan) for the
+    command, or None when they do not parse: the command parses them again and says why."""
     from . import cmdline, workstart
+    from .options import ASKING
+    tokens = argv[1:] if argv[:1] == ["run"] else argv
     try:
-        plan = cmdline.parse(argv[1:] if argv[:1] == ["run"] else argv)
+        plan = cmdline.parse(tokens)
     except Exception:  # noqa: BLE001 - the command itself says what is wrong with it
-        return
-    s = plan.settings
-    if not (s.quit or s.help or s.version or s.example or s.printAlias or s.freeSharedMemory):
+        return None
+    if not any(getattr(plan.settings, f) for f in ASKING):
         try:
             workstart.start_server(plan)
         except OSError:                # (no temp dir) the run tries again and names the error
             pass
+    return tokens, plan

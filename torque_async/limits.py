@@ -17,7 +17,7 @@ from collections import defaultdict
 
 import psutil
 
-from .cmdline import UsageError
+from .errors import UsageError
 from .io import actions
 from .io.files import block_size
 from .kinds import KINDS, WORKER

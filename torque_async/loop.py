@@ -17,12 +17,12 @@ import os
 from typing import Awaitable, Callable, Protocol
 
 from .io import batch, uring
+from .kind_api.api import TestError, make_test
+from .kind_api.rows import describe, mark_closed, mark_failed, mark_ready, mark_spawned, \
+    note_info
 from .meter import Limit, Meter, harness_cost, thread_usage
 from .plan import Plan, Proc
 from .results import DONE, RUNNING, Results
-from .testing.api import TestError, make_test
-from .testing.rows import describe, mark_closed, mark_failed, mark_ready, mark_spawned, \
-    note_info
 from .validate import loop_cpu
 
 
@@ -84,8 +84,8 @@ class LoopSide:
                 return
             self.meters[proc.row] = Meter(self.results, proc.row, proc.group.local.sample,
                                           self.slow, Limit.of(proc.group.local), usage)
-            mark_ready(row, test)                # (its Meter made here: made at its start,
-                                                 # after the release, 0.1 ms a test)
+            mark_ready(row, test)                # (its Meter is made in set-up: made at its
+                                                 # start, it would delay the tests' release)
         await self.calibrate()
 
     async def calibrate(self) -> None:

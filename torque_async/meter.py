@@ -276,8 +276,8 @@ def waited(schedstat: str) -> int:
 def thread_usage() -> Callable[[], np.ndarray]:
     """process_usage's counters for the calling thread, readable from any thread: user and
     system in the kernel's ticks, its CPU clock (ns), its context switches. The thread itself
-    asks the kernel (getrusage: 1 us); another reads /proc (0.1-0.3 ms: sixteen tests starting
-    on the loop held it that long each). Both are the kernel's same counters, user and system
+    asks the kernel (getrusage, cheap); another reads /proc (dearer: a loop that starts many
+    tests pays it for each). Both are the kernel's same counters, user and system
     rounded down to the ticks /proc counts (getrusage's are whole us), so either reading may
     follow the other."""
     clock = time.pthread_getcpuclockid(threading.get_ident())

@@ -150,6 +150,10 @@ class Option:
     const: Any = True              # value stored by a flag (no args)
     group: str = ""                # help section
     also: tuple[tuple[str, Any], ...] = ()   # more fields it sets: -sa sets sa=True, -bp bp2
+    asks: bool = False             # asks for an answer or a clean-up (-help, -quit): the
+                                   # command may end without a run
+    fio: tuple[str, ...] = ()      # fio's names for what it does: the hint an unknown option
+                                   # of that name gets (-runtime: -t)
 
     @property
     def field(self) -> str:
@@ -162,9 +166,10 @@ class Option:
 
 
 def _sizes(stem: str, dest: str, help: str, units=(("B", 1), ("KB", KB), ("MB", MB), ("GB", GB)),
-           lo: int = 1) -> list[Option]:
+           lo: int = 1, fio: dict[str, tuple[str, ...]] | None = None) -> list[Option]:
     return [Option(f"{stem}{u}", LOCAL, f"{help} in {'bytes' if u == 'B' else u + 'ytes'}",
-                   (Arg(u, integer(lo, 2**40, mult), u, mult),), dest, group="Sizes")
+                   (Arg(u, integer(lo, 2**40, mult), u, mult),), dest, group="Sizes",
+                   fio=(fio or {}).get(u, ()))
             for u, mult in units]
 
 
@@ -191,54 +196,62 @@ _G = [
            (Arg("n", Count),), group="Execution"),
     Option("csv", GLOBAL, "write one CSV row per test process to FILE ('-': stdout; the text "
            "report then goes to stderr)", (Arg("file", text),), group="Output"),
-    Option("engine", GLOBAL, "file I/O engine: auto (sync for a lone test with one transfer "
-           "outstanding, else io_uring where available, else threads), uring, threads, sync "
-           "(blocking, one transfer at a time)",
-           (Arg("name", choice("auto", "uring", "threads", "sync")),), group="Files"),
-    Option("example", GLOBAL, "print worked examples", group="Help"),
+    Option("engine", GLOBAL, "file I/O engine, and -web's requests: auto (sync for a lone test "
+           "with one transfer outstanding, else io_uring where available, else threads), uring, "
+           "threads, sync (blocking, one transfer at a time)",
+           (Arg("name", choice("auto", "uring", "threads", "sync")),), group="Files",
+           fio=("ioengine",)),
+    Option("example", GLOBAL, "print worked examples", group="Help", asks=True),
     Option("failLate", GLOBAL, "exit with status 3 when a stream missed its rate (a frame "
            "late beyond -lateUs, or dropped) and nothing else failed", group="Streams"),
     Option("f", GLOBAL, "add a test file to the file list (at most 128)", (Arg("file", text),),
-           dest="files", group="Files"),
+           dest="files", group="Files", fio=("filename",)),
     Option("fast", GLOBAL, "each test stops at its own completion (opposite of -slow)",
            dest="slow", const=False, group="Execution"),
     Option("freeSharedMemory", GLOBAL, "remove the shared memory and semaphores a killed run "
-           "left (refused while that run is alive)", group="Execution"),
+           "left (refused while that run is alive)", group="Execution", asks=True),
     Option("g", GLOBAL, "print every test's PID and wait for Enter before testing starts",
            group="Execution"),
     Option("h", GLOBAL, "short help: global parameters and actions", dest="help", const="short",
            group="Help"),
     Option("ha", GLOBAL, "help on actions", dest="help", const="actions", group="Help"),
-    Option("help", GLOBAL, "all help and the examples", const="all", group="Help"),
-    Option("hg", GLOBAL, "help on global parameters", dest="help", const="global", group="Help"),
-    Option("hl", GLOBAL, "help on local parameters", dest="help", const="local", group="Help"),
+    Option("help", GLOBAL, "all help and the examples", const="all", group="Help", asks=True),
+    Option("hg", GLOBAL, "help on global parameters", dest="help", const="global", group="Help",
+           asks=True),
+    Option("hl", GLOBAL, "help on local parameters", dest="help", const="local", group="Help",
+           asks=True),
     Option("json", GLOBAL, "write the results as JSON (torque_async/schema/results.schema.json) "
            "to FILE ('-': stdout; the text report then goes to stderr)", (Arg("file", text),),
-           group="Output"),
+           group="Output", fio=("output", "output-format")),
     Option("nh", GLOBAL, "no header: leave out the header, the latency and the CPU tables",
            group="Output"),
     Option("noProgress", GLOBAL, "no progress line on a terminal's stderr while testing",
            group="Output"),
-    Option("printAlias", GLOBAL, "print the aliases in effect", group="Help"),
+    Option("printAlias", GLOBAL, "print the aliases in effect", group="Help", asks=True),
     Option("quit", GLOBAL, "parse the command line and the config file, show the plan, exit",
-           group="Execution"),
+           group="Execution", asks=True),
     Option("rampAll", GLOBAL, "-ramp for every group that sets none", (Arg("seconds", RAMP),),
            group="Transfers"),
+    Option("rankTimeout", GLOBAL, "under mpiexec: seconds a rank waits, once its run ended, for "
+           "every other rank to end theirs; then the ranks that did not are named and the job "
+           "ends (exit 1)", (Arg("seconds", number(1, 86400)),), group="Execution"),
     Option("repeat", GLOBAL, "run the whole plan n times; the report gives each test's median, "
            "min-max and spread, the JSON every repetition", (Arg("n", integer(1, 1000)),),
            group="Execution"),
     Option("seed", GLOBAL, "seed of every random choice (default: from the clock, printed)",
-           (Arg("n", integer(0, 2**63 - 1)),), group="Execution"),
+           (Arg("n", integer(0, 2**63 - 1)),), group="Execution", fio=("randseed",)),
     Option("slow", GLOBAL, "keep every test running until the slowest completes "
            "(default with more than one test)", const=True, group="Execution"),
-    Option("smkey", GLOBAL, "shared memory key: the results segment is /torque-async-KEY",
+    Option("smkey", GLOBAL, "shared memory key: the results segment is /torque-async-KEY "
+           "(default: the run's pid, so that no two runs share one; under mpiexec -smkey KEY "
+           "gives rank r KEY + r)",
            (Arg("key", integer(0, 2**32 - 1)),), group="Execution"),
     Option("sp", GLOBAL, "single process: the main process runs the one test itself",
            group="Execution"),
     Option("tAll", GLOBAL, "-t for every group that sets none (streams keep their runTime)",
            (Arg("seconds", TIME),), group="Transfers"),
     Option("v", GLOBAL, "verbose (perturbs results)", dest="vl", const=1, group="Output"),
-    Option("version", GLOBAL, "print the version", group="Help"),
+    Option("version", GLOBAL, "print the version", group="Help", asks=True),
     Option("vl", GLOBAL, "verbose level 1..3", (Arg("n", integer(1, 3)),), group="Output"),
     Option("allowForeign", GLOBAL, "let -cfiles/-files use a -dir that holds files torque-async "
            "did not make (it still writes only its own)", group="Files"),
@@ -258,7 +271,9 @@ _L = [
            (Arg("k", integer(1, 2**31)),), group="Web"),
     Option("appendKB", LOCAL, "-web: an append writes a size uniform in [1 byte, this many KB]",
            (Arg("KB", integer(1, 1 << 20)),), group="Web"),
-    *_sizes("", "size", "transfer size"),
+    *_sizes("", "size", "transfer size", fio={"KB": ("bs", "blocksize")}),
+    Option("keepLog", LOCAL, "-web: keep the log the clients appended to (torque-web.log under "
+           "-dir); without it the run removes the log it made at its end", group="Web"),
     Option("bp", LOCAL, "64-bit memory init patterns 1 and 2", (Arg("p", pattern),),
            dest="bp1", also=(("bp2", SAME),), group="Memory patterns"),
     Option("bp1", LOCAL, "64-bit memory init pattern 1", (Arg("p", pattern),),
@@ -285,7 +300,8 @@ _L = [
     Option("dropLate", LOCAL, "streams: skip a frame already a whole period past its deadline "
            "and count it dropped, as a live display does (default: move every frame, as "
            "capture does)", group="Streams"),
-    Option("fbc", LOCAL, "turn the file buffer cache on (default off: O_DIRECT)", group="Files"),
+    Option("fbc", LOCAL, "turn the file buffer cache on (default off: O_DIRECT)", group="Files",
+           fio=("direct",)),
     Option("fps", LOCAL, "streams: frames per second (59.94, 29.97, 23.976 are the NTSC "
            "60000/1001, 30000/1001, 24000/1001); bwMBs is then 0", (Arg("F", checked(parse_rate)),),
            group="Streams"),
@@ -305,7 +321,7 @@ _L = [
     *[Option(f"mfile{u}", LOCAL, f"maximum file size in {what}; transfers past it wrap",
              (Arg("n", integer(1, 2**40, mult), scale=mult),), dest="mfile",
              also=(("mfileXfer", None),),
-             group="Files")
+             group="Files", fio=("size",) if u == "MB" else ())
       for u, mult, what in (("4K", 4 * KB, "4 KB blocks"), ("KB", KB, "KBytes"),
                             ("MB", MB, "MBytes"), ("GB", GB, "GBytes"))],
     Option("mfileXfer", LOCAL, "maximum file size in transfers", (Arg("n", integer(1, 2**40)),),
@@ -318,13 +334,14 @@ _L = [
     *_sizes("offset", "offset", "start transfers at this offset",
             units=(("B", 1), ("KB", KB), ("MB", MB)), lo=0),
     Option("p", LOCAL, "number of processes running this test at once",
-           (Arg("n", integer(1, 1024)),), group="Processes"),
+           (Arg("n", integer(1, 1024)),), group="Processes", fio=("numjobs",)),
     Option("percR", LOCAL, "percentage of reads for -rand, -aio, -files",
-           (Arg("p", integer(0, 100)),), group="Files"),
+           (Arg("p", integer(0, 100)),), group="Files", fio=("rwmixread",)),
     Option("pixfmt", LOCAL, "streams: pixel format of -frame: " + ", ".join(FORMATS),
            (Arg("name", choice(*FORMATS)),), group="Streams"),
     Option("ramp", LOCAL, "run unmeasured transfers this long first (fio's ramp_time; "
-           "under -t, part of its time)", (Arg("seconds", RAMP),), group="Transfers"),
+           "under -t, part of its time)", (Arg("seconds", RAMP),), group="Transfers",
+           fio=("ramp_time",)),
     Option("s", LOCAL, "index in the -f list of this test's first file (default: the test's "
            "number; process k uses s+k)", (Arg("n", Count),), group="Files"),
     Option("sa", LOCAL, "as -sample, showing only the bandwidth columns", (Arg("k", Count),),
@@ -337,7 +354,7 @@ _L = [
            (Arg("bytes", integer(8, 2**30)),), group="Memory patterns"),
     Option("t", LOCAL, "run for this long (measuring every transfer made) instead of n x i "
            "transfers (fio's runtime with time_based)", (Arg("seconds", TIME),),
-           group="Transfers"),
+           group="Transfers", fio=("runtime", "time_based")),
     Option("T", LOCAL, "throttle: add this delay in microseconds to every transfer",
            (Arg("usec", integer(0, 10**9)),), group="Transfers"),
     Option("touch", LOCAL, "after each read, touch one word of the buffer", group="Files"),
@@ -407,30 +424,27 @@ _A = [
 OPTIONS: dict[str, Option] = {o.name: o for o in (*_G, *_L, *_A)}
 if len(OPTIONS) != len(_G) + len(_L) + len(_A):        # a real raise: python -O keeps it
     raise TypeError("the option table names an option twice")
+ASKING = frozenset(o.field for o in OPTIONS.values() if o.asks)   # the fields they set
 
-# fio's names of what an option does, for the hint an unknown option gets (-runtime: -t)
-FIO_NAMES = {"runtime": "t", "time_based": "t", "ramp_time": "ramp", "numjobs": "p",
-             "bs": "KB", "blocksize": "KB", "size": "mfileMB", "filename": "f",
-             "direct": "fbc", "rwmixread": "percR", "ioengine": "engine", "output": "json",
-             "output-format": "json", "randseed": "seed"}
+FIO_NAMES = {said: o.name for o in OPTIONS.values() for said in o.fio}   # fio's name: option
 FIO_SAYS = {"iodepth": "-aio N keeps N sequential transfers outstanding; N random ones at once "
                        "are -p N processes of -rand on one file, the file named once per process"}
-if not set(FIO_NAMES.values()) <= set(OPTIONS):
-    raise TypeError(f"FIO_NAMES names no option: {set(FIO_NAMES.values()) - set(OPTIONS)}")
+if len(FIO_NAMES) != sum(len(o.fio) for o in OPTIONS.values()):
+    raise TypeError("the option table gives one fio name to two options")
 
 # Defaults of the fields the options write. A field's default is documented in -help.
 GLOBAL_DEFAULTS: dict[str, Any] = dict(
     aliasFile=None, bo=False, config=None, child=None, example=False, files=(), slow=None,
     freeSharedMemory=False, g=False, help=None, nh=False, printAlias=False, quit=False,
-    seed=None, smkey=0xDECA, sp=False, vl=0, version=False,
+    seed=None, smkey=None, sp=False, vl=0, version=False,
     csv=None, json=None, noProgress=False, engine="auto", writeDevices=False,
-    allowForeign=False, failLate=False, baseline=False, repeat=1, tAll=None, rampAll=None)
+    allowForeign=False, failLate=False, baseline=False, repeat=1, tAll=None, rampAll=None, rankTimeout=30.0)
 LOCAL_DEFAULTS: dict[str, Any] = dict(
     affinityNumber=None, affinityNumberDiff=None, affinityParent=None, appendKB=16,
     appendEvery=10, size=MB,
     bp1=0x5555555555555555, bp2=0xAAAAAAAAAAAAAAAA, bpkey=1, bt=100, btr=False, cfiles=False,
     checkpoint=False, dir="filestest", display=None, dropLate=False, execChild=False,
-    extraRead=0, fbc=False, fps=None, frame=None, i=10, IH=480, IW=720, lateUs=0, linesize=None,
+    extraRead=0, fbc=False, fps=None, keepLog=False, frame=None, i=10, IH=480, IW=720, lateUs=0, linesize=None,
     m=False, mfile=None, mfileXfer=None, n=64, noResetParentAffinity=False,
     noVideoInitLoops=False, offset=0, p=1, percR=100, pixfmt=None, ramp=None, s=None, sa=False,
     sample=None, sleepEnd=0, stride=None, t=None, T=0, touch=False, touch4K=False, vector=0,

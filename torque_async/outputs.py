@@ -17,7 +17,7 @@ import stat
 import sys
 import tempfile
 
-from .cmdline import UsageError
+from .errors import UsageError
 from .inputs import kind
 from .io import identity
 from .results import SEGMENT_PREFIX, SHM_DIR
@@ -59,7 +59,7 @@ def in_system(folder: str) -> bool:
                                    for top in ("/proc", "/sys"))
 
 
-def unfit(path: str) -> str:
+def why_unfit(path: str) -> str:
     """Why an output may not be made at `path` ('' when it may): its directory is /dev, or in
     /proc or /sys, or the name is, or its link leads to, anything but a regular file (a device, a FIFO).
     A link to a regular file, or to nothing, is replaced itself."""
@@ -84,7 +84,7 @@ def refusal(what: str, path: str, hint: str = "") -> str:
     if os.path.isdir(path):
         return f"{what} {path} is a directory" + (hint if path == SYSCTL_FILE else
                                                    ": name a file in it")
-    if why := unfit(path):
+    if why := why_unfit(path):
         return f"{what} {path} {why}, not a file{hint}"
     if os.path.realpath(os.path.dirname(os.path.abspath(path))) == SHM_DIR and \
             os.path.basename(path).lstrip(".").startswith(SEGMENT_PREFIX):
@@ -170,7 +170,7 @@ def write(path: str, text: str | bytes, mark: str = "", replace: bool = False) -
                 with contextlib.suppress(OSError):     # (a file system without them: it is
                     os.setxattr(fd, identity.MARK, mark.encode())   # never replaced later)
             fh.write(text)
-        if why := unfit(path):                          # appeared since the plan was checked
+        if why := why_unfit(path):                      # appeared since the plan was checked
             raise OSError(errno.EEXIST, f"it {why}", path)
         if mark and not replace and not made_here(path, mark):
             raise OSError(errno.EEXIST, NOT_MADE, path)
@@ -224,3 +224,14 @@ def write_sysctl(lines: list[str]) -> None:
 
 
 NOT_MADE = "is a file torque-async did not write"
+
+
+def say(lines: list[str], err: bool = False) -> None:
+    """Print lines; bytes of a file name that are not UTF-8 show as U+FFFD, as in the rows."""
+    if lines:
+        text = "\n".join(lines).encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        stream = sys.stderr if err else sys.stdout
+        try:
+            emit(stream, text + "\n")   # one write: ranks' lines never interleave
+        except BrokenPipeError:            # the reader stopped early (| head): not a failure;
+            os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())   # the rest goes nowhere

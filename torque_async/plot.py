@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import math
+import statistics
 import textwrap
 from dataclasses import dataclass
 from typing import Any
@@ -136,8 +137,8 @@ def draw_bandwidth(ax, doc: dict[str, Any], tests: list[dict[str, Any]], shortes
 
 def bandwidth_sets(doc: dict[str, Any], tests: list[dict[str, Any]]) -> list[tuple[str, list]]:
     """(what, tests) of each bandwidth panel: a panel a test, or past MAX_BW_PANELS of them a
-    panel a group, or past that many groups one for all (each panel costs matplotlib about
-    0.3 s: 64 sampled tests took 23 s, 200 did not finish in 100 s)."""
+    panel a group, or past that many groups one for all (matplotlib's time grows with the
+    panels: a panel a test would not finish for hundreds of tests)."""
     if len(tests) <= MAX_BW_PANELS:
         return [(name(doc, t), [t]) for t in tests]
     groups: dict[int, list] = {}
@@ -343,14 +344,57 @@ def panels(doc: dict[str, Any]) -> list[Panel]:
 
 
 def figure(doc: dict[str, Any]):
-    """The matplotlib Figure of the results and (title, legend labels) of each panel."""
+    """The matplotlib Figure of the results (or of a capacity search: curve) and (title,
+    legend labels) of each panel."""
     try:
         from matplotlib.figure import Figure
     except ImportError:
         raise PlotError("plotting needs matplotlib: pip install 'torque-async[plot]'") from None
     from matplotlib import rc_context
     with rc_context({"text.parse_math": False}):   # a '$' in a command or a name is text
-        return drawn_figure(doc, Figure)
+        return (curve if doc.get("schema") == CAPACITY else drawn_figure)(doc, Figure)
+
+
+CAPACITY = "torque-async-capacity"     # capacity --json (capacity.SCHEMA)
+VERDICT_LOOK = {True: ("o", "tab:green", "passed"), False: ("X", "tab:red", "failed"),
+                None: ("s", "tab:gray", "not decided")}
+
+
+def curve(doc: dict[str, Any], Figure):
+    """capacity --json: the varied value against the first criterion's figure, each round a
+    dot and each point's median marked by its verdict, the criterion's limit a dashed line."""
+    if not doc["points"]:
+        raise NothingToPlot("nothing to plot: the search ran no point")
+    crit = doc["criteria"][0]
+    limit = crit["limit"] / 1e3 if crit["kind"] in ("p99", "p999") else crit["limit"]
+    fig = Figure(figsize=(WIDTH_IN, 5), dpi=DPI, layout="constrained")
+    fig.suptitle("\n".join(textwrap.wrap(f"torque-async {doc['command']}", TITLE_CHARS)),
+                 fontsize=9)
+    ax = fig.subplots()
+    shown = set()
+    for p in doc["points"]:
+        ys = [r["figures"][0] for r in p["rounds"] if r["figures"][0] is not None]
+        if not ys:
+            continue
+        ax.plot([p["value"]] * len(ys), ys, ".", color="black", alpha=0.4)
+        marker, colour, said = VERDICT_LOOK[p["verdict"]]
+        ax.plot([p["value"]], [statistics.median(ys)], marker, color=colour, markersize=9,
+                label=None if said in shown else f"median, {said}")
+        shown.add(said)
+    ax.axhline(limit, linestyle="--", color="tab:blue", label=f"criterion {crit['text']}")
+    values = [p["value"] for p in doc["points"]]
+    if max(values) >= 8 * min(values):
+        ax.set_xscale("log", base=2)
+    else:
+        ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.set_xlabel(f"{doc['varied']} of group {doc['group']}")
+    ax.set_ylabel(crit["figure"])
+    found = "none" if doc["capacity"] is None else doc["capacity"]
+    title = f"capacity: {found}" + (f", {doc['failed']} failed" if doc["failed"] else "")
+    ax.set_title(title, fontsize=9, loc="left")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0)
+    return fig, [(title, ax.get_legend_handles_labels()[1])]
 
 
 def drawn_figure(doc: dict[str, Any], Figure):

@@ -21,7 +21,7 @@ INTERVAL = 0.25                    # seconds between refreshes: at most 4 a seco
 ERASE = "\r\x1b[K"                 # back to the start of the line, clear it
 
 
-def wanted(settings, stream: TextIO) -> bool:
+def should_show(settings, stream: TextIO) -> bool:
     return not settings.noProgress and stream.isatty()
 
 
@@ -76,8 +76,8 @@ async def show(procs, results: Results, stream: TextIO,
 
 def start(plan, procs, results: Results, stream: TextIO) -> asyncio.Future | None:
     """The progress coroutine as a task on the running loop, when it is wanted."""
-    return asyncio.ensure_future(show(procs, results, stream)) if wanted(plan.settings, stream) \
-        else None
+    return asyncio.ensure_future(show(procs, results, stream)) \
+        if should_show(plan.settings, stream) else None
 
 
 async def stop(task: asyncio.Future | None) -> None:

@@ -383,6 +383,9 @@ def loop_line(records, procs, rank=no_rank) -> str:
         line += f": not resolved (< {SHORTEST_NS // NS_PER_MS} ms)"
     elif busy["limited"]:
         line += ": the loop tests were limited by torque-async, not by the system"
+        if any(p.group.action == "web" for p in procs):
+            line += ("; more loops serve more -web requests: run it under mpiexec -n K on this "
+                     "host (each rank a loop of its own, all serving one -dir)")
     return line
 
 
@@ -946,7 +949,9 @@ def render(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], inf
     lines: list[str] = []
     if not plan.settings.nh:
         lines += [f"torque-async, version: {__version__}", f"torque-async {plan.command}".rstrip(),
-                  date, f"seed = {plan.settings.seed}", "", *header_lines(info), "",
+                  date, f"seed = {plan.settings.seed}",
+                  *([f"smkey = {plan.settings.smkey:#x}"] if plan.settings.smkey is not None
+                    else ()), "", *header_lines(info), "",
                   "torque-async (time in ms)",
                   f"We waited for {len(procs)} process{'es' * (len(procs) != 1)}"]
         for group in plan.groups:
@@ -963,7 +968,7 @@ def render(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], inf
                            *cyclic_lines(records, procs), *checkpoint_lines(records, procs, t0)))
     for group in plan.groups:
         lines += ["", *web.lines(group, records, procs, SHORTEST_NS)]
-    lines += ["", *runs, "", *(cluster.lines(t0) if cluster else ())]
+    lines += ["", *runs, "", *(cluster.lines(t0, repetitions) if cluster else ())]
     lines += ["", *stream_lines(records, procs), "", *sample_lines(records, procs, t0)]
     if plan.settings.vl:
         lines += ["", *detail_lines(records, procs, plan.settings.vl)]

@@ -6,6 +6,7 @@ differ); the start skew and the clock-offset uncertainty are stated.
 """
 from __future__ import annotations
 
+import statistics
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -13,7 +14,7 @@ from . import report
 from .plan import Plan, Proc
 from .results import Record
 from .sysinfo import SysInfo, header_lines
-from .units import NS_PER_MS
+from .units import NS_PER_MS, mb_per_s
 
 
 @dataclass(frozen=True)
@@ -95,8 +96,8 @@ class ClusterRun:
                 f"{self.skew / 1000:.1f} us apart (start skew) and a rank's tests ended before "
                 f"another rank's began: run longer tests (-n, -i) than the skew")
 
-    def lines(self, t0: int) -> list[str]:
-        return cluster_lines(self, t0)
+    def lines(self, t0: int, repetitions=()) -> list[str]:
+        return cluster_lines(self, t0, repetitions)
 
 
 def host_lines(run: ClusterRun, t0: int) -> list[str]:
@@ -136,17 +137,80 @@ def machine_lines(run: ClusterRun, host: str) -> list[str]:
             if differ else f"Host {host}: machine as rank 0's (the header's)"]
 
 
-def cluster_lines(run: ClusterRun, t0: int) -> list[str]:
-    """The cluster's block: ranks and hosts, the start skew, the clock offsets, every host."""
-    kinds = report.group_bandwidths(run.plan, run.records, run.procs)
+def cluster_lines(run: ClusterRun, t0: int, repetitions=()) -> list[str]:
+    """The cluster's block: ranks and hosts, the start skew, the clock offsets, every host,
+    each group's aggregates, and the one total (of several `repetitions`, the BW: line's)."""
     resolved = "" if run.skew_resolved else ": within the clock-offset uncertainty, not resolved"
     hosts = len(run.hosts())
+    several = len(repetitions) > 1
     return [f"Cluster: {len(run.ranks)} ranks on {hosts} host{'s' * (hosts > 1)}; "
-            f"times on rank 0's clock",
+            f"times on rank 0's clock" + ("; the blocks below are repetition 1's" * several),
             f"Start skew between ranks (first to last release): {run.skew / 1000:.1f} us{resolved}",
             clock_line(run),
             *host_lines(run, t0),
-            f"Cluster total: {sum(kinds.values()):.0f} MB/s (every test on every host)"]
+            *aggregate_lines(run),
+            total_line(run, repetitions)]
+
+
+def total_line(run: ClusterRun, repetitions=()) -> str:
+    """The one total: the sum of every test's rate (torque's rule, the BW: line's Total: of
+    several repetitions their median), beside IOR's aggregate of the run it comes from."""
+    if len(repetitions) > 1:
+        total = report.median_bandwidths(run.plan, repetitions, run.procs)[1]
+        return (f"Cluster total: {total:.0f} MB/s (every test on every host: the sum of their "
+                f"rates, the median of {len(repetitions)} repetitions, as the BW: line's Total)")
+    total = sum(report.group_bandwidths(run.plan, run.records, run.procs).values())
+    return (f"Cluster total: {total:.0f} MB/s (every test on every host: the sum of their "
+            f"rates, the BW: line's Total); IOR's aggregate, every byte over the span from the "
+            f"first start to the last finish: {span_rate(run.records):.0f} MB/s")
+
+
+def span_rate(records) -> float:
+    """IOR's aggregate: the bytes of every measured test over the span from the first start to
+    the last finish, MB/s (each test's own rate covers only its own interval)."""
+    timed = [r for r in records if r.finish > r.start]
+    return mb_per_s(sum(r.sys_bytes for r in timed),
+                    max(r.finish for r in timed) - min(r.start for r in timed)) if timed else 0.0
+
+
+def aggregates(run: ClusterRun) -> list[dict[str, Any]]:
+    """Per group: the sum of its tests' rates (torque's rule) and IOR's aggregate (its bytes
+    over its span), the spread of its figure over the ranks (each rank's sum of rates) and,
+    for a group timed by -t, the fewest and most transfers of a rank (IOR's stonewall figure:
+    how unequal the ranks' shares of the work were), MB/s."""
+    out = []
+    for group, label in zip(run.plan.groups, report.group_labels(run.plan)):
+        mine = [rec for rec, proc in zip(run.records, run.procs)
+                if proc.group.index == group.index]
+        per_rank: dict[int, list[Record]] = {}
+        for rec in mine:
+            per_rank.setdefault(run.rank_of(rec.row).rank, []).append(rec)
+        rates = [sum(mb_per_s(r.sys_bytes, r.elapsed) for r in recs) for recs in per_rank.values()]
+        counts = [sum(r.transfers for r in recs) for recs in per_rank.values()]
+        out.append({"group": group.index, "label": label, "sum_of_rates": sum(rates),
+                    "span_rate": span_rate(mine),
+                    "per_rank": {"min": min(rates), "max": max(rates),
+                                 "mean": statistics.mean(rates),
+                                 "stddev": statistics.pstdev(rates)},
+                    "transfers_per_rank": {"min": min(counts), "max": max(counts)}
+                    if group.local.t is not None else None})
+    return out
+
+
+def aggregate_lines(run: ClusterRun) -> list[str]:
+    """aggregates(), a line each (and one more for a group timed by -t)."""
+    lines = []
+    for g, group in zip(aggregates(run), run.plan.groups):
+        each = g["per_rank"]
+        lines.append(f"Group {g['group']} ({g['label']}): sum of rates {g['sum_of_rates']:.0f} "
+                     f"MB/s; IOR's aggregate {g['span_rate']:.0f} MB/s; per rank min "
+                     f"{each['min']:.0f}, max {each['max']:.0f}, mean {each['mean']:.0f}, "
+                     f"stddev {each['stddev']:.0f} MB/s")
+        if g["transfers_per_rank"]:
+            lines.append(f"Group {g['group']} ({g['label']}) in its -t {group.local.t:g} s: "
+                         f"transfers per rank min {g['transfers_per_rank']['min']}, max "
+                         f"{g['transfers_per_rank']['max']} (stonewall)")
+    return lines
 
 
 def clock_line(run: ClusterRun) -> str:
@@ -173,6 +237,10 @@ def skew_lines(runs: list[ClusterRun]) -> list[str]:
 def ranks_entry(run: ClusterRun, t0: int) -> dict[str, Any]:
     """One run's start skew and every rank's clock offset and release."""
     return {"start_skew_ns": run.skew, "offset_uncertainty_ns": run.uncertainty,
+            "aggregates": {"groups": aggregates(run), "total": {
+                "sum_of_rates": sum(report.group_bandwidths(run.plan, run.records,
+                                                            run.procs).values()),
+                "span_rate": span_rate(run.records)}},
             "ranks": [{"rank": r.rank, "host": r.host, "pid": r.pid, "offset_ns": r.offset,
                        "uncertainty_ns": r.uncertainty,
                        "shares_clock": r.shares_clock or not r.rank,

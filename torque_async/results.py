@@ -25,6 +25,12 @@ MAX_SAMPLES = 1024
 MAX_SUBS = 3                       # sub-streams of one stream (rwr, rrw)
 WEB_OPS = ("open", "read", "close", "append")   # -web: the operations of a request, timed apart
 SIZE_LAW = ("files", "mean", "p50", "p99")      # -web: the file sizes of the tree made (bytes)
+WEB_LOAD = ("open_ns", "flight_ns", "most_flight", "cpu_ns", "log_bytes", "queue_ms",
+            "queue_ns")    # -web: its group's (on its loop) files held open and requests in
+# flight, summed over their time (ns), the most requests in flight at once, the process's CPU
+# from its first counted request to this client's publish, the log's size at the end (-1: not
+# yet known), the tree's block device's weighted ms doing I/O over queue_ns from that first
+# request (-1: the tree is on no block device)
 PHASES = ("spawned", "set up", "released", "measured", "done")
 MAGIC = 0x746F72717565         # "torque"
 
@@ -106,6 +112,7 @@ ROW = np.dtype([
     ("op_sum", "i8", (len(WEB_OPS),)), ("op_hist", "i8", (len(WEB_OPS), HIST_BUCKETS)),
     ("size_law", "i8", (len(SIZE_LAW),)),        # -web: the tree's sizes (SIZE_LAW)
     ("most_open", "i8"),                         # -web: most files its group held open at once
+    ("web_load", "i8", (len(WEB_LOAD),)),        # -web: WEB_LOAD
     ("group_work", "i8", (3,)),                  # -web: requests, bytes read, bytes appended by
                                                  # its group's clients, measured or not, when it
                                                  # published (the last one: the group's span)
@@ -362,6 +369,7 @@ class Record:
     size_law: tuple[int, ...] = ()
     most_open: int = 0
     group_work: tuple[int, ...] = ()
+    web_load: tuple[int, ...] = ()
     launched: int = 0
     setup_ns: int = 0
     whole: bool = True             # its measured part was not cut short by a stop
@@ -403,7 +411,8 @@ class Record:
                                 for i in range(int(r["nops"]))),
                    size_law=tuple(int(x) for x in r["size_law"]) if r["nops"] else (),
                    most_open=int(r["most_open"]),
-                   group_work=tuple(int(x) for x in r["group_work"]) if r["nops"] else ())
+                   group_work=tuple(int(x) for x in r["group_work"]) if r["nops"] else (),
+                   web_load=tuple(int(x) for x in r["web_load"]) if r["nops"] else ())
 
     @property
     def lat(self) -> Stats:

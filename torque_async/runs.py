@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from . import figures, orchestrator
-from .orchestrator import Outcome
+from .outcome import Outcome
 from .plan import Group, Plan, Proc
 from .results import Record
 
@@ -68,7 +68,7 @@ class Runs:
     def stopped_alone(self) -> Runs:
         """-baseline stopped (a signal, a failure) in a group's run alone, before anything ran
         together: that run as one of its own (the group alone, no baseline), so the report and
-        -json show what it measured and what cut it short (they said one line, wrote no file).
+        -json show what it measured and what cut it short.
         Its group is the plan's group 0 (the lines of the run name it as it ran), and
         `alone_group` the index it has in the plan; the settings keep -baseline, as asked (no
         figures alone: `alone` is empty)."""
@@ -99,7 +99,8 @@ def series(plan: Plan, linesize: int, times: int, name: str, job=None) \
     outcomes, lines, cut = [], [], []
     for k in range(times):
         outcome = orchestrator.run(plan, linesize, job and job.meet)
-        outcomes.append(job.gather(outcome, plan) if job else outcome)
+        outcome = job.gather(outcome, plan) if job else outcome    # (a rank late at its end
+        outcomes.append(outcome)                                   # fails it)
         which = ", ".join(filter(None, (name, times > 1 and f"repetition {k + 1} of {times}")))
         said = f"{which}: " if which else ""
         lines += [said + f for f in outcome.failures]

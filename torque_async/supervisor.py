@@ -18,15 +18,16 @@ import psutil
 import uvloop
 
 from . import progress
+from .deadlines import SETUP_TIMEOUT, STOP_GRACE, WATCH_EVERY, WATCHDOG_S
+from .kind_api.api import TestError
+from .kind_api.rows import mark_failed
 from .kinds import KINDS, LOOP
 from .loop import LoopSide
-from .orchestrator import (SETUP_TIMEOUT, STOP_GRACE, WATCH_EVERY, WATCHDOG_S, Outcome, Workers,
-                           describe, ended)
+from .outcome import Outcome
 from .plan import Plan
+from .processes import Workers, describe, ended
 from .results import DONE, MEASURED, NEW, READY, RUNNING, STATE_NAMES, STOP_SIGNALS, Results
 from .streams.schedule import Geometry
-from .testing.api import TestError
-from .testing.rows import mark_failed
 
 
 def supervise(plan: Plan, results: Results, linesize: int, workers: Workers, meet,

@@ -5,7 +5,7 @@ import os
 import stat
 
 from . import cluster, limits, outputs
-from .cmdline import UsageError
+from .errors import UsageError
 from .inputs import kind
 from .kinds import KINDS, LOOP, resolve
 from .plan import Plan

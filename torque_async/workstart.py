@@ -6,7 +6,7 @@ spawned one would not, and is ready in milliseconds instead of after an interpre
 imports of its own. The command starts the server as soon as its plan is known to have workers
 (launch.py), so the server imports while the command does. A group's -execChild starts its
 workers as new interpreters (spawn): torque's choice between fork and exec. The server dies
-with the command, however that ends, and its workers with it (tied.py).
+with the command, however that ends, and its workers with it (die_with_parent.py).
 
 The server listens on a socket in a private directory of the temp dir (base()), PREFIX
 PID.RANDOM, removed at exit; a killed command's is found and removed as its scratch
@@ -22,7 +22,7 @@ import tempfile
 from multiprocessing import forkserver, process, resource_tracker
 
 from .io.identity import mark_dir
-from .kinds import KINDS, WORKER
+from .kinds import KINDS, WORKER, WORKER_ENTRY
 from .plan import Plan
 
 FORKED, EXECED = mp.get_context("forkserver"), mp.get_context("spawn")
@@ -43,11 +43,12 @@ def parent(local) -> int:
 
 def forked_modules(plan: Plan) -> list[str]:
     """The modules the plan's forked workers run: the server imports them once, for all
-    (torque_async.plan for the Proc each one is sent, numpy.random for its rng: 10-20 ms each
-    in every worker when left to them)."""
+    (torque_async.plan for the Proc each one is sent, numpy.random for its rng), so that no
+    worker imports them itself."""
     groups = [g for g in plan.groups if KINDS[g.action].runs_in == WORKER and not g.local.execChild]
-    return ["torque_async.tied", "torque_async.plan", "numpy", "numpy.random", "workers.entry",
-            *sorted({KINDS[g.action].impl.split(":")[0] for g in groups})] if groups else []
+    return ["torque_async.die_with_parent", "torque_async.plan", "numpy", "numpy.random",
+            WORKER_ENTRY, *sorted({KINDS[g.action].impl.split(":")[0] for g in groups})
+            ] if groups else []
 
 
 def base(pid: int) -> str:

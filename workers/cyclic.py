@@ -17,7 +17,7 @@ import gc
 
 from torque_async.meter import Meter, now
 from torque_async.timer import Sleeper
-from torque_async.testing.api import TestContext, TestError
+from torque_async.kind_api.api import TestContext, TestError
 
 RAMP_SLICE = 100_000_000            # ns: -ramp's sleep looks at the stop flag this often
 

@@ -18,8 +18,8 @@ from threading import BrokenBarrierError
 from torque_async.kinds import CALIBRATION, KINDS, OWN_LOOP
 from torque_async.meter import Limit, Meter, harness_cost, word
 from torque_async.results import ABORTED, DONE, RUNNING, STOP_SIGNALS, Results
-from torque_async.testing.api import WorkerSpec, make_test
-from torque_async.testing.rows import mark_closed, mark_failed, mark_ready, mark_spawned
+from torque_async.kind_api.api import WorkerSpec, make_test
+from torque_async.kind_api.rows import mark_closed, mark_failed, mark_ready, mark_spawned
 from torque_async.timer import wait_until
 from workers.timed import idle_rate, measure
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import ctypes
 import os
 
-from torque_async.testing.api import TestError
+from torque_async.kind_api.api import TestError
 
 # what to install when a library is missing; tools/setup.sh installs the packages on this line
 INSTALL = 'apt-get install libegl1 libegl-mesa0 libgl1-mesa-dri libopengl0'

@@ -30,8 +30,7 @@ the JSON's `info`) says what was chosen:
     load    np.dot(words, ones), `ones` a stride-0 view of a single 1 (the sum stays in a
             general register and wraps at 64 bits), or np.add.reduce(words)
     store   ndarray.fill(value), np.copyto(words, value), or np.bitwise_or(value, 0, out=words)
-            (numpy's ufunc loop, two L1 loads and an or a store: on a 2-vCPU Zen 3 VM it ran
-            1.2x the other two's tight strided loop, which is no faster compiled from C)
+            (numpy's ufunc loop: two L1 loads and an or a store per word)
     ls      its load and its store each chosen as above
 """
 from __future__ import annotations
@@ -43,8 +42,8 @@ import numpy as np
 
 from torque_async import sysinfo
 from workers import patterns, timed
-from torque_async.testing.buffers import Buffers
-from torque_async.testing.api import TestContext, TestError
+from torque_async.kind_api.buffers import Buffers
+from torque_async.kind_api.api import TestContext, TestError
 
 CALIBRATION_CACHES = 2          # a calibration pass covers at least this many largest caches
 _memset = ctypes.CDLL(None).memset

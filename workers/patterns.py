@@ -35,7 +35,7 @@ RANDOM = 102
 RANDOM_BLOCK = 1 << 16          # words drawn per call when filling with random numbers
 COPY_BLOCK = 1 << 15            # words of a deterministic pattern made once, then copied
 FILL_ROWS = 64                  # COPY_BLOCKs copied a call (16 MiB): a stop signal is handled
-                                # between calls (-sp fills in the command: 2 GB held it 13 s)
+                                # between calls, even when -sp fills in the command's process
                                 # (a multiple of every period)
 
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from torque_async.testing.api import TestContext, TestError
-from torque_async.testing.buffers import Buffers
+from torque_async.kind_api.api import TestContext, TestError
+from torque_async.kind_api.buffers import Buffers
 
 BLOCK = 16384                      # random numbers per fill (128 KiB: stays in L2)
 

@@ -37,7 +37,7 @@ import numpy as np
 
 from torque_async import sysinfo
 from torque_async.units import human
-from torque_async.testing.api import TestContext, TestError
+from torque_async.kind_api.api import TestContext, TestError
 from workers.memory import MemoryTest
 
 SCALAR = 3.0

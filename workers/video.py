@@ -40,8 +40,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from torque_async.testing.buffers import Buffers
-from torque_async.testing.api import TestContext, TestError
+from torque_async.kind_api.buffers import Buffers
+from torque_async.kind_api.api import TestContext, TestError
 from workers.gl_context import GLContext
 
 WARMUP = 4  # untimed transfers in set-up, unless -noVideoInitLoops

@@ -28,8 +28,9 @@ from __future__ import annotations
 import asyncio
 import os
 
-from . import filetest, uring
-from .engine import now, short
+from .. import meter as meters
+from . import layout, uring
+from .engine_api import now, short
 from .layout import BLOCK, Cursor
 
 CALIBRATION_FROM = BLOCK << 12     # calibrate() reads a test's places from its transfer this far on
@@ -39,8 +40,7 @@ NOTE = "I/O path = the engine's batches (plain transfers, no lane each)"
 
 async def drive(test) -> None:
     """Run a FileTest's transfers on its engine's slots until every slot has stopped."""
-    EXTRA, MEASURED, SHIFT, STOP = filetest.EXTRA, filetest.MEASURED, filetest.SHIFT, \
-        filetest.STOP
+    EXTRA, MEASURED, SHIFT, STOP = meters.EXTRA, meters.MEASURED, layout.SHIFT, meters.STOP
     engine = test.engine
     finished = asyncio.get_running_loop().create_future()
     take, decide, record, failed, ended = test.take, test.decide, test.record, test.failed, \
@@ -48,7 +48,7 @@ async def drive(test) -> None:
     meter, halt = test.meter, test.stop
     lat, live = meter.lat, meter.live
     lists, fds, last, mixed, stamps = test.at.lists, test.fds, test.last, test.mixed, test.writes
-    gear = [test.gear(j) for j in range(test.depth)]
+    gear = [test.lane_buffers(j) for j in range(test.depth)]
     stampers = [g[2] for g in gear]
     touches = [g[3] for g in gear]
     touching = any(touch is not None for touch in touches)
@@ -136,7 +136,7 @@ async def calibrate(tests: list, stopped) -> list:
     on, far from its first transfers; nothing is written); each one's info says what was
     chosen, or why nothing was. Returns the tests whose info says so (none when stopped or with
     nothing to choose from); a read that failed raises uring.Misread."""
-    chosen = [test for test in tests if isinstance(test, filetest.FileTest) and test.batched
+    chosen = [test for test in tests if getattr(test, "batched", False)   # FileTests only
               and test.direct and isinstance(test.engine, uring.UringEngine)
               and all(held(fd, test.size) for fd in test.fds)]   # (one to read in each file)
     if sum(test.depth for test in chosen) < 2:
@@ -174,7 +174,7 @@ def held(fd: int, size: int) -> int:
 
 def place(test):
     """The (file index, offset) of a test's transfer CALIBRATION_FROM + k, as its layout has it
-    (its first block made now: made in the first trial, 128 tests' took 38 of its 20 ms), kept
+    (its first block made now, not in the first trial, whose time it would take), kept
     within what its file holds now (a transfer at least): a test that writes extends a shorter
     file as it runs, and calibrating it read past the end."""
     cursor = Cursor(test.layout)

@@ -1,19 +1,5 @@
-"""The I/O engine: one small interface between the file tests and the kernel.
-
-    ids = engine.register(views)                  each buffer once, before the barrier
-    t = await engine.submit(write, fd, id, offset)  one transfer; t = its completion (monotonic ns)
-    await engine.pause(until)                     -T: wait until that monotonic ns
-    await engine.drive(lanes)                     run the test's lanes (coroutines) to their end
-    t = await engine.transfer(write, fd, id, offset)  one transfer from any coroutine (streams)
-    record = engine.serial(meter.record)          what lanes share, made safe to call from each
-    await engine.forget(ids); engine.close()      after the test
-
-A transfer moves exactly the registered buffer's length, or submit raises OSError. A test runs
-as `lanes`: coroutines that each keep one transfer outstanding, awaiting only the engine's
-submit and pause (which only lanes run by drive() may await), so the same lane code runs on
-every backend.
-The paced streams are not lanes (they await their gates and the precise timer): they move each
-frame with `transfer`, which any coroutine may await:
+"""The I/O engines: which one a test uses (choose, open_engine) and the threads and sync
+backends. engine_api.py holds the interface these and uring.py implement. The backends:
 
     uring    io_uring (ring.py, our own): one ring for every test on the loop, answered when
              the ring's fd, which the loop watches, is readable; the engine steps the lanes
@@ -37,43 +23,16 @@ import errno
 import os
 import queue
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Awaitable, Callable, Coroutine, Protocol
+from typing import Callable, Coroutine
 
 from ..timer import wait_until
+from .engine_api import NAMES, YIELD_NS, Engine, now, short
 
-NAMES = {"uring": "io_uring", "threads": "threads", "sync": "sync"}
-YIELD_NS = 1_000_000               # blocking transfers give the loop a turn at least this often
 NEAR_NS = 2_000_000                # sync -T waits on the loop until this near (its timers are
                                    # coarse: ~1 ms), then blocks to the end
 IN_FLIGHT = 64                     # threads engine: transfer() calls in flight without queueing
 STARTS = 64                        # threads engine: lane threads started between loop turns
-now = time.monotonic_ns
-
-
-class Engine(Protocol):
-    name: str
-
-    def register(self, views: list[memoryview]) -> list[int]: ...
-    def submit(self, write: bool, fd: int, buf: int, offset: int) -> Awaitable[int]: ...
-    def pause(self, until: int) -> Awaitable[None]: ...
-    def transfer(self, write: bool, fd: int, buf: int, offset: int) -> Awaitable[int]: ...
-    def serial(self, fn: Callable) -> Callable: ...
-    async def drive(self, lanes: list[Coroutine]) -> None: ...
-    def ready(self, count: int) -> None: ...        # at set-up: drive() will run count lanes
-    async def forget(self, ids: list[int]) -> None: ...
-    def close(self) -> None: ...
-
-
-def short(write: bool, offset: int, done: int, size: int) -> OSError:
-    """A transfer that moved fewer bytes than asked; its strerror leaves out the place, which
-    whoever names the file names too (FileTest.failed)."""
-    what = f"{'wrote' if write else 'read'} {done} of {size} bytes" + \
-        ("" if write else " (past the end of the file?)")
-    e = OSError(f"a transfer at byte {offset} {what}")
-    e.strerror = f"only {what}"
-    return e
 
 
 def choose(requested: str, alone: bool) -> tuple[str, str]:
@@ -238,7 +197,7 @@ class ThreadEngine(SyncEngine):
 
     def ready(self, count: int) -> None:
         """Start `count` lane threads now (set-up), each to run the lane drive() hands it:
-        started by drive(), after the release, 16 of them held the test's start 20-54 ms."""
+        started by drive(), after the release, they would delay the test's start."""
         while len(self.threads) < count:
             self.spawn()
 
@@ -283,7 +242,7 @@ class ThreadEngine(SyncEngine):
         def ended(error: BaseException | None) -> None:
             loop.call_soon_threadsafe(one_less, error)
         # every lane is handed out before any runs: a thread's start waits for the GIL, which
-        # lanes already running would hold (thousands of lanes took minutes to start); threads
+        # lanes already running would hold (thousands of lanes would start slowly); threads
         # not started at set-up (ready) start here, the loop getting a turn between starts,
         # for a signal or a cancel
         go, handed = threading.Event(), 0

@@ -12,7 +12,7 @@ import errno
 import os
 from dataclasses import dataclass
 
-from torque_async.testing.api import TestError
+from torque_async.kind_api.api import TestError
 
 from ..sysinfo import mount_of
 from . import identity

@@ -33,19 +33,16 @@ import threading
 
 import numpy as np
 
-from torque_async.testing.api import TestContext, TestError
-from torque_async.testing.buffers import Buffers
+from torque_async.kind_api.api import TestContext, TestError
+from torque_async.kind_api.buffers import Buffers
 from torque_async.timer import SLICE_NS
 
 from ..meter import EXTRA, MEASURED, STOP
 from . import actions, batch, data, scratch, tree
-from .engine import NAMES, choose, now, open_engine
+from .engine import choose, open_engine
+from .engine_api import NAMES, now
 from .files import block_size, choose_mode, made_note, open_file
-from .layout import BLOCK, Cursor, Layout
-
-SHIFT = BLOCK.bit_length() - 1     # transfer k is in block k >> SHIFT, at k & MASK
-MASK = BLOCK - 1
-assert BLOCK == 1 << SHIFT
+from .layout import BLOCK, MASK, SHIFT, Cursor, Layout
 
 CHUNK = 8 << 20                    # check(): bytes of a scratch file compared at once
 
@@ -106,9 +103,8 @@ class FileTest:
                                ((batch.NOTE,) if self.batched else ()) +
                                ((self.made,) if self.made else ()))
         self.at = Cursor(self.layout)
-        self.at.lists(0)                   # the first block now: made after the release it held
-                                           # the loop 1-2 ms a test (16 tests: the first
-                                           # test's first transfer took 25 ms)
+        self.at.lists(0)                   # the first block now: made after the release it
+                                           # would hold the loop, delaying the other tests
 
     async def tree(self) -> int:
         """-files: the tree under -dir (made first with -cfiles); returns its largest file."""
@@ -250,14 +246,14 @@ class FileTest:
         times, as self.record takes them); the last of them ends the measured interval. A
         sample and the end take the latest completion so far, t_last: the threads engine's lanes
         record in turn under a lock, each with its own clock read, so a later one can carry an
-        earlier time (a sample then ended before it began: 644 of 1024 at -aio 64). batch.py
+        earlier time (a sample would then end before it began). batch.py
         does the same inline (its t never falls: one clock read per batch, in order)."""
         if t > self.t_last:
             self.t_last = t
         if self.record(latency, self.t_last, *parts) == self.meter.total:
             self.finish(self.t_last)
 
-    def gear(self, j: int) -> tuple:
+    def lane_buffers(self, j: int) -> tuple:
         """Lane (or slot) j's read and write buffers (engine ids), the stamper of its write
         buffer, and the words -touch/-touch4K read of its read buffer (None without them)."""
         slot, touched = self.slot, self.local.touch or self.local.touch4K
@@ -273,7 +269,7 @@ class FileTest:
         claim, done = self.engine.serial(self.claim), self.engine.serial(self.recorded)
         mixed, rmw_at = self.mixed, self.rmw_at if self.spec.rmw else None
         submit, fds, throttle = self.engine.submit, self.fds, self.local.T * 1000
-        rbuf, wbuf, stamp, touch = self.gear(j)
+        rbuf, wbuf, stamp, touch = self.lane_buffers(j)
         plain, stamps, last = self.single, self.writes and not self.spec.rmw, self.last
         block, k, t, extra = -1, -1, self.t_last, 0
         f, offset, write = 0, 0, False

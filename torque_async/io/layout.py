@@ -24,6 +24,9 @@ from dataclasses import dataclass
 import numpy as np
 
 BLOCK = 4096
+SHIFT = BLOCK.bit_length() - 1     # transfer k is in block k >> SHIFT, at k & MASK
+MASK = BLOCK - 1
+assert BLOCK == 1 << SHIFT
 ORDERS = ("seq", "random", "scan", "tree")
 OPS = ("read", "write", "alternate", "mix")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 import stat
 
-from ..cmdline import UsageError
+from ..errors import UsageError
 from ..inputs import kind, named_link
 from ..sysinfo import mount_of
 from . import actions, tree

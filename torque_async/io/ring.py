@@ -2,11 +2,13 @@
 through ctypes (no liburing: no compiled package, so nothing built for another CPU's
 instructions).
 
-Only what the I/O engine uses: read and write at an address, absolute timeouts and a no-op;
+Only what the I/O engine uses: read and write at an address, absolute timeouts, a no-op, and
+-web's open and close (`chain` writes linked SQEs; `register_files` a table of direct
+descriptors);
 the ring's fd polls readable while completions wait (the loop watches it). The SQ array's
 indirection lets a transfer's owner keep an SQE of its own (`take`): its fields are written once
 and only the file offset changes from one transfer to the next (`write` writes an SQE whole,
-`offsets[i]` is its offset); any other transfer borrows one until it is submitted (`lend`).
+`offsets[i]` is its offset); any other transfer borrows one until it is submitted (`borrowed_sqe`).
 `queue(i)` puts SQE i next in the submission queue (`queue_all` a list of them, in one write),
 `submit()` hands the kernel what is queued (one io_uring_enter), `completions(most)` reads the
 CQEs that arrived and moves the head past them.
@@ -25,8 +27,12 @@ import os
 import platform
 import struct
 
-SETUP, ENTER = 425, 426                        # the same numbers on every architecture but alpha
-OP_NOP, OP_TIMEOUT, OP_READ, OP_WRITE = 0, 11, 22, 23
+SETUP, ENTER, REGISTER = 425, 426, 427         # the same numbers on every architecture but alpha
+OP_NOP, OP_TIMEOUT, OP_OPENAT, OP_CLOSE, OP_READ, OP_WRITE = 0, 11, 18, 19, 22, 23
+SQE_FIXED_FILE, SQE_IO_LINK, SQE_IO_HARDLINK = 1, 4, 8   # sqe flags: fd is a direct descriptor;
+                                               # the next SQE waits for this one (and is
+                                               # cancelled if it fails, unless HARDLINK)
+REGISTER_FILES = 2                             # a table of direct descriptors (-1: an empty one)
 ENTER_GETEVENTS = 1
 SETUP_COOP_TASKRUN = 1 << 8                    # Linux 5.19: completions wait for the task's next
                                                # entry into the kernel, not an interrupt (fio's
@@ -46,8 +52,8 @@ WRAP = 0xFFFFFFFF                              # heads and tails are u32 that wr
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _syscall = _libc.syscall
-_syscall.restype = ctypes.c_long               # no argtypes: each is a C int or a pointer; the
-                                               # prototype's conversions cost 2 us a call
+_syscall.restype = ctypes.c_long               # no argtypes: each is a C int or a pointer;
+                                               # declared ones would be converted on every call
 
 
 def unusable() -> str | None:
@@ -107,13 +113,13 @@ class Ring:
 
     def take(self) -> int:
         """An SQE of the caller's own until it gives it back, or -1: half of them are kept for
-        lend()."""
+        borrowed_sqe()."""
         return self.free.pop() if len(self.free) > self.entries // 2 else -1
 
-    def give(self, i: int) -> None:
+    def give_back(self, i: int) -> None:
         self.free.append(i)
 
-    def lend(self) -> int:
+    def borrowed_sqe(self) -> int:
         """An SQE for one transfer: it comes back by itself once a submit has handed the kernel
         everything queued (submitting now when none is left)."""
         if not self.free:
@@ -130,6 +136,18 @@ class Ring:
         """Write SQE i whole."""
         self.prep(self.sqe_map, i << 6, op, 0, 0, fd, offset, addr, length, rw_flags,
                   user_data, 0, 0, 0, 0, 0)
+
+    def chain(self, i: int, op: int, flags: int, fd: int, addr: int, length: int, offset: int,
+              user_data: int, rw_flags: int = 0, file_index: int = 0) -> None:
+        """Write SQE i whole, with its flags (IOSQE_*) and file_index (an open's or a close's
+        direct descriptor, plus one; 0: none)."""
+        self.prep(self.sqe_map, i << 6, op, flags, 0, fd, offset, addr, length, rw_flags,
+                  user_data, 0, 0, file_index, 0, 0)
+
+    def register_files(self, count: int) -> None:
+        """A table of `count` direct descriptors, every one empty."""
+        table = (ctypes.c_int * count)(*([-1] * count))
+        check(self.enter(REGISTER, self.fd, REGISTER_FILES, table, count), "io_uring_register")
 
     def queue(self, i: int) -> None:
         """Put SQE i next in the submission queue (the kernel sees it at the next submit). The

@@ -29,7 +29,7 @@ import numpy as np
 import psutil
 
 from torque_async.results import signals_held
-from torque_async.testing.api import TestError
+from torque_async.kind_api.api import TestError
 
 from . import identity
 from .data import fill
@@ -65,6 +65,14 @@ a similar name, nor a file."""
             and identity.is_marked_dir(path := os.path.abspath(os.path.join(where, name)))]
 
 
+def owned(path: str) -> bool:
+    """Whether this user made it (another user's, in a shared temp dir, is theirs to free)."""
+    try:
+        return os.lstat(path).st_uid == os.getuid()
+    except OSError:
+        return False
+
+
 def create(name: str) -> tuple[str, int]:
     """A new scratch file (path, descriptor open for reading and writing); its user counts until
     release(). The directory is made on first use."""
@@ -96,7 +104,7 @@ def reopen(name: str, flags: int) -> int:
 def release(name: str) -> None:
     """One user of the scratch directory is done with its file: a thread removes it, and after
     the last one the directory, while the run winds down and reports (a file system mounted
-    with `discard` frees a file's blocks inside unlink: about 1 s per GiB on a virtio disk);
+    with `discard` frees a file's blocks inside unlink, slowly for a large file);
     remove() waits for them."""
     global _users, _dir, _fd
     _users -= 1

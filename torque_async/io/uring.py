@@ -33,6 +33,12 @@ together share (their latency leaves out the preparing). `transfer` is the same 
 ordinary coroutine (a paced stream): its Waiter holds a future instead of a lane, and the same
 reader resolves it with the batch's completion time. A test's buffers are forgotten only when
 none of its transfers is in flight, so the kernel never writes into memory given back.
+
+`request(chain, ops)` submits linked SQEs as one Chain (a -web request: open, reads, close):
+queued at once, submitted with every other chain queued in the same turn of the loop (or with
+the batch of completions being answered), and awaited whole: a lane is stepped, any other
+coroutine's future resolved, once the last of its entries has completed; each entry's result
+and the clock read of the batch that returned it are the chain's (`res`, `at`).
 """
 from __future__ import annotations
 
@@ -43,12 +49,13 @@ import functools
 import itertools
 import mmap
 import os
+import resource
 import types
 from typing import Callable, Coroutine, NamedTuple
 
 from . import ring as rings
 from ..units import amount
-from .engine import NAMES, YIELD_NS, now, short
+from .engine_api import NAMES, YIELD_NS, now, short
 
 DISABLED = "/proc/sys/kernel/io_uring_disabled"
 ENTRIES = 4096                     # SQEs; completions in flight may exceed it
@@ -56,18 +63,20 @@ FORGET_POLL = 0.001                # s: forget()'s first look again for transfer
 RETRY = 0.001                      # s: a submit the kernel refused for now (EBUSY, EAGAIN) is
                                    # tried again this much later, in case nothing is in flight
                                    # whose completion would bring the next one
-BATCH = 1024                       # completions answered at most at once: thousands in flight
-                                   # answered together held the loop (and a signal) for 100 ms+
+BATCH = 1024                       # completions answered at most at once: thousands answered
+                                   # together would hold the loop (and a signal) too long
 OPS = (rings.OP_READ, rings.OP_WRITE)
 GROUPS = (0, 4, 2, 1)              # O_DIRECT slot transfers a submit while a batch is answered
                                    # (0: the batch's all, once it is answered): calibrate() times
                                    # each; fio submits each one (iodepth_batch_submit=1)
 CALIBRATION_NS = 20_000_000        # one calibration trial (a group's reads at every depth)
 CALIBRATION_ROUNDS = 3             # trials of every group, in turn (the best of each counts)
-CALIBRATION_BYTES = 16 << 20       # most bytes in flight a calibration reads (drained in each
-                                   # trial's end: 256 MiB of 64 MiB reads took 6.5 s of set-up)
+CALIBRATION_BYTES = 16 << 20       # most bytes in flight a calibration reads (each trial's
+                                   # end drains them: large reads in flight lengthen set-up)
+CHAIN = 1 << 62                    # a chain's entries' user_data: CHAIN | its number << 8 | entry
+PIECE = 64                         # most SQEs of one chain (a request of more goes in pieces)
 TRIAL_READS = 2                    # a trial's completions must reach this many times the reads in
-                                   # flight (4096 in flight completed none in 20 ms)
+                                   # flight (a deep queue may complete none in a short trial)
 
 
 def unavailable() -> str | None:
@@ -103,7 +112,7 @@ def trial() -> None:
         os.write(w, b"x")
         got = bytearray(1)
         addr, held = rings.address(memoryview(got))
-        i = ring.lend()
+        i = ring.borrowed_sqe()
         ring.write(i, rings.OP_READ, r, addr, 1, 0, 7)
         ring.queue(i)
         ring.submit(wait=1)
@@ -115,6 +124,98 @@ def trial() -> None:
         os.close(r)
         os.close(w)
         ring.close()
+
+
+@functools.cache
+def chains() -> tuple[str, str]:
+    """How a -web request's open and close go through a ring here: "direct" (openat into a
+    direct descriptor, linked to its reads and close), "fd" (an ordinary descriptor: the open
+    alone, then the reads linked to the close), or "" and why neither can (then -web uses
+    threads). Tried once per process on a ring of its own, opening "/"."""
+    why = unavailable()
+    if why:
+        return "", why
+    name = ctypes.create_string_buffer(b"/")
+    flags = os.O_RDONLY | os.O_DIRECTORY           # (a direct open refuses O_CLOEXEC: it makes
+    ring = rings.Ring(4)                           # no descriptor of the process's)
+    try:
+        try:
+            ring.register_files(1)
+            done = run_chain(ring, [(rings.OP_OPENAT, rings.SQE_IO_LINK, AT_FDCWD,
+                                     ctypes.addressof(name), 0, 0, flags, 1),
+                                    (rings.OP_CLOSE, 0, 0, 0, 0, 0, 0, 1)])
+            if done == [0, 0]:
+                return "direct", ""
+        except OSError:
+            pass
+        done = run_chain(ring, [(rings.OP_OPENAT, 0, AT_FDCWD, ctypes.addressof(name), 0, 0,
+                                 flags, 0)])
+        if done[0] < 0:
+            return "", f"io_uring cannot open files here ({os.strerror(-done[0])})"
+        done = run_chain(ring, [(rings.OP_CLOSE, 0, done[0], 0, 0, 0, 0, 0)])
+        if done[0] < 0:
+            return "", f"io_uring cannot close files here ({os.strerror(-done[0])})"
+        return "fd", "this kernel's io_uring opens no direct descriptors"
+    except OSError as e:
+        return "", e.strerror or str(e)
+    finally:
+        ring.close()
+
+
+AT_FDCWD = -100
+
+
+def run_chain(ring: rings.Ring, ops: list[tuple]) -> list[int]:
+    """Submit `ops` (as Chain's) linked, wait for them and return their results in order."""
+    for j, op in enumerate(ops):
+        i = ring.borrowed_sqe()
+        ring.chain(i, op[0], op[1], op[2], op[3], op[4], op[5], j, op[6], op[7])
+        ring.queue(i)
+    ring.submit(wait=len(ops))
+    return [res for _, res, _ in sorted(ring.completions())]
+
+
+def file_slots() -> int:
+    """The direct descriptors a ring's table holds: as many SQEs as the ring has, at most the
+    process's descriptor limit (the kernel refuses a larger table)."""
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return ENTRIES if soft == resource.RLIM_INFINITY else min(ENTRIES, soft)
+
+
+class Gauge:
+    """How many of something are held now, and the most at once (as the loop sees them)."""
+    __slots__ = ("now", "most")
+
+    def __init__(self):
+        self.now = self.most = 0
+
+    def up(self) -> None:
+        self.now += 1
+        if self.now > self.most:
+            self.most = self.now
+
+    def down(self) -> None:
+        self.now -= 1
+
+
+class Chain:
+    """One request's linked SQEs (or a piece of them) in flight: each entry's result and the
+    clock read of the batch of completions that returned it (`res`, `at`), from t0, the clock
+    read just before the io_uring_enter that submitted them. It is awaited by the lane that
+    submitted it (`waiter`) or through `future`; `buf` is the registered buffer its reads fill
+    (forget() waits for it). The entry `open_i` and the entry `close_i` count the files held
+    open in `files` as the loop sees their completions (a cancelled close closed nothing)."""
+    __slots__ = ("key", "waiter", "future", "res", "at", "left", "t0", "buf", "files",
+                 "open_i", "close_i")
+
+    def __init__(self, key: int, buf: int, files: Gauge):
+        self.key, self.buf, self.files = key, buf, files
+        self.waiter: Waiter | None = None
+        self.future: asyncio.Future | None = None
+        self.res: list[int] = []
+        self.at: list[int] = []
+        self.left = self.t0 = 0
+        self.open_i = self.close_i = -1
 
 
 class Crew:
@@ -182,10 +283,9 @@ class Misread(Exception):
 def pick(best: dict[int, float], rates: list[float]) -> int:
     """The group whose trial beat whole batches' in every round, the best of them at its best;
     whole batches (the fewest system calls) where none did. Paired by round: a round's trials
-    run back to back, so a disk that drifts from round to round moves both alike (the spread
-    of a group's own trials, 6-14k reads/s in one slow hour, kept whole batches at 6.4k over 1
-    at a time at 14.4k). A group no faster wins every round by chance (1 in 8 for each): it
-    then costs only system calls. `rates`: every trial's, round after round of one trial of
+    run back to back, so a disk that drifts from round to round moves both alike (unpaired,
+    the spread of a group's own trials would decide the pick). A group no faster wins every
+    round by chance (1 in 8 for each): it then costs only system calls. `rates`: every trial's, round after round of one trial of
     each group in best's order, whole batches first."""
     order = list(best)
     if 0 not in order:
@@ -233,6 +333,10 @@ class UringEngine:
         self.keys = itertools.count()
         self.current: Waiter | None = None     # the lane being stepped
         self.waiting: dict[int, Waiter] = {}   # user_data -> who waits for it
+        self.chains: dict[int, Chain] = {}     # user_data >> 8 -> a chain in flight
+        self.queued: list[Chain] = []          # chains queued, not yet submitted
+        self.chain_flush: asyncio.Handle | None = None
+        self.files: list[int] | None = None    # direct descriptors free (None: no table yet)
 
     def register(self, views: list[memoryview]) -> list[int]:
         ids = [next(self.ids) for _ in views]
@@ -253,6 +357,98 @@ class UringEngine:
         future = self.loop.create_future()
         self.prepare(Waiter(future, None, next(self.keys)), write, fd, buf, offset)
         return future
+
+    def chain(self, buf: int, files: Gauge) -> Chain:
+        """A Chain for a coroutine's requests, one at a time (its reads fill registered
+        buffer `buf`)."""
+        return Chain(CHAIN | next(self.keys) << 8, buf, files)
+
+    def address(self, buf: int) -> int:
+        return self.iovecs[buf][0]
+
+    def take_file(self) -> int:
+        """A direct descriptor of the ring's table (registered on first use), or -1 when the
+        table has none left (file_slots() of them)."""
+        if self.files is None:
+            count = file_slots()
+            self.ring.register_files(count)
+            self.files = list(range(count - 1, -1, -1))
+        return self.files.pop() if self.files else -1
+
+    def give_file(self, i: int) -> None:
+        self.files.append(i)
+
+    @types.coroutine
+    def request(self, chain: Chain, ops: list[tuple]):
+        """Submit `ops`, each (opcode, IOSQE flags, fd, address, length, offset, op flags,
+        file_index), as `chain`'s linked entries (at most PIECE); returns the chain once every
+        entry has completed."""
+        sqes, write, key = self.lend_chain(chain, len(ops)), self.ring.chain, chain.key
+        for j, (i, (op, flags, fd, addr, length, offset, op_flags, index)) in \
+                enumerate(zip(sqes, ops)):
+            write(i, op, flags, fd, addr, length, offset, key | j, op_flags, index)
+        self.send_chain(chain, sqes)
+        if chain.waiter is not None:
+            return (yield)             # to the engine, which steps the lane with the chain
+        return (yield from chain.future)
+
+    @types.coroutine
+    def whole(self, chain: Chain, dirfd: int, name: int, flags: int, slot: int, addr: int,
+              chunk: int, reads: int):
+        """request()'s common case, written straight into the SQEs: open `name` (an address)
+        under `dirfd` into direct descriptor `slot`, `reads` reads of `chunk` bytes at `addr`
+        from offsets 0, chunk, ..., and its close (at most PIECE entries in all)."""
+        n = reads + 2
+        sqes = self.lend_chain(chain, n)
+        chain.open_i, chain.close_i = 0, n - 1
+        key, prep, area = chain.key, self.ring.prep, self.ring.sqe_map
+        prep(area, sqes[0] << 6, rings.OP_OPENAT, rings.SQE_IO_LINK, 0, dirfd, 0, name, 0,
+             flags, key, 0, 0, slot + 1, 0, 0)
+        flag = rings.SQE_IO_HARDLINK | rings.SQE_FIXED_FILE
+        for j in range(1, reads + 1):
+            prep(area, sqes[j] << 6, rings.OP_READ, flag, 0, slot, (j - 1) * chunk, addr, chunk,
+                 0, key | j, 0, 0, 0, 0, 0)
+        prep(area, sqes[-1] << 6, rings.OP_CLOSE, 0, 0, 0, 0, 0, 0, 0, key | n - 1, 0, 0,
+             slot + 1, 0, 0)
+        self.send_chain(chain, sqes)
+        if chain.waiter is not None:
+            return (yield)
+        return (yield from chain.future)
+
+    def lend_chain(self, chain: Chain, n: int) -> list[int]:
+        """Ready `chain` for n entries, awaited by the lane being stepped or else a future, and
+        lend it n SQEs, as borrowed_sqe() lends them. A chain goes to the kernel whole: never
+        split by the submit that borrowed_sqe() makes when none is left."""
+        ring = self.ring
+        if len(ring.free) < n:
+            self.push()
+            if len(ring.free) < n:
+                raise OSError(errno.EBUSY, "io_uring: no room in the ring for a request's "
+                              "chain before completions are read")
+        current = chain.waiter = self.current
+        chain.future = None if current is not None else self.loop.create_future()
+        chain.left, chain.res, chain.at = n, [0] * n, [0] * n
+        free = ring.free
+        sqes = free[-n:]
+        del free[-n:]
+        ring.lent += sqes
+        return sqes
+
+    def send_chain(self, chain: Chain, sqes: list[int]) -> None:
+        """Queue the chain's SQEs: submitted with the batch of completions being answered, or
+        with every chain queued in this turn of the loop."""
+        self.ring.queue_all(sqes)
+        self.chains[chain.key >> 8] = chain
+        self.queued.append(chain)
+        if self.holding:
+            self.held += 1
+        elif self.chain_flush is None:
+            self.chain_flush = self.loop.call_soon(self.chains_due)
+
+    def chains_due(self) -> None:
+        self.chain_flush = None
+        if self.queued:
+            self.push()
 
     def prepare(self, waiter: Waiter, write: bool, fd: int, buf: int, offset: int) -> None:
         addr, length, _ = self.iovecs[buf]
@@ -278,7 +474,7 @@ class UringEngine:
         """Queue the transfer in an SQE lent until it is submitted, its completion to go to
         `waiter`."""
         ring = self.ring
-        i = ring.lend()
+        i = ring.borrowed_sqe()
         ring.write(i, op, fd, addr, length, offset, waiter.key, flags)
         self.waiting[waiter.key] = waiter
         ring.queue(i)
@@ -299,6 +495,9 @@ class UringEngine:
             for waiter in self.waiting.values():
                 if waiter.crew is crew:
                     waiter.lane = waiter.crew = None
+            for chain in self.chains.values():
+                if chain.waiter is not None and chain.waiter.crew is crew:
+                    chain.waiter = None
             raise
 
     def slots(self, done, reads: list[int], writes: list[int], direct: bool = False) -> list[Slot]:
@@ -313,9 +512,8 @@ class UringEngine:
     def start(self, slots: list[Slot]) -> None:
         """Queue each slot's first transfer: done(slot, slot.want, 0, 0) says which (a slot's done
         tells this call from a completion by its own state). They go with the first transfers
-        of every test started in this turn of the loop, in one submit: each test's own, as
-        it started, put its first transfer ahead of the later tests' start (-p 64: the first
-        transfers of the first 50 took 34-35 ms)."""
+        of every test started in this turn of the loop, in one submit: a submit of each
+        test's own as it started would put its first transfer ahead of the later tests' start."""
         self.serve(self.starts(slots), 0, True, starting=True)
 
     def starts(self, slots: list[Slot]) -> list[tuple[int, int, int]]:
@@ -392,9 +590,34 @@ class UringEngine:
         waiting, offsets, write_sqe, queue = self.waiting, ring.offsets, ring.write, ring.queue_all
         held: list[Slot] = []              # slots whose transfers go with the batch's submit
         sqes: list[int] = []               # their SQEs, queued before anything else uses the
-                                           # ring (a lend may submit, a lane's may lend)
+                                           # ring (borrowed_sqe() may submit; a lane may borrow)
         group, due = 0 if starting else self.group, 0      # due: O_DIRECT ones among them
+        chains, cancelled = self.chains, -errno.ECANCELED
         for key, res, _ in batch:
+            if key >= CHAIN:               # an entry of a chain
+                chain = chains[key >> 8]
+                i = key & 0xFF
+                chain.res[i], chain.at[i] = res, t
+                if i == chain.open_i:
+                    if res >= 0:
+                        files = chain.files
+                        files.now += 1
+                        if files.now > files.most:
+                            files.most = files.now
+                elif i == chain.close_i and res != cancelled:
+                    chain.files.now -= 1
+                chain.left -= 1
+                if chain.left:
+                    continue
+                del chains[key >> 8]
+                if sqes:
+                    queue(sqes)
+                lane = chain.waiter
+                if lane is not None:
+                    step(lane, chain, None)
+                elif chain.future is not None and not chain.future.done():
+                    chain.future.set_result(chain)
+                continue
             waiter = waiting[key]
             done = waiter.done
             if done is not None:           # a Slot
@@ -412,7 +635,7 @@ class UringEngine:
                 i = waiter.sqe
                 if i < 0:                  # it owns none: one lent until its submit
                     queue(sqes)
-                    i, waiter.fd = ring.lend(), -1
+                    i, waiter.fd = ring.borrowed_sqe(), -1
                 if write == waiter.write and fd == waiter.fd:
                     offsets[i] = offset
                 else:
@@ -559,32 +782,32 @@ class UringEngine:
             self.push()
 
     def push(self, held: list[Slot] = ()) -> None:
-        """Submit what is queued: the slots among it (`held`, and those started this turn)
-        start at the clock read just before; what the kernel refused for now goes again
-        later()."""
-        t0 = now() if held or self.starting else 0
+        """Submit what is queued: the slots among it (`held`, and those started this turn) and
+        the chains start at the clock read just before; what the kernel refused for now goes
+        again retry_later()."""
+        t0 = now() if held or self.starting or self.queued else 0
         left = self.ring.submit()
         if t0:
-            for slot in (*held, *self.starting):
+            for slot in (*held, *self.starting, *self.queued):
                 slot.t0 = t0
-            self.starting = []
+            self.starting, self.queued = [], []
         if left:
-            self.later()
+            self.retry_later()
 
-    def later(self) -> None:
+    def retry_later(self) -> None:
         """Submit again RETRY from now: a completion's batch would submit what is left too,
         but none may be in flight."""
         if self.retry is None:
-            self.retry = self.loop.call_later(RETRY, self.again)
+            self.retry = self.loop.call_later(RETRY, self.retry_now)
 
-    def again(self) -> None:
+    def retry_now(self) -> None:
         self.retry = None
         self.push()
 
     def release(self, waiter: Waiter) -> None:
         """A waiter done with the ring gives back the SQE it owns."""
         if waiter.sqe >= 0:
-            self.ring.give(waiter.sqe)
+            self.ring.give_back(waiter.sqe)
             waiter.sqe = -1
 
     def ready(self, count: int) -> None:
@@ -592,7 +815,8 @@ class UringEngine:
 
     async def forget(self, ids: list[int]) -> None:
         mine, wait = set(ids), FORGET_POLL
-        while any(w.buf in mine for w in self.waiting.values()):
+        while any(w.buf in mine for w in self.waiting.values()) or \
+                any(c.buf in mine for c in self.chains.values()):
             await asyncio.sleep(wait)      # in flight: the reader takes them (each look scans
             wait = min(2 * wait, 0.05)     # every transfer in flight: tests forgetting at
                                            # once looked often enough to slow the reader)
@@ -604,7 +828,7 @@ class UringEngine:
         if self.users:
             return
         UringEngine._shared = None
-        for pending in (self.retry, self.flush):
+        for pending in (self.retry, self.flush, self.chain_flush):
             if pending is not None:
                 pending.cancel()
         self.loop.remove_reader(self.ring.fd)

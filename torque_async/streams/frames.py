@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from torque_async.testing.api import TestError
-from torque_async.testing.buffers import Buffers
+from torque_async.kind_api.api import TestError
+from torque_async.kind_api.buffers import Buffers
 
 from .schedule import READ, Geometry, Stage
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 import asyncio
 from typing import Awaitable, Callable
 
-from torque_async.testing.api import TestError
+from torque_async.kind_api.api import TestError
 
-from ..io.engine import YIELD_NS
+from ..io.engine_api import YIELD_NS
 from ..meter import NEVER
 from ..stats import Summary
 from .frames import Frames
@@ -33,8 +33,8 @@ SLICE_NS = 100_000_000              # a stream's waits look at the stop flag at 
 async def wait_until(at: int, clock: Callable[[], int], sleep_until: Callable[[int], Awaitable],
                      stopped: Callable[[], bool]) -> bool:
     """Sleep until `at` (clock's ns) in slices of SLICE_NS that look at the stop flag; False
-    when a stop came first (a 4 s period slept on past a signal, and the loop's end cancelled
-    the stream before it published)."""
+    when a stop came first: a long period is never slept on past a signal, which would let
+    the loop's end cancel the stream before it publishes."""
     while (t := clock()) < at:
         if stopped():
             return False

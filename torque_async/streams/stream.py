@@ -19,10 +19,10 @@ import os
 import numpy as np
 import psutil
 
-from torque_async.testing.api import TestContext, TestError
-from torque_async.testing.buffers import Buffers
+from torque_async.kind_api.api import TestContext, TestError
+from torque_async.kind_api.buffers import Buffers
 
-from ..cmdline import UsageError
+from ..errors import UsageError
 from ..io.actions import file_size, list_index
 from ..io.plancheck import check_path
 from ..io.scratch import IN_FLIGHT
@@ -198,7 +198,7 @@ def check_group(plan, group) -> None:
         raise UsageError(f"{name}: {e}") from None
     run = group.args[5]
     if g.period > run * NS_PER_S:      # one frame, paced over its whole period: -memStreams r
-        raise UsageError(              # 2 1024 1e-9 0 1 16 ran on for 10^12 s
+        raise UsageError(              # (else a tiny rate paces one frame for ages)
             f"{name}: a frame every {float(g.period) / NS_PER_S:.6g} s does not fit in its "
             f"runTime of {run:g} s (a stream runs whole frames, one a period): raise its rate "
             f"(bwMBs, or -fps) or runTime, or make the frames smaller")

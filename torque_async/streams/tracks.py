@@ -18,11 +18,12 @@ import stat
 
 import numpy as np
 
-from torque_async.testing.api import TestError
-from torque_async.testing.buffers import Buffers
+from torque_async.kind_api.api import TestError
+from torque_async.kind_api.buffers import Buffers
 
 from ..io import scratch
-from ..io.engine import NAMES, choose, open_engine
+from ..io.engine import choose, open_engine
+from ..io.engine_api import NAMES
 from ..io.files import block_size, choose_mode, made_note, open_file
 from ..meter import now
 from .schedule import READ
@@ -33,8 +34,8 @@ class MemoryTracks:
 
     def __init__(self, buffers: Buffers, tracks: int, slots: int, size: int):
         self.data = buffers.new(tracks * slots * size).reshape(tracks, slots, size)
-        self.data.fill(0)           # every page touched in set-up: a first write in the run made
-        self.where, self.note = "memory", ""    # its frame late (30-56 ms of a VM's host faults)
+        self.data.fill(0)           # every page touched in set-up: a page's first write in the
+        self.where, self.note = "memory", ""    # run would fault and make its frame late
 
     async def forget(self) -> None:
         pass

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 
-from ..cmdline import UsageError
+from ..errors import UsageError
 from ..io import tree
+from ..io.uring import ENTRIES
 from . import site
 
 
@@ -40,3 +41,22 @@ def check_group(plan, group) -> None:
         why = site.missing(local.dir, law)
         if why:
             raise UsageError(f"-web: {why}: add -cfiles to make it (once; it stays)")
+    check_ring(plan, group)
+
+
+def check_ring(plan, group) -> None:
+    """Through the ring, each client of the loop holds a direct descriptor of the ring's table
+    for its requests: more clients than the table holds are refused, with the number."""
+    from ..io.engine import choose
+    from ..io.uring import chains, file_slots
+    from ..kinds import KINDS, LOOP
+    procs = plan.procs()
+    loop = sum(1 for p in procs if KINDS[p.group.action].runs_in == LOOP)
+    clients = sum(1 for p in procs if p.group.action == "web")
+    if choose(plan.settings.engine, loop == 1)[0] != "uring" or chains()[0] != "direct":
+        return
+    if clients > file_slots() and group is next(g for g in plan.groups if g.action == "web"):
+        raise UsageError(f"-web: {clients} clients on the event loop, but its io_uring ring "
+                         f"holds chains for {file_slots()} at once (a direct descriptor each; "
+                         f"at most its {ENTRIES} SQEs and the descriptor limit, ulimit -n): "
+                         f"fewer clients (-p), or -engine threads")

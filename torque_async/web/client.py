@@ -4,42 +4,75 @@ A request picks a file (picks.py), opens it (relative to the tree's directory de
 O_NOFOLLOW), reads it whole in transfer-size reads into the client's buffer, and closes it;
 every -appendEvery-th request of a client then appends a size drawn uniformly in
 [1, -appendKB] to the tree's log (O_APPEND). A client makes n x i measured requests, or those
-before -t's deadline, after -ramp's unmeasured ones (the Meter decides, as for file lanes). Each is a blocking system call on the loop's thread
-(as -engine sync), timed apart: open, every read, close, append; the Meter records the request
-(open to close). A client gives the loop a turn once it has run TURN_NS (between requests, or
-between the reads of a large file, which it then holds open while others run), so the clients
-progress together: their measured intervals cover the same time, and -slow's unmeasured
-requests are about a round of turns at the end; -T makes a client wait that
-long after each read (a slow reader), holding its file. -webOpen N caps the files the group's
-clients hold open at once (a client waits for a slot before it opens; the wait is not part of
-the request's latency, which runs from the open to the end of the close).
+before -t's deadline, after -ramp's unmeasured ones (the Meter decides, as for file lanes).
+
+How a request reaches the kernel is the engine's (engine_for: -engine, auto as for the file
+tests):
+
+    uring    its open, reads and close are one chain of linked io_uring entries (the open into
+             a direct descriptor of the ring's table where the kernel has them, else an
+             ordinary descriptor: the open alone, then the reads linked to the close), in
+             flight in the kernel while the loop runs the other clients; the chains of every
+             client that the same batch of completions woke go in one submit. The reads are
+             hard-linked, so a chain whose read fails still closes its file. A client is a lane
+             the engine steps (no task wake-up per request), or, under -webOpen, a coroutine
+             awaiting its chain's future (the cap is an asyncio semaphore). An operation's
+             latency runs from the completion before it (the submit, for the open) to its
+             own, both as the loop's batches of completions saw them: the operations add up to
+             the request; entries completed in one batch share its clock read (a cached read
+             and its close then read 0).
+    threads  each request is made on a thread of the group's pool (one per client), its
+             operations timed there: N requests in flight where io_uring cannot open files.
+    sync     blocking calls on the loop's thread, timed apart: one request at a time. A client
+             gives the loop a turn once it has run TURN_NS (between requests, or between the
+             reads of a large file, which it then holds open while others run).
+
+-T makes a client wait that long after each read (a slow reader), holding its file (its
+request then goes in a chain per read). -webOpen N caps the files the group's clients hold
+open at once (a client waits for a slot before it opens; the wait is not part of the request's
+latency). The group counts the files held open and the requests in flight (most at once, and
+summed over their time) and the process's CPU from its first counted request.
 
 The clients of a group share one Site: the tree (made by the first client's set-up under
 -cfiles, or checked), the log, the popularity law and the cap. Reads are buffered (the page
-cache), as filebench's webserver reads.
+cache), as filebench's webserver reads. The log is made by the run if it is missing, emptied
+at its set-up, and removed at its end unless -keepLog.
 """
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import errno
 import os
 import stat
 import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from time import process_time_ns
 
+import numpy as np
 
-from torque_async.testing.api import TestContext, TestError
+from torque_async.kind_api.api import TestContext, TestError
 
 from ..inputs import kind
-from ..io.engine import now
+from ..cluster import launcher_rank
+from ..io import ring as rings
+from ..io.engine import choose
+from ..io.engine_api import now
+from ..io.uring import PIECE, Gauge, chains, file_slots
 from ..meter import EXTRA, MEASURED, RAMP, STOP
-from ..results import WEB_OPS
+from ..results import WEB_LOAD, WEB_OPS
 from ..stats import Summary
 from ..units import KB
-from . import site
+from . import disk, site
 from .picks import BLOCK, Picker, Popularity, generators
 
 TURN_NS = 100_000                  # a client gives the loop a turn when it has run this long
 OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK   # (a FIFO put in
                                   # the tree mid-run: opened and read without waiting, refused)
+RING_OPEN = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC   # (io_uring hands back EAGAIN for a
+                                                        # read of a file opened O_NONBLOCK)
 _sites: dict[int, "Site"] = {}                   # by group index: the clients' shared state
 
 
@@ -60,7 +93,15 @@ class Site:
         self.sizes, self.largest = tree.sizes.tolist(), int(tree.sizes.max())
         self.figures = tree.figures()
         self.gate = asyncio.Semaphore(cap) if cap else None
-        self.open = self.most = 0                    # files held open now, and at most
+        self.files, self.flight = Gauge(), Gauge()  # files held open, requests in flight
+        self.open_ns = self.flight_ns = 0           # each summed over its time, past -ramp
+        self.cpu0 = 0                               # the process's CPU at the first request
+        self.device = disk.device_of(tree.fd)       # the tree's block device, if on one
+        self.queue0: tuple[int, int] | None = None  # its weighted ms doing I/O then, and when
+        self.lock = threading.Lock()                # `files`: the threads engine's update it
+        self.threads: ThreadPoolExecutor | None = None
+        self.names: ctypes.Array | None = None     # the ring's: every name, NUL-ended
+        self.starts: list[int] = []
         self.log_start = os.fstat(log).st_size
         self.requests = self.read = self.appended = 0   # by every client past -ramp, measured
                                                         # or not
@@ -89,23 +130,98 @@ class Site:
             _sites[group.index] = cls(tree, log, Popularity(law.files, local.zipf,
                                                             ctx.settings.seed, group.index),
                                       local.webOpen)
+            _sites[group.index].clients = local.p
         shared = _sites[group.index]
         shared.users += 1
         return shared
 
-    def check_log(self) -> None:
-        """The log grew by exactly what the clients appended."""
-        grown = os.fstat(self.log).st_size - self.log_start
-        if grown != self.written:
-            raise TestError(f"-web: the log {self.tree.root}/{site.LOG} grew by {grown} bytes, "
-                            f"but the clients appended {self.written}")
+    @property
+    def direct(self) -> bool:
+        """Whether the ring opens the files into direct descriptors (uring.chains())."""
+        return chains()[0] == "direct"
 
-    def release(self, group: int) -> None:
+    def name_address(self, f: int) -> int:
+        """The address of file f's name, NUL-ended, for the ring's open (every name laid out
+        once, on first use)."""
+        if self.names is None:
+            encoded = [os.fsencode(name) + b"\0" for name in self.tree.names]
+            self.names = ctypes.create_string_buffer(b"".join(encoded))
+            base = ctypes.addressof(self.names)
+            self.starts = (base + np.cumsum([0] + [len(e) for e in encoded[:-1]])).tolist()
+        return self.starts[f]
+
+    def hold(self) -> None:
+        """A client (or its thread) is about to open a file: one more held open."""
+        with self.lock:
+            self.files.up()
+
+    def let_go(self, fd: int) -> None:
+        """Close fd (if it was opened): one file fewer held open."""
+        try:
+            if fd >= 0:
+                os.close(fd)
+        finally:
+            with self.lock:
+                self.files.down()
+
+    def pool(self) -> ThreadPoolExecutor:
+        """The threads engine's: a thread for each client of the group."""
+        if self.threads is None:
+            self.threads = ThreadPoolExecutor(self.clients, "torque-async web")
+        return self.threads
+
+    def begin(self) -> None:
+        """The first request past -ramp: the process's CPU and the device's queue start."""
+        self.cpu0 = process_time_ns()
+        weighted = disk.weighted_ms(self.device) if self.device else None
+        if weighted is not None:
+            self.queue0 = (weighted, now())
+
+    def load(self, log_bytes: int = -1) -> tuple[int, ...]:
+        """results.WEB_LOAD as it stands now."""
+        queue = (-1, 0)
+        if self.queue0 is not None:
+            weighted = disk.weighted_ms(self.device)
+            if weighted is not None:
+                queue = (weighted - self.queue0[0], now() - self.queue0[1])
+        return (self.open_ns, self.flight_ns, self.flight.most,
+                process_time_ns() - self.cpu0 if self.cpu0 else 0, log_bytes, *queue)
+
+    def check_log(self) -> None:
+        """The log grew by exactly what the clients appended; under mpiexec, where every rank's
+        clients append to one site's log, by at least what this rank's did."""
+        grown = os.fstat(self.log).st_size - self.log_start
+        shared = launcher_rank() is not None
+        if grown < self.written or (grown != self.written and not shared):
+            raise TestError(f"-web: the log {self.tree.root}/{site.LOG} grew by {grown} bytes, "
+                            f"but {'this rank' + chr(39) + 's' if shared else 'the'} clients "
+                            f"appended {self.written}")
+
+    def release(self, group: int, keep_log: bool) -> None:
+        """The last client closes the tree and the log, and removes the log (torque-async
+        made it) unless `keep_log`."""
         self.users -= 1
         if not self.users:
-            os.close(self.log)
-            self.tree.close()
-            del _sites[group]
+            if self.threads is not None:
+                self.threads.shutdown()
+            try:
+                if not keep_log:
+                    remove_log(self.tree, self.log)
+            finally:
+                os.close(self.log)
+                self.tree.close()
+                del _sites[group]
+
+
+def remove_log(tree: site.Tree, log: int) -> None:
+    """Unlink the tree's log, if its name still is the file `log` opened."""
+    try:
+        named = os.stat(site.LOG, dir_fd=tree.fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    held = os.fstat(log)
+    if (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino):
+        os.unlink(site.LOG, dir_fd=tree.fd)
 
 
 class Progress:
@@ -128,6 +244,9 @@ class WebTest:
         self.info = ""
         self.site: Site | None = None
         self.ops = [Summary() for _ in WEB_OPS]
+        self.engine_name, self.engine_note = engine_for(ctx)
+        self.engine = self.chain = None
+        self.buf, self.slot = -1, -1
 
     async def setup(self) -> None:
         self.site = await Site.of(self.ctx)
@@ -139,28 +258,51 @@ class WebTest:
         self.append_sizes = sizes
         self.append_data = memoryview(b"L" * (self.local.appendKB * KB))
         tree, local = self.site.tree, self.local
+        if self.engine_name == "uring":
+            from ..io.uring import UringEngine
+            self.engine = UringEngine.shared()
+            self.buf = self.engine.register(self.iov)[0]
+            self.chain = self.engine.chain(self.buf, self.site.files)
+            self.addr = self.engine.address(self.buf)
+            self.site.name_address(0)                  # every name laid out, untimed
+            if self.site.direct:
+                self.slot = self.engine.take_file()
+                if self.slot < 0:
+                    raise TestError(f"-web: the ring's table of direct descriptors is full "
+                                    f"({file_slots()}): fewer clients on this loop (-p)")
         picks = f"zipf {local.zipf:g}" if local.zipf is not None else "uniform"
         cap = f"at most {local.webOpen} open" if local.webOpen else "no cap on open files"
         self.info = "\n".join((
             f"web tree = {tree.root}: {tree.law.text()}, {'made' if tree.made else 'reused'}",
             f"web requests = whole files, {picks} picks, {cap}; 1 B..{local.appendKB} KB "
-            f"appended every {local.appendEvery}; blocking calls on the loop thread, buffered"))
+            f"appended every {local.appendEvery}; {HOW[self.engine_name]}"
+            + (f" ({self.engine_note})" if self.engine_note else "") + ", buffered"))
 
     async def run(self, meter) -> None:
+        if self.engine_name == "uring" and self.site.gate is None:
+            await self.engine.drive([self.requests(meter)])   # a lane: stepped by the engine
+        else:
+            await self.requests(meter)
+
+    async def requests(self, meter) -> None:
+        """The client's requests, each through fetch(), until the Meter says stop."""
         shared, local = self.site, self.local
         tree = shared.tree
         meter.row["file"], meter.row["file_bytes"] = os.fsencode(tree.root), shared.largest
         self.meter, self.published, self.until = meter, False, 0
-        names, sizes, rootfd, log = tree.names, shared.sizes, tree.fd, shared.log
-        iov, chunk, gate = self.iov, local.size, shared.gate
-        so, sr, sc, sa = (s.add for s in self.ops)
-        record, stop = meter.record, meter.stop
-        every, throttle = local.appendEvery, local.T / 1e6
+        sizes, log, gate, flight = shared.sizes, shared.log, shared.gate, shared.flight
+        fetch = {"uring": self.ring_fetch, "threads": self.thread_fetch,
+                 "sync": self.sync_fetch}[self.engine_name]
+        sa = self.ops[3].add
+        record = meter.record
+        stop = meter.stop
+        turns = self.engine_name == "sync"
+        every = local.appendEvery
         data, most = self.append_data, local.appendKB * KB
         picks, at = self.first, 0
         lengths, used = [], 0
         read, appended, extra = 0, 0, 0
-        t = turn = meter.ramp()
+        t = self.turn = meter.ramp()
         k = 0
         while True:
             what = MEASURED if k < self.until and not stop[0] else self.decide(k)
@@ -175,49 +317,27 @@ class WebTest:
             at += 1
             if gate is not None:
                 await gate.acquire()
-            shared.open += 1
-            if shared.open > shared.most:
-                shared.most = shared.open
-            fd, got, size, paused = -1, 0, sizes[f], 0     # paused: -T and other clients' turns
+            flight.up()
             try:
-                t0 = now()
-                fd = os.open(names[f], OPEN_FLAGS, dir_fd=rootfd)
-                ta = t1 = now()
-                while True:
-                    n = os.readv(fd, iov)
-                    tb = now()
-                    if measured:
-                        sr(tb - ta)
-                    ta, got = tb, got + n
-                    last = n < chunk or got >= size
-                    if throttle:               # a slow reader: after every read, the last
-                        await asyncio.sleep(throttle)   # too, holding its file (a file read
-                    elif last:                 # in one read was never throttled)
-                        break
-                    elif tb - turn > TURN_NS:
-                        await asyncio.sleep(0)
-                    else:
-                        continue
-                    ta = turn = now()
-                    paused += ta - tb
-                    if last:
-                        break
-            except BlockingIOError:
-                got = -1                   # a FIFO with a writer and nothing to read
+                got, t0, t, paused, held = await fetch(f, measured)
+            except BlockingIOError:            # a FIFO with a writer and nothing to read
+                got, t0, t, paused, held = -1, 0, 0, 0, 0
             finally:
-                if fd >= 0:
-                    os.close(fd)
-                shared.open -= 1
+                flight.down()
                 if gate is not None:
                     gate.release()
-            t = now()
-            if got != size:
-                raise TestError(f"-web: {tree.root}/{names[f]} {changed(rootfd, names[f], got)}"
-                                f", not {size}: the tree changed under the test")
+            if got != sizes[f]:
+                raise TestError(f"-web: {tree.root}/{tree.names[f]} "
+                                f"{changed(tree.fd, tree.names[f], got)}, not {sizes[f]}: the "
+                                f"tree changed under the test")
             k += 1
             if what != RAMP:
+                if not shared.cpu0:
+                    shared.begin()
                 shared.requests += 1
                 shared.read += got
+                shared.flight_ns += t - t0 - paused
+                shared.open_ns += held
             if k % every == 0:
                 if used == len(lengths):
                     lengths, used = self.append_sizes.integers(1, most + 1, BLOCK).tolist(), 0
@@ -238,18 +358,214 @@ class WebTest:
                     sa(t3 - t2)
                     appended += length
             if measured:
-                so(t1 - t0)
-                sc(t - ta)
                 read += got
                 record(t - t0 - paused, t)                # the request's own time
             elif what == EXTRA:
                 extra += 1
-            if t - turn > TURN_NS:                   # the next client's turn
+            if turns and t - self.turn > TURN_NS:     # the next client's turn
                 await asyncio.sleep(0)
-                turn = now()
+                self.turn = now()
         if not self.published:               # stopped early: publish what was measured
             self.finish(t if meter.start else meter.begin(), read, appended)
         meter.publish_extra(extra)
+
+    async def sync_fetch(self, f: int, measured: bool) -> tuple[int, int, int, int, int]:
+        """Request file f with blocking calls on the loop's thread, each timed apart (-engine
+        sync): (bytes read, its start, its end, the pauses in it, how long it held the file
+        open). It gives the loop a turn between reads past TURN_NS (holding the file open)."""
+        shared, local = self.site, self.local
+        so, sr, sc = (s.add for s in self.ops[:3])
+        size, chunk, iov, throttle = shared.sizes[f], local.size, self.iov, local.T / 1e6
+        got, paused, fd = 0, 0, -1
+        shared.hold()
+        try:
+            t0 = now()
+            fd = os.open(shared.tree.names[f], OPEN_FLAGS, dir_fd=shared.tree.fd)
+            ta = t1 = now()
+            while True:
+                n = os.readv(fd, iov)
+                tb = now()
+                if measured:
+                    sr(tb - ta)
+                ta, got = tb, got + n
+                last = n < chunk or got >= size
+                if throttle:               # a slow reader: after every read, the last
+                    await asyncio.sleep(throttle)   # too, holding its file (a file read
+                elif last:                 # in one read was never throttled)
+                    break
+                elif tb - self.turn > TURN_NS:
+                    await asyncio.sleep(0)
+                else:
+                    continue
+                ta = self.turn = now()
+                paused += ta - tb
+                if last:
+                    break
+        finally:
+            shared.let_go(fd)
+        t = now()
+        if measured:
+            so(t1 - t0)
+            sc(t - ta)
+        return got, t0, t, paused, t - t0
+
+    async def thread_fetch(self, f: int, measured: bool) -> tuple[int, int, int, int, int]:
+        """Request file f on a thread of the group's pool (-engine threads, or where the ring
+        cannot open files): the loop goes on with the other clients meanwhile."""
+        loop = asyncio.get_running_loop()
+        got, t0, t, paused, times = await loop.run_in_executor(
+            self.site.pool(), self.blocking, f)
+        if measured:
+            self.timed(times)
+        return got, t0, t, paused, t - t0
+
+    def blocking(self, f: int) -> tuple[int, int, int, int, list[int]]:
+        """thread_fetch's request on its thread: as sync_fetch's, -T a sleep of the thread."""
+        shared, local = self.site, self.local
+        size, chunk, iov, throttle = shared.sizes[f], local.size, self.iov, local.T / 1e6
+        got, paused, fd, times = 0, 0, -1, []
+        shared.hold()
+        try:
+            t0 = now()
+            fd = os.open(shared.tree.names[f], OPEN_FLAGS, dir_fd=shared.tree.fd)
+            ta = now()
+            times.append(ta - t0)
+            while True:
+                n = os.readv(fd, iov)
+                tb = now()
+                times.append(tb - ta)
+                ta, got = tb, got + n
+                last = n < chunk or got >= size
+                if throttle:
+                    time.sleep(throttle)
+                    ta = now()
+                    paused += ta - tb
+                if last:
+                    break
+        finally:
+            shared.let_go(fd)
+        t = now()
+        times.append(t - ta)
+        return got, t0, t, paused, times
+
+    async def ring_fetch(self, f: int, measured: bool) -> tuple[int, int, int, int, int]:
+        """Request file f through the ring: its open, reads and close as linked entries of one
+        chain (pieces(): more where the file needs more reads than a chain holds, or -T pauses
+        between them), in flight in the kernel while the loop runs the other clients. An
+        operation's latency runs from the completion of the entry before it (the chain's
+        submit, for the first) to its own, as the loop's batches of completions saw them: the
+        operations add up to the request."""
+        shared, engine, chain = self.site, self.engine, self.chain
+        size, chunk = shared.sizes[f], self.local.size
+        reads = max(1, -(-size // chunk))
+        direct, slot, addr = shared.direct, self.slot, self.addr
+        throttle = self.local.T * 1000                  # ns
+        if direct and not throttle and reads <= PIECE - 2:     # the common case, at once
+            done = await engine.whole(chain, shared.tree.fd, shared.starts[f], OPEN_DIRECT,
+                                      slot, addr, chunk, reads)
+            res, at = done.res, done.at
+            if min(res) >= 0:
+                if measured:
+                    ops = self.ops
+                    ops[0].add(at[0] - done.t0)
+                    sr = ops[1].add
+                    for j in range(1, reads + 1):
+                        sr(at[j] - at[j - 1])
+                    ops[2].add(at[-1] - at[-2])
+                return sum(res[1:-1]), done.t0, at[-1], 0, at[-1] - at[0]
+            error = next(r for r in res if r < 0 and r != CANCELLED)
+            what = "opening" if res[0] < 0 else "closing" if error == res[-1] else "reading"
+            raise TestError(f"-web: {what} {shared.tree.root}/{shared.tree.names[f]}: "
+                            f"{os.strerror(-error)}")
+        fixed = rings.SQE_FIXED_FILE
+        link, hard = rings.SQE_IO_LINK, rings.SQE_IO_HARDLINK
+        name = shared.name_address(f)
+        lats: list[int] = []                           # open, each read, close
+        got, paused, fd, opened, t_open = 0, 0, -1, False, 0
+        t0 = prev = 0                  # the request's start, and the end of its time so far
+        k, pausing = 0, False          # reads submitted; whether a -T pause came before
+        try:
+            while True:
+                ops: list[tuple] = []
+                if not opened:                         # the open, then (direct) the reads
+                    ops.append((rings.OP_OPENAT, link if direct else 0, shared.tree.fd,
+                                name, 0, 0, OPEN_DIRECT if direct else RING_OPEN,
+                                slot + 1 if direct else 0))
+                if opened or direct:
+                    most = (1 if throttle else PIECE - 2) + len(ops)
+                    while k < reads and len(ops) < most:
+                        ops.append((rings.OP_READ, hard | (fixed if direct else 0),
+                                    slot if direct else fd, addr, chunk, k * chunk, 0, 0))
+                        k += 1
+                    if k == reads and (not throttle or not ops):
+                        ops.append(self.closing(direct, slot, fd))
+                last = ops[-1]                         # a chain ends at its last entry: no
+                ops[-1] = (last[0], last[1] & ~(link | hard), *last[2:])   # link past it
+                chain.open_i = 0 if not opened else -1
+                chain.close_i = len(ops) - 1 if last[0] == rings.OP_CLOSE else -1
+                done = await engine.request(chain, ops)
+                if not t0:
+                    t0 = prev = done.t0
+                elif pausing:
+                    paused += done.t0 - prev
+                    prev = done.t0
+                read_now, error = False, None
+                for op, r, t in zip(ops, done.res, done.at):
+                    lats.append(t - prev)
+                    prev = t
+                    if r < 0 and error is None and r != CANCELLED:
+                        error = (op[0], r)
+                    if op[0] == rings.OP_OPENAT:
+                        if r >= 0:
+                            opened, t_open, fd = True, t, r
+                    elif op[0] == rings.OP_READ:
+                        got += max(r, 0)
+                        read_now = True
+                    elif r != CANCELLED:               # its descriptor is closed (or was
+                        opened = False                 # never open: its open failed)
+                if error is not None:
+                    if opened:                         # the chain failed before its close
+                        opened = False
+                        await self.close_after(direct, slot, fd)
+                    raise TestError(f"-web: {DOING[error[0]]} {shared.tree.root}/"
+                                    f"{shared.tree.names[f]}: {os.strerror(-error[1])}")
+                if not opened:
+                    break
+                pausing = bool(throttle) and read_now
+                if pausing:                            # a slow reader, holding its file
+                    await self.pause(prev + throttle)
+        except (Exception, asyncio.CancelledError):
+            if opened:                 # stopped between its chains (a lane closed by its
+                await self.close_after(direct, slot, fd)   # drive() cannot await: the ring's
+            raise                      # close closes its direct descriptors)
+        if measured:
+            self.timed(lats)
+        return got, t0, prev, paused, prev - t_open
+
+    def timed(self, lats: list[int]) -> None:
+        """A measured request's operations: its open, each read, its close (ns)."""
+        opened, read, closed = (s.add for s in self.ops[:3])
+        opened(lats[0])
+        for lat in lats[1:-1]:
+            read(lat)
+        closed(lats[-1])
+
+    def closing(self, direct: bool, slot: int, fd: int) -> tuple:
+        """The close entry of a request's chain: its direct descriptor's, or its fd's."""
+        return (rings.OP_CLOSE, 0, 0 if direct else fd, 0, 0, 0, 0, slot + 1 if direct else 0)
+
+    async def close_after(self, direct: bool, slot: int, fd: int) -> None:
+        """Close a file whose chain failed before its close (its open had succeeded)."""
+        chain = self.chain
+        chain.open_i, chain.close_i = -1, 0
+        await self.engine.request(chain, [self.closing(direct, slot, fd)])
+
+    async def pause(self, until: int) -> None:
+        """-T's wait: the engine's timeout for a lane, the loop's timer otherwise."""
+        if self.site.gate is None:
+            await self.engine.pause(until)
+        else:
+            await asyncio.sleep(max(0, until - now()) / 1e9)
 
     def decide(self, k: int) -> int:
         """What request k is when the count alone cannot say, as the Meter says (as for the
@@ -260,7 +576,7 @@ class WebTest:
 
     def finish(self, t: int, read: int, appended: int) -> None:
         """Publish the measured requests: their bytes and each operation's latency."""
-        meter = self.meter
+        meter, shared = self.meter, self.site
         meter.end(t)
         meter.publish(self.transfer_bytes, self.system_bytes)
         r = meter.row
@@ -270,20 +586,53 @@ class WebTest:
             s.settle()
             r["op_count"][0, i], r["op_min"][0, i], r["op_max"][0, i] = s.count, s.lo, s.hi
             r["op_sum"][0, i], r["op_hist"][0, i] = s.total, s.hist
-        r["size_law"][0] = self.site.figures
-        r["most_open"] = self.site.most
-        r["group_work"][0] = (self.site.requests, self.site.read, self.site.appended)
+        r["size_law"][0] = shared.figures
+        r["most_open"] = shared.files.most
+        r["group_work"][0] = (shared.requests, shared.read, shared.appended)
+        r["web_load"][0] = shared.load()
         self.published = True
 
     async def check(self) -> None:
-        """The log grew by exactly the bytes appended (checked by the group's last client)."""
+        """The log grew by exactly the bytes appended (checked by the group's last client, which
+        also notes the log's size at the end)."""
         shared = self.site
         shared.finished += 1
-        self.meter.row["most_open"] = shared.most
+        row = self.meter.row
+        row["most_open"] = shared.files.most
         if shared.finished == shared.users:
             shared.check_log()
+            row["web_load"][0, WEB_LOAD.index("log_bytes")] = os.fstat(shared.log).st_size
 
     async def close(self) -> None:
+        if self.engine is not None:
+            await self.engine.forget([self.buf])    # waits for a chain still in flight
+            if self.slot >= 0:
+                self.engine.give_file(self.slot)
+            self.engine.close()
+            self.engine = None
         if self.site is not None:
-            self.site.release(self.ctx.group.index)
+            self.site.release(self.ctx.group.index, self.local.keepLog)
             self.site = None
+
+
+HOW = {"sync": "blocking calls on the loop thread (-engine sync)",
+       "threads": "each request on a thread of the group's own (threads engine)",
+       "uring": "open, reads and close as one linked io_uring chain (io_uring engine)"}
+OPEN_DIRECT = os.O_RDONLY | os.O_NOFOLLOW          # (a direct descriptor takes no O_CLOEXEC)
+
+
+def engine_for(ctx: TestContext) -> tuple[str, str]:
+    """The engine -web's clients use, and a note on why where it is not the one asked for:
+    -engine's choice, auto's as for the file tests (sync for one client alone on the loop);
+    where the ring cannot open files (uring.chains()), threads."""
+    name, note = choose(ctx.settings.engine, ctx.loop_tests == 1)
+    if name == "uring":
+        from ..io.uring import chains
+        how, why = chains()
+        if not how:
+            return "threads", f"io_uring cannot serve requests here: {why}"
+    return name, note
+
+
+DOING = {rings.OP_OPENAT: "opening", rings.OP_READ: "reading", rings.OP_CLOSE: "closing"}
+CANCELLED = -errno.ECANCELED                       # an entry after one that failed

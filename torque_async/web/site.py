@@ -22,6 +22,7 @@ names is refused, and so is any other name under DIR unless -allowForeign.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import json
 import os
@@ -398,10 +399,23 @@ NOT_LOG = "is not the log torque-async made for this tree (its manifest names no
     "move it away, and -cfiles makes a new one"
 
 
-def log_is_own(root: str, manifest: dict | None) -> bool:
-    """Whether the log under root is the one its manifest says torque-async made."""
-    return bool(manifest) and bool(manifest.get("log")) and identity.is_made(
-        manifest["log"], None, os.path.join(root, LOG), manifest.get("token"))
+def log_is_own(root: str, manifest: dict | None, fd: int | None = None) -> bool:
+    """Whether the log under root (or open on fd) is torque-async's: the one its manifest says
+    -cfiles made, or one a run made and marked with the site's token."""
+    if not manifest:
+        return False
+    where = os.path.join(root, LOG)
+    if manifest.get("log") and (identity.is_open_made(manifest["log"], fd, manifest.get("token"))
+                                if fd is not None else
+                                identity.is_made(manifest["log"], None, where,
+                                                 manifest.get("token"))):
+        return True
+    try:
+        mark = os.getxattr(fd, identity.MARK) if fd is not None else \
+            os.getxattr(where, identity.MARK, follow_symlinks=False)
+    except OSError:
+        return False
+    return bool(manifest.get("token")) and mark == manifest["token"].encode()
 
 
 def make_log(root: str, rootfd: int, old: dict | None, token: str) -> list[int]:
@@ -463,16 +477,25 @@ def open_tree(root: str, law: Law, made: bool) -> Tree:
 
 
 def open_log(tree: Tree) -> int:
-    """The log for appending: the file torque-async made as the tree's log (its manifest says
-    who it is), opened without waiting, emptied once that is checked. Each run starts it anew,
-    as filebench makes its log fileset anew (appended to for ever, it grew by 37 MB a second
-    of each run)."""
+    """The log for appending, emptied once it is checked to be torque-async's: made new here
+    (marked with the site's token) if the end of a run removed it, else the one -cfiles made
+    (its manifest says who it is) or one a run made (its mark). A file of the name that is
+    neither (a user's, moved in its place) is refused, never emptied. Each run starts it anew,
+    as filebench makes its log fileset anew (appended to for ever, it would grow with every
+    run)."""
     manifest = read_manifest(tree.root) or {}
-    fd = identity.opened(LOG, os.O_WRONLY | os.O_APPEND | NOFOLLOW, dir_fd=tree.fd)
-    st = os.fstat(fd)
-    who = manifest.get("log")
-    if st.st_nlink != 1 or not who or not identity.is_open_made(who, fd, manifest.get("token")):
-        os.close(fd)
-        raise ValueError(f"{os.path.join(tree.root, LOG)} {NOT_LOG}")
+    token = manifest.get("token")
+    try:
+        fd = identity.opened(LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL | NOFOLLOW,
+                             0o644, tree.fd)
+    except FileExistsError:
+        fd = identity.opened(LOG, os.O_WRONLY | os.O_APPEND | NOFOLLOW, dir_fd=tree.fd)
+        if os.fstat(fd).st_nlink != 1 or not log_is_own(tree.root, manifest, fd):
+            os.close(fd)
+            raise ValueError(f"{os.path.join(tree.root, LOG)} {NOT_LOG}") from None
+    else:
+        if token:
+            with contextlib.suppress(OSError):     # (without extended attributes: a later run
+                os.setxattr(fd, identity.MARK, token.encode())   # refuses it, if it is left)
     os.ftruncate(fd, 0)
     return fd

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..results import SIZE_LAW, WEB_OPS
+from ..results import SIZE_LAW, WEB_LOAD, WEB_OPS
 from ..stats import Stats, merge
 from ..units import KB, MB, NS_PER_MS
 
@@ -31,10 +31,22 @@ def group_summary(group, records, procs) -> dict[str, Any] | None:
     # their own n x i while others finish theirs), as the last client of each event loop to
     # publish counted its loop's (under mpiexec a rank's: its group's first row, less the
     # client's place in it, names it), summed over the loops
-    loops: dict[int, tuple[int, ...]] = {}
+    loops: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
     for r, p in pairs:
-        loops[p.row - p.index] = max(loops.get(p.row - p.index, ()), r.group_work)
-    requests, read, appended = (sum(work) for work in zip(*loops.values()))
+        loops[p.row - p.index] = max(loops.get(p.row - p.index, ((), ())),
+                                     (r.group_work, r.web_load or (0,) * len(WEB_LOAD)))
+    requests, read, appended = (sum(work) for work in zip(*(w for w, _ in loops.values())))
+    most_open: dict[int, int] = {}                   # each loop's most, summed over the loops
+    for r, p in pairs:
+        most_open[p.row - p.index] = max(most_open.get(p.row - p.index, 0), r.most_open)
+    # the same publish's files open, requests in flight and CPU, summed over the loops; the
+    # log's size from the loop's last client to check it
+    open_ns, flight_ns, most_flight, cpu_ns = (
+        sum(load) for load in list(zip(*(w for _, w in loops.values())))[:4])
+    # the tree's device's mean queue over the same interval (the deepest loop's: loops on one
+    # host share the device)
+    queues = [w[5] * NS_PER_MS / w[6] for _, w in loops.values() if w[5] >= 0 and w[6] > 0]
+    logs = [r.web_load[WEB_LOAD.index("log_bytes")] for r in mine if r.web_load]
     ops = {name: latency(merge([r.op_lat[i] for r in mine if r.op_lat]))
            for i, name in enumerate(WEB_OPS)}
     law = next((r.size_law for r in mine if r.size_law), (0,) * len(SIZE_LAW))
@@ -45,7 +57,13 @@ def group_summary(group, records, procs) -> dict[str, Any] | None:
             "read_mb_per_s": read * 1e9 / span / MB if span else 0.0,
             "append_mb_per_s": appended * 1e9 / span / MB if span else 0.0,
             "request": latency(merge([r.lat for r in mine])), "ops": ops,
-            "sizes": dict(zip(SIZE_LAW, law)), "most_open": max(r.most_open for r in mine)}
+            "sizes": dict(zip(SIZE_LAW, law)), "most_open": sum(most_open.values()),
+            "mean_open": open_ns / span if span else 0.0, "most_in_flight": most_flight,
+            "mean_in_flight": flight_ns / span if span else 0.0,
+            "cpu_ns_per_request": cpu_ns / requests if requests else 0.0,
+            "log_bytes": max(logs) if logs and max(logs) >= 0 else None,
+            "log_kept": bool(group.local.keepLog),
+            "device_queue": max(queues) if queues else None}
 
 
 def unresolved(group, s: dict[str, Any] | None, shortest_ns: int) -> list[str]:
@@ -68,11 +86,19 @@ def lines(group, records, procs, shortest_ns: int) -> list[str]:
            f"{s['requests_per_s']:.0f} requests/s, "
            f"{s['read_mb_per_s']:.1f} MB/s read, {s['append_mb_per_s']:.2f} MB/s appended "
            f"(every request over the group's span; BW: sums each client's timed ones over its "
-           f"own interval); at most {s['most_open']} file{'s' * (s['most_open'] != 1)} open "
-           f"at once",
+           f"own interval)",
+           f"Web group {group.index} load: files open at once: at most {s['most_open']}, mean "
+           f"{s['mean_open']:.1f}; requests in flight: at most {s['most_in_flight']}, mean "
+           f"{s['mean_in_flight']:.1f}; CPU {s['cpu_ns_per_request'] / 1000:.1f} us per "
+           f"request (the process's, user and system)" + (
+               "" if s["device_queue"] is None else f"; the tree's disk: {s['device_queue']:.2f} "
+               f"I/Os in its queue on average (/proc/diskstats, everything on that device)"),
            f"Web group {group.index} tree: {sizes['files']} files, mean "
            f"{sizes['mean'] / KB:.1f} KB, p50 {sizes['p50'] / KB:.1f} KB, "
            f"p99 {sizes['p99'] / KB:.1f} KB", HEADER]
+    if s["log_bytes"] is not None:
+        out.insert(2, f"Web group {group.index} log: {s['log_bytes']} bytes at the end, "
+                   + ("kept (-keepLog)" if s["log_kept"] else "removed (-keepLog keeps it)"))
     out[1:1] = unresolved(group, s, shortest_ns)
     for name, lat in (("request", s["request"]), *s["ops"].items()):
         if lat:

@@ -5,5 +5,5 @@
     rows.py     a test's results row through set-up: spawned, ready, failed, closed
 
 Spawned tests (workers/) and loop tests (io/, streams/) both import from here; the core never
-imports workers/ (the orchestrator names the worker entry it spawns).
+imports workers/ (kinds.py names the worker entry the orchestrator spawns).
 """

@@ -1,0 +1,411 @@
+"""torque-async capacity: the largest value of one group's knob (its processes, an -aio queue
+depth, a stream's rate) at which the whole plan still meets the criteria.
+
+Each point is a real run of the plan (cli.execute: the checks, safety and signals of
+`torque-async run`) with the value written in (varied.py), its report silenced and its results
+document read from a private -json file; criteria.py judges it, search.py picks the next point.
+A -files or -web tree made by -cfiles at the first point that finished is reused: the later
+points run without -cfiles. --keep's groups run alone once, first. A stop signal ends the
+search; the points so far are reported.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import signal
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from . import __version__, cluster, cmdline, criteria, orchestrator, outputs, varied
+from .criteria import Criterion
+from .errors import UsageError
+from .inputs import RESULTS_LIMIT, read_bounded
+from .outputs import say
+from .search import Point, Rule, Search
+
+SCHEMA, SCHEMA_VERSION = "torque-async-capacity", 1
+PASS = re.compile(r"([0-9]+)/([0-9]+)\Z")
+
+
+@dataclass(frozen=True)
+class Round:
+    """One run of one point: its verdict, each criterion's figure, the load's bandwidth."""
+    value: int
+    passed: bool
+    figures: tuple[float | None, ...]   # one per criterion, in its column's unit
+    why: str                            # what failed first ('' when it passed)
+    flags: tuple[str, ...]              # figures not resolved
+    load: tuple[float, ...]             # the other groups' MB/s, in plan order
+    seconds: float
+    code: int                           # the run's exit status
+    doc: dict[str, Any] | None          # its results document
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What the search asks: the knob, the criteria, the rule, and the plan's other groups."""
+    knob: varied.Knob
+    criteria: tuple[Criterion, ...]
+    rule: Rule
+    load: tuple[tuple[int, str], ...]   # (index, action) of the groups not varied
+    alone: dict[int, float]             # --keep: each kept group's MB/s alone
+    alone_runs: dict[int, dict[str, Any]]   # and the results document of its run alone
+
+
+class BadRun(Exception):
+    """A run before the search (the plan's check, --keep's run alone) refused the plan (exit
+    2): its own line said why."""
+
+
+def rule_of(rounds: int, passing: str | None) -> Rule:
+    if passing is None:
+        return Rule(rounds, rounds)
+    m = PASS.match(passing.strip())
+    if not m or int(m.group(2)) != rounds or not 1 <= int(m.group(1)) <= rounds:
+        raise UsageError(f"capacity: --pass {passing}: give k/R with R the --rounds "
+                                 f"({rounds}) and 1 <= k <= R, e.g. --pass {max(rounds - 1, 1)}"
+                                 f"/{rounds}")
+    return Rule(rounds, int(m.group(1)))
+
+
+def refuse(plan) -> None:
+    """Options of the plan that the search does itself, or that run no test."""
+    s = plan.settings
+    said = {"repeat": (s.repeat != 1, "--rounds repeats each point"),
+            "baseline": (s.baseline, "--keep measures a group alone"),
+            "json": (s.json, "capacity's --json names the file"),
+            "csv": (s.csv, "capacity's --json names the file"),
+            **{name: (getattr(s, name), "it runs no test") for name in
+               ("quit", "freeSharedMemory", "help", "version", "example", "printAlias")},
+            "child": (s.child is not None, "it runs one process of the plan")}
+    for name, (given, why) in said.items():
+        if given:
+            raise UsageError(f"capacity: -{name} in the plan: {why}")
+    if cluster.launcher_rank() is not None:
+        raise UsageError("capacity: not under mpiexec (each rank would search on its "
+                                 "own): run it on one host")
+    if not plan.groups or plan.from_config:
+        raise UsageError("capacity: no group to vary: give the plan's tests after -- "
+                                 "(torque-async capacity -- -p 2 -MB 4 -w)")
+
+
+def assess(setup: Setup, value: int, code: int, doc: dict[str, Any] | None,
+           seconds: float, said: str = "") -> Round:
+    """A point's round from its run's exit status, results document and stderr (a run that
+    refused the plan at this value, exit 2, fails with its last line)."""
+    if doc is None:
+        last = (said.strip().splitlines() or [""])[-1].removeprefix("torque-async: error: ")
+        return Round(value, False, (None,) * len(setup.criteria),
+                     f"the run refused the plan at this value: {last}" if code == 2 else
+                     f"the run ended with exit {code} and wrote no results", (), (), seconds,
+                     code, None)
+    judged = [criteria.judge(c, doc, setup.knob.group, setup.alone) for c in setup.criteria]
+    load = tuple(criteria.bandwidth(doc, g) for g, _ in setup.load)
+    return Round(value, all(j.passed for j in judged), tuple(j.value for j in judged),
+                 next((j.why for j in judged if not j.passed), ""),
+                 tuple(j.flag for j in judged if j.flag), load, seconds, code, doc)
+
+
+Quiet = Callable[[list[str], str], tuple[int, "dict | None", float, str]]   # quiet_run's own
+
+
+def quiet_run(execute: Callable[[list[str]], int], folder: str, tokens: list[str], name: str) \
+        -> tuple[int, dict | None, float, str]:
+    """One run of the plan as `torque-async run` makes it (`execute`: cli's), its report sent to
+    /dev/null, its results read from its -json file, what it said on stderr kept and passed
+    on; (exit status, document, seconds, stderr). A stop signal noted before it raises
+    orchestrator.Interrupted; after it, signals are noted again."""
+    path = os.path.join(folder, name)
+    stopped_by(0)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    null = os.open(os.devnull, os.O_WRONLY)
+    said = os.open(path + ".err", os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    began = time.monotonic()
+    try:
+        os.dup2(null, 1)
+        os.dup2(said, 2)
+        code = execute([*tokens, "-json", path, "-noProgress"])
+    except KeyboardInterrupt:            # SIGINT as the run restored the default handlers
+        code = 128 + signal.SIGINT
+    finally:
+        sys.stderr.flush()
+        for fd, kept in zip((1, 2), saved):
+            os.dup2(kept, fd)
+            os.close(kept)
+        os.close(null)
+        catch_stops()
+    seconds = time.monotonic() - began
+    with os.fdopen(said, "rb") as f:
+        f.seek(0)
+        text = f.read().decode("utf-8", "replace")
+    os.unlink(path + ".err")
+    if text:
+        outputs.emit(sys.stderr, text)
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+        os.unlink(path)
+    except (OSError, ValueError):
+        doc = None
+    return code, doc, seconds, text
+
+
+STOPS: list[int] = []               # stop signals received outside a run, in order
+
+
+def catch_stops() -> None:
+    """Outside a run a stop signal is noted in STOPS; the search ends before the next run (a
+    run installs its own handlers: it ends at once)."""
+    for sig in orchestrator.STOP_SIGNALS:
+        signal.signal(sig, lambda signum, _frame: STOPS.append(signum))
+
+
+def stopped_by(code: int) -> None:
+    """Raise orchestrator.Interrupted when a signal stopped the run (exit 128 + it) or came
+    before or after it."""
+    if code > 128 or STOPS:
+        raise orchestrator.Interrupted(code - 128 if code > 128 else STOPS[0])
+
+
+def runner(setup: Setup, lay: varied.Layout, quiet: Quiet) -> Callable[[int], Round]:
+    """A point's round: the plan at `value`, run and judged; -cfiles left out once a run
+    finished (its trees are made)."""
+    made, count = [False], [0]
+
+    def attempt(value: int) -> Round:
+        count[0] += 1
+        code, doc, seconds, said = quiet(varied.tokens_at(lay, setup.knob, value, made[0]),
+                                         f"run{count[0]}.json")
+        if code > 128:                   # (a stop after it: noted, the next run is not made)
+            raise orchestrator.Interrupted(code - 128)
+        made[0] |= bool(doc) and not doc.get("failures")
+        return assess(setup, value, code, doc if code != 2 else None, seconds, said)
+    return attempt
+
+
+def explore(search: Search, attempt: Callable[[int], Round], knob_name: str,
+            progress: Callable[[str], None], clock: Callable[[], float] = time.monotonic) -> int:
+    """Run rounds until the search is over; 0, or the stop signal that ended it (the round it
+    cut short is not counted)."""
+    began, runs = clock(), 0
+    while (value := search.next()) is not None:
+        point = search.points.get(value)
+        k = len(point.rounds) + 1 if point else 1
+        spent = clock() - began
+        more = search.left()
+        left = f"; about {spent / runs * more:.0f} s left (at most {more} more " \
+               f"run{'s' * (more != 1)}, estimated from the {runs} so far)" if runs else ""
+        ordinal = list(search.points).index(value) + 1 if point else len(search.points) + 1
+        progress(f"capacity: {knob_name} {value} (point {ordinal}"
+                 f"), round {k} of {search.rule.rounds}; run {runs + 1}, {spent:.0f} s so far"
+                 f"{left}")
+        try:
+            result = attempt(value)
+        except orchestrator.Interrupted as e:
+            return e.signum
+        search.add(value, result)
+        runs += 1
+    return 0
+
+
+def spread(values: list[float | None], fmt: str) -> str:
+    """median [min-max] of the values measured ('-' when none was)."""
+    got = [v for v in values if v is not None]
+    if not got:
+        return "-"
+    med = statistics.median(got)
+    return fmt.format(med) if len(got) == 1 else \
+        f"{fmt.format(med)} [{fmt.format(min(got))}-{fmt.format(max(got))}]"
+
+
+FORMATS = {"held": "{:.0f}", "late": "{:.4f}", "keep": "{:.3f}", "p99": "{:.1f}",
+           "p999": "{:.1f}"}
+
+
+def verdict_text(rule: Rule, point: Point) -> str:
+    decided = rule.verdict(point.passes)
+    if decided is not None:
+        return "pass" if decided else "fail"
+    return f"leans {'pass' if rule.leaning(point.passes) else 'fail'} (not revisited)"
+
+
+def passed_text(point: Point) -> str:
+    return f"{sum(point.passes)}/{len(point.rounds)}"
+
+
+def table(setup: Setup, search: Search) -> list[str]:
+    """A row per point tried: value, rounds passed, each criterion's figure and the load's
+    bandwidth (median [min-max] over its rounds), verdict."""
+    header = [setup.knob.name, "passed", *(f"{c.text}: {c.figure}" for c in setup.criteria),
+              *(f"{action} BW(MB/s)" for _, action in setup.load), "verdict"]
+    rows = []
+    for value in sorted(search.points):
+        p = search.points[value]
+        rows.append(", ".join([str(value), passed_text(p),
+                               *(spread([r.figures[i] for r in p.rounds], FORMATS[c.kind])
+                                 for i, c in enumerate(setup.criteria)),
+                               *(spread([r.load[i] for r in p.rounds if r.load], "{:.1f}")
+                                 for i in range(len(setup.load))),
+                               verdict_text(setup.rule, p)]))
+    return [",".join(header), *rows]
+
+
+def summary(setup: Setup, search: Search, stopped: int) -> list[str]:
+    """The answer in one line, then why the smallest failing point failed, and the figures
+    the machine did not resolve."""
+    lo, hi = search.answer()
+    rule, name = setup.rule, setup.knob.name
+    runs = sum(len(p.rounds) for p in search.points.values())
+    if stopped:
+        line = (f"capacity: interrupted by {signal.Signals(stopped).name} after {runs} runs: "
+                f"so far {lo.value if lo else 'no value'} passed"
+                + (f", {hi.value} failed" if hi else ""))
+    elif lo and hi:
+        line = f"capacity: {lo.value} (passed {passed_text(lo)}); {hi.value} failed " \
+               f"(passed {passed_text(hi)})"
+    elif lo:
+        line = f"capacity: at least {lo.value} (passed {passed_text(lo)}): the --max reached"
+    else:
+        line = f"capacity: none: {hi.value}, the smallest value (--min, else 1), failed " \
+               f"(passed {passed_text(hi)})" if hi else "capacity: no point ran"
+    out = [line + f"; {name} of group {setup.knob.group}, a point passes {rule.need} of "
+                  f"{rule.rounds} rounds; {runs} runs"]
+    if hi:
+        k, first = next((k, r) for k, r in enumerate(hi.rounds, 1) if not r.passed)
+        out.append(f"{hi.value} failed: round {k}: {first.why}")
+    flags = sorted({f for p in search.points.values() for r in p.rounds for f in r.flags})
+    out += [f"not resolved: {f}" for f in flags]
+    return out
+
+
+def document(setup: Setup, search: Search, stopped: int, argv: list[str],
+             command: str, seconds: float) -> dict[str, Any]:
+    """--json: the search, every point and every run's results document."""
+    lo, hi = search.answer()
+    return {
+        "schema": SCHEMA, "schema_version": SCHEMA_VERSION, "version": __version__,
+        "command": command, "plan": argv, "group": setup.knob.group, "vary": setup.knob.vary,
+        "varied": setup.knob.name, "rounds": setup.rule.rounds, "pass": setup.rule.need,
+        "criteria": [{"text": c.text, "kind": c.kind, "figure": c.figure, "limit": c.limit,
+                      "group": c.other} for c in setup.criteria],
+        "load": [{"group": g, "action": a} for g, a in setup.load],
+        "alone": {str(g): {"bw": bw, "run": setup.alone_runs[g]}
+                  for g, bw in setup.alone.items()},
+        "points": [{"value": v, "verdict": setup.rule.verdict(p.passes),
+                    "rounds": [{"passed": r.passed, "figures": list(r.figures), "why": r.why,
+                                "flags": list(r.flags), "load": list(r.load),
+                                "seconds": r.seconds, "exit": r.code, "run": r.doc}
+                               for r in p.rounds]}
+                   for v, p in sorted(search.points.items())],
+        "capacity": lo.value if lo else None, "failed": hi.value if hi else None,
+        "interrupted": signal.Signals(stopped).name if stopped else None,
+        "seconds": seconds,
+    }
+
+
+def load(path: str) -> dict[str, Any] | None:
+    """A capacity --json file (None: the file is something else, such as a run's -json)."""
+    try:
+        doc = json.loads(read_bounded(path, RESULTS_LIMIT))
+    except (ValueError, RecursionError):
+        return None
+    return doc if isinstance(doc, dict) and doc.get("schema") == SCHEMA else None
+
+
+def measured_alone(kept: list[Criterion], lay: varied.Layout, quiet: Quiet) \
+        -> tuple[dict[int, float], dict[int, dict[str, Any]]]:
+    """--keep: each kept group's bandwidth in a run of it alone (the plan's globals), and that
+    run's results document."""
+    out, runs = {}, {}
+    for c in kept:
+        if c.kind != "keep" or c.other in out:
+            continue
+        say([f"capacity: group {c.other} alone, for --keep {c.text}"], err=True)
+        code, doc, _, _ = quiet(varied.alone(lay, c.other), f"alone{c.other}.json")
+        stopped_by(code)
+        if code == 2:
+            raise BadRun()
+        bw = criteria.bandwidth(doc, 0) if doc and not doc.get("failures") else 0.0
+        if not bw:
+            raise UsageError(f"capacity: --keep {c.text}: group {c.other} alone "
+                                     f"measured no bandwidth (exit {code})")
+        out[c.other], runs[c.other] = bw, doc
+    return out, runs
+
+
+def main(argv: list[str], group: int, vary: str, until: tuple[str, ...],
+         keep: tuple[str, ...], ceiling: int | None, floor: int | None, rounds: int,
+         passing: str | None, json_path: str | None, command: str,
+         execute: Callable[[list[str]], int]) -> int:
+    """The capacity command; its exit status (0 a search that ended, 2 bad input, 128 + the
+    signal that stopped it). UsageError: bad input, before any run."""
+    plan = cmdline.parse(argv)
+    refuse(plan)
+    lay = varied.layout(argv)
+    if len(lay.groups) != len(plan.groups):
+        raise UsageError("capacity: the plan's groups must be on the command line")
+    knob = varied.knob(plan, group, vary)
+    chosen = tuple(criteria.parse(list(until), list(keep), plan, group))
+    rule = rule_of(rounds, passing)
+    start = floor or knob.start
+    ceiling = ceiling or knob.limit
+    if ceiling < start:
+        raise UsageError(f"capacity: --max {ceiling} is below the start, "
+                                 f"{knob.name} {start}" + ("" if floor else
+                                                           " (the plan's; --min sets another)"))
+    if ceiling > knob.limit:
+        raise UsageError(f"capacity: --max {ceiling}: {knob.name} takes at most "
+                                 f"{knob.limit}")
+    for value in sorted({start, ceiling, floor or 1}):
+        try:
+            cmdline.parse(varied.tokens_at(lay, knob, value, False))
+        except UsageError as e:
+            raise UsageError(f"capacity: at {knob.name} {value}: {e}") from None
+    if json_path is not None and (why := outputs.refusal("capacity: --json", json_path)):
+        raise UsageError(why)
+    STOPS.clear()
+    catch_stops()
+    began = time.monotonic()
+    search = Search(start, floor or 1, ceiling, rule)
+    stopped, folder = 0, tempfile.mkdtemp(prefix="torque-async-capacity.")
+    try:
+        quiet = functools.partial(quiet_run, execute, folder)
+        checked = quiet([*varied.tokens_at(lay, knob, start, False), "-quit"], "checked.json")[0]
+        stopped_by(checked)
+        if checked == 2:
+            raise BadRun()                   # the run's checks refused the plan: its one line
+        setup = Setup(knob, chosen, rule, tuple((g.index, g.action) for g in plan.groups
+                                                if g.index != group),
+                      *measured_alone(list(chosen), lay, quiet))
+        stopped = explore(search, runner(setup, lay, quiet), knob.name,
+                          lambda line: say([line], err=True))
+    except orchestrator.Interrupted as e:        # before the search: no point to report
+        say([f"torque-async: capacity: interrupted by {signal.Signals(e.signum).name}"],
+            err=True)
+        return 128 + e.signum
+    except BadRun:
+        return 2
+    finally:
+        for name in os.listdir(folder):
+            os.unlink(os.path.join(folder, name))
+        os.rmdir(folder)
+    say([f"capacity of group {group} ({plan.groups[group].text}), {knob.name} varied; "
+         f"criteria: {'; '.join(c.text for c in chosen)}", *table(setup, search), "",
+         *summary(setup, search, stopped)])
+    if json_path is not None:
+        text = json.dumps(document(setup, search, stopped, argv, command,
+                                   time.monotonic() - began))
+        try:
+            outputs.write(json_path, text)
+        except OSError as e:
+            say([f"torque-async: capacity: --json {json_path}: {e.strerror}"], err=True)
+            return 1
+    return 128 + stopped if stopped else 0

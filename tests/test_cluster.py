@@ -23,6 +23,7 @@ from torque_async import cluster, export, report, report_cluster
 from torque_async.cluster import Cluster, Pong, offset_of, shift
 from torque_async.report_cluster import ClusterRun, Rank
 from torque_async.results import READY, RUNNING, owner_of, segment_name
+from torque_async.io import identity
 
 from conftest import (CMD, ENV, REPO, assert_one_clean_line, never_alive, start, table,
                       wait_for_rows)
@@ -544,6 +545,7 @@ def test_free_shared_memory_under_mpiexec_frees_every_rank_s_segment_and_scratch
     alone = tmp_path / f"torque-async-scratch.{pids[0]}.zz9"     # a run without mpiexec: not
     for d in (*left, alone):                                     # a rank's to judge
         d.mkdir()
+        identity.mark_dir(str(d))                                # (as a run marks its own)
     code, out, err = finished(mpiexec(2, "-smkey", hex(key), "-freeSharedMemory"))
     assert code == 0, err
     assert sorted(out.splitlines()) == sorted(

@@ -109,7 +109,9 @@ def run(tokens: tuple[str, ...]) -> None:
 @click.argument("results")
 @click.option("-o", "--output", metavar="FILE.png",
               help="where the picture goes (default: RESULTS with .png)")
-def plot_command(results: str, output: str | None) -> None:
+@click.option("--replace", is_flag=True,
+              help="replace FILE.png even if plot did not make it")
+def plot_command(results: str, output: str | None, replace: bool) -> None:
     """Draw a -json results file: bandwidth over time, latency and lateness percentiles."""
     from . import capacity, export, plot as plotting
     if output == "":
@@ -125,8 +127,11 @@ def plot_command(results: str, output: str | None) -> None:
         fail(f"plot: {path} is the results file itself: name another (-o FILE.png)", 2)
     if Path(path).suffix.lower() != ".png":
         fail(f"plot: {path}: the picture is a PNG; name it FILE.png", 2)
+    if not replace and not outputs.made_here(path, plotting.MARK):
+        fail(f"plot: {path} exists and plot did not make it: name another (-o FILE.png), or "
+             f"add --replace", 2)
     try:
-        drawn = plotting.render(doc, path)
+        drawn = plotting.render(doc, path, replace)
     except plotting.PlotError as e:
         fail(str(e), 2 if isinstance(e, plotting.NothingToPlot) else 1)
     except DAMAGED as e:

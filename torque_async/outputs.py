@@ -19,6 +19,7 @@ import tempfile
 
 from .errors import Interrupted, UsageError
 from .inputs import kind
+from .io import identity
 from .results import SEGMENT_PREFIX, SHM_DIR
 
 SYSCTL_FILE = "sysctl.current"
@@ -135,9 +136,26 @@ def inside(path: str, tree: str) -> bool:
     return folder == top or folder.startswith(top.rstrip("/") + "/")
 
 
-def write(path: str, text: str | bytes) -> None:
+def made_here(path: str, mark: str) -> bool:
+    """Whether `path` is free for an output torque-async marks as `mark` (sysctl.current, a
+    plot's picture): nothing is there, or the file there carries that mark (identity.MARK, set
+    when torque-async wrote it). A user's own file of the name (or a link) is not replaced."""
+    try:
+        os.lstat(path)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    try:
+        return os.getxattr(path, identity.MARK, follow_symlinks=False) == mark.encode()
+    except OSError:
+        return False
+
+
+def write(path: str, text: str | bytes, mark: str = "", replace: bool = False) -> None:
     """Write text (or bytes) to a new file beside `path` and rename it into place; OSError
-    names `path`."""
+    names `path`. With `mark` the new file carries it (made_here), and a file at `path` that
+    does not is left as it is (OSError EEXIST), unless `replace`."""
     folder = os.path.dirname(path) or "."
     try:
         fd, temp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", dir=folder)
@@ -150,9 +168,14 @@ def write(path: str, text: str | bytes) -> None:
             mask = os.umask(0o022)
             os.umask(mask)
             os.fchmod(fd, 0o666 & ~mask)                # mkstemp makes it 0600
+            if mark:
+                with contextlib.suppress(OSError):     # (a file system without them: it is
+                    os.setxattr(fd, identity.MARK, mark.encode())   # never replaced later)
             fh.write(text)
         if why := why_unfit(path):                      # appeared since the plan was checked
             raise OSError(errno.EEXIST, f"it {why}", path)
+        if mark and not replace and not made_here(path, mark):
+            raise OSError(errno.EEXIST, NOT_MADE, path)
         os.replace(temp, path)
     except BaseException as e:
         with contextlib.suppress(OSError):
@@ -189,11 +212,17 @@ def write_result(path: str, text: str) -> str:
 
 def write_sysctl(lines: list[str]) -> None:
     """The longer configuration dump torque leaves behind in sysctl.current (a note if it
-    cannot be written: it is not the run's result)."""
+    cannot be written: it is not the run's result); it replaces only a sysctl.current that
+    torque-async wrote, never a user's own file of that name."""
     try:
-        write(SYSCTL_FILE, "\n".join(lines) + "\n")
+        write(SYSCTL_FILE, "\n".join(lines) + "\n", mark=SYSCTL_FILE)
     except OSError as e:
-        print(f"torque-async: note: cannot write {SYSCTL_FILE}: {e.strerror}", file=sys.stderr)
+        why = f"{SYSCTL_FILE} here {NOT_MADE}: left as it is (move it away to have the dump)" \
+            if e.strerror == NOT_MADE else f"cannot write {SYSCTL_FILE}: {e.strerror}"
+        print(f"torque-async: note: {why}", file=sys.stderr)
+
+
+NOT_MADE = "is a file torque-async did not write"
 
 
 class OutputLost(Exception):

@@ -422,13 +422,17 @@ def drawn_figure(doc: dict[str, Any], Figure):
     return fig, drawn
 
 
-def render(doc: dict[str, Any], path: str) -> list[tuple[str, list[str]]]:
-    """Draw the results into a PNG at path; (title, legend labels) of each panel drawn."""
+MARK = "plot"                      # the mark of a picture plot made (outputs.made_here)
+
+
+def render(doc: dict[str, Any], path: str, replace: bool = False) -> list[tuple[str, list[str]]]:
+    """Draw the results into a PNG at path (a file there that plot did not make only when
+    `replace`); (title, legend labels) of each panel drawn."""
     fig, drawn = figure(doc)
     png = io.BytesIO()
     fig.savefig(png, format="png")
     try:
-        outputs.write(path, png.getvalue())
+        outputs.write(path, png.getvalue(), mark=MARK, replace=replace)
     except OSError as e:
         raise PlotError(f"cannot write {path}: {e.strerror}") from None
     return drawn

@@ -21,6 +21,7 @@ import signal
 import tempfile
 from multiprocessing import forkserver, process, resource_tracker
 
+from .io.identity import mark_dir
 from .kinds import KINDS, WORKER, WORKER_ENTRY
 from .plan import Plan
 
@@ -80,6 +81,7 @@ def start_server(plan: Plan) -> None:
         config = process.current_process()._config     # multiprocessing's own temp dir setting
         if "tempdir" not in config:
             config["tempdir"] = tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}.", dir=base(os.getpid()))
+            mark_dir(config["tempdir"])         # (-freeSharedMemory removes only a marked one)
             atexit.register(shutil.rmtree, config["tempdir"], ignore_errors=True)
         FORKED.set_forkserver_preload(preload)
         forkserver.ensure_running()

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from torque_async.kind_api.api import TestError
 
 from ..sysinfo import mount_of
+from . import identity
 
 FALLBACK = "File buffer cache = off: buffered + fadvise DONTNEED"
 
@@ -69,13 +70,19 @@ def made_note(path: str, was: int | None, now: int) -> str:
         if now > was else ""
 
 
-def open_file(path: str, write: bool, create: bool, mode: Mode, opener=None) -> tuple[int, Mode]:
+def open_file(path: str, write: bool, create: bool, mode: Mode, opener=None,
+              devices: bool = False) -> tuple[int, Mode]:
     """Open one test file; a file system that refuses O_DIRECT turns the mode into the fallback.
     A write-open never follows a symbolic link; `opener(flags)` opens it instead of the path
-    (a scratch file or a tree file, relative to its directory's descriptor)."""
+    (a scratch file or a tree file, relative to its directory's descriptor). The path is opened
+    without waiting and kept only for a regular file, a block device to read, or a device to
+    write with `devices` (-writeDevices): what the name holds may have changed since the plan's
+    check (a -repeat's next repetition opens it again)."""
     flags = (os.O_RDWR | os.O_NOFOLLOW if write else os.O_RDONLY) | os.O_CLOEXEC | \
         (os.O_CREAT if create else 0)
-    opener = opener or (lambda how: os.open(path, how, 0o644))
+    kinds = identity.DEVICES if write and devices else identity.REGULAR if write else \
+        identity.BLOCK
+    opener = opener or (lambda how: identity.opened(path, how, 0o644, kinds=kinds))
     try:
         if mode.direct:
             try:
@@ -88,4 +95,6 @@ def open_file(path: str, write: bool, create: bool, mode: Mode, opener=None) -> 
     except OSError as e:
         why = "it is a symbolic link (writes never follow one)" if e.errno == errno.ELOOP \
             else e.strerror
+        if write and e.errno == errno.EPERM and not devices and "device" in why:
+            why += " (-writeDevices lets a test write a device)"
         raise TestError(f"cannot open {path}: {why}") from None

@@ -75,6 +75,7 @@ class FileTest:
         self.error: BaseException | None = None
         self.single = self.batched = self.direct = False     # set-up: see batch.py
         self.made = ""                                        # a -f file set-up made: its note
+        self.grows: tuple[bool, int] | None = None            # its (existed, bytes needed)
 
     # set-up --------------------------------------------------------------------------------
     async def setup(self) -> None:
@@ -87,8 +88,12 @@ class FileTest:
                                    self.extra_bytes), self.align, self.paths[0])
         for i, path in enumerate(self.paths):
             fd, mode = open_file(path, self.writes, self.writes and self.spec.source == "list",
-                                 mode, self.opener(i))
+                                 mode, self.opener(i), self.ctx.settings.writeDevices)
             self.fds.append(fd)
+        if self.grows is not None:         # a -f file to write: made, or grown by the writes
+            existed, need = self.grows     # (its size read from what was opened)
+            self.made = made_note(self.paths[0], os.lseek(self.fds[0], 0, os.SEEK_END)
+                                  if existed else None, need)
         self.drop, self.direct = mode.drop, mode.direct
         self.allocate(local.wire or self.spec.wire)
         engine = NAMES[self.engine_name] + (f" ({self.engine_note})" if self.engine_note else "")
@@ -113,10 +118,12 @@ class FileTest:
         try:
             sizes = tree.sizes(local.dir, count, limit, self.size)
         except ValueError as e:
-            raise TestError(f"-files: {e}: add -cfiles to make it") from None
+            raise TestError(f"-files: {e}" + ("" if isinstance(e, tree.Unsafe) else
+                                              ": add -cfiles to make it")) from None
         self.paths, self.shown = [tree.path(local.dir, i) for i in range(count)], local.dir
-        self.dirs = tree.Dirs(local.dir, ids=tree.made_ids(local.dir, tree.manifest(local.dir))
-                              if self.writes else None)    # (one that only reads harms none)
+        found = tree.manifest(local.dir)
+        self.dirs = tree.Dirs(local.dir, ids=tree.made_ids(local.dir, found) if self.writes
+                              else None, token=(found or {}).get("token"))  # (reads harm none)
         self.align = block_size(self.paths[0])
         self.layout = actions.layout(ctx.group, ctx.row, ctx.settings.seed, None, sizes)
         return max(sizes)
@@ -130,8 +137,8 @@ class FileTest:
         self.layout = actions.layout(ctx.group, ctx.row, ctx.settings.seed, size,
                                      align=self.align)
         need = self.layout.span + self.extra_bytes      # a named file holds it: plancheck
-        if named is not None and self.writes:           # made, or grown by the writes
-            self.made = made_note(named, size if os.path.lexists(named) else None, need)
+        if named is not None and self.writes:
+            self.grows = os.path.lexists(named), need
         if named is None:
             named, fd = scratch.create(f"test{ctx.row}.dat")
             self.scratch = f"test{ctx.row}.dat"

@@ -1,12 +1,29 @@
-"""Which file a name holds: its inode number and its birth time (statx's btime, ns), so a file
-made again under the same name is told from the one torque-async made even where the file
-system hands the freed inode number straight back (ext4 gave a deleted file's number to the
-next file made, three times in three). Birth time is 0 where the kernel or file system does
-not keep it (the inode number alone then says)."""
+"""Which file a name holds, and opening only the file that was meant.
+
+A file's identity is its inode number and its birth time (statx's btime, ns), so a file made
+again under the same name is told from the one torque-async made even where the file system
+hands the freed inode number straight back (ext4 gave a deleted file's number to the next file
+made, three times in three). Where the kernel or file system keeps no birth time (it reads 0),
+a file torque-async makes also carries a mark: the extended attribute user.torque-async holding
+a random token its tree keeps (made()); a file planted under the name, even one given the freed
+inode, lacks it (is_made()). Where neither can be had, torque-async makes no such file. A
+directory torque-async makes for a run (its scratch directory, its workers' server's) holds a
+marker naming it (mark_dir()), and only a directory that proves it so (is_marked_dir()) is ever
+removed as a killed run's leftover.
+
+opened() opens a name without waiting (a FIFO would block an open or a read for ever) and keeps
+it only when fstat shows a regular file, or a device where the caller allows one (an open for
+writing looks before it opens): what a name holds may change between a check and the open.
+"""
 from __future__ import annotations
 
 import ctypes
+import errno
+import fcntl
 import os
+import stat
+
+from ..inputs import kind
 
 AT_SYMLINK_NOFOLLOW = 0x100
 STATX_INO, STATX_BTIME = 0x100, 0x800
@@ -43,3 +60,143 @@ def of(dir_fd: int | None, name: str, flags: int = 0) -> tuple[int, int]:
     seconds = int.from_bytes(buf.raw[BTIME:BTIME + 8], "little", signed=True)
     nanos = int.from_bytes(buf.raw[BTIME + 8:BTIME + 12], "little")
     return ino, seconds * 1_000_000_000 + nanos if mask & STATX_BTIME else 0
+
+
+MARK = "user.torque-async"         # the extended attribute a made file carries without btime
+
+
+def made(fd: int, token: str) -> tuple[int, int]:
+    """The identity of the file torque-async has just created on fd; where it has no birth time,
+    marked with `token` first. OSError when it can be neither told by its birth nor marked."""
+    who = of_open(fd)
+    if not who[1]:
+        try:
+            os.setxattr(fd, MARK, token.encode())
+        except OSError as e:
+            raise OSError(e.errno, f"this file system keeps neither birth times nor extended "
+                                   f"attributes ({e.strerror}): torque-async could not tell the "
+                                   f"files it makes from files planted under their names, so it "
+                                   f"writes none here") from None
+    return who
+
+
+def is_made(who, dir_fd: int | None, name: str, token: str | None, flags: int = 0) -> bool:
+    """Whether `name` (of dir_fd; flags AT_EMPTY_PATH: the file open on dir_fd) is the file
+    torque-async made as `who`: the same inode and birth time, and, where there is no birth
+    time, its mark holding `token`."""
+    try:
+        now = of(dir_fd, name, flags)
+    except FileNotFoundError:
+        return False
+    if tuple(who) != now:
+        return False
+    if now[1]:
+        return True
+    where = dir_fd if flags & AT_EMPTY_PATH else \
+        (name if dir_fd is None else f"/proc/self/fd/{dir_fd}/{name}")
+    try:
+        mark = os.getxattr(where, MARK) if isinstance(where, int) else \
+            os.getxattr(where, MARK, follow_symlinks=False)
+    except OSError:
+        return False
+    return bool(token) and mark == token.encode()
+
+
+def is_open_made(who, fd: int, token: str | None) -> bool:
+    return is_made(who, fd, "", token, AT_EMPTY_PATH)
+
+
+REGULAR = (stat.S_ISREG,)
+BLOCK = (stat.S_ISREG, stat.S_ISBLK)
+DEVICES = (stat.S_ISREG, stat.S_ISBLK, stat.S_ISCHR)
+
+
+def opened(name: str, flags: int, mode: int = 0o644, dir_fd: int | None = None,
+           kinds=REGULAR) -> int:
+    """os.open(name, flags) that never waits and keeps only a file of `kinds` (REGULAR, BLOCK:
+    or a block device, DEVICES: or any device). A read-only open is made with O_NONBLOCK,
+    looked at (fstat) and then given the flags asked. An open for writing first opens the name
+    as a path alone (O_PATH: nothing read, written or waited on), looks at it, and only then
+    opens that same file (through /proc/self/fd: no name is resolved again), so a file it may
+    not write is never opened for writing; a name that does not exist is created new (O_CREAT:
+    O_EXCL, a regular file). OSError: ELOOP for a symbolic link (with O_NOFOLLOW), EPERM ('it
+    is a FIFO, ...') for another kind."""
+    if flags & os.O_ACCMODE == os.O_RDONLY and not flags & os.O_CREAT:
+        fd = os.open(name, flags | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+        try:
+            st = os.fstat(fd)
+            if not any(test(st.st_mode) for test in kinds):
+                raise refusal(name, st.st_mode, kinds)
+            if not flags & os.O_NONBLOCK:      # (io_uring would hand back EAGAIN)
+                fcntl.fcntl(fd, fcntl.F_SETFL, flags)
+            return fd
+        except BaseException:
+            os.close(fd)
+            raise
+    while True:
+        try:
+            path = os.open(name, os.O_PATH | (flags & os.O_NOFOLLOW) | os.O_CLOEXEC,
+                           dir_fd=dir_fd)
+        except FileNotFoundError:
+            if not flags & os.O_CREAT:
+                raise
+            try:
+                return os.open(name, flags | os.O_EXCL | os.O_CLOEXEC, mode, dir_fd=dir_fd)
+            except FileExistsError:
+                if flags & os.O_EXCL:
+                    raise
+                continue                       # made meanwhile: looked at as any other
+        try:
+            if flags & os.O_CREAT and flags & os.O_EXCL:
+                raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), name)
+            st = os.fstat(path)
+            if stat.S_ISLNK(st.st_mode):
+                raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), name)
+            if not any(test(st.st_mode) for test in kinds):
+                raise refusal(name, st.st_mode, kinds)
+            return os.open(f"/proc/self/fd/{path}",
+                           flags & ~(os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW) | os.O_CLOEXEC)
+        finally:
+            os.close(path)
+
+
+def refusal(name: str, mode: int, kinds) -> OSError:
+    return OSError(errno.EPERM, f"it is {kind(mode)}, not a regular file" +
+                   ("" if kinds is REGULAR else " or a device it may use"), name)
+
+
+DIR_MARK = ".torque-async"         # a marker file in a directory a run made: the directory's name
+
+
+def mark_dir(path: str) -> None:
+    """Mark the directory a run just made (mkdtemp) as torque-async's: a file in it holding its
+    own name."""
+    fd = os.open(os.path.join(path, DIR_MARK), os.O_WRONLY | os.O_CREAT | os.O_EXCL |
+                 os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        os.write(fd, os.fsencode(os.path.basename(path)))
+    finally:
+        os.close(fd)
+
+
+def is_marked_dir(path: str) -> bool:
+    """Whether `path` is a directory (not a link to one) of this user's that a run marked as its
+    own (mark_dir): a user's directory of a similar name, or a plain file, is not."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        if os.fstat(fd).st_uid != os.getuid():
+            return False
+        mark = opened(DIR_MARK, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=fd)
+        try:
+            st = os.fstat(mark)
+            return st.st_uid == os.getuid() and \
+                os.read(mark, 4096) == os.fsencode(os.path.basename(path))
+        finally:
+            os.close(mark)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)

@@ -125,6 +125,10 @@ def check_tree(settings, group) -> None:
                          f"itself")
     if os.path.exists(local.dir) and not os.path.isdir(local.dir):
         raise UsageError(f"-files: -dir {local.dir} is a file, not a directory")
+    if mine := tree.bookkeeping(local.dir) if os.path.isdir(local.dir) else []:
+        raise UsageError(f"-files: {mine[0]}, and it is where the tree keeps its own: move it "
+                         f"away (neither -cfiles nor a test writes over a file torque-async "
+                         f"did not make)")
     foreign, unsafe = tree.strangers(local.dir)
     if unsafe:
         raise UsageError(f"-files: {unsafe[0]}: a -files tree holds only its own regular files, "
@@ -132,6 +136,11 @@ def check_tree(settings, group) -> None:
     if foreign and not settings.allowForeign:
         raise UsageError(f"-files: -dir {local.dir} holds {foreign[0]}, which torque-async did "
                          f"not make: use a directory of its own, or add -allowForeign")
+    if tree.busy(local.dir):              # another run's -cfiles is making it now
+        if local.cfiles:                  # (this one's waits for it, then checks what it made)
+            return
+        raise UsageError(f"-files: another torque-async run's -cfiles is making the tree in "
+                         f"{local.dir} now: wait for it to end, then run again")
     writing = local.cfiles or actions.writes(actions.SPECS[group.action], local)
     if writing and (strange := tree.owners(local.dir, count)):     # (reads harm nobody's)
         raise UsageError(f"-files: {strange[0]}: neither -cfiles nor a test writes a file "

@@ -31,6 +31,7 @@ import psutil
 from torque_async.results import signals_held
 from torque_async.kind_api.api import TestError
 
+from . import identity
 from .data import fill
 
 CHUNK = 8 << 20                    # bytes per set-up write
@@ -56,11 +57,12 @@ def leftovers(where: str = ".", tag: str = "", prefix: str = PREFIX) -> list[str
     or under mpiexec PID TAG .RANDOM of this host and rank (another host's pids mean nothing
     here; a rank's guard removes its own, see cleanup_guard.py); or other directories named
     the same way after another prefix (the workers' server's, workstart.py). This user's
-    only."""
+    only, and only a directory a run marked as its own (identity.mark_dir): never a user's of
+a similar name, nor a file."""
     mine = re.compile(re.escape(prefix) + r"(\d+)" + re.escape(tag) + r"\.[^.]+")
     return [path for name in sorted(os.listdir(where))
             if (found := mine.fullmatch(name)) and not psutil.pid_exists(int(found[1]))
-            and owned(path := os.path.abspath(os.path.join(where, name)))]
+            and identity.is_marked_dir(path := os.path.abspath(os.path.join(where, name)))]
 
 
 def owned(path: str) -> bool:
@@ -79,6 +81,7 @@ def create(name: str) -> tuple[str, int]:
         where = directory()
         try:
             made = tempfile.mkdtemp(prefix=f"{os.path.basename(where)}.", dir=os.getcwd())
+            identity.mark_dir(made)
             _fd = os.open(made, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
         except OSError as e:
             raise TestError(f"cannot make the scratch directory {where}.*: {e.strerror} "
@@ -95,7 +98,7 @@ def create(name: str) -> tuple[str, int]:
 
 def reopen(name: str, flags: int) -> int:
     """Another descriptor of scratch file `name` (e.g. with O_DIRECT), never through a link."""
-    return os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=_fd)
+    return identity.opened(name, flags | os.O_NOFOLLOW, dir_fd=_fd)
 
 
 def release(name: str) -> None:

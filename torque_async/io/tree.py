@@ -14,11 +14,16 @@ the tree's, and neither -cfiles nor a test writes it (owners(), checked with the
 in set-up); a tree made before identities were kept is trusted until -cfiles records them.
 Every file is opened relative to its directory's descriptor without following a link (Dirs),
 and a file with another name elsewhere (st_nlink > 1) is refused: no write leaves the tree.
+The manifest's token marks each file where birth times are missing (identity.made); the journal
+is made new and named in the manifest (who it is), so a user's file of the manifest's or the
+journal's name is refused (bookkeeping()), never renamed over, appended to or deleted. -cfiles
+holds a lock on DIR while it makes the tree: one -cfiles at a time (busy()).
 """
 from __future__ import annotations
 
 import asyncio
 import errno
+import fcntl
 import json
 import os
 import secrets
@@ -85,16 +90,53 @@ def strangers(root: str) -> tuple[list[str], list[str]]:
     return foreign, bad
 
 
+def bookkeeping(root: str) -> list[str]:
+    """The tree's own bookkeeping names holding what torque-async did not write there: a
+    manifest it cannot read as its own, a journal its manifest does not name (-cfiles would
+    rename over the one, append to and then delete the other)."""
+    found, bad = manifest(root), []
+    where = os.path.join(root, MANIFEST)
+    if found is None and os.path.lexists(where) and not os.path.islink(where):
+        bad.append(f"{where} is not a manifest torque-async wrote")
+    where = os.path.join(root, JOURNAL)
+    if os.path.lexists(where) and not os.path.islink(where) and not journal_is_own(root, found):
+        bad.append(f"{where} is not the journal torque-async keeps for this tree")
+    return bad
+
+
+def journal_is_own(root: str, found: dict | None) -> bool:
+    """Whether the journal under root is the one its manifest names as made by -cfiles."""
+    return bool(found) and bool(found.get("journal")) and \
+        identity.is_made(found["journal"], None, os.path.join(root, JOURNAL), found.get("token"))
+
+
+def busy(root: str) -> bool:
+    """Whether a -cfiles (of this run or another) is making the tree under root now."""
+    try:
+        fd = os.open(root, DIRECTORY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
 class Dirs:
     """A tree's directories, each opened once without following a link; files are opened
     relative to them (openat), so no path is resolved again after the check."""
 
-    def __init__(self, root: str, make: bool = False, ids: list | None = None):
+    def __init__(self, root: str, make: bool = False, ids: list | None = None,
+                 token: str | None = None):
         if make:
             os.makedirs(root, exist_ok=True)
         self.root_path, self.subs = root, {}
         self.ids = ids             # who its files are (made_ids): open() refuses another
-        self.root = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        self.token = token         # the tree's mark (identity.made), where birth times lack
+        self.root = os.open(root, DIRECTORY)
 
     def sub(self, top: str, make: bool) -> int:
         if top not in self.subs:
@@ -115,8 +157,8 @@ class Dirs:
         top, name = names(i)
         where = path(self.root_path, i)
         try:
-            fd = os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC | (os.O_CREAT if make else 0),
-                         0o644, dir_fd=self.sub(top, make))
+            fd = identity.opened(name, flags | os.O_NOFOLLOW | (os.O_CREAT if make else 0),
+                                 0o644, self.sub(top, make))
         except OSError as e:
             if e.errno == errno.ELOOP:
                 raise OSError(e.errno, "a symbolic link: a -files tree's writes never follow "
@@ -125,7 +167,8 @@ class Dirs:
         st = os.fstat(fd)
         why = unsafe(st.st_mode, st.st_nlink)
         if not why and self.ids is not None and \
-                (i >= len(self.ids) or self.ids[i] not in (TRUSTED, identity.of_open(fd))):
+                (i >= len(self.ids) or self.ids[i] is None or self.ids[i] != TRUSTED and
+                 not identity.is_open_made(self.ids[i], fd, self.token)):
             why = "is not the file torque-async made there (replaced since the plan's check)"
         if why:
             os.close(fd)
@@ -166,7 +209,10 @@ def manifest(root: str) -> dict | None:
             not isinstance(made.get("made", []), list) or \
             not all(who is None or (isinstance(who, list) and len(who) == 2 and ints(who)
                                     and min(who) >= 0) for who in made.get("made", [])) or \
-            made.get("complete", True) not in (True, False):
+            made.get("complete", True) not in (True, False) or \
+            not isinstance(made.get("token", ""), str) or \
+            not (made.get("journal") is None or
+                 ints(made["journal"]) and len(made["journal"]) == 2):
         return None
     return made
 
@@ -188,7 +234,7 @@ def made_ids(root: str, found: dict | None) -> list[tuple[int, int] | None]:
     if "made" not in found:
         return [TRUSTED] * len(found["sizes"])
     ids = [tuple(who) if who else None for who in found["made"]]
-    if found.get("complete") is False:
+    if found.get("complete") is False and journal_is_own(root, found):
         try:
             lines = read_bounded(os.path.join(root, JOURNAL), MANIFEST_LIMIT).split(b"\n")
         except ValueError:
@@ -206,16 +252,17 @@ def owners(root: str, count: int) -> list[str]:
     each file through Dirs with its identity, and refuses one replaced since)."""
     found = manifest(root)
     ids = made_ids(root, found)
-    strange = []
+    strange = [f"{why}: neither -cfiles nor a test writes over a file torque-async did not "
+               f"make" for why in bookkeeping(root)] if os.path.isdir(root) else []
     if not os.path.isdir(root):
         return strange
+    token = found.get("token") if found else None
     dirs = Dirs(root)
     try:
         for i in range(count):
             try:
                 sub = dirs.sub(names(i)[0], False)
                 st = os.stat(names(i)[1], dir_fd=sub, follow_symlinks=False)
-                who = identity.of(sub, names(i)[1])
             except FileNotFoundError:
                 continue
             mine = ids[i] if i < len(ids) else None
@@ -225,12 +272,16 @@ def owners(root: str, count: int) -> list[str]:
                 strange.append(f"{path(root, i)} exists, and torque-async did not make it " +
                                (f"(its {MANIFEST} has no file made there)" if found else
                                 f"(there is no {MANIFEST} it wrote)"))
-            elif mine not in (TRUSTED, who):
+            elif mine != TRUSTED and not identity.is_made(mine, sub, names(i)[1], token):
                 strange.append(f"{path(root, i)} was replaced since torque-async made it (another "
                                f"file under its name)")
     finally:
         dirs.close()
     return strange
+
+
+class Unsafe(ValueError):
+    """A tree file that may not be opened (unsafe()): no -cfiles makes it right."""
 
 
 def sizes(root: str, count: int, max_size: int, unit: int) -> list[int]:
@@ -255,7 +306,7 @@ def sizes(root: str, count: int, max_size: int, unit: int) -> list[int]:
             raise ValueError(f"{path(root, i)} is missing") from None
         why = unsafe(st.st_mode, st.st_nlink)
         if why:
-            raise ValueError(f"{path(root, i)} {why}")
+            raise Unsafe(f"{path(root, i)} {why}")
         if st.st_size != size:
             raise ValueError(f"{path(root, i)} is not {size} bytes long")
     return sizes
@@ -263,59 +314,107 @@ def sizes(root: str, count: int, max_size: int, unit: int) -> list[int]:
 
 async def make(root: str, count: int, max_size: int, unit: int) -> None:
     """-cfiles: write whatever the tree lacks for -files count, none but its own files (an
-    OSError names the first that is not). A file it creates is created new (O_EXCL) and told
-    to the journal at once, the stop signals held between the two, so an interrupted -cfiles
-    leaves no file of its own it cannot vouch for. Not timed."""
-    if strange := owners(root, count):
-        raise OSError(errno.EPERM, f"{strange[0]}: -cfiles writes only the tree's own files")
-    want = planned_sizes(count, max_size, unit)
-    ids = made_ids(root, manifest(root))
-    ids += [None] * (count - len(ids))
+    OSError names the first that is not). One -cfiles at a time makes a tree (a lock on its
+    directory; another, of this run or another, waits for it, then finds the files made). A
+    file it creates is created new (O_EXCL) and told to the journal at once, the stop signals
+    held between the two, so an interrupted -cfiles leaves no file of its own it cannot vouch
+    for; the journal is made new too, and named in the manifest before a file is. Not timed."""
     dirs = Dirs(root, make=True)
-    for d in range(0, count, 1000):
-        dirs.sub(names(d)[0], make=True)
-    gate = asyncio.Semaphore(PARALLEL)
     journal = -1
+    try:
+        await lock(dirs.root)
+        if strange := owners(root, count):
+            raise OSError(errno.EPERM, f"{strange[0]}: -cfiles writes only the tree's own files")
+        found = manifest(root)
+        want = planned_sizes(count, max_size, unit)
+        ids = made_ids(root, found)
+        ids += [None] * (count - len(ids))
+        dirs.token = token = (found or {}).get("token") or secrets.token_hex(16)
+        for d in range(0, count, 1000):
+            dirs.sub(names(d)[0], make=True)
+        gate = asyncio.Semaphore(PARALLEL)
+        shape = {"unit": unit, "max_size": max_size, "sizes": want, "token": token}
+        journal, kept = open_journal(dirs, found, token)
+        shape["journal"] = kept
+        record(dirs, {**shape, "made": ids, "complete": False})
 
-    def created(i: int) -> int:
-        held = signal.pthread_sigmask(signal.SIG_BLOCK, STOPS)
-        try:
-            fd = dirs.open(i, os.O_WRONLY | os.O_EXCL, make=True)
-            ids[i] = identity.of(dirs.sub(names(i)[0], False), names(i)[1])
-            os.write(journal, f"{i} {ids[i][0]} {ids[i][1]}\n".encode())
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, held)
-        return fd
+        def created(i: int) -> int:
+            held = signal.pthread_sigmask(signal.SIG_BLOCK, STOPS)
+            try:
+                fd = dirs.open(i, os.O_WRONLY | os.O_EXCL, make=True)
+                ids[i] = identity.made(fd, token)
+                os.write(journal, f"{i} {ids[i][0]} {ids[i][1]}\n".encode())
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, held)
+            return fd
 
-    async def one(i: int, size: int) -> None:
-        have = dirs.size(i)
-        if have != size:
-            async with gate:
-                fd = created(i) if ids[i] is None or have is None else dirs.open(i, os.O_WRONLY)
+        async def one(i: int, size: int) -> None:
+            have = dirs.size(i)
+            if have != size:
+                async with gate:
+                    fd = created(i) if ids[i] is None or have is None else \
+                        dirs.open(i, os.O_WRONLY)
+                    try:
+                        os.ftruncate(fd, 0)
+                        await write_pattern(fd, size, i + 1, path(root, i),
+                                            lambda how: dirs.open(i, how))
+                    finally:
+                        os.close(fd)
+            if ids[i] == TRUSTED:              # (kept: a tree of an earlier version's)
+                fd = dirs.open(i, os.O_RDONLY)
                 try:
-                    os.ftruncate(fd, 0)
-                    await write_pattern(fd, size, i + 1, path(root, i),
-                                        lambda how: dirs.open(i, how))
+                    ids[i] = identity.made(fd, token)
                 finally:
                     os.close(fd)
-        if ids[i] == TRUSTED:              # (kept: a tree of an earlier version's)
-            ids[i] = identity.of(dirs.sub(names(i)[0], False), names(i)[1])
-    try:
-        record(dirs, {"unit": unit, "max_size": max_size, "sizes": want, "made": ids,
-                      "complete": False})
-        journal = os.open(JOURNAL, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW |
-                          os.O_NONBLOCK | os.O_CLOEXEC, 0o644, dir_fd=dirs.root)
-        st = os.fstat(journal)         # (a FIFO planted since the plan's check: opened, not
-        if why := unsafe(st.st_mode, st.st_nlink):                 # waited on, refused)
-            raise OSError(errno.EPERM, f"it {why}", os.path.join(root, JOURNAL))
         await asyncio.gather(*(one(i, s) for i, s in enumerate(want)))
-        record(dirs, {"unit": unit, "max_size": max_size, "sizes": want, "made": ids,
-                      "complete": True})
+        record(dirs, {**shape, "made": ids, "complete": True})
         os.unlink(JOURNAL, dir_fd=dirs.root)
     finally:
         if journal >= 0:
             os.close(journal)
-        dirs.close()
+        dirs.close()              # (the lock goes with the descriptor)
+
+
+LOCK_POLL = 0.05                   # s between looks at a lock another -cfiles holds
+
+
+async def lock(fd: int) -> None:
+    """Hold -cfiles' lock on the tree directory open on fd (it goes with the descriptor); while
+    another -cfiles holds it, wait (a stop signal ends the wait)."""
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            await asyncio.sleep(LOCK_POLL)
+
+
+def open_journal(dirs: Dirs, found: dict | None, token: str) -> tuple[int, list[int]]:
+    """The journal for appending and who it is: an unfinished -cfiles' own (its manifest names
+    it), else one made new, the stop signals held until the manifest names it. Opened without
+    waiting, a regular file only (a FIFO planted since the check is refused)."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW
+    if journal_is_own(dirs.root_path, found):
+        fd = identity.opened(JOURNAL, flags, dir_fd=dirs.root)
+        if identity.is_open_made(found["journal"], fd, token):
+            return fd, found["journal"]
+        os.close(fd)
+        raise OSError(errno.EPERM, "it was replaced since the check", os.path.join(
+            dirs.root_path, JOURNAL))
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, STOPS)
+    try:
+        fd = identity.opened(JOURNAL, flags | os.O_CREAT | os.O_EXCL, dir_fd=dirs.root)
+        try:
+            who = list(identity.made(fd, token))
+            record(dirs, {**(found or {"sizes": []}), "journal": who, "token": token,
+                          "complete": False})
+        except BaseException:
+            os.close(fd)
+            os.unlink(JOURNAL, dir_fd=dirs.root)
+            raise
+        return fd, who
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 def record(dirs: Dirs, made: dict) -> None:

@@ -60,8 +60,9 @@ class StreamTest:
             return MemoryTracks(self.buffers, g.tracks, g.slots, g.size)
         ctx, files = self.ctx, self.ctx.settings.files
         path = files[list_index(ctx.group, ctx.proc, ctx.row)] if files else None
+        writes = any(stage.op.kind == WRITE for stage in self.stages)
         return FileTracks(path, g.tracks, g.slots, g.size, ctx.local, ctx.row,
-                          ctx.settings.engine)
+                          ctx.settings.engine, writes, ctx.settings.writeDevices)
 
     async def setup(self) -> None:
         g = self.geometry

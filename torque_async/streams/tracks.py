@@ -62,7 +62,7 @@ class FileTracks:
     dropped from the page cache; `note` says which, and the engine that moves the frames."""
 
     def __init__(self, path: str | None, tracks: int, slots: int, size: int, local, row: int,
-                 engine: str = "auto"):
+                 engine: str = "auto", writes: bool = True, devices: bool = False):
         self.size, self.slots = size, slots
         self.engine, self.ids = None, {}     # (address, length) of a frame -> engine buffer id
         self.scratch = ""                     # its name in the run's scratch directory
@@ -76,13 +76,17 @@ class FileTracks:
         existed = bool(self.scratch) or os.path.lexists(path)
         try:
             mode = choose_mode(local, (size,), block_size(path), path)
-            self.fd, mode = open_file(path, True, True, mode, opener)
+            writes = writes or bool(self.scratch)        # (a scratch file is filled first)
+            self.fd, mode = open_file(path, writes, writes, mode, opener, devices)
             need = tracks * slots * size
             was = os.lseek(self.fd, 0, os.SEEK_END) if existed else None  # (a device's too)
             if (was or 0) < need:
                 if stat.S_ISBLK(os.fstat(self.fd).st_mode):
                     raise TestError(f"stream device {path} holds {was} bytes, not the {need} "
                                     f"its tracks need: lower mfile")
+                if not writes:            # a stream that only reads opens its file read-only
+                    raise TestError(f"stream file {path} holds {was} bytes, not the {need} "
+                                    f"its tracks read: lower mfile, or name a larger file")
                 try:
                     os.posix_fallocate(self.fd, 0, need)
                 except OSError as e:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from ..errors import UsageError
+from ..io import tree
 from ..io.uring import ENTRIES
 from . import site
 
@@ -30,6 +31,9 @@ def check_group(plan, group) -> None:
         raise UsageError(f"-web: groups {first.index} and {second.index} both serve -dir "
                          f"{second.local.dir} (its log counts one group's appends): give "
                          f"each its own -dir, or make them one group of more clients (-p)")
+    if not local.cfiles and tree.busy(local.dir):
+        raise UsageError(f"-web: another torque-async run's -cfiles is making the site in "
+                         f"{local.dir} now: wait for it to end, then run again")
     why = site.problem(local.dir, law, plan.settings.allowForeign)
     if why:
         raise UsageError(f"-web: {why}")

@@ -44,6 +44,7 @@ import asyncio
 import ctypes
 import errno
 import os
+import stat
 import sys
 import threading
 import time
@@ -54,6 +55,7 @@ import numpy as np
 
 from torque_async.kind_api.api import TestContext, TestError
 
+from ..inputs import kind
 from ..cluster import launcher_rank
 from ..io import ring as rings
 from ..io.engine import choose
@@ -67,8 +69,20 @@ from . import disk, site
 from .picks import BLOCK, Picker, Popularity, generators
 
 TURN_NS = 100_000                  # a client gives the loop a turn when it has run this long
-OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK   # (a FIFO put in
+                                  # the tree mid-run: opened and read without waiting, refused)
+RING_OPEN = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC   # (io_uring hands back EAGAIN for a
+                                                        # read of a file opened O_NONBLOCK)
 _sites: dict[int, "Site"] = {}                   # by group index: the clients' shared state
+
+
+def changed(rootfd: int, name: str, got: int) -> str:
+    """What a file of the tree that did not read as its size is now, in words."""
+    try:
+        mode = os.stat(name, dir_fd=rootfd, follow_symlinks=False).st_mode
+    except OSError as e:
+        return f"is gone ({e.strerror})"
+    return f"held {got} bytes" if stat.S_ISREG(mode) else f"is {kind(mode)} now"
 
 
 class Site:
@@ -309,13 +323,16 @@ class WebTest:
             flight.up()
             try:
                 got, t0, t, paused, held = await fetch(f, measured)
+            except BlockingIOError:            # a FIFO with a writer and nothing to read
+                got, t0, t, paused, held = -1, 0, 0, 0, 0
             finally:
                 flight.down()
                 if gate is not None:
                     gate.release()
             if got != sizes[f]:
-                raise TestError(f"-web: {tree.root}/{tree.names[f]} held {got} bytes, not "
-                                f"{sizes[f]}: the tree changed under the test")
+                raise TestError(f"-web: {tree.root}/{tree.names[f]} "
+                                f"{changed(tree.fd, tree.names[f], got)}, not {sizes[f]}: the "
+                                f"tree changed under the test")
             k += 1
             if what != RAMP:
                 if not shared.cpu0:
@@ -475,7 +492,7 @@ class WebTest:
                 ops: list[tuple] = []
                 if not opened:                         # the open, then (direct) the reads
                     ops.append((rings.OP_OPENAT, link if direct else 0, shared.tree.fd,
-                                name, 0, 0, OPEN_DIRECT if direct else OPEN_FLAGS,
+                                name, 0, 0, OPEN_DIRECT if direct else RING_OPEN,
                                 slot + 1 if direct else 0))
                 if opened or direct:
                     most = (1 if throttle else PIECE - 2) + len(ops)

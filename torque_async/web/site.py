@@ -12,17 +12,21 @@ DIR/torque-web.json (the manifest) names the law, the leaf directories and every
 written before the files (complete: false) and again after them (complete: true, with who
 every file is, its inode and birth time: one replaced since by another file of its name is
 refused as not the tree's),
-so every name an interrupted -cfiles made is still recognised as torque-async's own. DIR/torque-web.log is the
-log the clients append to, created with O_EXCL and emptied at each run's set-up. Everything is opened relative to directory
+so every name an interrupted -cfiles made is still recognised as torque-async's own; its token
+marks the files where birth times are missing (identity.py). DIR/torque-web.log is the log the
+clients append to: made new (O_EXCL) by -cfiles, named in the manifest (who it is), and emptied
+at each run's set-up only once it is checked to be that file. Everything is opened relative to directory
 descriptors with O_NOFOLLOW; a symbolic link or a file with other hard links among the tree's
 names is refused, and so is any other name under DIR unless -allowForeign.
 """
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
 import json
 import os
-import stat
+import secrets
 from dataclasses import asdict, dataclass
 from typing import Callable
 
@@ -143,7 +147,8 @@ def read_manifest(root: str) -> dict | None:
             raise ValueError
         Law(**made["law"]), own_names(made), made["sizes"]
         if not all(isinstance(who, list) and len(who) == 2 and all(type(v) is int for v in who)
-                   for who in made.get("made", [])):
+                   for who in [*made.get("made", []), *([made["log"]] if "log" in made else [])]) \
+                or not isinstance(made.get("token", ""), str):
             raise ValueError
         return made
     except (ValueError, TypeError, KeyError, AttributeError):
@@ -163,6 +168,7 @@ def survey(root: str, manifest: dict | None) -> Survey:
     own = own_names(manifest) if manifest else set()
     made = dict(zip(names(manifest["dirs"]), map(tuple, manifest.get("made", ())))) \
         if manifest else {}                    # who each file is (identity.py), once complete
+    token = manifest.get("token") if manifest else None
     foreign, unsafe, sizes = [], [], {}
 
     def visit(rel: str) -> None:
@@ -178,7 +184,10 @@ def survey(root: str, manifest: dict | None) -> Survey:
                 st = e.stat(follow_symlinks=False)
                 if why := tree.unsafe(st.st_mode, st.st_nlink):   # a link, a FIFO, hard links
                     unsafe.append(f"{os.path.join(root, name)} {why}")
-                elif name in made and made[name] != identity.of(None, os.path.join(root, name)):
+                elif name == LOG and not log_is_own(root, manifest):
+                    unsafe.append(f"{os.path.join(root, name)} {NOT_LOG}")
+                elif name in made and not identity.is_made(made[name], None,
+                                                           os.path.join(root, name), token):
                     unsafe.append(f"{os.path.join(root, name)} was replaced since torque-async "
                                   f"made it (another file under its name)")
                 else:
@@ -302,31 +311,34 @@ def open_dir(parent: int, rel: str, create: bool) -> int:
         raise
 
 
-def write_new(dirfd: int, name: str, data, own: bool) -> None:
+def write_new(dirfd: int, name: str, data, own: bool, token: str) -> tuple[int, int]:
     """Write a file of the tree: created (O_EXCL), or, when `own` (a name the manifest gave
-    torque-async), rewritten if it is a plain file with no other link."""
+    torque-async), rewritten if it is a plain file with no other link (opened without waiting:
+    a FIFO there is refused). Returns who it is (identity.made for a file it created)."""
     flags = os.O_WRONLY | NOFOLLOW
     try:
-        fd = os.open(name, flags | os.O_CREAT | os.O_EXCL, 0o644, dir_fd=dirfd)
+        fd = identity.opened(name, flags | os.O_CREAT | os.O_EXCL, 0o644, dirfd)
+        new = True
     except FileExistsError:
         if not own:
             raise
-        fd = os.open(name, flags, dir_fd=dirfd)
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+        fd, new = identity.opened(name, flags, dir_fd=dirfd), False
+        if os.fstat(fd).st_nlink != 1:
             os.close(fd)
             raise OSError(f"{name} is not a plain file of the tree") from None
         os.ftruncate(fd, 0)
     try:
+        who = identity.made(fd, token) if new else identity.of_open(fd)
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
+        return who
     finally:
         os.close(fd)
 
 
 def write_manifest(rootfd: int, manifest: dict, existed: bool) -> None:
-    write_new(rootfd, MANIFEST, json.dumps(manifest).encode(), existed)
+    write_new(rootfd, MANIFEST, json.dumps(manifest).encode(), existed, manifest["token"])
 
 
 def remove_old(root: str, rootfd: int, manifest: dict) -> None:
@@ -355,34 +367,74 @@ def remove_old(root: str, rootfd: int, manifest: dict) -> None:
 
 async def make(root: str, law: Law, progress: Callable[[int, int], None]) -> bool:
     """-cfiles: make the tree of `law` under root, unless it is there already (then nothing is
-    written). Returns whether it wrote files. Not timed."""
+    written). Returns whether it wrote files. Not timed. The log is made new when it is missing
+    (and who it is recorded); one that is not the log it made is refused (survey)."""
     os.makedirs(root, exist_ok=True)
     rootfd = os.open(root, DIRECTORY)
     try:
+        await tree.lock(rootfd)             # one -cfiles at a time (another waits, then finds it)
         old = read_manifest(root)
-        if matches(old, law) and missing(root, law) is None:
+        if matches(old, law) and old.get("log") and missing(root, law) is None:
             return False
         if old and Law(**old["law"]) != law:
             remove_old(root, rootfd, old)
         dirs, sizes = planned_dirs(law), planned_sizes(law).tolist()
+        token = (old or {}).get("token") or secrets.token_hex(16)
         manifest = {"format": FORMAT, "seed": TREE_SEED, "law": asdict(law), "dirs": dirs,
-                    "sizes": sizes, "complete": False}
+                    "sizes": sizes, "token": token, "complete": False}
+        if os.path.lexists(os.path.join(root, LOG)) and not log_is_own(root, old):
+            raise OSError(errno.EPERM, NOT_LOG, os.path.join(root, LOG))
         write_manifest(rootfd, manifest, old is not None)
         own = old is not None and Law(**old["law"]) == law
-        try:
-            os.close(os.open(LOG, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW, 0o644,
-                             dir_fd=rootfd))
-        except FileExistsError:
-            if old is None:
-                raise
-        made = await write_files(rootfd, dirs, sizes, own, progress)
+        manifest["log"] = make_log(root, rootfd, old, token)
+        write_manifest(rootfd, manifest, True)            # (an unfinished one names it too)
+        made = await write_files(rootfd, dirs, sizes, own, token, progress)
         write_manifest(rootfd, {**manifest, "made": made, "complete": True}, True)
         return True
     finally:
         os.close(rootfd)
 
 
-async def write_files(rootfd: int, dirs, sizes: list[int], own: bool,
+NOT_LOG = "is not the log torque-async made for this tree (its manifest names no such file): " \
+    "move it away, and -cfiles makes a new one"
+
+
+def log_is_own(root: str, manifest: dict | None, fd: int | None = None) -> bool:
+    """Whether the log under root (or open on fd) is torque-async's: the one its manifest says
+    -cfiles made, or one a run made and marked with the site's token."""
+    if not manifest:
+        return False
+    where = os.path.join(root, LOG)
+    if manifest.get("log") and (identity.is_open_made(manifest["log"], fd, manifest.get("token"))
+                                if fd is not None else
+                                identity.is_made(manifest["log"], None, where,
+                                                 manifest.get("token"))):
+        return True
+    try:
+        mark = os.getxattr(fd, identity.MARK) if fd is not None else \
+            os.getxattr(where, identity.MARK, follow_symlinks=False)
+    except OSError:
+        return False
+    return bool(manifest.get("token")) and mark == manifest["token"].encode()
+
+
+def make_log(root: str, rootfd: int, old: dict | None, token: str) -> list[int]:
+    """Who the tree's log is: the one made before, else one made now (a file there that is
+    not torque-async's log: OSError, never emptied)."""
+    if log_is_own(root, old):
+        return old["log"]
+    try:
+        fd = identity.opened(LOG, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW, 0o644,
+                             rootfd)
+    except FileExistsError:
+        raise OSError(errno.EPERM, NOT_LOG, os.path.join(root, LOG)) from None
+    try:
+        return list(identity.made(fd, token))
+    finally:
+        os.close(fd)
+
+
+async def write_files(rootfd: int, dirs, sizes: list[int], own: bool, token: str,
                       progress: Callable[[int, int], None]) -> list[int]:
     """Each leaf directory's files, PARALLEL directories at once on threads the loop waits
     for; files already of their size are kept. Returns who each file is (identity.of)."""
@@ -396,12 +448,12 @@ async def write_files(rootfd: int, dirs, sizes: list[int], own: bool,
             for i in range(first, first + count):
                 name = f"f{i:07d}"
                 try:
-                    if not own or os.stat(name, dir_fd=fd,
-                                          follow_symlinks=False).st_size != sizes[i]:
-                        write_new(fd, name, pattern(0, sizes[i], tag=i % 0xFFFF + 1), own)
+                    kept = own and os.stat(name, dir_fd=fd,
+                                           follow_symlinks=False).st_size == sizes[i]
                 except FileNotFoundError:
-                    write_new(fd, name, pattern(0, sizes[i], tag=i % 0xFFFF + 1), own)
-                made[i] = identity.of(fd, name)
+                    kept = False
+                made[i] = identity.of(fd, name) if kept else \
+                    write_new(fd, name, pattern(0, sizes[i], tag=i % 0xFFFF + 1), own, token)
         finally:
             os.close(fd)
 
@@ -425,13 +477,25 @@ def open_tree(root: str, law: Law, made: bool) -> Tree:
 
 
 def open_log(tree: Tree) -> int:
-    """The log for appending: a plain file of the tree with no other link (made if the end of
-    a run removed it), emptied once that is checked. Each run starts it anew, as filebench
-    makes its log fileset anew (appended to for ever, it would grow with every run)."""
-    fd = os.open(LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT | NOFOLLOW, 0o644, dir_fd=tree.fd)
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
-        os.close(fd)
-        raise ValueError(f"{os.path.join(tree.root, LOG)} is not a plain file with one link")
+    """The log for appending, emptied once it is checked to be torque-async's: made new here
+    (marked with the site's token) if the end of a run removed it, else the one -cfiles made
+    (its manifest says who it is) or one a run made (its mark). A file of the name that is
+    neither (a user's, moved in its place) is refused, never emptied. Each run starts it anew,
+    as filebench makes its log fileset anew (appended to for ever, it would grow with every
+    run)."""
+    manifest = read_manifest(tree.root) or {}
+    token = manifest.get("token")
+    try:
+        fd = identity.opened(LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL | NOFOLLOW,
+                             0o644, tree.fd)
+    except FileExistsError:
+        fd = identity.opened(LOG, os.O_WRONLY | os.O_APPEND | NOFOLLOW, dir_fd=tree.fd)
+        if os.fstat(fd).st_nlink != 1 or not log_is_own(tree.root, manifest, fd):
+            os.close(fd)
+            raise ValueError(f"{os.path.join(tree.root, LOG)} {NOT_LOG}") from None
+    else:
+        if token:
+            with contextlib.suppress(OSError):     # (without extended attributes: a later run
+                os.setxattr(fd, identity.MARK, token.encode())   # refuses it, if it is left)
     os.ftruncate(fd, 0)
     return fd

@@ -15,6 +15,8 @@ import os
 import resource
 import threading
 
+from .errors import UsageError
+
 MCL_CURRENT, MCL_FUTURE = 1, 2
 CAP_IPC_LOCK = 14
 NAMES = {os.SCHED_OTHER: "SCHED_OTHER", os.SCHED_FIFO: "SCHED_FIFO", os.SCHED_RR: "SCHED_RR",
@@ -62,7 +64,6 @@ def may_lock() -> bool:
 
 def check(priority: int | None, loop_tests: bool) -> None:
     """UsageError, one line, for a -rtprio this plan or this machine cannot have."""
-    from .cmdline import UsageError
     if priority is None:
         return
     if not loop_tests:

@@ -222,12 +222,29 @@ def test_criteria_read_a_results_document():
     (["--until", "p99<1s", "--", "-repeat", "3", "-n", "4", "-MB", "1", "-Striad"],
      "-repeat in the plan"),
     (["--until", "p99<1s", "--", "-n", "4", "-MB", "1", "-Striadd"], "unknown option"),
+    (["--json", "", "--until", "p99<1s", "--", "-n", "4", "-MB", "1", "-Striad"],
+     "--json '': name a file"),
+    (["--json", "-", "--until", "p99<1s", "--", "-n", "4", "-MB", "1", "-Striad"],
+     "--json -: name a file"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, message):
     done = run_cli("capacity", *args)
     assert done.returncode == 2, done.stderr
     assert done.stdout == "" and done.stderr.count("\n") == 1
     assert message in done.stderr and "Traceback" not in done.stderr
+
+
+def test_the_json_is_never_written_onto_the_plan_s_input(key, tmp_path):
+    """--json is checked as a run's -json is: the -f file the plan reads is refused before any
+    point runs, and left as it was."""
+    data = tmp_path / "data.bin"
+    data.write_bytes(b"x" * 65536)
+    done = run_cli("capacity", "--json", str(data), "--until", "p99<1s", "--max", "1",
+                   "--rounds", "1", "--", "-smkey", key, "-f", str(data), "-n", "8", "-KB", "4",
+                   "-r", cwd=tmp_path)
+    assert done.returncode == 2 and done.stdout == "" and done.stderr.count("\n") == 1
+    assert "capacity: --json" in done.stderr and "is the same file as -f" in done.stderr
+    assert data.read_bytes() == b"x" * 65536
 
 
 def test_a_real_search_runs_the_plan_at_each_point(key, tmp_path):

@@ -369,8 +369,11 @@ def main(argv: list[str], group: int, vary: str, until: tuple[str, ...],
             cmdline.parse(varied.tokens_at(lay, knob, value, False))
         except UsageError as e:
             raise UsageError(f"capacity: at {knob.name} {value}: {e}") from None
-    if json_path is not None and (why := outputs.refusal("capacity: --json", json_path)):
-        raise UsageError(why)
+    if json_path in ("", "-"):
+        raise UsageError(f"capacity: --json {json_path or repr('')}: name a file (the table "
+                         f"goes to standard output)")
+    if json_path is not None:           # as a run's -json: never onto an input, nor in a tree
+        outputs.check(plan, (("capacity: --json", json_path),))
     STOPS.clear()
     catch_stops()
     began = time.monotonic()

@@ -355,15 +355,16 @@ def main(argv: list[str], group: int, vary: str, until: tuple[str, ...],
     knob = varied.knob(plan, group, vary)
     chosen = tuple(criteria.parse(list(until), list(keep), plan, group))
     rule = rule_of(rounds, passing)
+    for given, value in (("--min", floor), ("--max", ceiling)):
+        if value is not None and value > knob.limit:
+            raise UsageError(f"capacity: {given} {value}: {knob.name} takes at most "
+                             f"{knob.limit}")
     start = floor or knob.start
     ceiling = ceiling or knob.limit
     if ceiling < start:
         raise UsageError(f"capacity: --max {ceiling} is below the start, "
                                  f"{knob.name} {start}" + ("" if floor else
                                                            " (the plan's; --min sets another)"))
-    if ceiling > knob.limit:
-        raise UsageError(f"capacity: --max {ceiling}: {knob.name} takes at most "
-                                 f"{knob.limit}")
     for value in sorted({start, ceiling, floor or 1}):
         try:
             cmdline.parse(varied.tokens_at(lay, knob, value, False))

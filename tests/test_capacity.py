@@ -229,6 +229,8 @@ def test_criteria_read_a_results_document():
       "-Striad"], "--min 99999999999999999999: -p takes at most 1024"),
     (["--max", "2000", "--until", "p99<1s", "--", "-n", "4", "-MB", "1", "-Striad"],
      "--max 2000: -p takes at most 1024"),
+    (["--until", "p99<1s", "--max", "1", "--rounds", "1", "--", "-g", "-n", "4", "-MB", "1",
+      "-Striad"], "-g in the plan"),
     (["--json", "", "--until", "p99<1s", "--", "-n", "4", "-MB", "1", "-Striad"],
      "--json '': name a file"),
     (["--json", "-", "--until", "p99<1s", "--", "-n", "4", "-MB", "1", "-Striad"],

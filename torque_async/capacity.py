@@ -83,7 +83,9 @@ def refuse(plan) -> None:
             "csv": (s.csv, "capacity's --json names the file"),
             **{name: (getattr(s, name), "it runs no test") for name in
                ("quit", "freeSharedMemory", "help", "version", "example", "printAlias")},
-            "child": (s.child is not None, "it runs one process of the plan")}
+            "child": (s.child is not None, "it runs one process of the plan"),
+            "g": (s.g, "each point would wait for Enter, its prompt unseen (the run's report "
+                       "is silenced)")}
     for name, (given, why) in said.items():
         if given:
             raise UsageError(f"capacity: -{name} in the plan: {why}")

@@ -130,6 +130,17 @@ def test_the_table_and_the_json_hold_every_run():
     assert said[1] == "6 failed: round 1: stream proc 0 MISSED at 6"
 
 
+def test_a_figure_not_resolved_is_named_with_its_point():
+    from dataclasses import replace
+    s = Search(1, 1, 4, Rule(1, 1))
+    for v, flag in ((2, "p99 from 80 transfers"), (1, "p99 from 40 transfers"),
+                    (2, "p99 from 80 transfers")):
+        s.add(v, replace(fake_round(v, True), flags=(flag,)))
+    said = capacity.summary(setup_for(rule=Rule(1, 1)), s, 0)
+    assert [ln for ln in said if ln.startswith("not resolved")] == [
+        "not resolved: -p 1: p99 from 40 transfers", "not resolved: -p 2: p99 from 80 transfers"]
+
+
 def test_a_stop_ends_the_search_and_keeps_the_points_so_far():
     attempt, calls = stepper(37)
 

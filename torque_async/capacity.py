@@ -283,8 +283,9 @@ def summary(setup: Setup, search: Search, stopped: int) -> list[str]:
     if hi:
         k, first = next((k, r) for k, r in enumerate(hi.rounds, 1) if not r.passed)
         out.append(f"{hi.value} failed: round {k}: {first.why}")
-    flags = sorted({f for p in search.points.values() for r in p.rounds for f in r.flags})
-    out += [f"not resolved: {f}" for f in flags]
+    flags = sorted({(r.value, f) for p in search.points.values() for r in p.rounds
+                    for f in r.flags})
+    out += [f"not resolved: {name} {value}: {f}" for value, f in flags]
     return out
 
 

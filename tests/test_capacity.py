@@ -139,6 +139,11 @@ def test_a_figure_not_resolved_is_named_with_its_point():
     said = capacity.summary(setup_for(rule=Rule(1, 1)), s, 0)
     assert [ln for ln in said if ln.startswith("not resolved")] == [
         "not resolved: -p 1: p99 from 40 transfers", "not resolved: -p 2: p99 from 80 transfers"]
+    one = Search(1, 1, 1, Rule(1, 1))
+    one.add(1, fake_round(1, True))
+    assert capacity.summary(setup_for(rule=Rule(1, 1)), one, 0)[0] == (
+        "capacity: at least 1 (passed 1/1): the --max reached; -p of group 0, a point passes 1 "
+        "of 1 round; 1 run")
 
 
 def test_a_stop_ends_the_search_and_keeps_the_points_so_far():
@@ -377,7 +382,7 @@ def test_a_signal_ends_a_real_search_and_prints_the_points_so_far(key):
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 128 + signal.SIGINT, err
     assert "\n1, 1/1, " in out and "\n2, " not in out
-    assert "capacity: interrupted by SIGINT after 1 runs: so far 1 passed" in out
+    assert "capacity: interrupted by SIGINT after 1 run: so far 1 passed" in out
 
 
 def test_plot_draws_the_curve(tmp_path):

@@ -267,7 +267,8 @@ def summary(setup: Setup, search: Search, stopped: int) -> list[str]:
     rule, name = setup.rule, setup.knob.name
     runs = sum(len(p.rounds) for p in search.points.values())
     if stopped:
-        line = (f"capacity: interrupted by {signal.Signals(stopped).name} after {runs} runs: "
+        line = (f"capacity: interrupted by {signal.Signals(stopped).name} after "
+                f"{runs} run{'s' * (runs != 1)}: "
                 f"so far {lo.value if lo else 'no value'} passed"
                 + (f", {hi.value} failed" if hi else ""))
     elif lo and hi:
@@ -279,7 +280,7 @@ def summary(setup: Setup, search: Search, stopped: int) -> list[str]:
         line = f"capacity: none: {hi.value}, the smallest value (--min, else 1), failed " \
                f"(passed {passed_text(hi)})" if hi else "capacity: no point ran"
     out = [line + f"; {name} of group {setup.knob.group}, a point passes {rule.need} of "
-                  f"{rule.rounds} rounds; {runs} runs"]
+                  f"{rule.rounds} round{'s' * (rule.rounds != 1)}; {runs} run{'s' * (runs != 1)}"]
     if hi:
         k, first = next((k, r) for k, r in enumerate(hi.rounds, 1) if not r.passed)
         out.append(f"{hi.value} failed: round {k}: {first.why}")

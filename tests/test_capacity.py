@@ -146,6 +146,28 @@ def test_a_figure_not_resolved_is_named_with_its_point():
         "of 1 round; 1 run")
 
 
+def test_a_stop_as_a_run_begins_ends_that_run_at_once(tmp_path):
+    """A signal after the search's last look and before the run's own handlers (the moment
+    the progress line reaches the user) ends the run at once: the run is not made whole and
+    counted, with the stop seen only before the next."""
+    kept = {sig: signal.getsignal(sig) for sig in orchestrator.STOP_SIGNALS}
+    went_on = []
+
+    def execute(argv):                     # a run that the signal reaches as it begins
+        os.kill(os.getpid(), signal.SIGTERM)
+        went_on.append(argv)               # (a whole run, from here)
+        return 0
+    try:
+        capacity.STOPS.clear()
+        capacity.catch_stops()
+        code, doc, _, _ = capacity.quiet_run(execute, str(tmp_path), ["-w"], "run1.json")
+    finally:
+        for sig, handler in kept.items():
+            signal.signal(sig, handler)
+    assert code == 128 + signal.SIGTERM and doc is None and went_on == []
+    assert os.listdir(tmp_path) == []
+
+
 def test_a_stop_ends_the_search_and_keeps_the_points_so_far():
     attempt, calls = stepper(37)
 

@@ -122,7 +122,8 @@ def quiet_run(execute: Callable[[list[str]], int], folder: str, tokens: list[str
     """One run of the plan as `torque-async run` makes it (`execute`: cli's), its report sent to
     /dev/null, its results read from its -json file, what it said on stderr kept and passed
     on; (exit status, document, seconds, stderr). A stop signal noted before it raises
-    orchestrator.Interrupted; after it, signals are noted again."""
+    orchestrator.Interrupted; one from the last look on ends the run at once (a noted one
+    would have waited for the whole run); after it, signals are noted again."""
     path = os.path.join(folder, name)
     stopped_by(0)
     sys.stdout.flush()
@@ -134,9 +135,14 @@ def quiet_run(execute: Callable[[list[str]], int], folder: str, tokens: list[str
     try:
         os.dup2(null, 1)
         os.dup2(said, 2)
+        for sig in orchestrator.STOP_SIGNALS:       # the run's own, from before it starts
+            signal.signal(sig, orchestrator.raise_interrupted)
+        stopped_by(0)                               # (one noted since the look above)
         code = execute([*tokens, "-json", path, "-noProgress"])
     except KeyboardInterrupt:            # SIGINT as the run restored the default handlers
         code = 128 + signal.SIGINT
+    except orchestrator.Interrupted as e:           # before the run's own handling began
+        code = 128 + e.signum
     finally:
         sys.stderr.flush()
         for fd, kept in zip((1, 2), saved):

@@ -130,6 +130,44 @@ def test_the_table_and_the_json_hold_every_run():
     assert said[1] == "6 failed: round 1: stream proc 0 MISSED at 6"
 
 
+def test_a_figure_not_resolved_is_named_with_its_point():
+    from dataclasses import replace
+    s = Search(1, 1, 4, Rule(1, 1))
+    for v, flag in ((2, "p99 from 80 transfers"), (1, "p99 from 40 transfers"),
+                    (2, "p99 from 80 transfers")):
+        s.add(v, replace(fake_round(v, True), flags=(flag,)))
+    said = capacity.summary(setup_for(rule=Rule(1, 1)), s, 0)
+    assert [ln for ln in said if ln.startswith("not resolved")] == [
+        "not resolved: -p 1: p99 from 40 transfers", "not resolved: -p 2: p99 from 80 transfers"]
+    one = Search(1, 1, 1, Rule(1, 1))
+    one.add(1, fake_round(1, True))
+    assert capacity.summary(setup_for(rule=Rule(1, 1)), one, 0)[0] == (
+        "capacity: at least 1 (passed 1/1): the --max reached; -p of group 0, a point passes 1 "
+        "of 1 round; 1 run")
+
+
+def test_a_stop_as_a_run_begins_ends_that_run_at_once(tmp_path):
+    """A signal after the search's last look and before the run's own handlers (the moment
+    the progress line reaches the user) ends the run at once: the run is not made whole and
+    counted, with the stop seen only before the next."""
+    kept = {sig: signal.getsignal(sig) for sig in orchestrator.STOP_SIGNALS}
+    went_on = []
+
+    def execute(argv):                     # a run that the signal reaches as it begins
+        os.kill(os.getpid(), signal.SIGTERM)
+        went_on.append(argv)               # (a whole run, from here)
+        return 0
+    try:
+        capacity.STOPS.clear()
+        capacity.catch_stops()
+        code, doc, _, _ = capacity.quiet_run(execute, str(tmp_path), ["-w"], "run1.json")
+    finally:
+        for sig, handler in kept.items():
+            signal.signal(sig, handler)
+    assert code == 128 + signal.SIGTERM and doc is None and went_on == []
+    assert os.listdir(tmp_path) == []
+
+
 def test_a_stop_ends_the_search_and_keeps_the_points_so_far():
     attempt, calls = stepper(37)
 
@@ -222,12 +260,38 @@ def test_criteria_read_a_results_document():
     (["--until", "p99<1s", "--", "-repeat", "3", "-n", "4", "-MB", "1", "-Striad"],
      "-repeat in the plan"),
     (["--until", "p99<1s", "--", "-n", "4", "-MB", "1", "-Striadd"], "unknown option"),
+    (["--until", "p99<0ms", "--", "-n", "4", "-MB", "1", "-Striad"], "no run can meet it"),
+    (["--until", "late<0", "--", "-fps", "10", "-frame", "8x8", "-pixfmt", "rgba8",
+      "-memStreams", "w", "1", "0", "0", "0", "1", "1"], "no run can meet it"),
+    (["--min", "99999999999999999999", "--until", "p99<1s", "--", "-n", "4", "-MB", "1",
+      "-Striad"], "--min 99999999999999999999: -p takes at most 1024"),
+    (["--max", "2000", "--until", "p99<1s", "--", "-n", "4", "-MB", "1", "-Striad"],
+     "--max 2000: -p takes at most 1024"),
+    (["--until", "p99<1s", "--max", "1", "--rounds", "1", "--", "-g", "-n", "4", "-MB", "1",
+      "-Striad"], "-g in the plan"),
+    (["--json", "", "--until", "p99<1s", "--", "-n", "4", "-MB", "1", "-Striad"],
+     "--json '': name a file"),
+    (["--json", "-", "--until", "p99<1s", "--", "-n", "4", "-MB", "1", "-Striad"],
+     "--json -: name a file"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, message):
     done = run_cli("capacity", *args)
     assert done.returncode == 2, done.stderr
     assert done.stdout == "" and done.stderr.count("\n") == 1
     assert message in done.stderr and "Traceback" not in done.stderr
+
+
+def test_the_json_is_never_written_onto_the_plan_s_input(key, tmp_path):
+    """--json is checked as a run's -json is: the -f file the plan reads is refused before any
+    point runs, and left as it was."""
+    data = tmp_path / "data.bin"
+    data.write_bytes(b"x" * 65536)
+    done = run_cli("capacity", "--json", str(data), "--until", "p99<1s", "--max", "1",
+                   "--rounds", "1", "--", "-smkey", key, "-f", str(data), "-n", "8", "-KB", "4",
+                   "-r", cwd=tmp_path)
+    assert done.returncode == 2 and done.stdout == "" and done.stderr.count("\n") == 1
+    assert "capacity: --json" in done.stderr and "is the same file as -f" in done.stderr
+    assert data.read_bytes() == b"x" * 65536
 
 
 def test_a_real_search_runs_the_plan_at_each_point(key, tmp_path):
@@ -340,7 +404,7 @@ def test_a_signal_ends_a_real_search_and_prints_the_points_so_far(key):
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 128 + signal.SIGINT, err
     assert "\n1, 1/1, " in out and "\n2, " not in out
-    assert "capacity: interrupted by SIGINT after 1 runs: so far 1 passed" in out
+    assert "capacity: interrupted by SIGINT after 1 run: so far 1 passed" in out
 
 
 def test_plot_draws_the_curve(tmp_path):

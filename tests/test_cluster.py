@@ -176,6 +176,26 @@ def test_a_rank_that_never_sets_up_is_named_after_the_timeout():
         lambda: True, timeout=3) == ""
 
 
+def test_a_rank_that_never_ends_its_checks_is_named_and_every_rank_ends(capsys):
+    """The ranks learn each other's verdict on their plans after a deadline'd meeting: a rank
+    stopped in its checks (a tree, the disks) is named by rank 0, which ends the job (exit 1),
+    rather than leaving every rank waiting for its verdict for ever."""
+    ticks = iter(range(0, 10 ** 15, 10 ** 9))           # one second per look at the clock
+    comm = Meeting([2, 0], [], passes=False)
+
+    def abort(code):
+        raise SystemExit(code)                          # MPI_Abort ends this rank here
+    comm.Abort = abort
+    checked = []
+    with pytest.raises(SystemExit) as e:
+        Cluster(comm, clock=ticks.__next__).agree(lambda: checked.append(True))
+    assert e.value.code == 1 and checked == [True]
+    assert capsys.readouterr().err.splitlines() == [
+        f"torque-async: rank 0 on {HOST}: rank 1 on {HOST} did not finish checking its plan "
+        f"within {cluster.SETUP_TIMEOUT:.0f} s (stopped or hung?)",
+        f"torque-async: rank 0 on {HOST}: ending every rank"]
+
+
 def test_rank_0_reads_every_arrival_even_one_matched_only_after_the_barrier():
     """MPI orders no point-to-point message against a collective: an arrival may be matchable
     only once the barrier passed. Left unread, it fails MPI_Finalize (MPICH then leaves its

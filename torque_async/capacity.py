@@ -83,7 +83,9 @@ def refuse(plan) -> None:
             "csv": (s.csv, "capacity's --json names the file"),
             **{name: (getattr(s, name), "it runs no test") for name in
                ("quit", "freeSharedMemory", "help", "version", "example", "printAlias")},
-            "child": (s.child is not None, "it runs one process of the plan")}
+            "child": (s.child is not None, "it runs one process of the plan"),
+            "g": (s.g, "each point would wait for Enter, its prompt unseen (the run's report "
+                       "is silenced)")}
     for name, (given, why) in said.items():
         if given:
             raise UsageError(f"capacity: -{name} in the plan: {why}")
@@ -120,7 +122,8 @@ def quiet_run(execute: Callable[[list[str]], int], folder: str, tokens: list[str
     """One run of the plan as `torque-async run` makes it (`execute`: cli's), its report sent to
     /dev/null, its results read from its -json file, what it said on stderr kept and passed
     on; (exit status, document, seconds, stderr). A stop signal noted before it raises
-    orchestrator.Interrupted; after it, signals are noted again."""
+    orchestrator.Interrupted; one from the last look on ends the run at once (a noted one
+    would have waited for the whole run); after it, signals are noted again."""
     path = os.path.join(folder, name)
     stopped_by(0)
     sys.stdout.flush()
@@ -132,9 +135,14 @@ def quiet_run(execute: Callable[[list[str]], int], folder: str, tokens: list[str
     try:
         os.dup2(null, 1)
         os.dup2(said, 2)
+        for sig in orchestrator.STOP_SIGNALS:       # the run's own, from before it starts
+            signal.signal(sig, orchestrator.raise_interrupted)
+        stopped_by(0)                               # (one noted since the look above)
         code = execute([*tokens, "-json", path, "-noProgress"])
     except KeyboardInterrupt:            # SIGINT as the run restored the default handlers
         code = 128 + signal.SIGINT
+    except orchestrator.Interrupted as e:           # before the run's own handling began
+        code = 128 + e.signum
     finally:
         sys.stderr.flush()
         for fd, kept in zip((1, 2), saved):
@@ -265,7 +273,8 @@ def summary(setup: Setup, search: Search, stopped: int) -> list[str]:
     rule, name = setup.rule, setup.knob.name
     runs = sum(len(p.rounds) for p in search.points.values())
     if stopped:
-        line = (f"capacity: interrupted by {signal.Signals(stopped).name} after {runs} runs: "
+        line = (f"capacity: interrupted by {signal.Signals(stopped).name} after "
+                f"{runs} run{'s' * (runs != 1)}: "
                 f"so far {lo.value if lo else 'no value'} passed"
                 + (f", {hi.value} failed" if hi else ""))
     elif lo and hi:
@@ -277,12 +286,13 @@ def summary(setup: Setup, search: Search, stopped: int) -> list[str]:
         line = f"capacity: none: {hi.value}, the smallest value (--min, else 1), failed " \
                f"(passed {passed_text(hi)})" if hi else "capacity: no point ran"
     out = [line + f"; {name} of group {setup.knob.group}, a point passes {rule.need} of "
-                  f"{rule.rounds} rounds; {runs} runs"]
+                  f"{rule.rounds} round{'s' * (rule.rounds != 1)}; {runs} run{'s' * (runs != 1)}"]
     if hi:
         k, first = next((k, r) for k, r in enumerate(hi.rounds, 1) if not r.passed)
         out.append(f"{hi.value} failed: round {k}: {first.why}")
-    flags = sorted({f for p in search.points.values() for r in p.rounds for f in r.flags})
-    out += [f"not resolved: {f}" for f in flags]
+    flags = sorted({(r.value, f) for p in search.points.values() for r in p.rounds
+                    for f in r.flags})
+    out += [f"not resolved: {name} {value}: {f}" for value, f in flags]
     return out
 
 
@@ -355,22 +365,26 @@ def main(argv: list[str], group: int, vary: str, until: tuple[str, ...],
     knob = varied.knob(plan, group, vary)
     chosen = tuple(criteria.parse(list(until), list(keep), plan, group))
     rule = rule_of(rounds, passing)
+    for given, value in (("--min", floor), ("--max", ceiling)):
+        if value is not None and value > knob.limit:
+            raise UsageError(f"capacity: {given} {value}: {knob.name} takes at most "
+                             f"{knob.limit}")
     start = floor or knob.start
     ceiling = ceiling or knob.limit
     if ceiling < start:
         raise UsageError(f"capacity: --max {ceiling} is below the start, "
                                  f"{knob.name} {start}" + ("" if floor else
                                                            " (the plan's; --min sets another)"))
-    if ceiling > knob.limit:
-        raise UsageError(f"capacity: --max {ceiling}: {knob.name} takes at most "
-                                 f"{knob.limit}")
     for value in sorted({start, ceiling, floor or 1}):
         try:
             cmdline.parse(varied.tokens_at(lay, knob, value, False))
         except UsageError as e:
             raise UsageError(f"capacity: at {knob.name} {value}: {e}") from None
-    if json_path is not None and (why := outputs.refusal("capacity: --json", json_path)):
-        raise UsageError(why)
+    if json_path in ("", "-"):
+        raise UsageError(f"capacity: --json {json_path or repr('')}: name a file (the table "
+                         f"goes to standard output)")
+    if json_path is not None:           # as a run's -json: never onto an input, nor in a tree
+        outputs.check(plan, (("capacity: --json", json_path),))
     STOPS.clear()
     catch_stops()
     began = time.monotonic()

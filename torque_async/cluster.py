@@ -172,7 +172,9 @@ class Cluster:
         learn every rank's verdict, so that one rank's refusal ends every rank: a rank that
         refused alone left the others waiting in MPI's start for ever. Raises UsageError on
         every rank where any refused: its own, else the first refusal, named by rank. The
-        count of refusals is reduced polled (a stop signal still ends the wait)."""
+        ranks first meet with the set-up's deadline (a rank stopped in its checks is named and
+        the job ends, exit 1); the count of refusals is then reduced polled (a stop signal
+        still ends the wait)."""
         import numpy as np
         from mpi4py import MPI
         try:
@@ -180,6 +182,10 @@ class Cluster:
             problem = ""
         except UsageError as e:
             problem = str(e)
+        late = self.assemble(SETUP_TIMEOUT, lambda: False, "finish checking its plan",
+                             " (stopped or hung?)")
+        if late:
+            self.abort(self.ended((late,), 0))
         refused = np.zeros(1, np.int64)
         self.wait(self.comm.Iallreduce(np.array([bool(problem)], np.int64), refused, MPI.SUM))
         if refused[0]:

@@ -65,12 +65,13 @@ def parse(texts: list[str], keeps: list[str], plan: Plan, group: int) -> list[Cr
             if family == "cpu":
                 raise UsageError(f"capacity: --until {text}: group {group} ({g.text}) measures "
                                  f"no latency")
-            out.append(Criterion(text, m.group(1), float(m.group(2)) * NS[m.group(3)]))
+            out.append(Criterion(text, m.group(1), positive(float(m.group(2)), text)
+                                 * NS[m.group(3)]))
         elif m := LATE.match(t):
             if family != "streams":
                 raise UsageError(f"capacity: --until {text}: group {group} ({g.text}) has no "
                                  f"frames")
-            out.append(Criterion(text, "late", float(m.group(1))))
+            out.append(Criterion(text, "late", positive(float(m.group(1)), text)))
         else:
             raise UsageError(f"capacity: --until {text}: not a criterion (held, p99<10ms, "
                              f"p999<500us, late<0.01)")
@@ -89,6 +90,14 @@ def parse(texts: list[str], keeps: list[str], plan: Plan, group: int) -> list[Cr
         raise UsageError("capacity: no criterion: give --until (p99<10ms, late<0.01) or "
                          "--keep; 'held' needs streams in the plan")
     return out
+
+
+def positive(limit: float, text: str) -> float:
+    """An upper limit no figure can be below is refused: no run could pass."""
+    if limit <= 0:
+        raise UsageError(f"capacity: --until {text}: no run can meet it (its figure is never "
+                         f"below 0): give a limit above 0")
+    return limit
 
 
 def named_group(name: str, plan: Plan, text: str) -> int:

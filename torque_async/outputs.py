@@ -94,14 +94,15 @@ def refusal(what: str, path: str, hint: str = "") -> str:
     return ""
 
 
-def check(plan) -> None:
-    """Raise UsageError for an output that cannot or must not be written."""
+def check(plan, extra: tuple[tuple[str, str], ...] = ()) -> None:
+    """Raise UsageError for an output that cannot or must not be written; `extra`: (what,
+    path) of outputs written besides the run's own (capacity's --json), checked alike."""
     s = plan.settings
     if s.json == "-" and s.csv == "-":
         raise UsageError("-json and -csv both write to -")
     if s.csvAll and not s.csv:
         raise UsageError("-csvAll widens -csv's columns: name the file with -csv FILE too")
-    outs = targets(s)
+    outs = targets(s) + list(extra)
     for i, (what, path) in enumerate(outs):
         hint = " (a run writes a new file there; '-' is standard output)" if path != SYSCTL_FILE \
             else " (a run leaves its configuration dump there: remove it, or run elsewhere)"

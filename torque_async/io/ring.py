@@ -29,6 +29,7 @@ import struct
 
 SETUP, ENTER, REGISTER = 425, 426, 427         # the same numbers on every architecture but alpha
 OP_NOP, OP_TIMEOUT, OP_OPENAT, OP_CLOSE, OP_READ, OP_WRITE = 0, 11, 18, 19, 22, 23
+OP_ASYNC_CANCEL, CANCEL_ALL = 14, 1            # cancel every request of a user_data (5.19)
 SQE_FIXED_FILE, SQE_IO_LINK, SQE_IO_HARDLINK = 1, 4, 8   # sqe flags: fd is a direct descriptor;
                                                # the next SQE waits for this one (and is
                                                # cancelled if it fails, unless HARDLINK)

@@ -813,8 +813,23 @@ class UringEngine:
     def ready(self, count: int) -> None:
         """The engine steps its lanes itself, on the loop: nothing to start."""
 
+    def cancel(self, chain: Chain) -> None:
+        """Cancel the entries of a chain whose coroutine no longer awaits it (a stop cancelled
+        it): one that never completes by itself, a read of a FIFO put in a -web tree that waits
+        for a writer, would hold forget() for ever. The cancels are a chain of their own,
+        awaited by nobody."""
+        n = len(chain.res)
+        cancels = self.chain(-1, chain.files)
+        sqes = self.lend_chain(cancels, n)
+        for j, i in enumerate(sqes):
+            self.ring.chain(i, rings.OP_ASYNC_CANCEL, 0, -1, chain.key | j, 0, 0,
+                            cancels.key | j, rings.CANCEL_ALL)
+        self.send_chain(cancels, sqes)
+
     async def forget(self, ids: list[int]) -> None:
         mine, wait = set(ids), FORGET_POLL
+        for chain in [c for c in self.chains.values() if c.buf in mine]:
+            self.cancel(chain)             # (its test is done with it: nobody reads its result)
         while any(w.buf in mine for w in self.waiting.values()) or \
                 any(c.buf in mine for c in self.chains.values()):
             await asyncio.sleep(wait)      # in flight: the reader takes them (each look scans

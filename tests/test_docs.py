@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from torque_async import cli, helptext, interleave
+from torque_async import cli, cmdline, helptext, interleave
 
 from conftest import REPO
 
@@ -114,6 +114,8 @@ def test_every_command_on_the_page_still_parses(page, inputs, capsys):
             if "--interleave" in args:                   # and each plan, as one quoted argument
                 for plan in args[args.index("--") + 1:]:
                     interleave.plan_args(plan)
+            elif args[0] == "capacity" and "--" in args:  # and its plan's grammar
+                cmdline.parse(args[args.index("--") + 1:])
         elif SHARED_TREE in args and "-cfiles" not in args:   # parsed whole, to the tree's check
             code = cli.execute([*args, "-quit"])
             err = capsys.readouterr().err

@@ -228,7 +228,7 @@ def test_criteria_read_a_results_document():
         {"proc": 2, "group": 1, "streams": None, "table": {"bw": 750.0}, "record": record}]}
     j = criteria.judge(HELD, doc, 0, {})
     assert (j.value, j.passed) == (1, False)
-    assert j.why.startswith("stream proc 1 (group 0) MISSED (0 write t0: 3 late, 1 dropped")
+    assert j.why.startswith("stream proc 1 (group 0) MISSED (0 write t0: 3 lost, 1 dropped")
     late = criteria.judge(Criterion("late<0.05", "late", 0.05), doc, 0, {})
     assert late.value == pytest.approx(4 / 120) and late.passed
     keep = criteria.judge(Criterion("Striad bw>0.8", "keep", 0.8, 1), doc, 0, {1: 1000.0})

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from torque_async import cli, helptext
+from torque_async import cli, cmdline, helptext, interleave
 
 from conftest import REPO
 
@@ -111,6 +111,11 @@ def test_every_command_on_the_page_still_parses(page, inputs, capsys):
         args = [inputs.get(w, w) for w in words[1:]]
         if args[:1] in (["plot"], ["compare"], ["capacity"]):   # the subcommand's options parse
             cli.main.commands[args[0]].make_context(args[0], args[1:])
+            if "--interleave" in args:                   # and each plan, as one quoted argument
+                for plan in args[args.index("--") + 1:]:
+                    interleave.plan_args(plan)
+            elif args[0] == "capacity" and "--" in args:  # and its plan's grammar
+                cmdline.parse(args[args.index("--") + 1:])
         elif SHARED_TREE in args and "-cfiles" not in args:   # parsed whole, to the tree's check
             code = cli.execute([*args, "-quit"])
             err = capsys.readouterr().err

@@ -43,6 +43,16 @@ def test_a_plan_naming_what_interleaving_decides_is_refused(plan, named):
     assert r.stderr.count("\n") == 1 and f"{named} is --interleave's to decide" in r.stderr
 
 
+def test_a_plan_that_does_not_parse_is_refused_before_any_run(tmp_path):
+    """A dangling local option in plan B was found only after plan A's first run, and the
+    compare exited 1 as if a run had failed."""
+    r = run_cli("compare", "--interleave", "2", "--", "-n 4 -load", "-n 4 -load -p 2",
+                cwd=str(tmp_path))
+    assert r.returncode == 2 and r.stdout == "" and r.stderr.count("\n") == 1
+    assert "'-n 4 -load -p 2'" in r.stderr and "local options without an action" in r.stderr
+    assert "run 1 of" not in r.stderr and list(tmp_path.iterdir()) == []
+
+
 def test_interleave_needs_two_plans():
     r = run_cli("compare", "--interleave", "2", "--", "-n 4 -load", "-n 4 -load", "-n 4 -load")
     assert r.returncode == 2 and "give two plans" in r.stderr

@@ -439,6 +439,8 @@ def test_a_baseline_says_which_changes_were_not_resolved_and_ranks_them_last():
                                                                           0.0, 215.0),
              figures.Change(1, "Load", bw, 900.0, 800.0)]
     lines = report.baseline_lines(found, unresolved={0: "alone and together"})
+    assert lines[0].endswith("in the order of the ranking below, the tests not resolved last")
+    assert not report.baseline_lines(found[2:])[0].endswith("last")
     assert lines[2:] == ["1, Load, BW(MB/s), 900.0, 800.0, -11.1",
                          "0, Bcopy, BW(MB/s), 1000.0, 324.0, -67.6 (not resolved alone and "
                          "together)",

@@ -1,9 +1,9 @@
 """capacity's criteria: what a point must meet, read from one run's results document (-json).
 
-held          every stream of the plan HELD (no frame late or dropped)
+held          every stream of the plan HELD (no frame lost, past its buffer, or dropped)
 p99<X, p999<X the varied group's latency per transfer (per request for -web, lateness for
               -cyclic), its processes' histograms merged; X in us, ms or s
-late<F        at most a share F of the varied group's frames late or dropped
+late<F        at most a share F of the varied group's frames lost or dropped
 NAME bw>F     (--keep) the group NAME (its action, or its index) keeps more than F of the
               bandwidth it had alone, measured once with the plan's globals and that group
 A run that failed (a test's error, a stop) fails every criterion: its figures are not whole.
@@ -143,7 +143,7 @@ def judge(c: Criterion, doc: dict[str, Any], group: int, alone: dict[int, float]
         t = missed[0]
         s = next((s for k, s in sorted(t["streams"].items())
                   if k.startswith("sub") and s and s["verdict"] != "HELD"), None)
-        said = f" ({s['sub']}: {s['late']} late, {s['dropped']} dropped of {s['frames']} " \
+        said = f" ({s['sub']}: {s['late']} lost, {s['dropped']} dropped of {s['frames']} " \
                f"frames, lateness max {s['lateness_max'] / 1e3:.1f} us)" if s else ""
         return Judged(len(missed), False, f"stream proc {t['proc']} (group {t['group']}) "
                                           f"{t['streams']['verdict']}{said}")
@@ -156,7 +156,7 @@ def judge(c: Criterion, doc: dict[str, Any], group: int, alone: dict[int, float]
             return Judged(None, False, f"group {group}: no frame was due")
         share = late / frames
         return Judged(share, share < c.limit, "" if share < c.limit else
-                      f"group {group}: {late} of {frames} frames late or dropped "
+                      f"group {group}: {late} of {frames} frames lost or dropped "
                       f"({share:.4f}, not below {c.limit:g})")
     if c.kind == "keep":
         kept = bandwidth(doc, c.other) / alone[c.other]

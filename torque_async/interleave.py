@@ -18,7 +18,8 @@ import sys
 import tempfile
 from typing import Any, Callable
 
-from . import export
+from . import cmdline, export
+from .errors import UsageError
 
 REFUSED = ("-json", "-csv", "-repeat", "-baseline")    # what interleaving itself decides
 
@@ -33,7 +34,8 @@ class InterleaveError(Exception):
 
 def plan_args(text: str) -> list[str]:
     """A plan's command line as the shell would split it, refused where it names what
-    --interleave decides (-json, -csv, -repeat, -baseline)."""
+    --interleave decides (-json, -csv, -repeat, -baseline) or does not parse (before any run,
+    so a bad plan B does not cost plan A's first run)."""
     try:
         args = shlex.split(text)
     except ValueError as e:
@@ -43,6 +45,10 @@ def plan_args(text: str) -> list[str]:
         raise InterleaveError(f"compare --interleave: {text!r}: {named[0]} is --interleave's "
                               f"to decide (each run writes its own -json; N runs of each plan "
                               f"are the repetitions)", 2)
+    try:
+        cmdline.parse(args)
+    except UsageError as e:
+        raise InterleaveError(f"compare --interleave: {text!r}: {e}", 2) from None
     return args
 
 

@@ -231,7 +231,8 @@ _G = [
            default="auto", group="Files", fio=("ioengine",)),
     Option("example", GLOBAL, "print worked examples", default=False, group="Help", asks=True),
     Option("failLate", GLOBAL, "exit with status 3 when a stream missed its rate (a frame "
-           "late beyond -lateUs, or dropped) and nothing else failed",
+           "lost, later than -lateUs and its -bufferFrames allow, or dropped) and nothing else "
+           "failed",
            default=False, group="Streams"),
     Option("f", GLOBAL, "add a test file to the file list (at most 128)", (Arg("file", text),),
            dest="files", default=(), group="Files", fio=("filename",)),

@@ -955,8 +955,9 @@ def baseline_lines(found: list[Change], cluster=None, cut: set[int] = frozenset(
     found = sorted(found, key=lambda c: c.proc in unresolved)     # (stable: each test's stay
     waited = [c for c in found if c.proc not in unresolved       # together, in their order)
               and c.figure.name == "wait_pct" and c.together >= c.alone + CPU_WAITED]
+    last = ", the tests not resolved last" if any(c.proc in unresolved for c in found) else ""
     return ["Alone vs together (-baseline: in each repetition each group ran alone, then the plan "
-            "together), in the order of the ranking below",
+            "together), in the order of the ranking below" + last,
             BASELINE_HEADER + (cluster.columns if cluster else ""),
             *(f"{c.proc}, {c.test}, {c.figure.label}, {c.alone:.1f}, {c.together:.1f}, "
               f"{change_text(c)}" + (" (cut short together)" if c.proc in cut else "")

@@ -114,6 +114,50 @@ def test_a_device_put_in_a_write_file_s_place_is_written_with_write_devices(caps
     assert code == 0, err
 
 
+def between_repetitions(monkeypatch, act) -> None:
+    """Call act() after the first repetition, before the second begins (its checks first)."""
+    real, calls = runs.once, []
+
+    def once(*args, **kwargs):
+        if len(calls) == 1:
+            act()
+        calls.append(1)
+        return real(*args, **kwargs)
+    monkeypatch.setattr(runs, "once", once)
+
+
+def move_in(path: str, data: bytes) -> None:
+    """A user's own file moved in under path's name (a new inode), as mv does."""
+    Path(f"{path}.new").write_bytes(data)
+    os.replace(f"{path}.new", path)
+
+
+@pytest.mark.parametrize("existed", [True, False])
+def test_a_user_file_moved_in_place_of_a_write_file_between_repetitions_is_never_written(
+        capsys, key, monkeypatch, existed):
+    if existed:                       # the plan saw it; else the first repetition made it
+        Path("T").write_bytes(bytes(32 * KB))
+    between_repetitions(monkeypatch, lambda: move_in("T", PRECIOUS))
+    code, out, err = execute(capsys, "-smkey", key, "-repeat", "2", "-f", "T", *WRITE)
+    assert code == 1 and "Traceback" not in err, err
+    assert "repetition 2 of 2: -f T was replaced since this command saw it" in err, err
+    assert Path("T").read_bytes() == PRECIOUS
+    assert "after 1 complete repetition" in out
+
+
+def test_a_write_file_rewritten_in_place_is_still_the_one_the_plan_saw(tmp_path):
+    path = str(tmp_path / "T")
+    Path(path).write_bytes(bytes(4 * KB))
+    pins = runs.Pins([path, str(tmp_path / "absent")])
+    pins.note()
+    Path(path).write_bytes(bytes(8 * KB))            # the same inode: the run's own writes
+    assert pins.replaced() == []
+    move_in(path, PRECIOUS)
+    assert pins.replaced() == [f"-f {path} was replaced since this command saw it (another "
+                               f"file under its name): its tests write and read only the file "
+                               f"they were given; nothing ran"]
+
+
 def test_a_fifo_put_in_a_read_file_s_place_between_repetitions_never_hangs(capsys, key,
                                                                            monkeypatch):
     Path("R").write_bytes(bytes(64 * KB))

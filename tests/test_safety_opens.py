@@ -66,16 +66,21 @@ def written_inodes(monkeypatch) -> list[int]:
     return seen
 
 
-def after_first_run(monkeypatch, act) -> None:
-    """Call act() once the first repetition has ended, before the next one starts."""
-    real, calls = orchestrator.run, []
+def second_call(monkeypatch, owner, name: str, act) -> None:
+    """Call act() just before the second call of owner.name (the first repetition is over)."""
+    real, calls = getattr(owner, name), []
 
-    def run(*args, **kwargs):
+    def call(*args, **kwargs):
         if len(calls) == 1:
             act()
         calls.append(1)
         return real(*args, **kwargs)
-    monkeypatch.setattr(runs.orchestrator, "run", run)
+    monkeypatch.setattr(owner, name, call)
+
+
+def after_first_run(monkeypatch, act) -> None:
+    """Call act() once the first repetition has ended, as the next one's run starts."""
+    second_call(monkeypatch, runs.orchestrator, "run", act)
 
 
 # 1, 7: a -f file's place taken between repetitions or after the plan's check ---------------
@@ -116,14 +121,7 @@ def test_a_device_put_in_a_write_file_s_place_is_written_with_write_devices(caps
 
 def between_repetitions(monkeypatch, act) -> None:
     """Call act() after the first repetition, before the second begins (its checks first)."""
-    real, calls = runs.once, []
-
-    def once(*args, **kwargs):
-        if len(calls) == 1:
-            act()
-        calls.append(1)
-        return real(*args, **kwargs)
-    monkeypatch.setattr(runs, "once", once)
+    second_call(monkeypatch, runs, "once", act)
 
 
 def move_in(path: str, data: bytes) -> None:

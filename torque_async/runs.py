@@ -97,9 +97,10 @@ def alone_plan(plan: Plan, group: Group) -> Plan:
 
 class Pins:
     """Who each -f file is (identity.of: inode and birth time) as the plan saw it, or as the
-    run that made it left it: a run after the first refuses a file replaced since (another file
-    moved in under its name), which its tests would otherwise open and write. (A single host's
-    runs; under mpiexec a rank that did not run would hold the others at their meeting.)"""
+    run that made it left it: a repetition after the first refuses a file replaced since
+    (another file moved in under its name), which its tests would otherwise open and write; the
+    repetitions before it stay whole. (A single host's runs; under mpiexec a rank that did not
+    run would hold the others at their meeting.)"""
     def __init__(self, paths):
         self.paths, self.seen = tuple(dict.fromkeys(paths)), {}
 
@@ -122,15 +123,16 @@ class Pins:
 
 
 def once(plan: Plan, linesize: int, name: str, k: int, times: int, job=None,
-         pins: Pins | None = None) -> tuple[Outcome, list[str], list[str]]:
+         pins: Pins | None = None, check: bool = False) -> tuple[Outcome, list[str], list[str]]:
     """Run the plan once, repetition k of `times`: its outcome, failures and the tests cut
     short, each line saying which run (`name` and the repetition). `job` (under mpiexec, a
     cluster.Cluster): every rank's run meets the others' (job.meet) and its records are
-    gathered (job.gather). `pins`: a run whose -f files were replaced since does not run."""
+    gathered (job.gather). `pins` notes the -f files; with `check` (a repetition's first run,
+    after the first repetition) a run whose -f files were replaced since does not run."""
     which = ", ".join(filter(None, (name, times > 1 and f"repetition {k + 1} of {times}")))
     said = f"{which}: " if which else ""
     if pins is not None and not job:
-        if gone := pins.replaced():
+        if check and (gone := pins.replaced()):
             return Outcome((), tuple(gone)), [said + f for f in gone], []
         pins.note()
     outcome = orchestrator.run(plan, linesize, job and job.meet)
@@ -151,7 +153,7 @@ def series(plan: Plan, linesize: int, times: int, name: str, job=None) \
     outcomes, lines, cut = [], [], []
     pins = Pins(plan.settings.files)
     for k in range(times):
-        outcome, said, short = once(plan, linesize, name, k, times, job, pins)
+        outcome, said, short = once(plan, linesize, name, k, times, job, pins, k > 0)
         outcomes.append(outcome)
         lines += said
         cut += short
@@ -180,7 +182,7 @@ def run(plan: Plan, linesize: int, job=None) -> Runs:
         for group, mine in zip(plan.groups, alone):
             outcome, lines, cut = once(alone_plan(plan, group), linesize,
                                        f"group {group.index} alone (-baseline)", k, times, job,
-                                       pins)
+                                       pins, k > 0 and group is plan.groups[0])
             mine.append(outcome)
             failures += lines
             unfinished += cut

@@ -312,7 +312,7 @@ def test_a_group_of_another_process_count_is_compared_whole():
     assert not found.only_a and not found.only_b
     group = "-p 1 -n 8 -MB 4 -load"                        # as A names it
     got = {c.figure: c for c in found.changes if c.test.startswith(group)}
-    assert {c.test for c in got.values()} == {f"{group} [1 processes in A, 4 in B]"}
+    assert {c.test for c in got.values()} == {f"{group} [1 process in A, 4 in B]"}
     assert got["BW"].b == (4 * 400.0,) and got["BW"].better(5)
     assert got["IO/s"].b == (sum(t["figures"]["iops"] for t in b["tests"]),)
     merged = merge(r.lat for r in recs)

@@ -53,6 +53,23 @@ def test_a_plan_that_does_not_parse_is_refused_before_any_run(tmp_path):
     assert "run 1 of" not in r.stderr and list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("plan, named", [("-n 4 -load -quit", "-quit"), ("-h -n 4 -load", "-h"),
+                                         ("-child 0 -n 4 -load", "-child")])
+def test_a_plan_that_measures_nothing_is_refused(plan, named):
+    r = run_cli("compare", "--interleave", "2", "--", "-n 4 -load", plan)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.count("\n") == 1 and f"{named} makes a run that measures nothing" in r.stderr
+
+
+def test_a_bad_plan_b_is_refused_before_plan_a_runs():
+    r = run_cli("compare", "--interleave", "2", "--", "-n 4 -load", "-n 4 -bogus")
+    assert r.returncode == 2 and r.stdout == ""
+    assert "run 1 of 2 of A" not in r.stderr                 # refused before any run
+    assert r.stderr.strip().splitlines() == [
+        "torque-async: error: compare --interleave: plan B ('-n 4 -bogus') is refused: "
+        "unknown option -bogus"]
+
+
 def test_interleave_needs_two_plans():
     r = run_cli("compare", "--interleave", "2", "--", "-n 4 -load", "-n 4 -load", "-n 4 -load")
     assert r.returncode == 2 and "give two plans" in r.stderr

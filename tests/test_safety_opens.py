@@ -66,16 +66,22 @@ def written_inodes(monkeypatch) -> list[int]:
     return seen
 
 
-def after_first_run(monkeypatch, act) -> None:
-    """Call act() once the first repetition has ended, before the next one starts."""
-    real, calls = orchestrator.run, []
+def second_call(monkeypatch, owner, name: str, act, before: int = 1) -> None:
+    """Call act() just before the second call of owner.name (the first repetition is over);
+    `before`: after that many calls instead of one."""
+    real, calls = getattr(owner, name), []
 
-    def run(*args, **kwargs):
-        if len(calls) == 1:
+    def call(*args, **kwargs):
+        if len(calls) == before:
             act()
         calls.append(1)
         return real(*args, **kwargs)
-    monkeypatch.setattr(runs.orchestrator, "run", run)
+    monkeypatch.setattr(owner, name, call)
+
+
+def after_first_run(monkeypatch, act) -> None:
+    """Call act() once the first repetition has ended, as the next one's run starts."""
+    second_call(monkeypatch, runs.orchestrator, "run", act)
 
 
 # 1, 7: a -f file's place taken between repetitions or after the plan's check ---------------
@@ -112,6 +118,46 @@ def test_a_device_put_in_a_write_file_s_place_is_written_with_write_devices(caps
     code, _, err = execute(capsys, "-smkey", key, "-writeDevices", "-repeat", "2", "-f", "T",
                            *WRITE)
     assert code == 0, err
+
+
+def between_repetitions(monkeypatch, act, runs_each: int = 1) -> None:
+    """Call act() after the first repetition (of `runs_each` runs), before the second begins
+    (its checks first)."""
+    second_call(monkeypatch, runs, "once", act, runs_each)
+
+
+def move_in(path: str, data: bytes) -> None:
+    """A user's own file moved in under path's name (a new inode), as mv does."""
+    Path(f"{path}.new").write_bytes(data)
+    os.replace(f"{path}.new", path)
+
+
+@pytest.mark.parametrize("existed", [True, False])
+@pytest.mark.parametrize("baseline", [False, True])
+def test_a_user_file_moved_in_place_of_a_write_file_between_repetitions_is_never_written(
+        capsys, key, monkeypatch, existed, baseline):
+    if existed:                       # the plan saw it; else the first repetition made it
+        Path("T").write_bytes(bytes(32 * KB))
+    between_repetitions(monkeypatch, lambda: move_in("T", PRECIOUS), 2 if baseline else 1)
+    code, out, err = execute(capsys, "-smkey", key, "-repeat", "2", *(["-baseline"] * baseline),
+                             "-f", "T", *WRITE)
+    assert code == 1 and "Traceback" not in err, err
+    run = "group 0 alone (-baseline), " if baseline else ""
+    assert f"{run}repetition 2 of 2: -f T was replaced since this command saw it" in err, err
+    assert Path("T").read_bytes() == PRECIOUS
+
+
+def test_a_write_file_rewritten_in_place_is_still_the_one_the_plan_saw(tmp_path):
+    path = str(tmp_path / "T")
+    Path(path).write_bytes(bytes(4 * KB))
+    pins = runs.Pins([path, str(tmp_path / "absent")])
+    pins.note()
+    Path(path).write_bytes(bytes(8 * KB))            # the same inode: the run's own writes
+    assert pins.replaced() == []
+    move_in(path, PRECIOUS)
+    assert pins.replaced() == [f"-f {path} was replaced since this command saw it (another "
+                               f"file under its name): its tests write and read only the file "
+                               f"they were given; nothing ran"]
 
 
 def test_a_fifo_put_in_a_read_file_s_place_between_repetitions_never_hangs(capsys, key,
@@ -430,3 +476,16 @@ def test_two_web_cfiles_on_one_new_dir_at_once_both_end_with_the_site_made():
                                     site.make("site", law, lambda done, total: None))
     assert sorted(asyncio.run(both())) == [False, True]           # one made it, one found it
     assert site.missing("site", law) is None
+
+
+def test_a_file_replaced_within_a_baseline_repetition_is_refused_at_the_next_one(capsys, key,
+                                                                               monkeypatch):
+    """Within a repetition (between its runs alone and together) no check is made: the next
+    repetition refuses the file, and the report keeps the first repetition whole."""
+    Path("T").write_bytes(bytes(32 * KB))
+    between_repetitions(monkeypatch, lambda: move_in("T", PRECIOUS))   # before group 1 alone
+    code, out, err = execute(capsys, "-smkey", key, "-repeat", "2", "-baseline", "-f", "T",
+                             *WRITE[1:], "-n", "8", "-KB", "4", "-bcopy")   # (two processes)
+    assert code == 1 and "Traceback" not in err, err
+    assert ("group 0 alone (-baseline), repetition 2 of 2: -f T was replaced since this command "
+            "saw it") in err, err

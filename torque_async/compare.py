@@ -307,7 +307,7 @@ def compare(a: dict[str, Any], b: dict[str, Any], match: str = "identity") -> Co
     for ia, jb in matched + groups:
         first = reps_a[0][ia[0]]
         which = f"process {first['index']}" if len(ia) == len(jb) else \
-            f"{len(ia)} processes in A, {len(jb)} in B"
+            f"{len(ia)} process{'es' * (len(ia) != 1)} in A, {len(jb)} in B"
         name = group_name(a, first, which, *((b, reps_b[0][jb[0]]) if match == "position"
                                               else ()))
         ta, tb = [[rep[i] for i in ia] for rep in reps_a], [[rep[j] for j in jb] for rep in reps_b]

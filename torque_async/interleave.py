@@ -18,10 +18,12 @@ import sys
 import tempfile
 from typing import Any, Callable
 
-from . import cmdline, export
-from .errors import UsageError
+from . import export
+from .options import ASKING, OPTIONS
 
 REFUSED = ("-json", "-csv", "-repeat", "-baseline")    # what interleaving itself decides
+NO_RESULTS = tuple(sorted(f"-{name}" for name, o in OPTIONS.items() if o.field in ASKING)) + \
+    ("-child", "-g")       # a plan that writes no results (-quit, -help ...) or waits for Enter
 
 
 class InterleaveError(Exception):
@@ -45,11 +47,24 @@ def plan_args(text: str) -> list[str]:
         raise InterleaveError(f"compare --interleave: {text!r}: {named[0]} is --interleave's "
                               f"to decide (each run writes its own -json; N runs of each plan "
                               f"are the repetitions)", 2)
-    try:
-        cmdline.parse(args)
-    except UsageError as e:
-        raise InterleaveError(f"compare --interleave: {text!r}: {e}", 2) from None
+    named = [a for a in args if a in NO_RESULTS]
+    if named:
+        raise InterleaveError(f"compare --interleave: {text!r}: {named[0]} makes a run that "
+                              f"measures nothing to compare", 2)
     return args
+
+
+def checked(plans: dict[str, list[str]]) -> None:
+    """Each plan's own check (-quit: its options, config, files and resources) before any
+    run, so a bad plan B is refused as bad input (exit 2) before plan A has run."""
+    for label, args in plans.items():
+        proc = subprocess.run([sys.executable, "-m", "torque_async", *args, "-quit"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if proc.returncode:
+            last = (proc.stderr.strip().splitlines() or ["no message"])[-1]
+            last = last.removeprefix("torque-async: error: ")
+            raise InterleaveError(f"compare --interleave: plan {label} "
+                                  f"({shlex.join(args)!r}) is refused: {last}", 2)
 
 
 def order(times: int) -> list[tuple[str, int]]:
@@ -125,6 +140,7 @@ def run(plan_a: str, plan_b: str, times: int, say: Callable[[str], None]) \
     where = tempfile.mkdtemp(prefix="torque-async-interleave.")
     before = {s: signal.signal(s, stop) for s in STOPS}
     try:
+        checked(plans)
         return series(times, runner(plans, times, where, say))
     except Stopped as e:
         name = signal.Signals(e.args[0]).name

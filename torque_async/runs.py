@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from . import figures, orchestrator
+from .io import identity
 from .outcome import Outcome
 from .plan import Group, Plan, Proc
 from .results import Record
@@ -94,16 +95,50 @@ def alone_plan(plan: Plan, group: Group) -> Plan:
     return replace(plan, groups=(group,))
 
 
-def once(plan: Plan, linesize: int, name: str, k: int, times: int, job=None) \
-        -> tuple[Outcome, list[str], list[str]]:
+class Pins:
+    """Who each -f file is (identity.of: inode and birth time) as the plan saw it, or as the
+    run that made it left it: a repetition after the first refuses a file replaced since
+    (another file moved in under its name), which its tests would otherwise open and write; the
+    repetitions before it stay whole. (A single host's runs; under mpiexec a rank that did not
+    run would hold the others at their meeting.)"""
+    def __init__(self, paths):
+        self.paths, self.seen = tuple(dict.fromkeys(paths)), {}
+
+    @staticmethod
+    def who(path: str):
+        try:
+            return identity.of(None, path)
+        except FileNotFoundError:
+            return None
+
+    def note(self) -> None:
+        for path in self.paths:
+            if path not in self.seen and (now := self.who(path)) is not None:
+                self.seen[path] = now
+
+    def replaced(self) -> list[str]:
+        return [f"-f {path} was replaced since this command saw it (another file under its "
+                f"name): its tests write and read only the file they were given; nothing ran"
+                for path, was in self.seen.items() if self.who(path) != was]
+
+
+def once(plan: Plan, linesize: int, name: str, k: int, times: int, job=None,
+         pins: Pins | None = None, check: bool = False) -> tuple[Outcome, list[str], list[str]]:
     """Run the plan once, repetition k of `times`: its outcome, failures and the tests cut
     short, each line saying which run (`name` and the repetition). `job` (under mpiexec, a
     cluster.Cluster): every rank's run meets the others' (job.meet) and its records are
-    gathered (job.gather)."""
-    outcome = orchestrator.run(plan, linesize, job and job.meet)
-    outcome = job.gather(outcome, plan) if job else outcome
+    gathered (job.gather). `pins` notes the -f files; with `check` (a repetition's first run,
+    after the first repetition) a run whose -f files were replaced since does not run."""
     which = ", ".join(filter(None, (name, times > 1 and f"repetition {k + 1} of {times}")))
     said = f"{which}: " if which else ""
+    if pins is not None and not job:
+        if check and (gone := pins.replaced()):
+            return Outcome((), tuple(gone)), [said + f for f in gone], []
+        pins.note()
+    outcome = orchestrator.run(plan, linesize, job and job.meet)
+    outcome = job.gather(outcome, plan) if job else outcome
+    if pins is not None:
+        pins.note()
     return outcome, [said + f for f in outcome.failures], [said + f for f in outcome.unfinished]
 
 
@@ -116,8 +151,9 @@ def series(plan: Plan, linesize: int, times: int, name: str, job=None) \
     """Run the plan `times` times (once()), stopping at a failure or an interrupt; the
     outcomes, the failures and the tests cut short."""
     outcomes, lines, cut = [], [], []
+    pins = Pins(plan.settings.files)
     for k in range(times):
-        outcome, said, short = once(plan, linesize, name, k, times, job)
+        outcome, said, short = once(plan, linesize, name, k, times, job, pins, k > 0)
         outcomes.append(outcome)
         lines += said
         cut += short
@@ -141,10 +177,12 @@ def run(plan: Plan, linesize: int, job=None) -> Runs:
                     tuple(cut))
     alone: list[list[Outcome]] = [[] for _ in plan.groups]
     together, failures, unfinished = [], [], []
+    pins = Pins(plan.settings.files)
     for k in range(times):
         for group, mine in zip(plan.groups, alone):
             outcome, lines, cut = once(alone_plan(plan, group), linesize,
-                                       f"group {group.index} alone (-baseline)", k, times, job)
+                                       f"group {group.index} alone (-baseline)", k, times, job,
+                                       pins, k > 0 and group is plan.groups[0])
             mine.append(outcome)
             failures += lines
             unfinished += cut
@@ -153,7 +191,7 @@ def run(plan: Plan, linesize: int, job=None) -> Runs:
                         if runs]
                 return Runs(plan, tuple(together), tuple(kept), tuple(failures),
                             outcome.interrupted, ranks, tuple(unfinished))
-        outcome, lines, cut = once(plan, linesize, "", k, times, job)
+        outcome, lines, cut = once(plan, linesize, "", k, times, job, pins)
         together.append(outcome)
         failures += lines
         unfinished += cut

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from torque_async import orchestrator, outputs, runs
+from torque_async import outputs, runs
 from torque_async.io import identity, plancheck, scratch, tree
 from torque_async.units import KB
 from torque_async.web import check as web_check

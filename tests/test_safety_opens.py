@@ -111,13 +111,18 @@ def test_a_device_or_fifo_put_in_a_write_file_s_place_is_refused_never_written(
     assert stat.S_ISCHR(os.stat("T").st_mode) == (what == "device")
 
 
-def test_a_device_put_in_a_write_file_s_place_is_written_with_write_devices(capsys, key,
-                                                                             monkeypatch):
+def test_a_device_put_in_a_write_file_s_place_is_refused_even_with_write_devices(
+        capsys, key, monkeypatch):
+    """-writeDevices lets a test write a device it was given, not one moved in under the name
+    of the file the command saw."""
     Path("T").write_bytes(bytes(32 * KB))
     after_first_run(monkeypatch, lambda: plant("T", "device"))
     code, _, err = execute(capsys, "-smkey", key, "-writeDevices", "-repeat", "2", "-f", "T",
                            *WRITE)
-    assert code == 0, err
+    assert code == 1 and "Traceback" not in err, err
+    assert ("repetition 2 of 2: test 0 (-w, group 0, process 0) failed: -f T was replaced since "
+            "this command saw it") in err, err
+    assert stat.S_ISCHR(os.stat("T").st_mode)
 
 
 def between_repetitions(monkeypatch, act, runs_each: int = 1) -> None:
@@ -478,14 +483,73 @@ def test_two_web_cfiles_on_one_new_dir_at_once_both_end_with_the_site_made():
     assert site.missing("site", law) is None
 
 
-def test_a_file_replaced_within_a_baseline_repetition_is_refused_at_the_next_one(capsys, key,
-                                                                               monkeypatch):
-    """Within a repetition (between its runs alone and together) no check is made: the next
-    repetition refuses the file, and the report keeps the first repetition whole."""
+REPLACED = "failed: -f T was replaced since this command saw it (another file under its name)"
+
+
+def test_a_file_moved_in_between_a_repetition_s_runs_alone_and_together_is_never_written(
+        capsys, key, monkeypatch):
+    """No check between the runs of a repetition: the open itself refuses it."""
     Path("T").write_bytes(bytes(32 * KB))
-    between_repetitions(monkeypatch, lambda: move_in("T", PRECIOUS))   # before group 1 alone
+    between_repetitions(monkeypatch, lambda: move_in("T", PRECIOUS), 2)   # before together
     code, out, err = execute(capsys, "-smkey", key, "-repeat", "2", "-baseline", "-f", "T",
                              *WRITE[1:], "-n", "8", "-KB", "4", "-bcopy")   # (two processes)
     assert code == 1 and "Traceback" not in err, err
-    assert ("group 0 alone (-baseline), repetition 2 of 2: -f T was replaced since this command "
-            "saw it") in err, err
+    assert f"repetition 1 of 2: test 0 (-w, group 0, process 0) {REPLACED}" in err, err
+    assert Path("T").read_bytes() == PRECIOUS
+    assert [n for n in os.listdir() if n.startswith("T")] == ["T"]   # nothing left beside it
+
+
+def test_a_file_moved_in_after_the_plan_s_check_is_never_written(capsys, key, monkeypatch):
+    Path("T").write_bytes(bytes(32 * KB))
+    checked = plancheck.check_file
+
+    def check_then_move_in(*args):
+        checked(*args)
+        move_in("T", PRECIOUS)
+    monkeypatch.setattr(plancheck, "check_file", check_then_move_in)
+    opened = written_inodes(monkeypatch)
+    code, out, err = execute(capsys, "-smkey", key, "-f", "T", *WRITE)
+    assert code == 1 and "Traceback" not in err, err
+    assert f"test 0 (-w, group 0, process 0) {REPLACED}" in err, err
+    assert os.stat("T").st_ino not in opened
+    assert Path("T").read_bytes() == PRECIOUS
+
+
+@pytest.mark.parametrize("streams", [False, True])
+def test_a_file_the_run_made_and_then_replaced_is_never_written(capsys, key, monkeypatch,
+                                                                 streams):
+    """Pinned once made: replaced after the next repetition's checks, its open refuses it."""
+    after_first_run(monkeypatch, lambda: move_in("T", PRECIOUS))
+    test = ["-streams", "w", "1", "64", "4", "0", "0.1", "1"] if streams else WRITE
+    code, out, err = execute(capsys, "-smkey", key, "-repeat", "2", "-f", "T", *test)
+    assert code == 1 and "Traceback" not in err, err
+    assert "repetition 2 of 2: test 0 (-" in err and f"group 0, process 0) {REPLACED}" in err, err
+    assert Path("T").read_bytes() == PRECIOUS
+
+
+def test_a_write_file_edited_in_place_between_repetitions_is_written(capsys, key, monkeypatch):
+    Path("T").write_bytes(bytes(32 * KB))
+
+    def edit():
+        with open("T", "r+b") as f:                     # the same file: not replaced
+            f.write(PRECIOUS[:100])
+    after_first_run(monkeypatch, edit)
+    code, out, err = execute(capsys, "-smkey", key, "-repeat", "2", "-f", "T", *WRITE)
+    assert code == 0, err
+
+
+def test_an_open_for_writing_opens_only_the_file_pinned(tmp_path):
+    path = str(tmp_path / "T")
+    Path(path).write_bytes(bytes(KB))
+    who = identity.pin(path)
+    os.close(identity.opened(path, os.O_RDWR | os.O_NOFOLLOW, who=who))
+    move_in(path, PRECIOUS)
+    assert identity.pin(path) != who
+    for flags in (os.O_RDWR, os.O_RDWR | os.O_CREAT):
+        with pytest.raises(identity.Replaced):
+            identity.opened(path, flags | os.O_NOFOLLOW, who=who)
+    os.unlink(path)                                     # gone: never made again in its place
+    with pytest.raises(identity.Replaced):
+        identity.opened(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, who=who)
+    assert not os.path.lexists(path)
+    assert Path(path).parent.exists()

@@ -69,7 +69,8 @@ class LoopSide:
 
     async def build(self, proc: Proc) -> None:
         self.tests.append((proc, make_test(proc, self.plan.settings.seed, self.linesize,
-                                           self.plan.settings, len(self.procs))))
+                                           self.plan.settings, len(self.procs),
+                                           self.plan.pins)))
 
     async def setup(self) -> None:
         """Build and set up every loop test, in order, until one fails (which stops the run)."""

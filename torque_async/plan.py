@@ -1,7 +1,7 @@
 """The frozen, picklable result of parsing: global settings and one group per action."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -31,6 +31,8 @@ class Plan:
     config: str | None            # the configuration file read, if any
     aliases: tuple[tuple[str, str], ...]
     from_config: bool             # the groups came from the configuration file
+    pins: dict = field(default_factory=dict, compare=False)   # -f path -> who the file is
+                                  # (identity.pin), as the command saw it or its run made it
 
     def procs(self) -> tuple[Proc, ...]:
         """Every test process, numbered in order; -child n keeps only process n."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from . import figures, orchestrator
-from .io import identity
+from .io import files, identity
 from .outcome import Outcome
 from .plan import Group, Plan, Proc
 from .results import Record
@@ -96,20 +96,17 @@ def alone_plan(plan: Plan, group: Group) -> Plan:
 
 
 class Pins:
-    """Who each -f file is (identity.of: inode and birth time) as the plan saw it, or as the
-    run that made it left it: a repetition after the first refuses a file replaced since
-    (another file moved in under its name), which its tests would otherwise open and write; the
-    repetitions before it stay whole. (A single host's runs; under mpiexec a rank that did not
-    run would hold the others at their meeting.)"""
-    def __init__(self, paths):
-        self.paths, self.seen = tuple(dict.fromkeys(paths)), {}
+    """Who each -f file is (identity.pin: device, inode and birth time) as the plan's check saw
+    it (Plan.pins, validate.py), or as the run that made it left it. Every open for writing of
+    an -f file opens only that file (io/files.py: refused at the open, in any run); a repetition
+    after the first also refuses, before any of its runs, a file replaced since (read or
+    written), so the repetitions before it stay whole. (That check is a single host's: under
+    mpiexec a rank that did not run would hold the others at their meeting; each rank's opens
+    still check their own files.)"""
+    def __init__(self, paths, seen: dict | None = None):
+        self.paths, self.seen = tuple(dict.fromkeys(paths)), {} if seen is None else seen
 
-    @staticmethod
-    def who(path: str):
-        try:
-            return identity.of(None, path)
-        except FileNotFoundError:
-            return None
+    who = staticmethod(identity.pin)
 
     def note(self) -> None:
         for path in self.paths:
@@ -117,8 +114,7 @@ class Pins:
                 self.seen[path] = now
 
     def replaced(self) -> list[str]:
-        return [f"-f {path} was replaced since this command saw it (another file under its "
-                f"name): its tests write and read only the file they were given; nothing ran"
+        return [f"{files.replaced(path)}; nothing ran"
                 for path, was in self.seen.items() if self.who(path) != was]
 
 
@@ -131,8 +127,8 @@ def once(plan: Plan, linesize: int, name: str, k: int, times: int, job=None,
     after the first repetition) a run whose -f files were replaced since does not run."""
     which = ", ".join(filter(None, (name, times > 1 and f"repetition {k + 1} of {times}")))
     said = f"{which}: " if which else ""
-    if pins is not None and not job:
-        if check and (gone := pins.replaced()):
+    if pins is not None:
+        if check and not job and (gone := pins.replaced()):
             return Outcome((), tuple(gone)), [said + f for f in gone], []
         pins.note()
     outcome = orchestrator.run(plan, linesize, job and job.meet)
@@ -151,7 +147,7 @@ def series(plan: Plan, linesize: int, times: int, name: str, job=None) \
     """Run the plan `times` times (once()), stopping at a failure or an interrupt; the
     outcomes, the failures and the tests cut short."""
     outcomes, lines, cut = [], [], []
-    pins = Pins(plan.settings.files)
+    pins = Pins(plan.settings.files, plan.pins)
     for k in range(times):
         outcome, said, short = once(plan, linesize, name, k, times, job, pins, k > 0)
         outcomes.append(outcome)
@@ -177,7 +173,7 @@ def run(plan: Plan, linesize: int, job=None) -> Runs:
                     tuple(cut))
     alone: list[list[Outcome]] = [[] for _ in plan.groups]
     together, failures, unfinished = [], [], []
-    pins = Pins(plan.settings.files)
+    pins = Pins(plan.settings.files, plan.pins)
     for k in range(times):
         for group, mine in zip(plan.groups, alone):
             outcome, lines, cut = once(alone_plan(plan, group), linesize,

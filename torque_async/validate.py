@@ -8,6 +8,7 @@ import sys
 from . import cluster, limits, outputs, rtprio
 from .errors import UsageError
 from .inputs import kind
+from .io import identity
 from .kinds import KINDS, LOOP, resolve
 from .plan import Plan
 
@@ -39,6 +40,9 @@ def check(plan: Plan) -> None:
         raise UsageError(f"-child {child}: the plan has {total} test processes (0..{total - 1})")
     procs = plan.procs()
     loop_cpu(plan)
+    for path in plan.settings.files:   # who each -f file is, before it is looked at: its tests
+        if path not in plan.pins and (who := identity.pin(path)) is not None:
+            plan.pins[path] = who      # open for writing only that file (io/files.py)
     for g in plan.groups:
         check_cpus(g)
         check_time(g)

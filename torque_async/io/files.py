@@ -70,28 +70,43 @@ def made_note(path: str, was: int | None, now: int) -> str:
         if now > was else ""
 
 
+def replaced(path: str) -> str:
+    return (f"-f {path} was replaced since this command saw it (another file under its name): "
+            f"its tests write and read only the file they were given")
+
+
 def open_file(path: str, write: bool, create: bool, mode: Mode, opener=None,
-              devices: bool = False) -> tuple[int, Mode]:
+              devices: bool = False, pins: dict | None = None) -> tuple[int, Mode]:
     """Open one test file; a file system that refuses O_DIRECT turns the mode into the fallback.
     A write-open never follows a symbolic link; `opener(flags)` opens it instead of the path
     (a scratch file or a tree file, relative to its directory's descriptor). The path is opened
     without waiting and kept only for a regular file, a block device to read, or a device to
     write with `devices` (-writeDevices): what the name holds may have changed since the plan's
-    check (a -repeat's next repetition opens it again)."""
+    check (a -repeat's next repetition opens it again). `pins` (runs.Pins: path -> who the
+    file is, identity.pin): a write-open opens only the file pinned under the path, and pins
+    the file it made where none was."""
     flags = (os.O_RDWR | os.O_NOFOLLOW if write else os.O_RDONLY) | os.O_CLOEXEC | \
         (os.O_CREAT if create else 0)
     kinds = identity.DEVICES if write and devices else identity.REGULAR if write else \
         identity.BLOCK
-    opener = opener or (lambda how: identity.opened(path, how, 0o644, kinds=kinds))
+    pinned = pins is not None and write and opener is None
+    who = pins.get(path) if pinned else None
+    opener = opener or (lambda how: identity.opened(path, how, 0o644, kinds=kinds, who=who))
     try:
+        fd = None
         if mode.direct:
             try:
-                return opener(flags | os.O_DIRECT), mode
+                fd = opener(flags | os.O_DIRECT)
             except OSError as e:
                 if e.errno != errno.EINVAL:
                     raise
                 mode = Mode(False, True, f"{FALLBACK} (O_DIRECT refused on {mode.fs})")
-        return opener(flags), mode
+        fd = opener(flags) if fd is None else fd
+        if pinned and who is None:         # made by this run (or not seen before): pinned now
+            pins[path] = identity.on(fd, "", identity.AT_EMPTY_PATH)
+        return fd, mode
+    except identity.Replaced:
+        raise TestError(f"{replaced(path)}; it was not opened") from None
     except OSError as e:
         why = "it is a symbolic link (writes never follow one)" if e.errno == errno.ELOOP \
             else e.strerror

@@ -88,7 +88,8 @@ class FileTest:
                                    self.extra_bytes), self.align, self.paths[0])
         for i, path in enumerate(self.paths):
             fd, mode = open_file(path, self.writes, self.writes and self.spec.source == "list",
-                                 mode, self.opener(i), self.ctx.settings.writeDevices)
+                                 mode, self.opener(i), self.ctx.settings.writeDevices,
+                                 self.ctx.pins)
             self.fds.append(fd)
         if self.grows is not None:         # a -f file to write: made, or grown by the writes
             existed, need = self.grows     # (its size read from what was opened)

@@ -13,7 +13,8 @@ removed as a killed run's leftover.
 
 opened() opens a name without waiting (a FIFO would block an open or a read for ever) and keeps
 it only when fstat shows a regular file, or a device where the caller allows one (an open for
-writing looks before it opens): what a name holds may change between a check and the open.
+writing looks before it opens): what a name holds may change between a check and the open. Given
+who the file is (pin(): as the command saw it), an open for writing opens only that file.
 """
 from __future__ import annotations
 
@@ -27,7 +28,8 @@ from ..inputs import kind
 
 AT_SYMLINK_NOFOLLOW = 0x100
 STATX_INO, STATX_BTIME = 0x100, 0x800
-INO, BTIME = 32, 80                # offsets in struct statx: stx_ino, stx_btime (s, then ns)
+INO, BTIME, DEV = 32, 80, 136      # offsets in struct statx: stx_ino, stx_btime (s, then ns),
+                                   # stx_dev_major (then minor)
 
 _statx = getattr(ctypes.CDLL(None, use_errno=True), "statx", None)    # glibc 2.28 on
 
@@ -47,9 +49,24 @@ def of_open(fd: int) -> tuple[int, int]:
 def of(dir_fd: int | None, name: str, flags: int = 0) -> tuple[int, int]:
     """(inode, birth ns or 0) of `name` in the directory open on dir_fd (None: the path as it
     stands), not following a link; OSError (FileNotFoundError, ...) as os.stat raises it."""
+    return on(dir_fd, name, flags)[1:]
+
+
+def pin(path: str) -> tuple[int, int, int] | None:
+    """Who the file at `path` is (its device, inode and birth ns or 0), not following a link:
+    what an open for writing checks the file it opened against (opened()); None: nothing there."""
+    try:
+        return on(None, path)
+    except FileNotFoundError:
+        return None
+
+
+def on(dir_fd: int | None, name: str, flags: int = 0) -> tuple[int, int, int]:
+    """(device, inode, birth ns or 0): see of()."""
     if _statx is None:
-        return (os.fstat(dir_fd) if flags & AT_EMPTY_PATH else
-                os.stat(name, dir_fd=dir_fd, follow_symlinks=False)).st_ino, 0
+        st = os.fstat(dir_fd) if flags & AT_EMPTY_PATH else \
+            os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        return st.st_dev, st.st_ino, 0
     buf = ctypes.create_string_buffer(256)
     if _statx(AT_FDCWD if dir_fd is None else dir_fd, os.fsencode(name),
               AT_SYMLINK_NOFOLLOW | flags, STATX_INO | STATX_BTIME, buf):
@@ -59,7 +76,8 @@ def of(dir_fd: int | None, name: str, flags: int = 0) -> tuple[int, int]:
     ino = int.from_bytes(buf.raw[INO:INO + 8], "little")
     seconds = int.from_bytes(buf.raw[BTIME:BTIME + 8], "little", signed=True)
     nanos = int.from_bytes(buf.raw[BTIME + 8:BTIME + 12], "little")
-    return ino, seconds * 1_000_000_000 + nanos if mask & STATX_BTIME else 0
+    dev = os.makedev(*(int.from_bytes(buf.raw[at:at + 4], "little") for at in (DEV, DEV + 4)))
+    return dev, ino, seconds * 1_000_000_000 + nanos if mask & STATX_BTIME else 0
 
 
 MARK = "user.torque-async"         # the extended attribute a made file carries without btime
@@ -111,8 +129,12 @@ BLOCK = (stat.S_ISREG, stat.S_ISBLK)
 DEVICES = (stat.S_ISREG, stat.S_ISBLK, stat.S_ISCHR)
 
 
+class Replaced(OSError):
+    """An open for writing found another file under the name than the one it was to open."""
+
+
 def opened(name: str, flags: int, mode: int = 0o644, dir_fd: int | None = None,
-           kinds=REGULAR) -> int:
+           kinds=REGULAR, who=None) -> int:
     """os.open(name, flags) that never waits and keeps only a file of `kinds` (REGULAR, BLOCK:
     or a block device, DEVICES: or any device). A read-only open is made with O_NONBLOCK,
     looked at (fstat) and then given the flags asked. An open for writing first opens the name
@@ -120,7 +142,8 @@ def opened(name: str, flags: int, mode: int = 0o644, dir_fd: int | None = None,
     opens that same file (through /proc/self/fd: no name is resolved again), so a file it may
     not write is never opened for writing; a name that does not exist is created new (O_CREAT:
     O_EXCL, a regular file). OSError: ELOOP for a symbolic link (with O_NOFOLLOW), EPERM ('it
-    is a FIFO, ...') for another kind."""
+    is a FIFO, ...') for another kind. `who` (pin()): an open for writing opens only that file,
+    looked at on the descriptor (a name gone or holding another file: Replaced)."""
     if flags & os.O_ACCMODE == os.O_RDONLY and not flags & os.O_CREAT:
         fd = os.open(name, flags | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
         try:
@@ -140,6 +163,8 @@ def opened(name: str, flags: int, mode: int = 0o644, dir_fd: int | None = None,
         except FileNotFoundError:
             if not flags & os.O_CREAT:
                 raise
+            if who is not None:
+                raise Replaced(errno.ENOENT, "another file than the one meant", name) from None
             try:
                 return os.open(name, flags | os.O_EXCL | os.O_CLOEXEC, mode, dir_fd=dir_fd)
             except FileExistsError:
@@ -154,6 +179,8 @@ def opened(name: str, flags: int, mode: int = 0o644, dir_fd: int | None = None,
                 raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), name)
             if not any(test(st.st_mode) for test in kinds):
                 raise refusal(name, st.st_mode, kinds)
+            if who is not None and on(path, "", AT_EMPTY_PATH) != tuple(who):
+                raise Replaced(errno.ESTALE, "another file than the one meant", name)
             return os.open(f"/proc/self/fd/{path}",
                            flags & ~(os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW) | os.O_CLOEXEC)
         finally:

@@ -35,17 +35,19 @@ class TestContext:
     linesize: int             # cache line size in bytes (-linesize or the machine's)
     settings: Any = None      # options.Globals of the run (loop tests: -f files, -engine, -seed)
     loop_tests: int = 0       # loop tests: how many tests share the event loop, this one included
+    pins: Any = None          # loop tests: Plan.pins (-f path -> who the file is), or None
 
     @property
     def local(self):
         return self.group.local
 
 
-def make_test(proc, seed: int, linesize: int, settings: Any = None, loop_tests: int = 0):
+def make_test(proc, seed: int, linesize: int, settings: Any = None, loop_tests: int = 0,
+              pins: Any = None):
     """Build the test of `proc` (a torque_async.plan.Proc), worker or loop test alike: its rng
     comes from (-seed, row), so -seed reproduces a run whichever side runs the test."""
     ctx = TestContext(proc.group, proc.index, proc.row, np.random.default_rng([seed, proc.row]),
-                      proc.group.local.linesize or linesize, settings, loop_tests)
+                      proc.group.local.linesize or linesize, settings, loop_tests, pins)
     return KINDS[proc.group.action].load()(ctx)
 
 

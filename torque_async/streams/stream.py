@@ -62,7 +62,7 @@ class StreamTest:
         path = files[list_index(ctx.group, ctx.proc, ctx.row)] if files else None
         writes = any(stage.op.kind == WRITE for stage in self.stages)
         return FileTracks(path, g.tracks, g.slots, g.size, ctx.local, ctx.row,
-                          ctx.settings.engine, writes, ctx.settings.writeDevices)
+                          ctx.settings.engine, writes, ctx.settings.writeDevices, ctx.pins)
 
     async def setup(self) -> None:
         g = self.geometry

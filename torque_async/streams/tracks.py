@@ -62,7 +62,8 @@ class FileTracks:
     dropped from the page cache; `note` says which, and the engine that moves the frames."""
 
     def __init__(self, path: str | None, tracks: int, slots: int, size: int, local, row: int,
-                 engine: str = "auto", writes: bool = True, devices: bool = False):
+                 engine: str = "auto", writes: bool = True, devices: bool = False,
+                 pins: dict | None = None):
         self.size, self.slots = size, slots
         self.engine, self.ids = None, {}     # (address, length) of a frame -> engine buffer id
         self.scratch = ""                     # its name in the run's scratch directory
@@ -77,7 +78,7 @@ class FileTracks:
         try:
             mode = choose_mode(local, (size,), block_size(path), path)
             writes = writes or bool(self.scratch)        # (a scratch file is filled first)
-            self.fd, mode = open_file(path, writes, writes, mode, opener, devices)
+            self.fd, mode = open_file(path, writes, writes, mode, opener, devices, pins)
             need = tracks * slots * size
             was = os.lseek(self.fd, 0, os.SEEK_END) if existed else None  # (a device's too)
             if (was or 0) < need:

@@ -54,10 +54,11 @@ def of(dir_fd: int | None, name: str, flags: int = 0) -> tuple[int, int]:
 
 def pin(path: str) -> tuple[int, int, int] | None:
     """Who the file at `path` is (its device, inode and birth ns or 0), not following a link:
-    what an open for writing checks the file it opened against (opened()); None: nothing there."""
+    what an open for writing checks the file it opened against (opened()); None: nothing there,
+    or a name that cannot be looked at (too long, under a file): the plan's checks then say why."""
     try:
         return on(None, path)
-    except FileNotFoundError:
+    except OSError:
         return None
 
 

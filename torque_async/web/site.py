@@ -484,18 +484,40 @@ def open_log(tree: Tree) -> int:
     as filebench makes its log fileset anew (appended to for ever, it would grow with every
     run)."""
     manifest = read_manifest(tree.root) or {}
-    token = manifest.get("token")
     try:
-        fd = identity.opened(LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL | NOFOLLOW,
-                             0o644, tree.fd)
+        fd = new_log(tree, manifest.get("token"))
     except FileExistsError:
         fd = identity.opened(LOG, os.O_WRONLY | os.O_APPEND | NOFOLLOW, dir_fd=tree.fd)
         if os.fstat(fd).st_nlink != 1 or not log_is_own(tree.root, manifest, fd):
             os.close(fd)
             raise ValueError(f"{os.path.join(tree.root, LOG)} {NOT_LOG}") from None
-    else:
+    os.ftruncate(fd, 0)
+    return fd
+
+
+def new_log(tree: Tree, token: str | None) -> int:
+    """A new log, marked with the site's token before it takes its name (made nameless, then
+    linked into place), so that another rank serving the site never finds it unmarked;
+    FileExistsError when the name is taken. Where the file system makes no nameless file, it
+    is made under its name and marked then."""
+    def mark(fd: int) -> None:
         if token:
             with contextlib.suppress(OSError):     # (without extended attributes: a later run
                 os.setxattr(fd, identity.MARK, token.encode())   # refuses it, if it is left)
-    os.ftruncate(fd, 0)
+    try:
+        fd = os.open(".", os.O_TMPFILE | os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC, 0o644,
+                     dir_fd=tree.fd)
+    except OSError as e:
+        if e.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
+            raise
+        fd = identity.opened(LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL | NOFOLLOW,
+                             0o644, tree.fd)
+        mark(fd)
+        return fd
+    try:
+        mark(fd)
+        os.link(f"/proc/self/fd/{fd}", LOG, dst_dir_fd=tree.fd)
+    except BaseException:
+        os.close(fd)
+        raise
     return fd

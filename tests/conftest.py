@@ -32,6 +32,13 @@ os.environ["PYTHONPATH"] = str(REPO)    # and in-process runs' workers' server (
                                         # forkserver ignores the sys.path it is sent)
 NO_URING = uring.unavailable()       # e.g. io_uring_disabled, a seccomp filter
 needs_uring = pytest.mark.skipif(NO_URING is not None, reason=f"io_uring: {NO_URING}")
+DIRECT = uring.chains()             # how -web's requests open files through a ring here
+needs_direct_files = pytest.mark.skipif(DIRECT[0] != "direct", reason="io_uring opens no direct "
+                                        f"descriptors here: {DIRECT[1] or DIRECT[0]}")
+LOOP = shutil.which("losetup") is not None and os.path.exists("/dev/loop-control") and \
+    os.geteuid() == 0
+needs_loop = pytest.mark.skipif(not LOOP, reason="no loop devices here (losetup, "
+                                "/dev/loop-control and root)")
 AUTO = "io_uring" if NO_URING is None else f"threads (io_uring unavailable: {NO_URING})"  # -engine auto
 
 

@@ -23,7 +23,7 @@ from torque_async.results import ROW
 from torque_async.kind_api import api
 from torque_async.web import client, site
 
-from conftest import CMD, ENV, assert_one_clean_line, execute, needs_uring
+from conftest import CMD, ENV, assert_one_clean_line, execute, needs_direct_files, needs_uring
 
 OPS = {rings.OP_OPENAT: "open", rings.OP_READ: "read", rings.OP_CLOSE: "close"}
 
@@ -231,7 +231,7 @@ def test_a_chain_that_fails_halfway_still_closes_its_file(tree, monkeypatch):
     asyncio.run(scenario())
 
 
-@pytest.mark.parametrize("how", ["direct", "fd"])
+@pytest.mark.parametrize("how", [pytest.param("direct", marks=needs_direct_files), "fd"])
 def test_a_chain_that_fails_before_its_close_gets_one(tree, monkeypatch, how):
     """-T splits a request at each read: a read that fails in a chain without the close is
     followed by a chain that closes the file (its direct descriptor, or its fd)."""
@@ -259,12 +259,10 @@ def test_a_chain_that_fails_before_its_close_gets_one(tree, monkeypatch, how):
     asyncio.run(scenario())
 
 
-@needs_uring
+@needs_direct_files
 def test_the_ring_closes_a_direct_descriptor_after_a_failed_read(tree):
     """The kernel's side of it: a read into a bad address fails (EFAULT), and the close linked
     hard after it still closes the file."""
-    if uring.chains()[0] != "direct":
-        pytest.skip("this kernel's io_uring opens no direct descriptors")
     name = ctypes.create_string_buffer(os.fsencode(site.names(
         json.loads((tree / site.MANIFEST).read_text())["dirs"])[0]))
 
@@ -374,8 +372,6 @@ def test_the_ring_reads_a_file_of_more_reads_than_a_chain_holds(capsys, tmp_path
                                                                 how):
     """128 KB files in 1 KB reads: a request goes in three chains (uring.PIECE entries at
     most), through direct descriptors or ordinary ones, and leaves no descriptor open."""
-    if how == "direct" and uring.chains()[0] != "direct":
-        pytest.skip("this kernel's io_uring opens no direct descriptors")
     monkeypatch.setattr(client, "chains", lambda: (how, ""))
     code, out, err = execute(capsys, "-smkey", "0x5E0F4", "-fast", "-engine", "uring", "-json",
                              str(tmp_path / "out.json"), "-dir", str(tmp_path / "site"),
@@ -411,13 +407,11 @@ def test_the_device_queue_is_the_growth_of_the_weighted_io_time(tmp_path):
     assert disk.weighted_ms((254, 0), str(tmp_path / "none")) is None
 
 
-@needs_uring
+@needs_direct_files
 def test_more_clients_than_the_ring_holds_chains_for_are_refused(tmp_path):
     """Each client of the loop holds a direct descriptor of the ring's table, which the
     descriptor limit bounds: past it, one line with the numbers (exit 2); -engine threads
     runs them."""
-    if uring.chains()[0] != "direct":
-        pytest.skip("this kernel's io_uring opens no direct descriptors")
 
     def low():
         resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))

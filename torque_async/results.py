@@ -123,6 +123,8 @@ ROW = np.dtype([
     ("op_sum", "i8", (len(WEB_OPS),)), ("op_hist", "i8", (len(WEB_OPS), HIST_BUCKETS)),
     ("size_law", "i8", (len(SIZE_LAW),)),        # -web: the tree's sizes (SIZE_LAW)
     ("most_open", "i8"),                         # -web: most files its group held open at once
+    ("unsplit", "i8"),                           # -web: measured requests whose split into
+                                                 # operations is not resolved (not in op_*)
     ("web_load", "i8", (len(WEB_LOAD),)),        # -web: WEB_LOAD
     ("group_work", "i8", (3,)),                  # -web: requests, bytes read, bytes appended by
                                                  # its group's clients, measured or not, when it
@@ -385,6 +387,7 @@ class Record:
     op_lat: tuple[Stats, ...] = ()               # -web: latency of each of WEB_OPS
     size_law: tuple[int, ...] = ()
     most_open: int = 0
+    unsplit: int = 0
     group_work: tuple[int, ...] = ()
     web_load: tuple[int, ...] = ()
     launched: int = 0
@@ -435,7 +438,7 @@ class Record:
                                       sparse(r["op_hist"][i]))
                                 for i in range(int(r["nops"]))),
                    size_law=tuple(int(x) for x in r["size_law"]) if r["nops"] else (),
-                   most_open=int(r["most_open"]),
+                   most_open=int(r["most_open"]), unsplit=int(r["unsplit"]),
                    group_work=tuple(int(x) for x in r["group_work"]) if r["nops"] else (),
                    web_load=tuple(int(x) for x in r["web_load"]) if r["nops"] else ())
 

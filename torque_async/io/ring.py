@@ -106,7 +106,9 @@ class Ring:
         self.cq_head, self.cq_tail, self.cq_mask = cq_head >> 2, cq_tail >> 2, u32[cq_mask >> 2]
         self.cq_entries, self.cqes = cq_entries, memoryview(self.map)[cqes:cqes + 16 * cq_entries]
         self.tail = u32[self.sq_tail]
-        self.offsets = memoryview(self.sqe_map).cast("Q")[1::8]   # each SQE's file offset
+        fields = memoryview(self.sqe_map).cast("Q")
+        self.offsets = fields[1::8]                   # each SQE's file offset,
+        self.addrs, self.user_data = fields[2::8], fields[4::8]   # address and user_data
         self.free = list(range(self.entries - 1, -1, -1))
         self.lent: list[int] = []
         self.prep = SQE.pack_into
@@ -216,7 +218,7 @@ class Ring:
             bool(self.u32[self.sq_flags] & SQ_CQ_OVERFLOW)
 
     def close(self) -> None:
-        for view in (self.offsets, self.cqes, self.u32):
+        for view in (self.offsets, self.addrs, self.user_data, self.cqes, self.u32):
             view.release()
         self.map.close()
         self.sqe_map.close()

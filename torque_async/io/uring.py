@@ -206,12 +206,15 @@ class Chain:
     (forget() waits for it). The entry `open_i` and the entry `close_i` count the files held
     open in `files` as the loop sees their completions (a cancelled close closed nothing)."""
     __slots__ = ("key", "waiter", "future", "res", "at", "left", "t0", "buf", "files",
-                 "open_i", "close_i")
+                 "open_i", "close_i", "done", "sqes", "order")
 
     def __init__(self, key: int, buf: int, files: Gauge):
         self.key, self.buf, self.files = key, buf, files
         self.waiter: Waiter | None = None
         self.future: asyncio.Future | None = None
+        self.done: Callable[[Chain], None] | None = None   # own(): called once it completes
+        self.sqes: list[int] = []          # own(): its SQEs (the open, each read, the close)
+        self.order: list[int] = []         # those of its next request, in the chain's order
         self.res: list[int] = []
         self.at: list[int] = []
         self.left = self.t0 = 0
@@ -335,6 +338,7 @@ class UringEngine:
         self.waiting: dict[int, Waiter] = {}   # user_data -> who waits for it
         self.chains: dict[int, Chain] = {}     # user_data >> 8 -> a chain in flight
         self.queued: list[Chain] = []          # chains queued, not yet submitted
+        self.owned: list[int] = []             # own()ed chains' SQEs, queued at the next push
         self.chain_flush: asyncio.Handle | None = None
         self.files: list[int] | None = None    # direct descriptors free (None: no table yet)
 
@@ -434,10 +438,52 @@ class UringEngine:
         ring.lent += sqes
         return sqes
 
+    def own(self, chain: Chain, ops: list[tuple]) -> bool:
+        """Give `chain` SQEs of its own, written once with `ops` (as request()'s: its open,
+        each read its files may need, its close): a plain function, chain.done(chain), then
+        answers each of its requests (no coroutine), and again() sends the next. False (none
+        taken) where the ring keeps too few to spare (Ring.take)."""
+        ring = self.ring
+        sqes = [ring.take() for _ in ops]
+        if -1 in sqes:
+            for i in sqes:
+                if i >= 0:
+                    ring.give_back(i)
+            return False
+        for j, (i, (op, flags, fd, addr, length, offset, op_flags, index)) in \
+                enumerate(zip(sqes, ops)):
+            ring.chain(i, op, flags, fd, addr, length, offset, chain.key | j, op_flags, index)
+        chain.sqes, chain.order = sqes, []
+        return True
+
+    def again(self, chain: Chain, name: int, reads: int) -> None:
+        """Send an own()ed chain again: its open of `name` (an address), its first `reads`
+        reads and its close; queued with the batch being answered, or this turn's chains."""
+        if len(chain.order) != reads + 2:      # its close is entry reads + 1
+            sqes = chain.sqes
+            chain.order = sqes[:reads + 1] + sqes[-1:]
+            self.ring.user_data[sqes[-1]] = chain.key | reads + 1
+            chain.res, chain.at = [0] * (reads + 2), [0] * (reads + 2)
+            chain.open_i, chain.close_i = 0, reads + 1
+        self.ring.addrs[chain.sqes[0]] = name
+        chain.left = reads + 2
+        self.owned += chain.order
+        self.enqueued(chain)
+
+    def disown(self, chain: Chain) -> None:
+        """Give back an own()ed chain's SQEs (it is not in flight: forget() waited)."""
+        for i in chain.sqes:
+            self.ring.give_back(i)
+        chain.sqes, chain.done = [], None
+
     def send_chain(self, chain: Chain, sqes: list[int]) -> None:
         """Queue the chain's SQEs: submitted with the batch of completions being answered, or
         with every chain queued in this turn of the loop."""
         self.ring.queue_all(sqes)
+        self.enqueued(chain)
+
+    def enqueued(self, chain: Chain) -> None:
+        """A chain's SQEs are queued (or own()ed ones due at the next push)."""
         self.chains[chain.key >> 8] = chain
         self.queued.append(chain)
         if self.holding:
@@ -612,6 +658,9 @@ class UringEngine:
                 del chains[key >> 8]
                 if sqes:
                     queue(sqes)
+                if chain.done is not None:
+                    chain.done(chain)
+                    continue
                 lane = chain.waiter
                 if lane is not None:
                     step(lane, chain, None)
@@ -785,6 +834,8 @@ class UringEngine:
         """Submit what is queued: the slots among it (`held`, and those started this turn) and
         the chains start at the clock read just before; what the kernel refused for now goes
         again retry_later()."""
+        if self.owned:
+            self.ring.queue_all(self.owned)
         t0 = now() if held or self.starting or self.queued else 0
         left = self.ring.submit()
         if t0:

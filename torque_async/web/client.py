@@ -250,6 +250,7 @@ class WebTest:
         self.engine_name, self.engine_note = engine_for(ctx)
         self.engine = self.chain = None
         self.buf, self.slot = -1, -1
+        self.unsplit = 0               # measured requests whose split into operations is unknown
 
     async def setup(self) -> None:
         self.site = await Site.of(self.ctx)
@@ -283,94 +284,192 @@ class WebTest:
 
     async def run(self, meter) -> None:
         if self.engine_name == "uring" and self.site.gate is None:
-            await self.engine.drive([self.requests(meter)])   # a lane: stepped by the engine
+            if self.chained_ok():
+                await self.chained(meter)               # a plain function per completion
+            else:
+                await self.engine.drive([self.requests(meter)])   # a lane, stepped by the engine
         else:
             await self.requests(meter)
 
+    def starting(self, meter) -> None:
+        """Ready the client's requests (requests() and chained())."""
+        shared, local = self.site, self.local
+        meter.row["file"], meter.row["file_bytes"] = os.fsencode(shared.tree.root), shared.largest
+        self.meter, self.published, self.until = meter, False, 0
+        self.picks, self.at, self.lengths, self.used = self.first, 0, [], 0
+        self.read = self.appended = self.extra = self.k = 0
+        self.t = self.turn = meter.ramp()
+
+    def claim(self) -> tuple[int, int]:
+        """The next request: what it is (the Meter's RAMP, MEASURED, EXTRA; STOP: no more) and
+        the file it reads; the measured ones are published once past them."""
+        k = self.k
+        what = MEASURED if k < self.until and not self.meter.stop[0] else self.decide(k)
+        if what == STOP:
+            return what, -1
+        if what != MEASURED and self.meter.start and not self.published:
+            self.finish(self.t, self.read, self.appended)   # t: the last measured one's end
+        at = self.at
+        if at == BLOCK:
+            self.picks, at = self.picker.block(), 0
+        self.at = at + 1
+        return what, self.picks[at]
+
+    def completed(self, what: int, f: int, got: int, t0: int, t: int, paused: int,
+                  held: int) -> None:
+        """Request f (`what` the Meter's) read `got` bytes from t0 to t, `paused` of it in -T's
+        waits, holding its file `held`: checked whole, counted for the group past -ramp, the
+        client's append due after it made, and recorded where measured."""
+        shared = self.site
+        if got != shared.sizes[f]:
+            tree = shared.tree
+            raise TestError(f"-web: {tree.root}/{tree.names[f]} "
+                            f"{changed(tree.fd, tree.names[f], got)}, not {shared.sizes[f]}: "
+                            f"the tree changed under the test")
+        self.k = k = self.k + 1
+        self.t = t
+        if what != RAMP:
+            if not shared.cpu0:
+                shared.begin()
+            shared.requests += 1
+            shared.read += got
+            shared.flight_ns += t - t0 - paused
+            shared.open_ns += held
+        if k % self.local.appendEvery == 0:
+            self.append(what)
+        if what == MEASURED:
+            self.read += got
+            self.meter.record(t - t0 - paused, t)       # the request's own time
+        elif what == EXTRA:
+            self.extra += 1
+
+    def append(self, what: int) -> None:
+        """Append a size drawn in [1, -appendKB] to the log, timed apart."""
+        shared, most = self.site, self.local.appendKB * KB
+        if self.used == len(self.lengths):
+            self.lengths, self.used = self.append_sizes.integers(1, most + 1, BLOCK).tolist(), 0
+        length = self.lengths[self.used]
+        self.used += 1
+        t2 = now()
+        try:
+            if os.write(shared.log, self.append_data[:length]) != length:
+                raise TestError(f"-web: a short append to {shared.tree.root}/{site.LOG}")
+        except OSError as e:
+            raise TestError(f"-web: appending to {shared.tree.root}/{site.LOG}: "
+                            f"{e.strerror}") from None
+        t3 = now()
+        shared.written += length
+        if what != RAMP:
+            shared.appended += length
+        if what == MEASURED:
+            self.ops[3].add(t3 - t2)
+            self.appended += length
+
+    def stopped(self) -> None:
+        """No more requests: publish what was measured if a stop came first, and the extra."""
+        if not self.published:
+            self.finish(self.t if self.meter.start else self.meter.begin(), self.read,
+                        self.appended)
+        self.meter.publish_extra(self.extra)
+
     async def requests(self, meter) -> None:
         """The client's requests, each through fetch(), until the Meter says stop."""
-        shared, local = self.site, self.local
-        tree = shared.tree
-        meter.row["file"], meter.row["file_bytes"] = os.fsencode(tree.root), shared.largest
-        self.meter, self.published, self.until = meter, False, 0
-        sizes, log, gate, flight = shared.sizes, shared.log, shared.gate, shared.flight
+        self.starting(meter)
+        shared = self.site
+        gate, flight = shared.gate, shared.flight
         fetch = {"uring": self.ring_fetch, "threads": self.thread_fetch,
                  "sync": self.sync_fetch}[self.engine_name]
-        sa = self.ops[3].add
-        record = meter.record
-        stop = meter.stop
         turns = self.engine_name == "sync"
-        every = local.appendEvery
-        data, most = self.append_data, local.appendKB * KB
-        picks, at = self.first, 0
-        lengths, used = [], 0
-        read, appended, extra = 0, 0, 0
-        t = self.turn = meter.ramp()
-        k = 0
         while True:
-            what = MEASURED if k < self.until and not stop[0] else self.decide(k)
+            what, f = self.claim()
             if what == STOP:
                 break
-            if what != MEASURED and meter.start and not self.published:
-                self.finish(t, read, appended)     # t: the end of the last measured request
-            measured = what == MEASURED
-            if at == BLOCK:
-                picks, at = self.picker.block(), 0
-            f = picks[at]
-            at += 1
             if gate is not None:
                 await gate.acquire()
             flight.up()
             try:
-                got, t0, t, paused, held = await fetch(f, measured)
+                got, t0, t, paused, held = await fetch(f, what == MEASURED)
             except BlockingIOError:            # a FIFO with a writer and nothing to read
                 got, t0, t, paused, held = -1, 0, 0, 0, 0
             finally:
                 flight.down()
                 if gate is not None:
                     gate.release()
-            if got != sizes[f]:
-                raise TestError(f"-web: {tree.root}/{tree.names[f]} "
-                                f"{changed(tree.fd, tree.names[f], got)}, not {sizes[f]}: the "
-                                f"tree changed under the test")
-            k += 1
-            if what != RAMP:
-                if not shared.cpu0:
-                    shared.begin()
-                shared.requests += 1
-                shared.read += got
-                shared.flight_ns += t - t0 - paused
-                shared.open_ns += held
-            if k % every == 0:
-                if used == len(lengths):
-                    lengths, used = self.append_sizes.integers(1, most + 1, BLOCK).tolist(), 0
-                length = lengths[used]
-                used += 1
-                t2 = now()
-                try:
-                    if os.write(log, data[:length]) != length:
-                        raise TestError(f"-web: a short append to {tree.root}/{site.LOG}")
-                except OSError as e:
-                    raise TestError(f"-web: appending to {tree.root}/{site.LOG}: "
-                                    f"{e.strerror}") from None
-                t3 = now()
-                shared.written += length
-                if what != RAMP:
-                    shared.appended += length
-                if measured:
-                    sa(t3 - t2)
-                    appended += length
-            if measured:
-                read += got
-                record(t - t0 - paused, t)                # the request's own time
-            elif what == EXTRA:
-                extra += 1
+            self.completed(what, f, got, t0, t, paused, held)
             if turns and t - self.turn > TURN_NS:     # the next client's turn
                 await asyncio.sleep(0)
                 self.turn = now()
-        if not self.published:               # stopped early: publish what was measured
-            self.finish(t if meter.start else meter.begin(), read, appended)
-        meter.publish_extra(extra)
+        self.stopped()
+
+    def chained_ok(self) -> bool:
+        """Whether chained() can serve this client: direct descriptors, no -T, every file of
+        the tree read in one chain, and SQEs of its own from the ring (own())."""
+        shared, chunk = self.site, self.local.size
+        most = max(1, -(-shared.largest // chunk))
+        if not shared.direct or self.local.T or most > PIECE - 2:
+            return False
+        self.reads = [max(1, -(-size // chunk)) for size in shared.sizes]
+        fixed = rings.SQE_IO_HARDLINK | rings.SQE_FIXED_FILE
+        slot, addr = self.slot, self.addr
+        return self.engine.own(self.chain, [
+            (rings.OP_OPENAT, rings.SQE_IO_LINK, shared.tree.fd, 0, 0, 0, OPEN_DIRECT, slot + 1),
+            *[(rings.OP_READ, fixed, slot, addr, chunk, j * chunk, 0, 0) for j in range(most)],
+            self.closing(True, slot, -1)])
+
+    async def chained(self, meter) -> None:
+        """The client's requests as a state machine, not a coroutine (the common case: a
+        coroutine's wake-up and awaits cost more than the rest of a request's Python): the
+        engine calls answered() when a request's chain has completed, which counts it and sends
+        the next (its SQEs are the client's own, only the open's name rewritten), in the same
+        pass over the batch of completions."""
+        self.starting(meter)
+        self.finished = asyncio.get_running_loop().create_future()
+        self.chain.done = self.answered
+        self.site.flight.up()
+        try:
+            self.send()
+            await self.finished
+        finally:
+            self.chain.done = None             # (cancelled: a chain in flight ends unanswered)
+            self.site.flight.down()
+
+    def send(self) -> None:
+        """Claim the next request and send its chain, or publish and end chained()."""
+        what, f = self.claim()
+        if what == STOP:
+            self.stopped()
+            self.finished.set_result(None)
+            return
+        self.what, self.f = what, f
+        self.engine.again(self.chain, self.site.starts[f], self.reads[f])
+
+    def answered(self, chain) -> None:
+        """The engine's call once the chain of request self.f has completed: count it (each
+        operation's latency where its split is resolved), then send the next."""
+        try:
+            res, at = chain.res, chain.at
+            if min(res) < 0:
+                raise self.refused(self.f, res)
+            t = at[-1]
+            got = res[1] if len(res) == 3 else sum(res[1:-1])
+            what = self.what
+            if what == MEASURED:
+                if at[0] == t:                 # (a warm tree's: the chain ran in its submit)
+                    self.unsplit += 1
+                else:
+                    self.timed([b - a for a, b in zip([chain.t0, *at], at)])
+            self.completed(what, self.f, got, chain.t0, t, 0, t - at[0])
+            self.send()
+        except BaseException as e:  # noqa: BLE001 - the client ends with it
+            if not self.finished.done():
+                self.finished.set_exception(e)
+
+    def refused(self, f: int, res: list[int]) -> TestError:
+        """What a request's chain whose entries `res` (its open, reads, close) failed says."""
+        error = next(r for r in res if r < 0 and r != CANCELLED)
+        what = "opening" if res[0] < 0 else "closing" if error == res[-1] else "reading"
+        tree = self.site.tree
+        return TestError(f"-web: {what} {tree.root}/{tree.names[f]}: {os.strerror(-error)}")
 
     async def sync_fetch(self, f: int, measured: bool) -> tuple[int, int, int, int, int]:
         """Request file f with blocking calls on the loop's thread, each timed apart (-engine
@@ -469,17 +568,9 @@ class WebTest:
             res, at = done.res, done.at
             if min(res) >= 0:
                 if measured:
-                    ops = self.ops
-                    ops[0].add(at[0] - done.t0)
-                    sr = ops[1].add
-                    for j in range(1, reads + 1):
-                        sr(at[j] - at[j - 1])
-                    ops[2].add(at[-1] - at[-2])
+                    self.timed([b - a for a, b in zip([done.t0, *at], at)])
                 return sum(res[1:-1]), done.t0, at[-1], 0, at[-1] - at[0]
-            error = next(r for r in res if r < 0 and r != CANCELLED)
-            what = "opening" if res[0] < 0 else "closing" if error == res[-1] else "reading"
-            raise TestError(f"-web: {what} {shared.tree.root}/{shared.tree.names[f]}: "
-                            f"{os.strerror(-error)}")
+            raise self.refused(f, res)
         fixed = rings.SQE_FIXED_FILE
         link, hard = rings.SQE_IO_LINK, rings.SQE_IO_HARDLINK
         name = shared.name_address(f)
@@ -546,7 +637,14 @@ class WebTest:
         return got, t0, prev, paused, prev - t_open
 
     def timed(self, lats: list[int]) -> None:
-        """A measured request's operations: its open, each read, its close (ns)."""
+        """A measured request's operations: its open, each read, its close (ns), each from the
+        end of the one before (the first from the request's start). Where one of them is 0 its
+        completion was seen with the one before (one batch of completions, one clock read):
+        the request's split is not resolved, so none of its figures is recorded (a 0 and a
+        neighbour carrying its time would be no measurement); it is counted in `unsplit`."""
+        if min(lats) <= 0:
+            self.unsplit += 1
+            return
         opened, read, closed = (s.add for s in self.ops[:3])
         opened(lats[0])
         for lat in lats[1:-1]:
@@ -590,6 +688,7 @@ class WebTest:
             r["op_count"][0, i], r["op_min"][0, i], r["op_max"][0, i] = s.count, s.lo, s.hi
             r["op_sum"][0, i], r["op_hist"][0, i] = s.total, s.hist
         r["size_law"][0] = shared.figures
+        r["unsplit"] = self.unsplit
         r["most_open"] = shared.files.most
         r["group_work"][0] = (shared.requests, shared.read, shared.appended)
         r["web_load"][0] = shared.load()
@@ -609,6 +708,8 @@ class WebTest:
     async def close(self) -> None:
         if self.engine is not None:
             await self.engine.forget([self.buf])    # waits for a chain still in flight
+            if self.chain.sqes:
+                self.engine.disown(self.chain)
             if self.slot >= 0:
                 self.engine.give_file(self.slot)
             self.engine.close()

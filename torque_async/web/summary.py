@@ -57,6 +57,7 @@ def group_summary(group, records, procs) -> dict[str, Any] | None:
             "read_mb_per_s": read * 1e9 / span / MB if span else 0.0,
             "append_mb_per_s": appended * 1e9 / span / MB if span else 0.0,
             "request": latency(merge([r.lat for r in mine])), "ops": ops,
+            "ops_unresolved": sum(r.unsplit for r in mine),
             "sizes": dict(zip(SIZE_LAW, law)), "most_open": sum(most_open.values()),
             "mean_open": open_ns / span if span else 0.0, "most_in_flight": most_flight,
             "mean_in_flight": flight_ns / span if span else 0.0,
@@ -100,8 +101,27 @@ def lines(group, records, procs, shortest_ns: int) -> list[str]:
         out.insert(2, f"Web group {group.index} log: {s['log_bytes']} bytes at the end, "
                    + ("kept (-keepLog)" if s["log_kept"] else "removed (-keepLog keeps it)"))
     out[1:1] = unresolved(group, s, shortest_ns)
+    out[-1:-1] = unsplit(group, s)
     for name, lat in (("request", s["request"]), *s["ops"].items()):
         if lat:
             out.append(", ".join([name, str(lat["count"]), *(f"{v / 1000:.1f}" for k, v in
                                                              lat.items() if k != "count")]))
+        elif name in SPLIT and s["ops_unresolved"]:
+            out.append(f"{name}, unresolved")
     return out
+
+
+SPLIT = WEB_OPS[:3]                              # a request's chain: open, reads, close
+
+
+def unsplit(group, s: dict[str, Any]) -> list[str]:
+    """The line that says for how many measured requests the split into open, reads and close
+    is not resolved (none when every one is)."""
+    n = s["ops_unresolved"]
+    if not n:
+        return []
+    return [f"Web group {group.index} operations: open, read and close resolved for "
+            f"{s['measured'] - n} of {s['measured']} timed requests; the other {n} are left out "
+            f"of their lines (their chain's completions were seen together, at one clock read: "
+            f"their split is unknown, their total is in the request line; -engine threads or "
+            f"sync time each call apart)"]

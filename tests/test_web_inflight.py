@@ -19,11 +19,14 @@ from torque_async import cmdline
 from torque_async.io import ring as rings
 from torque_async.io import uring
 from torque_async.meter import MEASURED, STOP
-from torque_async.results import ROW
+from torque_async.results import ROW, WEB_LOAD
+from torque_async.stats import Stats, bucket as sbucket
+from torque_async.web import summary
 from torque_async.kind_api import api
 from torque_async.web import client, site
 
 from conftest import CMD, ENV, assert_one_clean_line, execute, needs_direct_files, needs_uring
+from test_report import MS, record
 
 OPS = {rings.OP_OPENAT: "open", rings.OP_READ: "read", rings.OP_CLOSE: "close"}
 
@@ -454,3 +457,85 @@ def test_more_clients_than_the_ring_holds_chains_for_are_refused(tmp_path):
     done = subprocess.run([*argv, "-engine", "threads", "-web"],
                           capture_output=True, text=True, env=ENV, preexec_fn=low, timeout=300)
     assert done.returncode == 0, done.stderr
+
+
+def test_operations_seen_apart_are_their_stamped_differences(tree, monkeypatch):
+    """Each entry of a chain completes in a batch of its own (its own clock read): the open
+    runs from the submit to its completion, each read and the close from the entry before;
+    they sum to the request's latency, and every request's split is resolved."""
+    fake = FakeRing()
+    test, = clients(tree, monkeypatch, fake, "-KB", "8")      # 16 KB files: 2 reads
+
+    async def scenario():
+        await test.setup()
+        meter = FakeMeter(3)
+        run = asyncio.create_task(test.run(meter))
+        for step in (5, 9, 14):
+            await until(lambda: len(fake.pending) == 1)
+            assert fake.complete(step=step) == [["open", "read", "read", "close"]]
+        await run
+        opened, read, closed, _ = (s.settle() for s in test.ops)
+        assert (opened.count, read.count, closed.count) == (3, 6, 3)
+        assert (opened.lo, opened.hi, opened.total) == (5, 14, 28)
+        assert (read.lo, read.hi, read.total) == (5, 14, 56)
+        assert (closed.lo, closed.hi, closed.total) == (5, 14, 28)
+        assert meter.recorded == [20, 36, 56]                  # 4 entries, `step` apart
+        assert opened.total + read.total + closed.total == sum(meter.recorded)
+        assert test.unsplit == 0
+        await test.close()
+    asyncio.run(scenario())
+
+
+def test_operations_seen_together_are_unresolved_not_zero(tree, monkeypatch):
+    """A chain whose entries complete in one batch (one clock read, as a warm tree's do inside
+    their submit): its request's latency is measured, its split is not: no operation of it is
+    recorded (no 0s), it is counted, and the report says unresolved."""
+    fake = FakeRing()
+    test, = clients(tree, monkeypatch, fake, "-KB", "16")
+
+    async def scenario():
+        await test.setup()
+        meter = FakeMeter(4)
+        run = asyncio.create_task(test.run(meter))
+        for together in (True, False, True, True):
+            await until(lambda: len(fake.pending) == 1)
+            fake.complete(step=6, together=together)
+        await run
+        opened, read, closed, _ = (s.settle() for s in test.ops)
+        assert (opened.count, read.count, closed.count) == (1, 1, 1)   # the one seen apart
+        assert (opened.total, read.total, closed.total) == (6, 6, 6)
+        assert meter.recorded == [6, 18, 6, 6]                 # every request's own time
+        assert test.unsplit == 3
+        row = test.meter.row
+        assert row["unsplit"] == 3 and list(row["op_count"][0][:3]) == [1, 1, 1]
+        await test.close()
+    asyncio.run(scenario())
+
+
+def test_the_report_flags_unresolved_operations_and_counts_them():
+    plan = cmdline.parse("-dir site -p 2 -web".split())
+    group = plan.groups[0]
+    apart = Stats(5, 1000, 3000, 10000, ((sbucket(2000), 5),))
+    none = Stats(0, 0, 0, 0, ())
+
+    def rec(row, ops, unsplit):
+        return record(row, 1000, 50 * MS, 40, 16384, lat_count=40, lat_min=1000,
+                      lat_max=9000, lat_sum=40 * 5000, hist=((sbucket(5000), 40),), op_lat=ops,
+                      unsplit=unsplit, group_work=(80, 80 * 16384, 0),
+                      web_load=(0,) * len(WEB_LOAD), size_law=(12, 16384, 16384, 16384))
+    some = summary.group_summary(group, (rec(0, (apart, apart, apart, none), 35),
+                                         rec(1, (none,) * 4, 40)), plan.procs())
+    assert some["measured"] == 80 and some["ops_unresolved"] == 75
+    assert some["ops"]["open"]["count"] == 5
+    text = "\n".join(summary.lines(group, (rec(0, (apart, apart, apart, none), 35),
+                                           rec(1, (none,) * 4, 40)), plan.procs(), 0))
+    assert "open, read and close resolved for 5 of 80 timed requests; the other 75" in text
+    assert "\nopen, 5, " in text and "\nappend" not in text
+    nothing = "\n".join(summary.lines(group, (rec(0, (none,) * 4, 40), rec(1, (none,) * 4, 40)),
+                                      plan.procs(), 0))
+    assert "resolved for 0 of 80" in nothing
+    assert all(f"\n{op}, unresolved" in nothing for op in ("open", "read", "close"))
+    assert "\nopen, 0" not in nothing and "\nread, 0" not in nothing
+    alone = "\n".join(summary.lines(group, (rec(0, (apart, apart, apart, none), 0),),
+                                    plan.procs(), 0))
+    assert "resolved for" not in alone and "unresolved" not in alone

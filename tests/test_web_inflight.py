@@ -118,7 +118,7 @@ class FakeRing:
                     self.closed_slots.append(op[7] - 1)
             answered.append([OPS[op[0]] for op in ops])
             if future is None:                 # an own()ed chain: its client's done()
-                chain.done(chain)
+                chain.done(chain, self.clock, -1)
             else:
                 future.set_result(chain)
         return answered
@@ -539,3 +539,47 @@ def test_the_report_flags_unresolved_operations_and_counts_them():
     alone = "\n".join(summary.lines(group, (rec(0, (apart, apart, apart, none), 0),),
                                     plan.procs(), 0))
     assert "resolved for" not in alone and "unresolved" not in alone
+
+
+@needs_direct_files
+def test_the_ring_answers_a_whole_chain_at_once_and_a_failed_one_entry_by_entry(tree):
+    """own()ed chains on the real ring: one whose entries all completed in one batch is
+    answered once with its bytes read (numpy took the batch apart); one whose open failed
+    goes through the entry-by-entry path, its results each entry's; no file stays open."""
+    manifest = json.loads((tree / site.MANIFEST).read_text())
+    names = [os.fsencode(name) for name in site.names(manifest["dirs"])[:2]] + [b"missing"]
+    held = [ctypes.create_string_buffer(name) for name in names]
+
+    async def scenario():
+        engine = uring.UringEngine.shared()
+        dirfd = os.open(tree, os.O_RDONLY)
+        try:
+            views = [memoryview(bytearray(16384)) for _ in names]
+            ids, files, answers = engine.register(views), uring.Gauge(), []
+            chains = [engine.chain(i, files) for i in ids]
+            for chain, i in zip(chains, ids):
+                slot = engine.take_file()
+                assert engine.own(chain, [
+                    (rings.OP_OPENAT, rings.SQE_IO_LINK, dirfd, 0, 0, 0, client.OPEN_DIRECT,
+                     slot + 1),
+                    (rings.OP_READ, rings.SQE_IO_HARDLINK | rings.SQE_FIXED_FILE, slot,
+                     engine.address(i), 16384, 0, 0, 0),
+                    (rings.OP_CLOSE, 0, 0, 0, 0, 0, 0, slot + 1)])
+                chain.done = lambda chain, t, got: answers.append((chain, got, list(chain.res)))
+            for chain, name in zip(chains, held):
+                engine.again(chain, ctypes.addressof(name), 1)
+            await until(lambda: len(answers) == 3)
+            got = {chains.index(chain): (g, res) for chain, g, res in answers}
+            assert got[0][0] == got[1][0] == 16384                     # whole: its bytes
+            assert got[2] == (-1, [-errno.ENOENT, -errno.ECANCELED, -errno.ECANCELED])
+            for k in (0, 1):
+                assert bytes(views[k]) == (tree / os.fsdecode(names[k])).read_bytes()
+            assert files.now == 0 and 1 <= files.most <= 2
+            await engine.forget(ids)
+            for chain in chains:
+                engine.disown(chain)
+            assert not engine.owners and engine.own_chains == [None] * 3
+        finally:
+            os.close(dirfd)
+            engine.close()
+    asyncio.run(scenario())

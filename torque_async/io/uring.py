@@ -53,6 +53,8 @@ import resource
 import types
 from typing import Callable, Coroutine, NamedTuple
 
+import numpy as np
+
 from . import ring as rings
 from ..units import amount
 from .engine_api import NAMES, YIELD_NS, now, short
@@ -75,6 +77,8 @@ CALIBRATION_BYTES = 16 << 20       # most bytes in flight a calibration reads (e
                                    # end drains them: large reads in flight lengthen set-up)
 CHAIN = 1 << 62                    # a chain's entries' user_data: CHAIN | its number << 8 | entry
 PIECE = 64                         # most SQEs of one chain (a request of more goes in pieces)
+OWN, LAST = 1 << 61, 0x80          # user_data: an own()ed chain's entries; its last one's
+CQE_FIELDS = np.dtype([("key", "<u8"), ("res", "<i4"), ("flags", "<u4")])   # a CQE, for numpy
 TRIAL_READS = 2                    # a trial's completions must reach this many times the reads in
                                    # flight (a deep queue may complete none in a short trial)
 
@@ -339,6 +343,9 @@ class UringEngine:
         self.chains: dict[int, Chain] = {}     # user_data >> 8 -> a chain in flight
         self.queued: list[Chain] = []          # chains queued, not yet submitted
         self.owned: list[int] = []             # own()ed chains' SQEs, queued at the next push
+        self.owners: dict[Gauge, int] = {}     # own()ed chains, by the gauge of their files
+        self.own_chains: list[Chain | None] = []   # each own()ed chain at its place (its key
+        self.own_free: list[int] = []              # says which), and the places free
         self.chain_flush: asyncio.Handle | None = None
         self.files: list[int] | None = None    # direct descriptors free (None: no table yet)
 
@@ -450,10 +457,18 @@ class UringEngine:
                 if i >= 0:
                     ring.give_back(i)
             return False
+        free = self.own_free
+        if not free:
+            free.append(len(self.own_chains))
+            self.own_chains.append(None)
+        n = free.pop()
+        chain.key = CHAIN | OWN | n << 8       # n: its place in own_chains
+        self.own_chains[n] = chain
         for j, (i, (op, flags, fd, addr, length, offset, op_flags, index)) in \
                 enumerate(zip(sqes, ops)):
             ring.chain(i, op, flags, fd, addr, length, offset, chain.key | j, op_flags, index)
         chain.sqes, chain.order = sqes, []
+        self.owners[chain.files] = self.owners.get(chain.files, 0) + 1
         return True
 
     def again(self, chain: Chain, name: int, reads: int) -> None:
@@ -462,7 +477,7 @@ class UringEngine:
         if len(chain.order) != reads + 2:      # its close is entry reads + 1
             sqes = chain.sqes
             chain.order = sqes[:reads + 1] + sqes[-1:]
-            self.ring.user_data[sqes[-1]] = chain.key | reads + 1
+            self.ring.user_data[sqes[-1]] = chain.key | LAST | reads + 1
             chain.res, chain.at = [0] * (reads + 2), [0] * (reads + 2)
             chain.open_i, chain.close_i = 0, reads + 1
         self.ring.addrs[chain.sqes[0]] = name
@@ -475,6 +490,12 @@ class UringEngine:
         for i in chain.sqes:
             self.ring.give_back(i)
         chain.sqes, chain.done = [], None
+        n = (chain.key >> 8) & 0xFFFF
+        self.own_chains[n] = None
+        self.own_free.append(n)
+        self.owners[chain.files] -= 1
+        if not self.owners[chain.files]:
+            del self.owners[chain.files]
 
     def send_chain(self, chain: Chain, sqes: list[int]) -> None:
         """Queue the chain's SQEs: submitted with the batch of completions being answered, or
@@ -616,11 +637,52 @@ class UringEngine:
     def answer(self) -> int:
         """Take every completion queued (one pass, then one advance), take the clock once for
         the batch and hand each completion to its waiter; returns that time (0: none)."""
+        if len(self.owners) == 1:
+            return self.answer_owned()
         batch = self.ring.completions(BATCH)
         if not batch:
             return 0
         t = now()
         self.serve(batch, t, len(batch) > 1)
+        return t
+
+    def answer_owned(self) -> int:
+        """answer() where own()ed chains are in flight (their files one Gauge's): the batch is
+        taken apart with numpy, so an own()ed chain whose every entry completed in this batch,
+        none failing, costs no Python per entry: its files count in the gauge in the order the
+        kernel posted the completions, its reads' bytes are summed, and its done(chain, t, got)
+        is called once. Every other completion goes through serve()."""
+        raw = self.ring.raw(BATCH)
+        if not raw:
+            return 0
+        t = now()
+        cq = np.frombuffer(raw, CQE_FIELDS)
+        key, res = cq["key"], cq["res"]
+        own = (key & OWN) != 0
+        place, entry = (key >> 8) & 0xFFFF, key & 0xFF
+        seen = np.zeros((3, len(self.own_chains)), bool)   # its open, its last, a failure
+        seen[0, place[own & (entry == 0)]] = True
+        seen[1, place[own & (entry >= LAST)]] = True
+        seen[2, place[own & (res < 0)]] = True
+        whole = seen[0] & seen[1] & ~seen[2]
+        mine = own.copy()
+        mine[own] = whole[place[own]]
+        if mine.any():
+            files, = self.owners
+            ends = entry[mine]
+            steps = (ends == 0).astype(np.int64) - (ends >= LAST)
+            most = files.now + int(np.cumsum(steps).max())
+            if most > files.most:
+                files.most = most
+            got = np.bincount(place[mine], weights=res[mine], minlength=whole.size)
+            chains, owned = self.chains, self.own_chains
+            self.holding = True
+            for n, g in zip(np.flatnonzero(whole).tolist(), got[whole].astype(np.int64).tolist()):
+                chain = owned[n]
+                del chains[chain.key >> 8]
+                chain.done(chain, t, g)
+            cq = cq[~mine]
+        self.serve(cq.tolist(), t, True)
         return t
 
     def serve(self, batch: list[tuple[int, int, int]], t: int, together: bool,
@@ -642,7 +704,7 @@ class UringEngine:
         for key, res, _ in batch:
             if key >= CHAIN:               # an entry of a chain
                 chain = chains[key >> 8]
-                i = key & 0xFF
+                i = key & 0x7F
                 chain.res[i], chain.at[i] = res, t
                 if i == chain.open_i:
                     if res >= 0:
@@ -659,7 +721,7 @@ class UringEngine:
                 if sqes:
                     queue(sqes)
                 if chain.done is not None:
-                    chain.done(chain)
+                    chain.done(chain, t, -1)
                     continue
                 lane = chain.waiter
                 if lane is not None:
@@ -873,7 +935,8 @@ class UringEngine:
         cancels = self.chain(-1, chain.files)
         sqes = self.lend_chain(cancels, n)
         for j, i in enumerate(sqes):
-            self.ring.chain(i, rings.OP_ASYNC_CANCEL, 0, -1, chain.key | j, 0, 0,
+            last = LAST if chain.sqes and j == n - 1 else 0      # (an own()ed chain's close)
+            self.ring.chain(i, rings.OP_ASYNC_CANCEL, 0, -1, chain.key | last | j, 0, 0,
                             cancels.key | j, rings.CANCEL_ALL)
         self.send_chain(cancels, sqes)
 

@@ -443,21 +443,25 @@ class WebTest:
         self.what, self.f = what, f
         self.engine.again(self.chain, self.site.starts[f], self.reads[f])
 
-    def answered(self, chain) -> None:
-        """The engine's call once the chain of request self.f has completed: count it (each
-        operation's latency where its split is resolved), then send the next."""
+    def answered(self, chain, t: int, got: int) -> None:
+        """The engine's call once the chain of request self.f has completed at t: count it
+        (each operation's latency where its split is resolved), then send the next. got >= 0:
+        every entry completed in that one batch, none failing, its reads `got` bytes (the
+        entries' own results and times are not written); else they are in chain.res and .at."""
         try:
+            what = self.what
+            if got >= 0:                       # (a warm tree's: the chain ran in its submit)
+                if what == MEASURED:
+                    self.unsplit += 1
+                self.completed(what, self.f, got, chain.t0, t, 0, 0)
+                self.send()
+                return
             res, at = chain.res, chain.at
             if min(res) < 0:
                 raise self.refused(self.f, res)
-            t = at[-1]
             got = res[1] if len(res) == 3 else sum(res[1:-1])
-            what = self.what
             if what == MEASURED:
-                if at[0] == t:                 # (a warm tree's: the chain ran in its submit)
-                    self.unsplit += 1
-                else:
-                    self.timed([b - a for a, b in zip([chain.t0, *at], at)])
+                self.timed([b - a for a, b in zip([chain.t0, *at], at)])
             self.completed(what, self.f, got, chain.t0, t, 0, t - at[0])
             self.send()
         except BaseException as e:  # noqa: BLE001 - the client ends with it

@@ -78,6 +78,7 @@ CALIBRATION_BYTES = 16 << 20       # most bytes in flight a calibration reads (e
 CHAIN = 1 << 62                    # a chain's entries' user_data: CHAIN | its number << 8 | entry
 PIECE = 64                         # most SQEs of one chain (a request of more goes in pieces)
 OWN, LAST = 1 << 61, 0x80          # user_data: an own()ed chain's entries; its last one's
+NUMPY_CQES = 64                    # fewest completions answer_owned() takes apart with numpy
 CQE_FIELDS = np.dtype([("key", "<u8"), ("res", "<i4"), ("flags", "<u4")])   # a CQE, for numpy
 TRIAL_READS = 2                    # a trial's completions must reach this many times the reads in
                                    # flight (a deep queue may complete none in a short trial)
@@ -656,6 +657,10 @@ class UringEngine:
         if not raw:
             return 0
         t = now()
+        if len(raw) < NUMPY_CQES * rings.CQE.size:         # numpy's own cost would outweigh it
+            batch = list(rings.CQE.iter_unpack(raw))
+            self.serve(batch, t, len(batch) > 1)
+            return t
         cq = np.frombuffer(raw, CQE_FIELDS)
         key, res = cq["key"], cq["res"]
         own = (key & OWN) != 0

@@ -2,7 +2,7 @@
 """-web against fio on the same tree, the same work: requests/s and CPU per request.
 
     python3 tools/bench_web.py [--dir DIR] [--files 1000] [--clients 8,100] [--zipf 1.1]
-                               [--seconds 1] [--rounds 3]
+                               [--seconds 1] [--rounds 3] [--floor]
 
 The tree is made once by torque-async (-cfiles) with fixed-size files (16 KB), warm in the page
 cache: fio cannot read files of different sizes whole in one request, but with bs = the file
@@ -17,6 +17,8 @@ read and a close. For each number of clients N, a round runs in turn:
                    kernel has them), the same theta and transfer size, about as many requests
                    as fio's one job made; no log appends (-appendEvery past the requests)
     -web sync      the same with -engine sync (blocking calls on the loop's thread)
+    ring floor     (--floor) tools/web_floor.py: N chains through the same ring with nothing
+                   else, uniform picks: the least a Python loop pays a request there
 
 so each ratio compares neighbours in time on this noisy machine; the table gives medians and
 the ratio's spread (min-max) against the faster fio. CPU per request: fio's usr+sys over its
@@ -77,6 +79,13 @@ def run_fio(fio: str, root: Path, args, clients: int, threads: bool) -> dict:
             ["99.000000"], "cpu": fio_cpu(job) / ios}
 
 
+def run_floor(root: Path, args, clients: int) -> dict:
+    out = subprocess.run([sys.executable, str(Path(__file__).with_name("web_floor.py")),
+                          str(root), str(clients), "--seconds", str(args.seconds)],
+                         capture_output=True, text=True, check=True).stdout
+    return json.loads(out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dir", default=".", help="where the tree goes (the disk under test)")
@@ -85,6 +94,7 @@ def main() -> None:
     ap.add_argument("--zipf", type=float, default=1.1)
     ap.add_argument("--seconds", type=float, default=1.0)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--floor", action="store_true", help="add tools/web_floor.py's side")
     args = ap.parse_args()
     fio = ensure_fio()
     counts = [int(c) for c in args.clients.split(",")]
@@ -110,12 +120,15 @@ def main() -> None:
                 sides["-web"].append(run_torque(root, args, clients, n, 0x7C01 + r, "auto"))
                 sides["-web -engine sync"].append(run_torque(root, args, clients, n,
                                                              0x7C11 + r, "sync"))
+                if args.floor:
+                    sides.setdefault("ring floor", []).append(run_floor(root, args, clients))
             fios = list(sides)[:2]
             faster = [max(sides[f][r]["rps"] for f in fios) for r in range(args.rounds)]
             for side, runs in sides.items():
                 med = lambda k: statistics.median(x[k] for x in runs)   # noqa: E731
                 ratio = spread([x["rps"] / f for x, f in zip(runs, faster)])
-                print(f"| {clients} | {side} | {med('rps'):.0f} | {med('p99') / 1e3:.1f} | "
+                p99 = "-" if side == "ring floor" else f"{med('p99') / 1e3:.1f}"
+                print(f"| {clients} | {side} | {med('rps'):.0f} | {p99} | "
                       f"{med('cpu') * 1e6:.1f} | {ratio} |")
 
 

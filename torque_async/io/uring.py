@@ -685,7 +685,8 @@ class UringEngine:
             for n, g in zip(np.flatnonzero(whole).tolist(), got[whole].astype(np.int64).tolist()):
                 chain = owned[n]
                 del chains[chain.key >> 8]
-                chain.done(chain, t, g)
+                if chain.done is not None:     # (None: its client was cancelled meanwhile)
+                    chain.done(chain, t, g)
             cq = cq[~mine]
         self.serve(cq.tolist(), t, True)
         return t

@@ -576,9 +576,18 @@ def test_the_ring_answers_a_whole_chain_at_once_and_a_failed_one_entry_by_entry(
                      engine.address(i), 16384, 0, 0, 0),
                     (rings.OP_CLOSE, 0, 0, 0, 0, 0, 0, slot + 1)])
                 chain.done = answer
+            r, w = os.pipe()
+            os.write(w, b"p")
+            byte = engine.register([memoryview(bytearray(1))])
+            plain = engine.chain(byte[0], files)         # another test's chain, in the same
+            read = asyncio.ensure_future(engine.request(plain, [   # submit and batch
+                (rings.OP_READ, 0, r, engine.address(byte[0]), 1, 0, 0, 0)]))
             for chain, name in zip(chains, held):
                 engine.again(chain, ctypes.addressof(name), 1)
             await asyncio.wait_for(all_answered, 30)     # (a failed open may go to io-wq)
+            assert (await read).res == [1]
+            os.close(r)
+            os.close(w)
             got = {chains.index(chain): (g, res) for chain, g, res in answers}
             for k in (0, 1):                                           # whole: its bytes
                 assert got[k] == ((16384, [0] * 3) if numpy_cqes == 1 else (-1, [0, 16384, 0]))
@@ -586,7 +595,7 @@ def test_the_ring_answers_a_whole_chain_at_once_and_a_failed_one_entry_by_entry(
             for k in (0, 1):
                 assert bytes(views[k]) == (tree / os.fsdecode(names[k])).read_bytes()
             assert files.now == 0 and 1 <= files.most <= 2
-            await engine.forget(ids)
+            await engine.forget(ids + byte)
             for chain in chains:
                 engine.disown(chain)
             assert not engine.owners and engine.own_chains == [None] * 3

@@ -668,10 +668,15 @@ class UringEngine:
         seen = np.zeros((3, len(self.own_chains)), bool)   # its open, its last, a failure
         seen[0, place[own & (entry == 0)]] = True
         seen[1, place[own & (entry >= LAST)]] = True
-        seen[2, place[own & (res < 0)]] = True
+        failed = own & (res < 0)
+        if failed.any():
+            seen[2, place[failed]] = True
         whole = seen[0] & seen[1] & ~seen[2]
-        mine = own.copy()
-        mine[own] = whole[place[own]]
+        if own.all():
+            mine = whole[place]
+        else:                                  # (another test's completions among them)
+            mine = own.copy()
+            mine[own] = whole[place[own]]
         if mine.any():
             files, = self.owners
             ends = entry[mine]
@@ -687,7 +692,7 @@ class UringEngine:
                 del chains[chain.key >> 8]
                 if chain.done is not None:     # (None: its client was cancelled meanwhile)
                     chain.done(chain, t, g)
-            cq = cq[~mine]
+            cq = cq[~mine] if not mine.all() else cq[:0]
         self.serve(cq.tolist(), t, True)
         return t
 

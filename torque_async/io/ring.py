@@ -228,6 +228,10 @@ class Ring:
                 return done
             check(self.enter(ENTER, self.fd, 0, 0, ENTER_GETEVENTS, None, 0), "io_uring_enter")
 
+    def ready(self) -> int:
+        """How many completions are in the CQ now, not yet read."""
+        return (self.u32[self.cq_tail] - self.u32[self.cq_head]) & WRAP
+
     def pending(self) -> bool:
         """Whether completions wait to be read (in the CQ or the kernel's list)."""
         return self.u32[self.cq_tail] != self.u32[self.cq_head] or \

@@ -344,6 +344,7 @@ class UringEngine:
         self.chains: dict[int, Chain] = {}     # user_data >> 8 -> a chain in flight
         self.queued: list[Chain] = []          # chains queued, not yet submitted
         self.owned: list[int] = []             # own()ed chains' SQEs, queued at the next push
+        self.early = (0, 0)                    # completions in the CQ at clock read t (taken())
         self.owners: dict[Gauge, int] = {}     # own()ed chains, by the gauge of their files
         self.own_chains: list[Chain | None] = []   # each own()ed chain at its place (its key
         self.own_free: list[int] = []              # says which), and the places free
@@ -640,12 +641,30 @@ class UringEngine:
         the batch and hand each completion to its waiter; returns that time (0: none)."""
         if len(self.owners) == 1:
             return self.answer_owned()
-        batch = self.ring.completions(BATCH)
-        if not batch:
-            return 0
-        t = now()
-        self.serve(batch, t, len(batch) > 1)
+        batch, t = self.taken(self.ring.completions, len)
+        if batch:
+            self.serve(batch, t, len(batch) > 1)
         return t
+
+    def taken(self, take: Callable[[int], list | bytes], count: Callable[[object], int]):
+        """The next batch of completions, take(most)'s (count() says how many it holds), and
+        the clock read that stamps them: 0 where none came. Those that were in the CQ already at
+        the last clock read (a batch stops at BATCH) keep it: each was posted before it, and a
+        later read would add the loop's time over the batch before to their latency and part
+        a chain's entries that completed together. The others get a new one, read after the
+        CQ's tail was."""
+        left, t = self.early
+        if left:
+            batch = take(min(left, BATCH))
+            self.early = (left - count(batch), t)
+            return batch, t
+        batch = take(BATCH)
+        if not batch:
+            return batch, 0
+        left = self.ring.ready()
+        t = now()
+        self.early = (left, t)
+        return batch, t
 
     def answer_owned(self) -> int:
         """answer() where own()ed chains are in flight (their files one Gauge's): the batch is
@@ -653,10 +672,9 @@ class UringEngine:
         none failing, costs no Python per entry: its files count in the gauge in the order the
         kernel posted the completions, its reads' bytes are summed, and its done(chain, t, got)
         is called once. Every other completion goes through serve()."""
-        raw = self.ring.raw(BATCH)
+        raw, t = self.taken(self.ring.raw, lambda raw: len(raw) // rings.CQE.size)
         if not raw:
             return 0
-        t = now()
         if len(raw) < NUMPY_CQES * rings.CQE.size:         # numpy's own cost would outweigh it
             batch = list(rings.CQE.iter_unpack(raw))
             self.serve(batch, t, len(batch) > 1)

@@ -48,7 +48,9 @@ are cached again when the requests start: the opens find their names; the data i
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
+import mmap
 import os
 import random
 import statistics
@@ -109,11 +111,36 @@ def run_fio(fio: str, root: Path, args, clients: int, threads: bool) -> dict:
             ["99.000000"], "cpu": fio_cpu(job) / ios}
 
 
-def drop_caches() -> None:
-    """Write back, then drop the page cache, dentries and inodes (every file's, root only)."""
+def drop_caches(sample: list[Path]) -> int:
+    """Write back, then drop the page cache, dentries and inodes (every file's, root only);
+    returns how many pages of the `sample` files are still in the page cache (mincore)."""
     os.sync()
     with open(DROP, "w") as fh:
         fh.write("3")
+    return cached_pages(sample)
+
+
+def cached_pages(paths: list[Path]) -> int:
+    """The pages of the files that are in the page cache: mincore() over each file mapped
+    (privately: mapping reads nothing, and the pages are never written)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    cached = 0
+    for path in paths:
+        with open(path, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            if not size:
+                continue
+            area = mmap.mmap(fh.fileno(), size, access=mmap.ACCESS_COPY)
+            pages = -(-size // mmap.PAGESIZE)
+            vec = (ctypes.c_ubyte * pages)()
+            held = ctypes.c_char.from_buffer(area)
+            if libc.mincore(ctypes.c_void_p(ctypes.addressof(held)), ctypes.c_size_t(size),
+                            vec):
+                sys.exit(f"bench_web: mincore: {os.strerror(ctypes.get_errno())}")
+            cached += sum(v & 1 for v in vec)
+            del held
+            area.close()
+    return cached
 
 
 class Sampler:
@@ -183,6 +210,9 @@ def cold(fio: str, root: Path, args, version: str) -> None:
         sys.exit(f"bench_web: --cold needs the tree on one block device: {place.name}")
     clients = int(args.clients)
     job = cold_job(root, args, clients, root.parent / "cold.fio")
+    files = sorted(Path(d, f) for d, _, fs in os.walk(root / "files") for f in fs)
+    sample = random.Random(2).sample(files, min(1000, len(files)))
+    left = []                          # the sample's pages cached after each drop
     print(f"# {' '.join(sys.argv)}\n# tree {root} on {place.name}: {args.files} files of "
           f"{SIZE_KB} KB, uniform picks, caches dropped before each side, {args.rounds} "
           f"interleaved rounds of {args.seconds:g} s, {version.strip()}; load average "
@@ -190,14 +220,17 @@ def cold(fio: str, root: Path, args, version: str) -> None:
     sides: dict[str, list[dict]] = {f"fio {clients} jobs": [], "-web (io_uring)": [],
                                     "-web -engine threads": [], "-web -engine sync": []}
     for r in range(args.rounds):
-        drop_caches()
+        left.append(drop_caches(sample))
         sides[f"fio {clients} jobs"].append(run_fio_cold(fio, job, place.device, clients))
         for k, (side, engine) in enumerate((("-web (io_uring)", "auto"),
                                             ("-web -engine threads", "threads"),
                                             ("-web -engine sync", "sync"))):
-            drop_caches()
+            left.append(drop_caches(sample))
             sides[side].append(run_torque(root, args, clients, 0, 0x7C21 + 16 * k + r, engine))
-    print(f"# load average {os.getloadavg()[0]:.1f} at the end")
+    print(f"# load average {os.getloadavg()[0]:.1f} at the end; after each drop, "
+          f"{len(sample)} of the tree's files held at most {max(left)} of their "
+          f"{len(sample) * -(-SIZE_KB * 1024 // mmap.PAGESIZE)} pages in the page cache "
+          f"(mincore)")
     print("| clients | side | requests/s | device queue | p99 (us) | CPU per request (us) |")
     print("|---|---|---|---|---|---|")
     for side, runs in sides.items():

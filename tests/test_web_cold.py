@@ -3,6 +3,7 @@ mount table), the line it prints when the tree is on no one block device, and th
 workers the ring lets the clients' blocking opens have."""
 from __future__ import annotations
 
+import asyncio
 import errno
 import os
 from types import SimpleNamespace
@@ -11,6 +12,8 @@ from torque_async.io import uring
 from torque_async.results import SIZE_LAW, WEB_LOAD
 from torque_async.stats import Stats
 from torque_async.web import disk, summary
+
+from conftest import needs_direct_files
 
 STATS = ("   7       0 loop0 24 0 24576 1 12 0 12288 3 0 4 999 0 0 0 0\n"
          " 254       0 vda 5 0 80 9 1 0 8 2 3 40 6000 0 0 0 0 0 0\n"
@@ -127,3 +130,21 @@ def test_a_kernel_that_cannot_raise_the_cap_is_left_alone():
     caps = Caps(8, refuse=True)
     engine = taken(caps, 64)
     assert engine.workers is None and caps.calls == [0]    # asked once, then never again
+
+
+@needs_direct_files
+def test_the_ring_s_clients_raise_the_kernel_s_own_cap():
+    """On this kernel (5.15+, as direct descriptors): after 64 clients took their descriptor,
+    the kernel's bounded cap, read back, covers them (a machine of 16 CPUs or more has 64 by
+    default: then it stays)."""
+    async def clients() -> tuple[int, int]:
+        engine = uring.UringEngine.shared()
+        try:
+            before = engine.ring.iowq_workers(0)[0]
+            taken = [engine.take_file() for _ in range(64)]
+            assert sorted(taken) == list(range(64))
+            return before, engine.ring.iowq_workers(0)[0]
+        finally:
+            engine.close()
+    before, after = asyncio.run(clients())
+    assert before >= 1 and after >= max(64, before)

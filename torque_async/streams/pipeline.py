@@ -14,11 +14,13 @@ live display does; so is frame k of a sub-stream whose input frame k was dropped
 tracks), so the same engine runs on the precise timer or on a virtual clock in tests.
 
 A wired stream (-from, wire.py) reads its first sub-stream's frames from its writer's tracks,
-frame k once the writer completed it. The time a transfer waits for that past its release is
-the upstream's (for a sub-stream that depends on the wired read: its wait on that input, up to
-what the input waited); of a frame's lateness, at most that much is inherited, the rest is its
-own. The figures (late, late within buffer, lateness) are its own; Lateness counts the
-inherited apart. A frame lost or dropped only through the inherited part is the upstream's.
+frame k once the writer completed it. Its own lateness is what a frame would have had with a
+writer that held (frame k there at the start of the reader's period for it, the writer's
+deadline): each transfer's `alone` start is the latest of that, its release, its own previous
+frame's and its inputs' `alone` completions, and its `alone` completion that plus the time the
+transfer really took. The rest of its lateness is inherited from the upstream. The figures
+(late, late within buffer, lateness) are its own; Lateness counts the inherited apart. A frame
+lost or dropped only through the inherited part is the upstream's.
 """
 from __future__ import annotations
 
@@ -177,8 +179,9 @@ class Pipeline:
         for stage in stages:                  # the writer's, shared with the streams wired to
             if output is not None and stage.op.kind != READ:     # it
                 self.progress[stage.index] = output
-        self.held: list[dict[int, int]] = [{} for _ in stages]   # frame -> ns the upstream
-                                              # held it (a wired stream's, for its consumers)
+        self.alone = [0] * len(stages)        # a wired stream's: each sub-stream's last
+        self.alone_at: list[dict[int, int]] = [{} for _ in stages]   # `alone` completion, and
+                                              # frame k's (for its consumers)
         self.inherited: list[set[int]] = [set() for _ in stages]  # frames dropped upstream's
         self.cut = False                      # the wired writer ended: no frame comes
         self.lateness = [Lateness(tolerance) for _ in stages]
@@ -225,7 +228,6 @@ class Pipeline:
         while k < end:
             if self.stopped():
                 raise Stopped
-            ready = clock()
             for other, offset in stage.gates:
                 if progress[other].done < k + offset and not self.ending_now():
                     await progress[other].reach(k + offset)      # (no coroutine when met)
@@ -236,23 +238,19 @@ class Pipeline:
                     raise Stopped
                 self.wind_down()
                 return
-            held = 0                       # ns the upstream held this frame past its release
+            alone = None                   # when it would start with a writer that held
             if self.wire is not None:
-                held = min(max(0, t - max(ready, release)),     # its wait on its inputs, as
-                           max((self.held[d].pop(k, 0) for d in stage.op.deps), default=0))
-                if wired:                                       # long as they were held
-                    held = await self.upstream(k)
-                    if held is None:
-                        self.wind_down()
-                        return
-                if stage.consumers:
-                    self.held[i][k] = held
+                alone = max(release, pacer.release(k + stage.stage) if wired else 0,
+                            self.alone[i], *(self.alone_at[d].pop(k, 0) for d in stage.op.deps))
+                if wired and not await self.upstream(k):
+                    self.wind_down()
+                    return
             if t < release:
                 turn = clock()
             elif t - turn > YIELD_NS:      # behind, it never sleeps, and a memory move never
                 await asyncio.sleep(0)     # waits: the loop's turn (signals, the watchdog, the
                 turn = clock()             # other tests) at least this often
-            if why := self.skips(stage, k, held):
+            if why := self.skips(stage, k, alone):
                 self.frames.dropped[i].add(k)
                 if why == UPSTREAM:
                     self.inherited[i].add(k)
@@ -275,11 +273,19 @@ class Pipeline:
                 lapped = self.wire.received(stage, k, frame)
             elif kind == READ:
                 self.frames.received(stage, k, frame)
+            inherited = 0
+            if alone is not None:
+                alone += t1 - t0
+                self.alone[i] = alone
+                if stage.consumers:
+                    self.alone_at[i][k] = alone
             if k < self.measured:
                 deadline = pacer.release(k + late)
                 ns = max(0, t1 - deadline)
-                lateness.add(ns, pacer.release(k + late + self.buffer) - deadline,
-                             min(ns, held), lapped)
+                if alone is not None:
+                    inherited = ns - max(0, min(ns, alone - deadline))
+                lateness.add(ns, pacer.release(k + late + self.buffer) - deadline, inherited,
+                             lapped)
                 self.timeline.add(t1, ns)
                 self.record(t1 - t0, t1)
                 if t1 > self.finish:
@@ -290,18 +296,18 @@ class Pipeline:
             progress[i].advance()
             k += 1
 
-    async def upstream(self, k: int) -> int | None:
-        """Wait until the wired writer completed frame k; the ns it waited (None: the pipeline
-        winds down, or the writer ended first)."""
-        written, t = self.wire.progress, self.clock()
+    async def upstream(self, k: int) -> bool:
+        """Wait until the wired writer completed frame k (False: the pipeline winds down, or
+        the writer ended first)."""
+        written = self.wire.progress
         while written.done <= k:
             if self.stopped():
                 raise Stopped
             if self.ending_now() or written.closed:
                 self.cut = self.cut or written.closed
-                return None
+                return False
             await written.reach(k + 1, SLICE_NS / 1e9)
-        return self.clock() - t
+        return True
 
     def window(self, stage: Stage, by: int = NEVER) -> int:
         """ns a sub-stream's measured frames span: from its first frame's period (released at
@@ -318,12 +324,12 @@ class Pipeline:
         """When the measured frames' time ends: the latest sub-stream's end of window()."""
         return max(self.pacer.release(stage.stage) + self.window(stage) for stage in self.stages)
 
-    def skips(self, stage: Stage, k: int, held: int = 0) -> str:
+    def skips(self, stage: Stage, k: int, alone: int | None = None) -> str:
         """Whether frame k is skipped, and whose the drop is (OWN, UPSTREAM; '': moved): an
         input of it was dropped (whoever's that was), the wired writer dropped it, or with
         -dropLate it is a whole period past its deadline (its buffer's N periods after it:
-        until then the buffer holds it), the upstream's when it was not before it waited
-        `held` ns for the upstream."""
+        until then the buffer holds it), the upstream's when it would not be at its `alone`
+        start (a wired stream's)."""
         dropped = self.frames.dropped
         inputs = [d for d in stage.op.deps if k in dropped[d]]
         if inputs:
@@ -333,7 +339,9 @@ class Pipeline:
         if not self.drop:
             return ""
         due, t = self.pacer.release(k + stage.stage + 2 + self.buffer), self.clock()
-        return OWN if t - held >= due else UPSTREAM if t >= due else ""
+        if t < due:
+            return ""
+        return UPSTREAM if alone is not None and alone < due else OWN
 
     def done(self) -> int:
         """Frames every sub-stream has completed."""

@@ -283,3 +283,19 @@ def test_a_real_three_stage_pipeline_passes_its_checks_and_reports_its_stages(ac
     start = [t["record"]["start"] for t in tests]
     assert start[0] < start[1] < start[2]                  # one period behind each writer
     assert Fraction(start[2] - start[0], PERIOD) > 2
+
+
+def test_capacity_varies_every_stage_of_a_wired_pipeline_together():
+    """-p of one stage alone would break the wiring (each stage's process i reads process i of
+    the one before): capacity's -p N is N whole pipelines; a group not wired keeps its -p."""
+    from torque_async import cmdline, varied
+    argv = ["-p", "2", "-n", "4", "-MB", "1", "-load", *W, "-from", "1", "-memStreams", "rw",
+            *R[2:], "-from", "2", *R]
+    lay = varied.layout(argv)
+    for group in (1, 2, 3):
+        knob = varied.knob(cmdline.parse(argv), group, "procs")
+        assert knob.stages == (1, 2, 3) and knob.where.startswith("groups 1, 2, 3")
+        tokens = varied.tokens_at(lay, knob, 3, False)
+        assert [g.local.p for g in cmdline.parse(tokens).groups] == [2, 3, 3, 3]
+        assert run_cli("-quit", *tokens).returncode == 0          # its checks pass
+    assert varied.knob(cmdline.parse(argv), 0, "procs").stages == ()

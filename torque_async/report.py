@@ -652,13 +652,12 @@ def stream_lines(records, procs) -> list[str]:
     lines = []
     for rec, proc in zip(records, procs):
         for f in sub_stream_figures(rec, proc):
-            label = stream_label(proc)
             lines.append(", ".join([str(rec.row), f.sub, f"{f.target_bw:.1f}",
                                     f"{f.target_fps:.3f}", f"{f.bw:.1f}", f"{f.fps:.3f}", *map(str, (
                     f.frames, f.buffer_frames, f.late, f.late_in_buffer, f.dropped,
                     f.longest_late_run)), *(f"{v / 1000:.1f}" for v in (
                         f.lateness_p50, f.lateness_p99, f.lateness_max)),
-                f.verdict, label]))
+                f.verdict, stream_label(proc)]))
     if not lines:
         return []
     subs = [sub_verdict(sub) for rec in records for sub in rec.subs]

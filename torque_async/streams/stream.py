@@ -38,7 +38,7 @@ from .frames import CHECK_FRAMES, WRITTEN, Frames, header_of
 from .pipeline import Pipeline, Progress, Stopped, Timeline, wait_until
 from .schedule import READ, WRITE, Geometry, Pacer, frames_text
 from .tracks import FileTracks, MemoryTracks
-from .wire import Wire, check as check_wire, publish, withdraw, writer_of
+from .wire import Borrowed, Wire, check as check_wire, publish, withdraw, writer_of
 
 EXTRA_CHUNK = 100_000_000           # ns of frames run at a time while -slow keeps a stream going
 
@@ -76,8 +76,10 @@ class StreamTest:
         g, ctx = self.geometry, self.ctx
         if ctx.local.from_group is not None:
             self.wire = Wire.to(ctx.local.from_group, ctx.proc, g.period)
-        self.tracks = self.open_tracks()
-        sourced = self.memory or self.tracks.scratch
+        own = not (self.wire and len(self.stages) == 1)      # a wired r reads only its writer's
+                                                             # tracks (check_group: alike)
+        self.tracks = self.open_tracks() if own else Borrowed(self.wire.tracks)
+        sourced = own and (self.memory or self.tracks.scratch)
         self.frames = Frames(g, self.stages, self.buffers, ctx.rng, sourced,
                              self.wire and self.wire.frames)
         if self.output is not None:
@@ -87,11 +89,13 @@ class StreamTest:
             await self.tracks.flush()
         self.timer = PreciseTimer.shared()
         local = self.ctx.local
-        where = f"{g.slots} frames per track in {self.tracks.where}"[:100]
-        info = f"{g.label}: {len(self.stages)} x {g.frames} {frames_text(g, local)}\n{where}"
-        if self.wire:
-            info += (f"\n{self.stages[0].name}: reads group {self.wire.group}'s frames "
-                     f"(-from {self.wire.group}) in {self.wire.tracks.where}"[:100])
+        wire = self.wire
+        lines = [f"{g.label}: {len(self.stages)} x {g.frames} {frames_text(g, local)}",
+                 *([f"{g.slots} frames per track in {self.tracks.where}"[:100]] if own else []),
+                 *([f"{self.stages[0].name}: reads group {wire.group}'s frames (-from "
+                    f"{wire.group}), {wire.slots} frames per track,",
+                    f"in {wire.tracks.where}"[:100]] if wire else [])]
+        info = "\n".join(lines)
         self.info = f"{info}\n{self.tracks.note}" if self.tracks.note else info
 
     async def fill(self) -> None:
@@ -234,7 +238,8 @@ def check_group(plan, group) -> None:
         frame = (f"-frame {group.local.frame[0]}x{group.local.frame[1]} frame of {g.size} bytes"
                  if group.local.frame else f"transfer of {g.size // KB} KB")
         raise UsageError(f"{name}: mfile {group.args[6]} MB holds no {frame}")
-    need = g.tracks * g.track_bytes
+    own = not (group.local.from_group is not None and len(g.stages()) == 1)   # a wired r: none
+    need = g.tracks * g.track_bytes if own else 0
     if group.action == "memStreams":
         need += (2 * g.lookahead + 6) * g.size             # frame buffers, at most
         have = psutil.virtual_memory().available
@@ -243,7 +248,7 @@ def check_group(plan, group) -> None:
                              f"{have // MB} MB available: lower mfile or the process count")
         return
     files = plan.settings.files
-    if not files:
+    if not files or not own:
         return
     reads_first = any(s.op.kind == READ and not s.op.deps and
                       (s.index or group.local.from_group is None) for s in g.stages())

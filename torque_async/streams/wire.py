@@ -80,6 +80,24 @@ class Wire:
         return False
 
 
+class Borrowed:
+    """The tracks of a wired r, which has none of its own (it reads only its writer's): the
+    writer's name and file, nothing to fill, flush or close."""
+    scratch = note = ""
+
+    def __init__(self, tracks):
+        self.where, self.path = tracks.where, getattr(tracks, "path", "")
+
+    async def flush(self) -> None:
+        pass
+
+    async def forget(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
 def check(plan, group) -> None:
     """Usage errors of -from G before a stream group: one line each."""
     g = group.local.from_group

@@ -299,3 +299,6 @@ def test_capacity_varies_every_stage_of_a_wired_pipeline_together():
         assert [g.local.p for g in cmdline.parse(tokens).groups] == [2, 3, 3, 3]
         assert run_cli("-quit", *tokens).returncode == 0          # its checks pass
     assert varied.knob(cmdline.parse(argv), 0, "procs").stages == ()
+    out = run_cli("capacity", "--keep", "2 bw>0.5", "--", *argv)    # a stage cannot run alone
+    assert out.returncode == 2 and out.stderr.count("\n") == 1
+    assert "group 2 is a stage wired by -from" in out.stderr

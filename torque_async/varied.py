@@ -88,7 +88,7 @@ def knob(plan: Plan, group: int, vary: str) -> Knob:
     if not 0 <= group < len(plan.groups):
         raise UsageError(f"capacity: --group {group}: the plan has groups 0.."
                                  f"{len(plan.groups) - 1}")
-    g, stages = plan.groups[group], wired(plan, group)
+    g, stages = plan.groups[group], plan.wired(group)
     if vary == "procs":
         return Knob(vary, group, "p", g.local.p, 1024, "-p", stages)
     if vary == "qd":
@@ -119,20 +119,6 @@ def tokens_at(lay: Layout, k: Knob, value: int, made: bool) -> list[str]:
         at = lay.groups[group][1] + offset
         parts[at] = put + parts[at][replaced:]
     return [t for part in parts for t in part]
-
-
-def wired(plan: Plan, group: int) -> tuple[int, ...]:
-    """The stages of the pipeline `group` is one of (-from, either way), in order; () for a
-    group wired to none."""
-    linked, grew = {group}, True
-    while grew:
-        grew = False
-        for g in plan.groups:
-            source = g.local.from_group if g.action in STREAMS else None
-            if source is not None and (g.index in linked) != (source in linked):
-                linked |= {g.index, source}
-                grew = True
-    return tuple(sorted(linked)) if len(linked) > 1 else ()
 
 
 def alone(lay: Layout, group: int) -> list[str]:

@@ -82,11 +82,12 @@ class Wire:
 
 class Borrowed:
     """The tracks of a wired r, which has none of its own (it reads only its writer's): the
-    writer's name and file, nothing to fill, flush or close."""
-    scratch = note = ""
+    writer's name, file and note (its engine and cache mode, which the reads go through),
+    nothing to fill, flush or close."""
+    scratch = ""
 
     def __init__(self, tracks):
-        self.where, self.path = tracks.where, getattr(tracks, "path", "")
+        self.where, self.path, self.note = tracks.where, getattr(tracks, "path", ""), tracks.note
 
     async def flush(self) -> None:
         pass

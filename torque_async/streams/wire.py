@@ -3,12 +3,12 @@
 Process i of the reading group reads the written track of process i of group G (the groups have
 as many processes), in G's tracks (its memory or its file), frame k from slot k mod G's slots.
 Read k starts only once G's write of frame k completed (G's writer's Progress, shared on the one
-event loop: no threads); the time it waits for that past its own release is the upstream's, and
-so is the lateness it causes (pipeline.py: inherited). The writer never waits for a reader: one
-that began frame k + slots before read k completed overwrote it (lapped), and that frame is lost
-for the reader, by its own lateness. A frame G dropped (-dropLate) is dropped by the reader too,
-counted inherited. The reading stream runs one period behind the writer's stage: its first
-frame is released (the writer's pipeline stage + 1) periods after its own startTime.
+event loop: no threads); the lateness that waiting causes is the upstream's (pipeline.py: what
+a frame would not have had with a writer that held is inherited). The writer never waits for a
+reader: one that began frame k + slots before read k completed overwrote it (lapped), and that
+frame is lost for the reader, its own loss. A frame G dropped (-dropLate) is dropped by the
+reader too, as the upstream's. The reading stream runs one period behind the writer's stage:
+its first frame is released (the writer's pipeline stage + 1) periods after its own startTime.
 
 A writer publishes itself at set-up and withdraws at close; the reader finds it at its own
 set-up (the loop sets tests up in plan order, so an earlier group is there first).

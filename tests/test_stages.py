@@ -302,3 +302,39 @@ def test_capacity_varies_every_stage_of_a_wired_pipeline_together():
     out = run_cli("capacity", "--keep", "2 bw>0.5", "--", *argv)    # a stage cannot run alone
     assert out.returncode == 2 and out.stderr.count("\n") == 1
     assert "group 2 is a stage wired by -from" in out.stderr
+
+
+def test_the_process_stage_s_check_compares_what_it_wrote_with_what_it_made_of_the_capture():
+    """After the run, check() compares the process stage's last frames with the capture's frame
+    k inverted (header and body): one byte changed in its track is caught by name."""
+    from torque_async import cmdline
+    from torque_async.kind_api.api import TestContext
+    from torque_async.meter import Meter
+    from torque_async.results import Results, segment_name
+    from torque_async.streams.stream import MemStreamTest
+    plan = cmdline.parse([*W[:6], "0.05", "1", "-from", "0", "-memStreams", "rw", *W[2:6],
+                          "0.05", "1"])
+    tests = [MemStreamTest(TestContext(p.group, p.index, p.row, np.random.default_rng(p.row), 64,
+                                       plan.settings)) for p in plan.procs()]
+    results = Results.create(segment_name(0x7A5F0), 2)
+
+    async def go():
+        for test in tests:
+            await test.setup()
+        try:
+            await asyncio.gather(*(t.run(Meter(results, i, None, slow=True))
+                                   for i, t in enumerate(tests)))
+            for test in tests:
+                await test.check()                      # what ran is right
+            process = tests[1]
+            last = process.pipeline.progress[1].done - 1
+            process.tracks.data[0, last % process.geometry.slots, -1] ^= 1
+            with pytest.raises(Failure, match=f"not the frame {last} it wrote .same header"):
+                await process.check()
+        finally:
+            for test in tests:
+                await test.close()
+    try:
+        asyncio.run(go())
+    finally:
+        results.shm.unlink()

@@ -95,7 +95,8 @@ def stage(label, clock, start, durations, mfile=64, run=0.05, wire=None, buffer=
 def wire_to(up, group=0) -> Wire:
     writer = up.stages[writer_of(up.g.label)]
     return Wire(group, up.tracks, writer.op.track, up.g.slots, up.output,
-                up.frames.dropped[writer.index], up.frames, (writer.stage + 1) * PERIOD)
+                up.frames.dropped[writer.index], up.frames,
+                (up.wire.delay if up.wire else 0) + (writer.stage + 1) * PERIOD)
 
 
 async def whole(pipe):
@@ -166,6 +167,12 @@ def test_a_slow_upstream_s_lateness_is_inherited_downstream_not_the_reader_s_own
             assert s.up_late >= 1 and s.up_lost >= 1 and s.up_max > PERIOD  # inherited
     # process's write inherited through its read (its input), not only the read itself
     assert proc.lateness[1].up_max > PERIOD
+    # each stage one period behind the stage it reads: frame k is due at the process's read
+    # one period after the capture's deadline, at playout one after the process's write's
+    deadline = lambda pipe, stage, k: pipe.pacer.release(k + stage + 1)      # noqa: E731
+    for k in (0, 7, 49):
+        assert deadline(proc, 0, k) == deadline(cap, 0, k) + PERIOD
+        assert deadline(play, 0, k) == deadline(proc, 1, k) + PERIOD
 
 
 def test_a_reader_whose_own_transfers_are_slow_is_late_on_its_own():
@@ -281,8 +288,8 @@ def test_a_real_three_stage_pipeline_passes_its_checks_and_reports_its_stages(ac
     frames = tests[2]["streams"]["sub0"]["frames"]
     assert frames == 200                                   # 0.2 s of 1 ms frames, all read
     start = [t["record"]["start"] for t in tests]
-    assert start[0] < start[1] < start[2]                  # one period behind each writer
-    assert Fraction(start[2] - start[0], PERIOD) > 2
+    assert start[0] < start[1] < start[2]                  # one period behind each writer's
+    assert Fraction(start[2] - start[0], PERIOD) > 2.5     # stage: 1 + 2 periods
 
 
 def test_capacity_varies_every_stage_of_a_wired_pipeline_together():
@@ -338,3 +345,27 @@ def test_the_process_stage_s_check_compares_what_it_wrote_with_what_it_made_of_t
         asyncio.run(go())
     finally:
         results.shm.unlink()
+
+
+def test_set_up_wires_each_stage_one_period_behind_its_writer_s_stage():
+    """The process stage (rw) reads the capture's track one period behind it; the playout reads
+    the process stage's, whose write is its stage 1 and which itself started a period late."""
+    from torque_async import cmdline
+    from torque_async.kind_api.api import TestContext
+    from torque_async.streams.stream import MemStreamTest
+    plan = cmdline.parse([*W, "-from", "0", "-memStreams", "rw", *W[2:], "-from", "1", *R])
+    tests = [MemStreamTest(TestContext(p.group, p.index, p.row, np.random.default_rng(p.row), 64,
+                                       plan.settings)) for p in plan.procs()]
+
+    async def go():
+        try:
+            for test in tests:
+                await test.setup()
+            assert tests[0].wire is None
+            assert [t.wire.delay for t in tests[1:]] == [PERIOD, 3 * PERIOD]
+            assert tests[2].wire.tracks is tests[1].tracks and tests[2].wire.track == 0
+            assert tests[1].wire.progress is tests[0].output
+        finally:
+            for test in tests:
+                await test.close()
+    asyncio.run(go())

@@ -8,7 +8,8 @@ a frame would not have had with a writer that held is inherited). The writer nev
 reader: one that began frame k + slots before read k completed overwrote it (lapped), and that
 frame is lost for the reader, its own loss. A frame G dropped (-dropLate) is dropped by the
 reader too, as the upstream's. The reading stream runs one period behind the writer's stage:
-its first frame is released (the writer's pipeline stage + 1) periods after its own startTime.
+its first frame is released (the writer's pipeline stage + 1) periods after its own startTime,
+plus the writer's own such delay when the writer is wired too.
 
 A writer publishes itself at set-up and withdraws at close; the reader finds it at its own
 set-up (the loop sets tests up in plan order, so an earlier group is there first).
@@ -44,7 +45,7 @@ def writer_of(label: str) -> int:
 class Wire:
     """The reading side of a wire: the writer's tracks, track and slots, its writer sub-stream's
     Progress (done, started), the frames it dropped, its Frames, and the delay (ns) before the
-    reader's first frame."""
+    reader's first frame (after its startTime)."""
     group: int
     tracks: object
     track: int
@@ -60,10 +61,11 @@ class Wire:
         if test is None:
             raise TestError(f"-from {group}: process {proc} of group {group}, which this stream "
                             f"reads, is not set up in this run")
-        writer = test.stages[test.writer]
+        writer = test.stages[test.writer]          # one period behind the writer's stage,
+        behind = test.wire.delay if test.wire else 0    # itself behind its own writer
         return cls(group, test.tracks, writer.op.track, test.geometry.slots, test.output,
                    test.frames.dropped[writer.index], test.frames,
-                   round((writer.stage + 1) * period))
+                   behind + round((writer.stage + 1) * period))
 
     def received(self, stage, k: int, frame) -> bool:
         """Check read k of the wired sub-stream: True when the writer lapped it (began frame

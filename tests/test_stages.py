@@ -247,6 +247,7 @@ R = "-memStreams r 2 64 62.5 0 0.2 1".split()
     ([*W, "-from", "0", *R[:6], "0.4", "1"], "no more frames than its writer"),
     ([*W, "-p", "2", "-from", "0", *R], "give both the same -p"),
     (["-baseline", *W, "-from", "0", *R], "-baseline runs each group alone"),
+    (["-streams", *W[1:], "-m", "-from", "0", "-streams", *R[1:]], "-m differs from group 0's"),
     (["-n", "4", "-MB", "1", "-load", "-from", "0", *R], "group 0 is -load"),
 ])
 def test_bad_wiring_is_one_line_and_exit_2(plan, says):

@@ -131,6 +131,12 @@ def check(plan, group) -> None:
         "-child runs one process" if plan.settings.child is not None else ""
     if alone:
         raise UsageError(f"{name}: {alone}; a wired stage needs its writer in the same run")
+    differ = [f"-{o}" for o in ("fbc", "m") if group.action == "streams" and
+              getattr(group.local, o) != getattr(up.local, o)]
+    if differ:
+        verb = "differ" if len(differ) > 1 else "differs"
+        raise UsageError(f"{name}: {' and '.join(differ)} {verb} from group {g}'s: the stage "
+                         f"reads group {g}'s file as group {g} opened it, give both the same")
     mine, theirs = Geometry.of(group.args, group.local), Geometry.of(up.args, up.local)
     if mine.size != theirs.size or mine.period != theirs.period:
         raise UsageError(f"{name}: frames of {mine.size} bytes every "

@@ -39,6 +39,12 @@ class EventClock:
         heapq.heappush(self.sleepers, (t, next(self.seq), future))
         await future
 
+    def simulate(self, *coroutines) -> None:
+        """Run the coroutines to their end on virtual time (on asyncio's own loop, whose ready
+        queue drive() looks at)."""
+        with asyncio.Runner(loop_factory=asyncio.SelectorEventLoop) as runner:
+            runner.run(self.drive(*coroutines))
+
     async def drive(self, *coroutines) -> None:
         loop = asyncio.get_running_loop()
         tasks = [asyncio.ensure_future(c) for c in coroutines]
@@ -116,7 +122,7 @@ def chain(*specs, start=10**12):
     for label, durations, kw in specs:
         pipes.append(stage(label, clock, start, durations, wire=wire_to(pipes[-1])
                            if pipes else None, **kw))
-    asyncio.run(clock.drive(*(whole(p) for p in pipes)))
+    clock.simulate(*(whole(p) for p in pipes))
     return pipes
 
 
@@ -198,7 +204,7 @@ def test_a_frame_the_writer_dropped_is_dropped_downstream_as_the_upstream_s():
     cap = stage("w", clock, clock.t, quick, drop=True)
     cap.skips = lambda st, k, alone: "own" if k in (7, 8) else ""
     play = stage("rw", clock, clock.t, quick, wire=wire_to(cap))
-    asyncio.run(clock.drive(whole(cap), whole(play)))
+    clock.simulate(whole(cap), whole(play))
     assert cap.lateness[0].dropped == 2
     moved = {(i, k) for i, k, *_ in play.trace}
     assert not moved & {(0, 7), (0, 8), (1, 7), (1, 8)}   # never read, nor processed
@@ -210,7 +216,7 @@ def test_a_downstream_that_starts_before_its_upstream_waits_and_the_wait_is_inhe
     clock = EventClock(10**12)
     cap = stage("w", clock, clock.t + 20 * PERIOD, quick)     # capture starts 20 periods later
     play = stage("r", clock, clock.t, quick, wire=wire_to(cap))
-    asyncio.run(clock.drive(whole(cap), whole(play)))
+    clock.simulate(whole(cap), whole(play))
     s = play.lateness[0].settle()
     assert s.late == 0 and s.hi == 0                          # nothing of its own
     assert s.up_lost > 10 and s.up_max >= 18 * PERIOD         # all of it the capture's
@@ -226,7 +232,7 @@ def test_a_broken_gate_that_lets_a_read_overtake_is_a_named_data_error():
         wire, f) for f in ("group", "tracks", "track", "slots", "progress", "dropped", "frames",
                            "delay")]))
     with pytest.raises(Failure, match=r"-from 0\): transfer 0 .* instead of"):
-        asyncio.run(clock.drive(whole(cap), whole(play)))
+        clock.simulate(whole(cap), whole(play))
 
 
 # The command line ------------------------------------------------------------------------------

@@ -77,8 +77,8 @@ def test_the_pages_hold_commands_to_check():
     assert {c[1] for c in readme if c[0] == "torque-async" and len(c) > 1} >= {
         "compare", "plot", "capacity", "-baseline"}
     assert ["torque-async"] in readme
-    assert ["torque-async", "-p", "4", "-fps", "60"] == \
-        [c for c in readme if "-fps" in c][0][:5]                 # a continued line is joined
+    assert ["torque-async", "-rtprio", "50", "-bufferFramesAll", "3", "-fps"] == \
+        [c for c in readme if "-fps" in c][0][:6]                 # a continued line is joined
     assert sum(len(commands(p)) for p in PAGES) >= 60
 
 

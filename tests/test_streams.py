@@ -211,7 +211,7 @@ def test_a_track_error_is_named_and_dropped_frames_are_not_counted_as_moved():
     and -dropLate's skipped frames read as -slow's unmeasured transfers."""
     g, pipe, clock, trace = virtual_pipeline("r", 0, 64, 62.5, 0.05, lambda k: 1000)
     pipe.drop = True
-    pipe.skips = lambda stage, k: k % 5 == 4                    # every fifth frame dropped
+    pipe.skips = lambda stage, k, alone: "own" if k % 5 == 4 else ""   # every fifth dropped
     asyncio.run(pipe.run(g.frames))
     assert pipe.moved == len(trace) == 40 and pipe.lateness[0].dropped == 10
 

@@ -145,3 +145,23 @@ def test_the_overlap_line_spans_the_time_all_ran_and_names_the_tests_that_ran_un
         "lengthen the short test or start the late one sooner; All 2 tests ran together from "
         f"57 ms to 1065 ms (1008 ms), measured or not; unmeasured in it: proc 0 "
         f"({report.test_label(plan.groups[0])}) 1008 ms")
+
+
+def test_a_wired_stream_s_own_and_inherited_lateness_are_apart_and_its_verdict_is_its_own():
+    """-from: the stream table (Verdict, Lost, lateness) is the stage's own; the Stages table
+    gives what it inherited; a stream not wired has no Stages line."""
+    plan = cmdline.parse("-memStreams w 2 1024 100 0 2 64 -from 0 -memStreams rw 2 1024 100 0 2 "
+                         "64".split())
+    capture = record(0, 0, 2000 * MS, 200, 1024 * KB, subs=(sub(200, [3_000_000] * 3),))
+    inherited = replace(sub(200, []), up_late=3, up_lost=2, up_max=2_500_000)
+    lapped = replace(sub(200, [40_000]), lapped=1, up_late=3, up_lost=2, up_max=2_600_000)
+    process = record(1, 0, 2000 * MS, 400, 1024 * KB, subs=(inherited, lapped))
+    lines = report.stream_lines((capture, process), plan.procs())
+    assert lines[2].endswith(", MISSED, MemStreams w")                   # the capture's miss
+    assert lines[3].endswith(", HELD, MemStreams rw")                    # inherited: held
+    assert lines[4].endswith(", MISSED, MemStreams rw")                  # lapped: its own
+    stages = lines[lines.index(report.STAGE_HEADER) + 1:]
+    assert stages[:2] == ["1, 0 read t0, 0, 0, 0, 0.0, 3, 2, 2500.0, MemStreams rw",
+                          "1, 1 write t0, 0, 1, 1, 40.0, 3, 2, 2600.0, MemStreams rw"]
+    alone = cmdline.parse("-memStreams w 2 1024 100 0 2 64".split())
+    assert not any("Stages" in line for line in report.stream_lines((capture,), alone.procs()))

@@ -156,8 +156,9 @@ def warm(path: Path) -> None:
             pass
 
 
-def spread(values: list[float]) -> str:
-    return f"{statistics.median(values):.2f} [{min(values):.2f}-{max(values):.2f}]"
+def spread(values: list[float], digits: int = 2) -> str:
+    median, lo, hi = statistics.median(values), min(values), max(values)
+    return f"{median:.{digits}f} [{lo:.{digits}f}-{hi:.{digits}f}]"
 
 
 def directory(path: str) -> str:

@@ -19,9 +19,14 @@ without), interleaved round by round as the commands are; --beside adds actions 
 beside the streams the whole time (e.g. "-Striad": the Triad measures its transfers, then
 keeps running unmeasured until the streams end).
 
+--pipeline makes each of the N a three-stage pipeline of wired streams (-from): a capture
+writer (w), a process stage (rw -from 0) and a playout (r -from 1), each -p N; a pipeline held
+when all three of its stages held (their own frames: what a stage inherited from the one
+before is the upstream's miss, counted there).
+
     python3 tools/bench_streams.py [--seconds 2] [--rounds 3] [--max 8] [--places memory,files]
                                    [--reference torque-async] [--buffers 0,3] [--rtprio 0,50]
-                                   [--beside=-Striad]
+                                   [--beside=-Striad] [--pipeline]
 """
 from __future__ import annotations
 
@@ -39,6 +44,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 STREAM = ["w", "2", "4050", "237.3046875", "0"]      # then runTime and mfileMB
+STAGES = (("w", None), ("rw", 0), ("r", 1))          # --pipeline: label, the group it reads
 ACTIONS = {"memory": "-memStreams", "files": "-streams"}
 THIS = f"{sys.executable} -m torque_async"
 
@@ -74,15 +80,37 @@ def p99_us(sparse: list[list[int]]) -> float:
     return 0.0
 
 
-def one_run(cmd: str, place: str, n: int, seconds: float, key: int, opts=()) -> dict:
-    """One torque-async run of n streams beside -cyclic, cyclictest beside it; `opts`: more
-    options and actions (-bufferFrames, -rtprio, --beside's)."""
+def streams(place: str, n: int, seconds: float, local: list[str], pipeline: bool) -> list[str]:
+    """The streams' groups: n writers, or n three-stage pipelines (groups 0-2)."""
+    tail = [str(seconds), "64"]
+    if not pipeline:
+        return ["-p", str(n), *local, ACTIONS[place], *STREAM, *tail]
+    return [t for label, source in STAGES for t in
+            ["-p", str(n), *local, *(["-from", str(source)] if source is not None else []),
+             ACTIONS[place], label, *STREAM[1:], *tail]]
+
+
+def held(tests: list[dict], pipeline: bool) -> int:
+    """Streams whose every sub-stream held, or pipelines whose every stage did."""
+    ok: dict[tuple[int, int], bool] = {}
+    for t in tests:
+        if t["record"].get("subs"):
+            whole = all(s["late"] == 0 and s.get("dropped", 0) == 0 for s in t["record"]["subs"])
+            key = (0, t["index"]) if pipeline else (t["group"], t["index"])
+            ok[key] = ok.get(key, True) and whole
+    return sum(ok.values())
+
+
+def one_run(cmd: str, place: str, n: int, seconds: float, key: int, opts=(),
+            pipeline: bool = False) -> dict:
+    """One torque-async run of n streams (or pipelines) beside -cyclic, cyclictest beside it;
+    `opts`: more options and actions (-bufferFrames, -rtprio, --beside's)."""
     with tempfile.TemporaryDirectory(dir=ROOT) as where:
         out = Path(where) / "r.json"
         ct = cyclictest(seconds + 1.5)
         env = {**os.environ, "PYTHONPATH": str(ROOT)} if cmd == THIS else None
         run = subprocess.run([*cmd.split(), "-smkey", str(key), "-json", str(out), *opts[0],
-                              "-p", str(n), *opts[1], ACTIONS[place], *STREAM, str(seconds), "64",
+                              *streams(place, n, seconds, opts[1], pipeline),
                               "-cyclic", "1000", *opts[2]],
                              cwd=where, capture_output=True, text=True, env=env)
         ct_out = ct.communicate()[0] if ct else ""
@@ -91,7 +119,7 @@ def one_run(cmd: str, place: str, n: int, seconds: float, key: int, opts=()) -> 
         doc = json.loads(out.read_text())
     subs = [t["record"]["subs"][0] for t in doc["tests"] if t["record"].get("subs")]
     cyclic = next(t for t in doc["tests"] if t["action"] == "cyclic")
-    return {"held": sum(s["late"] == 0 and s.get("dropped", 0) == 0 for s in subs),
+    return {"held": held(doc["tests"], pipeline),
             "p99_us": max(p99_us(s["hist"]) for s in subs),
             "cyclic_p99_us": cyclic["latency"]["p99"] / 1000 if cyclic["latency"] else math.nan,
             "cyclictest_p99_us": cyclictest_p99(ct_out) if ct else math.nan}
@@ -127,6 +155,8 @@ def main() -> None:
     ap.add_argument("--buffers", default="0", help="-bufferFrames values, comma-separated")
     ap.add_argument("--rtprio", default="0", help="-rtprio values, comma-separated (0: without)")
     ap.add_argument("--beside", default="", help="actions beside the streams, e.g. -Striad")
+    ap.add_argument("--pipeline", action="store_true",
+                    help="N three-stage pipelines (capture w, process rw, playout r, wired)")
     a = ap.parse_args()
     commands = [f"{cmd}{variant(b, p)}" for cmd in [THIS, *([a.reference] if a.reference else [])]
                 for b in a.buffers.split(",") for p in a.rtprio.split(",")]
@@ -144,7 +174,7 @@ def main() -> None:
                 for cmd in commands:
                     key += 1
                     runs[cmd].append(one_run(base(cmd), place, n, a.seconds, key,
-                                             options(cmd, extra)))
+                                             options(cmd, extra), a.pipeline))
             for cmd, rs in runs.items():
                 med = {f: statistics.median(r[f] for r in rs) for f in
                        ("p99_us", "cyclic_p99_us", "cyclictest_p99_us")}
@@ -157,7 +187,8 @@ def main() -> None:
                     every[cmd] = n
             n *= 2
         for cmd in commands:
-            print(f"{place} [{cmd}]: largest N of 1080p60 uyvy422 writers that held: {best[cmd]} "
+            what = "three-stage pipelines" if a.pipeline else "writers"
+            print(f"{place} [{cmd}]: largest N of 1080p60 uyvy422 {what} that held: {best[cmd]} "
                   f"(median round), {every[cmd]} (every round)")
 
 

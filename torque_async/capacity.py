@@ -285,7 +285,7 @@ def summary(setup: Setup, search: Search, stopped: int) -> list[str]:
     else:
         line = f"capacity: none: {hi.value}, the smallest value (--min, else 1), failed " \
                f"(passed {passed_text(hi)})" if hi else "capacity: no point ran"
-    out = [line + f"; {name} of group {setup.knob.group}, a point passes {rule.need} of "
+    out = [line + f"; {name} of {setup.knob.where}, a point passes {rule.need} of "
                   f"{rule.rounds} round{'s' * (rule.rounds != 1)}; {runs} run{'s' * (runs != 1)}"]
     if hi:
         k, first = next((k, r) for k, r in enumerate(hi.rounds, 1) if not r.passed)
@@ -411,7 +411,7 @@ def main(argv: list[str], group: int, vary: str, until: tuple[str, ...],
         for name in os.listdir(folder):
             os.unlink(os.path.join(folder, name))
         os.rmdir(folder)
-    say([f"capacity of group {group} ({plan.groups[group].text}), {knob.name} varied; "
+    say([f"capacity of {knob.where} ({plan.groups[group].text}), {knob.name} varied; "
          f"criteria: {'; '.join(c.text for c in chosen)}", *table(setup, search), "",
          *summary(setup, search, stopped)])
     if json_path is not None:

@@ -82,6 +82,9 @@ def parse(texts: list[str], keeps: list[str], plan: Plan, group: int) -> list[Cr
         other = named_group(m.group(1), plan, text)
         if other == group:
             raise UsageError(f"capacity: --keep {text}: group {group} is the varied group")
+        if plan.wired(other):
+            raise UsageError(f"capacity: --keep {text}: group {other} is a stage wired by -from "
+                             f"(it cannot run alone): keep a group that is not wired")
         if KINDS[plan.groups[other].action].family in ("cpu", "timer"):
             raise UsageError(f"capacity: --keep {text}: group {other} "
                              f"({plan.groups[other].text}) has no bandwidth")

@@ -355,6 +355,11 @@ _L = [
     Option("fps", LOCAL, "streams: frames per second (59.94, 29.97, 23.976 are the NTSC "
            "60000/1001, 30000/1001, 24000/1001); bwMBs is then 0", (Arg("F", checked(parse_rate)),),
            default=None, applies=STREAMS, group="Streams"),
+    Option("from", LOCAL, "streams: a wired stage: the stream's first read reads, frame by "
+           "frame and never ahead of it, the track that group G's stream (an earlier group of "
+           "the same kind, process i's of process i) writes; waiting for it is lateness "
+           "inherited from G", (Arg("G", integer(0, 10**6)),), dest="from_group", default=None,
+           applies=STREAMS, group="Streams"),
     Option("frame", LOCAL, "streams: frame size WxH in pixels of -pixfmt; sizeKB is then 0",
            (Arg("WxH", checked(parse_frame)),), default=None, applies=STREAMS, group="Streams"),
     Option("i", LOCAL, "iterations; the bandwidth is averaged over all of them",

@@ -41,6 +41,19 @@ class Plan:
             every = every[self.settings.child:self.settings.child + 1]
         return tuple(Proc(row, g, k) for row, (g, k) in enumerate(every))
 
+    def wired(self, group: int) -> tuple[int, ...]:
+        """The groups of the pipeline `group` is a stage of (streams wired by -from, either
+        way), in order; () for a group wired to none."""
+        linked, grew = {group}, True
+        while grew:
+            grew = False
+            for g in self.groups:
+                source = g.local.from_group
+                if source is not None and (g.index in linked) != (source in linked):
+                    linked |= {g.index, source}
+                    grew = True
+        return tuple(sorted(linked)) if len(linked) > 1 else ()
+
     @property
     def slow(self) -> bool:
         """-slow is the default with more than one test process."""

@@ -591,6 +591,11 @@ class SubStreamFigures:
     verdict: str
     buffer_frames: int = 0        # -bufferFrames
     late_in_buffer: int = 0       # frames late that the buffer held
+    from_group: int | None = None  # -from: the group whose frames sub-stream 0 reads
+    lapped: int = 0               # of the lost, overwritten by the writer before the read
+    up_late: int = 0              # inherited: frames late by the upstream's lateness,
+    up_lost: int = 0              # lost or dropped by it alone,
+    up_max: int = 0               # the greatest inherited (ns)
 
 
 def sub_stream_figures(rec: Record, proc: Proc) -> list[SubStreamFigures]:
@@ -607,8 +612,14 @@ def sub_stream_figures(rec: Record, proc: Proc) -> list[SubStreamFigures]:
             mb_per_s(sub.transfers * rec.transfer_bytes, elapsed),
             per_s(sub.transfers, elapsed), sub.frames, sub.late, sub.dropped,
             sub.late_run, late.percentile(0.5), late.percentile(0.99), late.hi,
-            sub_verdict(sub), proc.group.local.bufferFrames or 0, sub.late_in_buffer))
+            sub_verdict(sub), proc.group.local.bufferFrames or 0, sub.late_in_buffer,
+            proc.group.local.from_group, sub.lapped, sub.up_late, sub.up_lost, sub.up_max))
     return out
+
+
+def stream_label(proc: Proc) -> str:
+    """'MemStreams rw': a stream's kind and label, its row's Test column."""
+    return f"{KINDS[proc.group.action].label} {proc.group.args[0]}"
 
 
 def sub_verdict(sub) -> str:
@@ -641,13 +652,12 @@ def stream_lines(records, procs) -> list[str]:
     lines = []
     for rec, proc in zip(records, procs):
         for f in sub_stream_figures(rec, proc):
-            label = f"{KINDS[proc.group.action].label} {proc.group.args[0]}"
             lines.append(", ".join([str(rec.row), f.sub, f"{f.target_bw:.1f}",
                                     f"{f.target_fps:.3f}", f"{f.bw:.1f}", f"{f.fps:.3f}", *map(str, (
                     f.frames, f.buffer_frames, f.late, f.late_in_buffer, f.dropped,
                     f.longest_late_run)), *(f"{v / 1000:.1f}" for v in (
                         f.lateness_p50, f.lateness_p99, f.lateness_max)),
-                f.verdict, label]))
+                f.verdict, stream_label(proc)]))
     if not lines:
         return []
     subs = [sub_verdict(sub) for rec in records for sub in rec.subs]
@@ -657,7 +667,28 @@ def stream_lines(records, procs) -> list[str]:
             "every late frame is lost); HELD: no frame lost or dropped", STREAM_HEADER, *lines,
             "",
             f"streams: {counted(stream_verdicts(records))} (sub-streams: {counted(subs)})",
-            *starved_lines(records, procs)]
+            *stage_lines(records, procs), *starved_lines(records, procs)]
+
+
+STAGE_HEADER = "proc,sub,From,Lost,Lapped,max(us),UpLate,UpLost,UpMax(us),Test"
+
+
+def stage_lines(records, procs) -> list[str]:
+    """Wired streams (-from), per sub-stream: its own lost frames (those its writer lapped
+    among them) and greatest lateness, then what it inherited from its upstream: frames late by
+    the upstream's lateness, lost or dropped by it alone, the greatest inherited (us)."""
+    lines = []
+    for rec, proc in zip(records, procs):
+        lines += [", ".join([str(rec.row), f.sub, str(f.from_group), str(f.late), str(f.lapped),
+                             f"{f.lateness_max / 1000:.1f}", str(f.up_late), str(f.up_lost),
+                             f"{f.up_max / 1000:.1f}", stream_label(proc)])
+                  for f in sub_stream_figures(rec, proc) if f.from_group is not None]
+    if not lines:
+        return []
+    return ["", "Stages (-from): a wired stream reads the frames of group From; its Verdict, Lost "
+            "and lateness above are its own; the lateness it waited for its upstream is "
+            "inherited (Up: frames late by it, lost or dropped by it alone, the greatest); "
+            "Lapped: lost, overwritten by the writer before the read", STAGE_HEADER, *lines]
 
 
 def starved_lines(records, procs) -> list[str]:

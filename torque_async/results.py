@@ -100,6 +100,10 @@ ROW = np.dtype([
     ("late_hist", "i8", (MAX_SUBS, HIST_BUCKETS)),
     ("dropped", "i8", (MAX_SUBS,)),              # and the frames it skipped (-dropLate);
     ("sub_ns", "i8", (MAX_SUBS,)),               # the ns its frames span (Pipeline.window);
+    ("lapped", "i8", (MAX_SUBS,)),               # -from: frames lost overwritten by the writer,
+    ("up_late", "i8", (MAX_SUBS,)),              # those late by the upstream's lateness,
+    ("up_lost", "i8", (MAX_SUBS,)),              # lost or dropped by it alone, the greatest
+    ("up_max", "i8", (MAX_SUBS,)),               # lateness inherited (ns);
     ("nlate_trace", "i8"),                       # the stream's lateness over time: (completion
     ("late_trace", "i8", (MAX_SAMPLES, 2)),      # ns, greatest lateness ns) per run of frames
     ("split", "i8"),                             # 1: reads and writes also apart (file tests
@@ -314,13 +318,19 @@ def free_segment(name: str) -> tuple[int, tuple[str, ...]] | None:
     return owner, tuple(n for n in sems if remove_semaphore(n))
 
 
+UPSTREAM_FIELDS = ("lapped", "up_late", "up_lost", "up_max")     # a wired stream's, per sub
+
+
 @dataclass(frozen=True)
 class SubStream:
     """One sub-stream's figures: measured transfers (frames moved) and their lateness (ns),
     those lost (`late`: late beyond -lateUs and the -bufferFrames buffer), frames dropped
     (-dropLate), the longest run lost or dropped, the ns its frames span (from its first
     frame's period to the later of its last due frame's deadline and its last completion: the
-    time of its rate; 0 where not known) and the frames late within the buffer."""
+    time of its rate; 0 where not known) and the frames late within the buffer. A wired stream
+    (-from): of the frames lost, those its writer overwrote first (`lapped`); apart, the
+    lateness inherited from the upstream: frames late by it, lost (or dropped) by it alone,
+    the greatest (ns)."""
     transfers: int
     late: int
     late_run: int
@@ -331,6 +341,10 @@ class SubStream:
     dropped: int = 0
     elapsed: int = 0
     late_in_buffer: int = 0
+    lapped: int = 0
+    up_late: int = 0
+    up_lost: int = 0
+    up_max: int = 0
 
     @property
     def frames(self) -> int:
@@ -418,7 +432,8 @@ class Record:
                                         int(r["late_run"][i]), int(r["late_min"][i]),
                                         int(r["late_max"][i]), int(r["late_sum"][i]),
                                         sparse(r["late_hist"][i]), int(r["dropped"][i]),
-                                        int(r["sub_ns"][i]), int(r["late_buffered"][i]))
+                                        int(r["sub_ns"][i]), int(r["late_buffered"][i]),
+                                        *(int(r[f][i]) for f in UPSTREAM_FIELDS))
                               for i in range(int(r["nsubs"]))),
                    late_trace=tuple((int(t), int(ns)) for t, ns in
                                     r["late_trace"][:int(r["nlate_trace"])]),

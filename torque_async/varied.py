@@ -3,8 +3,10 @@
 The plan is the command line after `--` with its aliases expanded (the tokens cmdline.scan
 reads). A point's plan is those tokens with one edit to the varied group: `-p N` put before
 its action (a local given twice keeps the last), the -aio depth or a stream's MiB/s argument
-replaced, or `-fps N` / `-T usec` put before its action. The edits of the varied value and of
--cfiles are the only changes: the run checks and runs the plan as `torque-async run` does.
+replaced, or `-fps N` / `-T usec` put before its action. A stream wired to others (-from) is
+one stage of a pipeline: the same edit goes to every stage of it, so `-p N` is N pipelines.
+The edits of the varied value and of -cfiles are the only changes: the run checks and runs the
+plan as `torque-async run` does.
 """
 from __future__ import annotations
 
@@ -63,6 +65,13 @@ class Knob:
     start: int
     limit: int                     # the largest value the option takes
     name: str                      # the table's column
+    stages: tuple[int, ...] = ()   # the groups wired with it (-from), edited the same way
+
+    @property
+    def where(self) -> str:
+        """'group 0', or a pipeline's 'groups 0, 1, 2 (stages wired by -from)'."""
+        return f"groups {', '.join(map(str, self.stages))} (stages wired by -from)" \
+            if self.stages else f"group {self.group}"
 
     def edit(self, value: int) -> tuple[int, list[str]] | tuple[int, list[str], int]:
         """(offset from the action token, tokens put there, how many they replace)."""
@@ -79,18 +88,19 @@ def knob(plan: Plan, group: int, vary: str) -> Knob:
     if not 0 <= group < len(plan.groups):
         raise UsageError(f"capacity: --group {group}: the plan has groups 0.."
                                  f"{len(plan.groups) - 1}")
-    g = plan.groups[group]
+    g, stages = plan.groups[group], plan.wired(group)
     if vary == "procs":
-        return Knob(vary, group, "p", g.local.p, 1024, "-p")
+        return Knob(vary, group, "p", g.local.p, 1024, "-p", stages)
     if vary == "qd":
         if g.action != "aio":
             raise UsageError(f"capacity: --vary qd: group {group} ({g.text}) is not an "
                                      f"-aio test: no queue depth to vary")
         return Knob(vary, group, "aio", g.args[0], 1024, "-aio depth")
     if g.action in STREAMS and g.local.fps is not None:
-        return Knob(vary, group, "fps", max(1, int(rate(g.local.fps))), 100_000, "-fps")
+        return Knob(vary, group, "fps", max(1, int(rate(g.local.fps))), 100_000, "-fps",
+                    stages)
     if g.action in STREAMS:
-        return Knob(vary, group, "bw", max(1, int(g.args[BW_ARG])), MAX_RATE, "MiB/s")
+        return Knob(vary, group, "bw", max(1, int(g.args[BW_ARG])), MAX_RATE, "MiB/s", stages)
     if g.local.T:
         return Knob(vary, group, "T", max(1, round(1e6 / g.local.T)), MAX_RATE,
                     "1e6/-T (/s)")
@@ -105,8 +115,9 @@ def tokens_at(lay: Layout, k: Knob, value: int, made: bool) -> list[str]:
     for pos in lay.cfiles if made else ():
         parts[pos] = []
     offset, put, replaced = k.edit(value)
-    at = lay.groups[k.group][1] + offset
-    parts[at] = put + parts[at][replaced:]
+    for group in k.stages or (k.group,):
+        at = lay.groups[group][1] + offset
+        parts[at] = put + parts[at][replaced:]
     return [t for part in parts for t in part]
 
 

@@ -34,6 +34,7 @@ SQE_FIXED_FILE, SQE_IO_LINK, SQE_IO_HARDLINK = 1, 4, 8   # sqe flags: fd is a di
                                                # the next SQE waits for this one (and is
                                                # cancelled if it fails, unless HARDLINK)
 REGISTER_FILES = 2                             # a table of direct descriptors (-1: an empty one)
+REGISTER_IOWQ_MAX_WORKERS = 19                 # io-wq's caps on its workers (Linux 5.15)
 ENTER_GETEVENTS = 1
 SETUP_COOP_TASKRUN = 1 << 8                    # Linux 5.19: completions wait for the task's next
                                                # entry into the kernel, not an interrupt (fio's
@@ -151,6 +152,16 @@ class Ring:
         """A table of `count` direct descriptors, every one empty."""
         table = (ctypes.c_int * count)(*([-1] * count))
         check(self.enter(REGISTER, self.fd, REGISTER_FILES, table, count), "io_uring_register")
+
+    def iowq_workers(self, bounded: int, unbounded: int = 0) -> tuple[int, int]:
+        """Cap the workers io-wq runs for this ring's operations that block (bounded: those on
+        regular files and block devices, an open whose path is not cached; unbounded: the
+        rest); 0 leaves a cap as it is. Returns the caps before. OSError where the kernel has
+        no such call (EINVAL: before 5.15)."""
+        caps = (ctypes.c_uint32 * 2)(bounded, unbounded)
+        check(self.enter(REGISTER, self.fd, REGISTER_IOWQ_MAX_WORKERS, caps, 2),
+              "io_uring_register(IORING_REGISTER_IOWQ_MAX_WORKERS)")
+        return caps[0], caps[1]
 
     def queue(self, i: int) -> None:
         """Put SQE i next in the submission queue (the kernel sees it at the next submit). The

@@ -350,6 +350,9 @@ class UringEngine:
         self.own_free: list[int] = []              # says which), and the places free
         self.chain_flush: asyncio.Handle | None = None
         self.files: list[int] | None = None    # direct descriptors free (None: no table yet)
+        self.table = 0                         # the direct descriptors it holds
+        self.workers: int | None = 0           # io-wq's cap on blocking opens (cover(); 0:
+                                               # not asked yet)
 
     def register(self, views: list[memoryview]) -> list[int]:
         ids = [next(self.ids) for _ in views]
@@ -383,10 +386,31 @@ class UringEngine:
         """A direct descriptor of the ring's table (registered on first use), or -1 when the
         table has none left (file_slots() of them)."""
         if self.files is None:
-            count = file_slots()
-            self.ring.register_files(count)
-            self.files = list(range(count - 1, -1, -1))
-        return self.files.pop() if self.files else -1
+            self.table = file_slots()
+            self.ring.register_files(self.table)
+            self.files = list(range(self.table - 1, -1, -1))
+        if not self.files:
+            return -1
+        self.cover(self.table - len(self.files) + 1)
+        return self.files.pop()
+
+    def cover(self, opens: int) -> None:
+        """Let io-wq run `opens` blocking opens at once, one a client: an open whose path is
+        not cached waits for the disk on one of io-wq's bounded workers, whose default cap,
+        min(SQEs, 4 x CPUs), would hold the clients' opens (and the disk's queue) to that
+        many. Raised by doubling, on first need; `workers` None: this kernel cannot (before
+        5.15), and the cap stays its own."""
+        if self.workers is None or opens <= self.workers:
+            return
+        try:
+            if not self.workers:               # the kernel's cap (a 0 changes nothing)
+                self.workers = self.ring.iowq_workers(0)[0]
+            if opens > self.workers:
+                want = min(max(opens, 2 * self.workers), self.table)
+                self.ring.iowq_workers(want)
+                self.workers = want
+        except OSError:
+            self.workers = None
 
     def give_file(self, i: int) -> None:
         self.files.append(i)

@@ -14,6 +14,8 @@ a source read the source frame or what the in-place write of the pass before lef
 dependency or slot-reuse gate that failed is caught at the transfer. check() then compares
 whole frames (header and body) of the last frames written against what they must hold. A frame
 dropped (-dropLate) was never written: its slot still holds the last frame written there.
+A wired stream's first read (-from) gets its writer's frames, not source frames (wire.py
+checks them): its track is no source, and a write made from it is made from the writer's frame.
 """
 from __future__ import annotations
 
@@ -44,8 +46,9 @@ class Frames:
     """Frame buffers of one stream's sub-streams and the rules above."""
 
     def __init__(self, geometry: Geometry, stages: tuple[Stage, ...], buffers: Buffers,
-                 rng: np.random.Generator, sourced: bool):
+                 rng: np.random.Generator, sourced: bool, wired=None):
         size = geometry.size
+        self.wired = wired          # -from: the writer's Frames, which sub-stream 0 reads
         self.slots, self.stages = geometry.slots, stages
         self.patterns = [rng.integers(0, 256, size, np.uint8) for _ in range(geometry.tracks)]
         self.sourced = sourced      # source tracks hold our source frames (not a user's file)
@@ -66,7 +69,8 @@ class Frames:
 
     def source_tracks(self) -> list[int]:
         """Tracks read before anything writes them: filled with source frames in set-up."""
-        return sorted({s.op.track for s in self.stages if s.op.kind == READ and not s.op.deps})
+        return sorted({s.op.track for s in self.stages if s.op.kind == READ and not s.op.deps
+                       and not (self.wired and s.index == 0)})
 
     def source_frame(self, frame: np.ndarray, track: int, slot: int) -> None:
         """Frame `slot` of source track `track`, made in `frame`."""
@@ -120,6 +124,11 @@ class Frames:
             frame = self.patterns[writer.op.track].copy()
         elif len(deps) == 2:
             frame = inputs[0] ^ inputs[1]
+        elif self.wired:                               # in place on the writer's frame k
+            frame = self.wired.output(k)
+            if frame is None:
+                return None
+            np.invert(frame, out=frame)
         elif self.sourced:
             passes = sum(j not in self.dropped[writer.index]       # in-place writes to this
                          for j in range(k % self.slots, k + 1, self.slots))   # slot so far
@@ -131,3 +140,9 @@ class Frames:
             return None
         stamp(frame, WRITTEN | writer.op.track, k)
         return frame
+
+    def output(self, k: int) -> np.ndarray | None:
+        """Frame k of this stream's write, where the frames alone say it (a stream wired to it
+        checks what it made of it); None where it needs what a track held."""
+        writer = next(s for s in self.stages if s.op.kind != READ)
+        return None if len(writer.op.deps) == 2 else self.body(writer, k, [])

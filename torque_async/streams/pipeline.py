@@ -9,9 +9,18 @@ deadline, the N frames behind it having come and filled the buffer; with N = 0 e
 frame is lost). A stream misses on lost frames; the late frames its buffer held are counted
 apart. With `drop` (-dropLate) a frame whose deadline passed a whole period ago (plus the
 buffer's N periods) when it could start is skipped, never moved, and counted dropped, as a
-live display does; so is frame k of a sub-stream whose input frame k was dropped. Time comes
-from the injected `clock` and `sleep_until` (and the tracks), so the same engine runs on the
-precise timer or on a virtual clock in tests.
+live display does; so is frame k of a sub-stream whose input frame k was dropped (whatever
+-dropLate: it never came). Time comes from the injected `clock` and `sleep_until` (and the
+tracks), so the same engine runs on the precise timer or on a virtual clock in tests.
+
+A wired stream (-from, wire.py) reads its first sub-stream's frames from its writer's tracks,
+frame k once the writer completed it. Its own lateness is what a frame would have had with a
+writer that held (frame k there at the start of the reader's period for it, the writer's
+deadline): each transfer's `alone` start is the latest of that, its release, its own previous
+frame's and its inputs' `alone` completions, and its `alone` completion that plus the time the
+transfer really took. The rest of its lateness is inherited from the upstream. The figures
+(late, late within buffer, lateness) are its own; Lateness counts the inherited apart. A frame
+lost or dropped only through the inherited part is the upstream's.
 """
 from __future__ import annotations
 
@@ -47,11 +56,13 @@ async def wait_until(at: int, clock: Callable[[], int], sleep_until: Callable[[i
 
 
 class Progress:
-    """Transfers one sub-stream has completed; others wait for it to reach a count."""
-    __slots__ = ("done", "waiters")
+    """Transfers one sub-stream has completed (and begun: `started`); others wait for it to
+    reach a count. `closed`: it will complete no more (a wired writer's run ended)."""
+    __slots__ = ("done", "started", "closed", "waiters")
 
     def __init__(self):
-        self.done = 0
+        self.done = self.started = 0
+        self.closed = False
         self.waiters: list[tuple[int, asyncio.Future]] = []
 
     def advance(self) -> None:
@@ -69,35 +80,54 @@ class Progress:
             if not future.done():
                 future.set_result(None)
 
-    async def reach(self, count: int) -> None:
-        """Wait until `count` transfers are done (called only when they are not yet)."""
+    async def reach(self, count: int, timeout: float | None = None) -> None:
+        """Wait until `count` transfers are done (called only when they are not yet), or at
+        most `timeout` s."""
         future = asyncio.get_running_loop().create_future()
         self.waiters.append((count, future))
-        await future
+        if timeout is None:
+            await future
+        else:
+            await asyncio.wait([future], timeout=timeout)
 
 
 class Lateness(Summary):
-    """Lateness of one sub-stream's moved frames (0 when on time); the frames lost (`late`: late
-    beyond the tolerance (ns) and the buffer's allowance), those late within the buffer
-    (`buffered`), those dropped, and the longest run of consecutive frames lost or dropped."""
-    __slots__ = ("tolerance", "late", "buffered", "dropped", "run", "longest")
+    """Lateness of one sub-stream's moved frames (0 when on time), its own: the frames lost
+    (`late`: late beyond the tolerance (ns) and the buffer's allowance, or overwritten by their
+    writer before they were read: `lapped`), those late within the buffer (`buffered`), those
+    dropped, and the longest run of consecutive frames lost or dropped. A wired stream's
+    inherited lateness apart: frames late beyond the tolerance by it (`up_late`), lost or
+    dropped by it alone (`up_lost`), and the greatest (`up_max`, ns)."""
+    __slots__ = ("tolerance", "late", "buffered", "dropped", "run", "longest", "lapped",
+                 "up_late", "up_lost", "up_max")
 
     def __init__(self, tolerance: int = 0):
         super().__init__()
         self.tolerance = tolerance
         self.late = self.buffered = self.dropped = self.run = self.longest = 0
+        self.lapped = self.up_late = self.up_lost = self.up_max = 0
 
-    def add(self, ns: int, allowance: int = 0) -> None:
-        """A frame `ns` late, its buffer holding it `allowance` ns more (N periods)."""
-        if ns > self.tolerance + allowance:
+    def add(self, ns: int, allowance: int = 0, inherited: int = 0, lapped: bool = False) -> None:
+        """A frame `ns` late, its buffer holding it `allowance` ns more (N periods), `inherited`
+        ns of it the upstream's; `lapped`: its writer overwrote it (lost)."""
+        own, limit = ns - inherited, self.tolerance + allowance
+        if own > limit or lapped:
             self.late += 1
+            self.lapped += lapped
             self.missed()
         else:
-            self.buffered += ns > self.tolerance
+            self.buffered += own > self.tolerance
+            self.up_lost += ns > limit
             self.run = 0
-        super().add(max(ns, 0))
+        self.up_late += inherited > self.tolerance
+        self.up_max = max(self.up_max, inherited)
+        super().add(max(own, 0))
 
-    def drop(self) -> None:
+    def drop(self, inherited: bool = False) -> None:
+        """A frame skipped; `inherited`: for the upstream's lateness or drop."""
+        if inherited:
+            self.up_lost += 1
+            return
         self.dropped += 1
         self.missed()
 
@@ -130,6 +160,8 @@ class Timeline:
             self.left, self.worst = self.every, 0
 
 
+OWN, UPSTREAM = "own", "upstream"          # whose a dropped frame is
+
 Record = Callable[[int, int], None]           # (latency, end time) of one measured transfer
 
 
@@ -137,11 +169,21 @@ class Pipeline:
     def __init__(self, stages: tuple[Stage, ...], pacer: Pacer, tracks, frames: Frames,
                  clock: Callable[[], int], sleep_until: Callable[[int], Awaitable],
                  stopped: Callable[[], bool], trace: list | None = None,
-                 tolerance: int = 0, drop: bool = False, buffer: int = 0):
+                 tolerance: int = 0, drop: bool = False, buffer: int = 0,
+                 wire=None, output: Progress | None = None):
         self.stages, self.pacer, self.tracks, self.frames = stages, pacer, tracks, frames
         self.clock, self.sleep_until, self.stopped = clock, sleep_until, stopped
         self.drop, self.buffer = drop, buffer       # -dropLate, -bufferFrames
         self.progress = [Progress() for _ in stages]
+        self.wire = wire                      # -from: what sub-stream 0 reads (wire.Wire)
+        for stage in stages:                  # the writer's, shared with the streams wired to
+            if output is not None and stage.op.kind != READ:     # it
+                self.progress[stage.index] = output
+        self.alone = [0] * len(stages)        # a wired stream's: each sub-stream's last
+        self.alone_at: list[dict[int, int]] = [{} for _ in stages]   # `alone` completion, and
+                                              # frame k's (for its consumers)
+        self.inherited: list[set[int]] = [set() for _ in stages]  # frames dropped upstream's
+        self.cut = False                      # the wired writer ended: no frame comes
         self.lateness = [Lateness(tolerance) for _ in stages]
         self.measured = 0                     # transfers k < measured are measured
         self.timeline: Timeline | None = None  # set with measured
@@ -164,53 +206,86 @@ class Pipeline:
             first = eg.exceptions[0]
             raise first if isinstance(first, (Stopped, TestError)) else eg from None
 
+    def ending_now(self) -> bool:
+        """The pipeline winds down: -slow's end, or its wired writer ended."""
+        return self.cut or self.ending()
+
+    def wind_down(self) -> None:
+        for p in self.progress:            # whoever waits for a gate looks too
+            p.release()
+
     async def sub_stream(self, stage: Stage, end: int) -> None:
         i, progress, lateness = stage.index, self.progress, self.lateness[stage.index]
+        wired = self.wire is not None and i == 0
         kind, track, slots = stage.op.kind, stage.op.track, self.frames.slots
-        clock, pacer, move = self.clock, self.pacer, self.tracks.move
+        tracks = self.tracks
+        if wired:
+            tracks, track, slots = self.wire.tracks, self.wire.track, self.wire.slots
+        clock, pacer, move = self.clock, self.pacer, tracks.move
         early, late = stage.stage - stage.lead, stage.stage + 1
         k, turn = progress[i].done, clock()
-        halted = lambda: self.stopped() or self.ending()              # noqa: E731
+        halted = lambda: self.stopped() or self.ending_now()          # noqa: E731
         while k < end:
             if self.stopped():
                 raise Stopped
             for other, offset in stage.gates:
-                if progress[other].done < k + offset and not self.ending():
+                if progress[other].done < k + offset and not self.ending_now():
                     await progress[other].reach(k + offset)      # (no coroutine when met)
             release, t = pacer.release(k + early), clock()
-            if self.ending() or t < release and not await wait_until(
+            if self.ending_now() or t < release and not await wait_until(
                     release, clock, self.sleep_until, halted):
                 if self.stopped():
                     raise Stopped
-                for p in progress:         # winding down: whoever waits for a gate looks too
-                    p.release()
+                self.wind_down()
                 return
+            alone = None                   # when it would start with a writer that held
+            if self.wire is not None:
+                alone = max(release, pacer.release(k + stage.stage) if wired else 0,
+                            self.alone[i], *(self.alone_at[d].pop(k, 0) for d in stage.op.deps))
+                if wired and not await self.upstream(k):
+                    self.wind_down()
+                    return
             if t < release:
                 turn = clock()
             elif t - turn > YIELD_NS:      # behind, it never sleeps, and a memory move never
                 await asyncio.sleep(0)     # waits: the loop's turn (signals, the watchdog, the
                 turn = clock()             # other tests) at least this often
-            if self.skips(stage, k):
+            if why := self.skips(stage, k, alone):
                 self.frames.dropped[i].add(k)
+                if why == UPSTREAM:
+                    self.inherited[i].add(k)
                 if k < self.measured:
-                    lateness.drop()
+                    lateness.drop(why == UPSTREAM)
                 progress[i].advance()
                 k += 1
                 continue
             frame = self.frames.prepare(stage, k)
             t0 = clock()
+            progress[i].started = k + 1
             try:
                 t1 = await move(kind, track, k % slots, frame)
             except OSError as e:           # named, not an ExceptionGroup of the TaskGroup's
                 raise TestError(f"{stage.op.kind} of frame {k} (track {track}, slot {k % slots}) "
-                                f"in {self.tracks.where}: {e.strerror or e}") from None
+                                f"in {tracks.where}: {e.strerror or e}") from None
             self.moved += 1
-            if kind == READ:
+            lapped = False
+            if wired:
+                lapped = self.wire.received(stage, k, frame)
+            elif kind == READ:
                 self.frames.received(stage, k, frame)
+            inherited = 0
+            if alone is not None:
+                alone += t1 - t0
+                self.alone[i] = alone
+                if stage.consumers:
+                    self.alone_at[i][k] = alone
             if k < self.measured:
                 deadline = pacer.release(k + late)
                 ns = max(0, t1 - deadline)
-                lateness.add(ns, pacer.release(k + late + self.buffer) - deadline)
+                if alone is not None:
+                    inherited = ns - max(0, min(ns, alone - deadline))
+                lateness.add(ns, pacer.release(k + late + self.buffer) - deadline, inherited,
+                             lapped)
                 self.timeline.add(t1, ns)
                 self.record(t1 - t0, t1)
                 if t1 > self.finish:
@@ -220,6 +295,19 @@ class Pipeline:
                 self.trace.append((i, k, t0, t1))
             progress[i].advance()
             k += 1
+
+    async def upstream(self, k: int) -> bool:
+        """Wait until the wired writer completed frame k (False: the pipeline winds down, or
+        the writer ended first)."""
+        written = self.wire.progress
+        while written.done <= k:
+            if self.stopped():
+                raise Stopped
+            if self.ending_now() or written.closed:
+                self.cut = self.cut or written.closed
+                return False
+            await written.reach(k + 1, SLICE_NS / 1e9)
+        return True
 
     def window(self, stage: Stage, by: int = NEVER) -> int:
         """ns a sub-stream's measured frames span: from its first frame's period (released at
@@ -236,14 +324,24 @@ class Pipeline:
         """When the measured frames' time ends: the latest sub-stream's end of window()."""
         return max(self.pacer.release(stage.stage) + self.window(stage) for stage in self.stages)
 
-    def skips(self, stage: Stage, k: int) -> bool:
-        """-dropLate: frame k is a whole period past its deadline (its buffer's N periods
-        after it: until then the buffer holds it), or an input of it was dropped."""
-        if not self.drop:
-            return False
+    def skips(self, stage: Stage, k: int, alone: int | None = None) -> str:
+        """Whether frame k is skipped, and whose the drop is (OWN, UPSTREAM; '': moved): an
+        input of it was dropped (whoever's that was), the wired writer dropped it, or with
+        -dropLate it is a whole period past its deadline (its buffer's N periods after it:
+        until then the buffer holds it), the upstream's when it would not be at its `alone`
+        start (a wired stream's)."""
         dropped = self.frames.dropped
-        return (any(k in dropped[d] for d in stage.op.deps)
-                or self.clock() >= self.pacer.release(k + stage.stage + 2 + self.buffer))
+        inputs = [d for d in stage.op.deps if k in dropped[d]]
+        if inputs:
+            return UPSTREAM if any(k in self.inherited[d] for d in inputs) else OWN
+        if self.wire is not None and stage.index == 0 and k in self.wire.dropped:
+            return UPSTREAM
+        if not self.drop:
+            return ""
+        due, t = self.pacer.release(k + stage.stage + 2 + self.buffer), self.clock()
+        if t < due:
+            return ""
+        return UPSTREAM if alone is not None and alone < due else OWN
 
     def done(self) -> int:
         """Frames every sub-stream has completed."""

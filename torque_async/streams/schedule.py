@@ -141,10 +141,15 @@ def frames_text(g: Geometry, local) -> str:
 
 
 def plan_lines(group) -> list[str]:
-    """-quit's lines of a stream group: its sub-streams, frames, rate and bandwidth, buffer."""
+    """-quit's lines of a stream group: its sub-streams, frames, rate and bandwidth, buffer,
+    and what a wired one (-from) reads."""
     g, n = Geometry.of(group.args, group.local), group.local.bufferFrames or 0
+    source = group.local.from_group
     return [f"  stream: {g.label}, {len(g.stages())} x {g.frames} {frames_text(g, group.local)}"
-            f" per sub-stream; buffer {n} frames ({n * float(g.period) / 1e6:.3f} ms)"]
+            f" per sub-stream; buffer {n} frames ({n * float(g.period) / 1e6:.3f} ms)",
+            *([f"  {g.stages()[0].name}: reads group {source}'s frames (-from {source}): "
+               f"process i reads the track group {source}'s process i writes, one period "
+               f"behind its writer"] if source is not None else [])]
 
 
 def sizing(args, local=None) -> tuple[int, Fraction]:

@@ -9,6 +9,10 @@ latest sub-stream's window), which it waits out, or to a stop that came first (n
 that has not come yet): a stream that held reports its rate, one that runs late less. The row
 reports the combined bytes of the sub-streams, and each sub-stream's transfers, lateness,
 dropped frames and window in the stream fields.
+
+A stream that writes publishes itself for streams wired to it (-from, wire.py); a wired stream
+finds its writer at set-up, starts its frames one period behind the writer's stage and reads
+its first sub-stream's frames from the writer's tracks.
 """
 from __future__ import annotations
 
@@ -27,13 +31,14 @@ from ..io.actions import file_size, list_index
 from ..io.plancheck import check_path
 from ..io.scratch import IN_FLIGHT
 from ..meter import Meter, now
-from ..results import MAX_SAMPLES
+from ..results import MAX_SAMPLES, UPSTREAM_FIELDS
 from ..timer import PreciseTimer
 from ..units import KB, MB, NS_PER_S
 from .frames import CHECK_FRAMES, WRITTEN, Frames, header_of
-from .pipeline import Pipeline, Stopped, Timeline, wait_until
+from .pipeline import Pipeline, Progress, Stopped, Timeline, wait_until
 from .schedule import READ, WRITE, Geometry, Pacer, frames_text
 from .tracks import FileTracks, MemoryTracks
+from .wire import Borrowed, Wire, check as check_wire, publish, withdraw, writer_of
 
 EXTRA_CHUNK = 100_000_000           # ns of frames run at a time while -slow keeps a stream going
 
@@ -53,6 +58,9 @@ class StreamTest:
         self.tracks = self.frames = self.timer = self.pipeline = None
         self.trace: list | None = None
         self.info = ""
+        self.writer = writer_of(g.label)                   # its writing sub-stream (-1: none)
+        self.output = Progress() if self.writer >= 0 else None     # shared with readers
+        self.wire: Wire | None = None                      # -from: what it reads
 
     def open_tracks(self):
         g = self.geometry
@@ -65,17 +73,29 @@ class StreamTest:
                           ctx.settings.engine, writes, ctx.settings.writeDevices, ctx.pins)
 
     async def setup(self) -> None:
-        g = self.geometry
-        self.tracks = self.open_tracks()
-        sourced = self.memory or self.tracks.scratch
-        self.frames = Frames(g, self.stages, self.buffers, self.ctx.rng, sourced)
+        g, ctx = self.geometry, self.ctx
+        if ctx.local.from_group is not None:
+            self.wire = Wire.to(ctx.local.from_group, ctx.proc, g.period)
+        own = not (self.wire and len(self.stages) == 1)      # a wired r reads only its writer's
+                                                             # tracks (check_group: alike)
+        self.tracks = self.open_tracks() if own else Borrowed(self.wire.tracks)
+        sourced = own and (self.memory or self.tracks.scratch)
+        self.frames = Frames(g, self.stages, self.buffers, ctx.rng, sourced,
+                             self.wire and self.wire.frames)
+        if self.output is not None:
+            publish(ctx.group.index, ctx.proc, self)
         if sourced:
             await self.fill()
             await self.tracks.flush()
         self.timer = PreciseTimer.shared()
         local = self.ctx.local
-        where = f"{g.slots} frames per track in {self.tracks.where}"[:100]
-        info = f"{g.label}: {len(self.stages)} x {g.frames} {frames_text(g, local)}\n{where}"
+        wire = self.wire
+        lines = [f"{g.label}: {len(self.stages)} x {g.frames} {frames_text(g, local)}",
+                 *([f"{g.slots} frames per track in {self.tracks.where}"[:100]] if own else []),
+                 *([f"{self.stages[0].name}: reads group {wire.group}'s frames (-from "
+                    f"{wire.group}), {wire.slots} frames per track,",
+                    f"in {wire.tracks.where}"[:100]] if wire else [])]
+        info = "\n".join(lines)
         self.info = f"{info}\n{self.tracks.note}" if self.tracks.note else info
 
     async def fill(self) -> None:
@@ -104,13 +124,13 @@ class StreamTest:
         if not self.memory:
             meter.row["file"] = os.fsencode(self.tracks.path)[:256]
         stopped = lambda: meter.stopped                             # noqa: E731
-        await self.until(now() + g.start_delay, stopped)
+        await self.until(now() + g.start_delay + (self.wire.delay if self.wire else 0), stopped)
         start = meter.begin()
         local = self.ctx.local
         pipe = self.pipeline = Pipeline(self.stages, Pacer(start, g.period), self.tracks,
                                         self.frames, now, self.timer.sleep_until, stopped,
                                         self.trace, local.lateUs * 1000, local.dropLate,
-                                        local.bufferFrames or 0)
+                                        local.bufferFrames or 0, self.wire, self.output)
         pipe.measured, pipe.record = g.frames, meter.record
         pipe.timeline = Timeline(g.frames * len(self.stages), MAX_SAMPLES)
         try:
@@ -123,12 +143,16 @@ class StreamTest:
                 meter.stamp(pipe.finish)       # their intervals count completions
             self.publish(meter, whole)
             pipe.ending = lambda: not meter.keep_going()      # -slow: the others' end ends the
-            while meter.keep_going():                        # wait for a next frame too
+            while meter.keep_going() and not pipe.cut:       # wait for a next frame too
                 await pipe.run(pipe.done() + chunk)
         except Stopped:
             if meter.finish == 0:
                 meter.end(min(pipe.end(), now()))
                 self.publish(meter, False)
+        finally:
+            if self.output is not None:          # its readers wait for no more frames
+                self.output.closed = True
+                self.output.release()
         meter.publish_extra(pipe.moved - meter.count)      # (not the frames -dropLate skipped)
 
     async def until(self, at: int, stopped) -> bool:
@@ -150,6 +174,8 @@ class StreamTest:
             row["late_min"][0, i], row["late_max"][0, i], row["late_sum"][0, i] = \
                 s.lo, s.hi, s.total
             row["late_hist"][0, i] = s.hist
+            for name in UPSTREAM_FIELDS:                 # a wired stream's inherited
+                row[name][0, i] = getattr(s, name)
         timeline = self.pipeline.timeline
         timeline.flush()
         row["nlate_trace"] = n = len(timeline.points)
@@ -169,7 +195,11 @@ class StreamTest:
                 slot = k % g.slots
                 for track, buf in zip(tracks, loaded):
                     await self.tracks.move(READ, track, slot, buf)
-                got, want = loaded[0], frames.body(writer, k, loaded[1:])
+                inputs = loaded[1:]
+                if self.wire and deps:               # input 0 is the writer's frame k
+                    inputs = [self.wire.frames.output(k), inputs[1]]
+                got = loaded[0]
+                want = None if inputs and inputs[0] is None else frames.body(writer, k, inputs)
                 if header_of(got) != (WRITTEN | writer.op.track, k) or \
                         (want is not None and not np.array_equal(got, want)):
                     tag, number = header_of(got)
@@ -178,6 +208,7 @@ class StreamTest:
                                     + (" (same header, other data)" if number == k else ""))
 
     async def close(self) -> None:
+        withdraw(self.ctx.group.index, self.ctx.proc, self)
         if self.tracks is not None:
             await self.tracks.forget()
         for part in (self.timer, self.tracks, self.buffers):
@@ -196,6 +227,7 @@ def check_group(plan, group) -> None:
         g = Geometry.of(group.args, group.local)
     except ValueError as e:
         raise UsageError(f"{name}: {e}") from None
+    check_wire(plan, group)
     run = group.args[5]
     if g.period > run * NS_PER_S:      # one frame, paced over its whole period: -memStreams r
         raise UsageError(              # (else a tiny rate paces one frame for ages)
@@ -206,7 +238,8 @@ def check_group(plan, group) -> None:
         frame = (f"-frame {group.local.frame[0]}x{group.local.frame[1]} frame of {g.size} bytes"
                  if group.local.frame else f"transfer of {g.size // KB} KB")
         raise UsageError(f"{name}: mfile {group.args[6]} MB holds no {frame}")
-    need = g.tracks * g.track_bytes
+    own = not (group.local.from_group is not None and len(g.stages()) == 1)   # a wired r: none
+    need = g.tracks * g.track_bytes if own else 0
     if group.action == "memStreams":
         need += (2 * g.lookahead + 6) * g.size             # frame buffers, at most
         have = psutil.virtual_memory().available
@@ -215,9 +248,10 @@ def check_group(plan, group) -> None:
                              f"{have // MB} MB available: lower mfile or the process count")
         return
     files = plan.settings.files
-    if not files:
+    if not files or not own:
         return
-    reads_first = any(s.op.kind == READ and not s.op.deps for s in g.stages())
+    reads_first = any(s.op.kind == READ and not s.op.deps and
+                      (s.index or group.local.from_group is None) for s in g.stages())
     for proc in (p for p in plan.procs() if p.group is group):
         index = list_index(group, proc.index, proc.row)
         if index >= len(files):

@@ -96,7 +96,8 @@ class Site:
         self.files, self.flight = Gauge(), Gauge()  # files held open, requests in flight
         self.open_ns = self.flight_ns = 0           # each summed over its time, past -ramp
         self.cpu0 = 0                               # the process's CPU at the first request
-        self.device = disk.device_of(tree.fd)       # the tree's block device, if on one
+        self.disk = disk.device_of(tree.fd)         # the tree's block device, or why none
+        self.device = self.disk.device
         self.queue0: tuple[int, int] | None = None  # its weighted ms doing I/O then, and when
         self.lock = threading.Lock()                # `files`: the threads engine's update it
         self.threads: ThreadPoolExecutor | None = None
@@ -277,7 +278,8 @@ class WebTest:
         picks = f"zipf {local.zipf:g}" if local.zipf is not None else "uniform"
         cap = f"at most {local.webOpen} open" if local.webOpen else "no cap on open files"
         self.info = "\n".join((
-            f"web tree = {tree.root}: {tree.law.text()}, {'made' if tree.made else 'reused'}",
+            f"web tree = {tree.root}: {tree.law.text()}, {'made' if tree.made else 'reused'}; "
+            f"its disk: {self.site.disk.name}",
             f"web requests = whole files, {picks} picks, {cap}; 1 B..{local.appendKB} KB "
             f"appended every {local.appendEvery}; {HOW[self.engine_name]}"
             + (f" ({self.engine_note})" if self.engine_note else "") + ", buffered"))

@@ -91,9 +91,11 @@ def lines(group, records, procs, shortest_ns: int) -> list[str]:
            f"Web group {group.index} load: files open at once: at most {s['most_open']}, mean "
            f"{s['mean_open']:.1f}; requests in flight: at most {s['most_in_flight']}, mean "
            f"{s['mean_in_flight']:.1f}; CPU {s['cpu_ns_per_request'] / 1000:.1f} us per "
-           f"request (the process's, user and system)" + (
-               "" if s["device_queue"] is None else f"; the tree's disk: {s['device_queue']:.2f} "
-               f"I/Os in its queue on average (/proc/diskstats, everything on that device)"),
+           f"request (the process's, user and system); the tree's disk: " + (
+               "no queue figure (its file system is on no one block device: the web tree "
+               "line says which)" if s["device_queue"] is None else
+               f"{s['device_queue']:.2f} I/Os in its queue on average (/proc/diskstats, "
+               f"everything on that device)"),
            f"Web group {group.index} tree: {sizes['files']} files, mean "
            f"{sizes['mean'] / KB:.1f} KB, p50 {sizes['p50'] / KB:.1f} KB, "
            f"p99 {sizes['p99'] / KB:.1f} KB", HEADER]

@@ -38,7 +38,11 @@ none of its transfers is in flight, so the kernel never writes into memory given
 queued at once, submitted with every other chain queued in the same turn of the loop (or with
 the batch of completions being answered), and awaited whole: a lane is stepped, any other
 coroutine's future resolved, once the last of its entries has completed; each entry's result
-and the clock read of the batch that returned it are the chain's (`res`, `at`).
+and the clock read of the batch that returned it are the chain's (`res`, `at`). A chain may
+instead own() its SQEs (a -web client's: only the open's name changes from one request to the
+next) and be answered by a plain function, done(chain, t, got), sent again() from there: where
+the batch is large, answer_owned() takes it apart with numpy, and a chain that completed whole in
+it is answered once with the bytes it read, no Python per entry.
 """
 from __future__ import annotations
 
@@ -217,7 +221,8 @@ class Chain:
         self.key, self.buf, self.files = key, buf, files
         self.waiter: Waiter | None = None
         self.future: asyncio.Future | None = None
-        self.done: Callable[[Chain], None] | None = None   # own(): called once it completes
+        self.done: Callable[[Chain, int, int], None] | None = None   # own(): done(chain, t,
+                                           # got) once it completes (answer_owned())
         self.sqes: list[int] = []          # own(): its SQEs (the open, each read, the close)
         self.order: list[int] = []         # those of its next request, in the chain's order
         self.res: list[int] = []
@@ -473,9 +478,9 @@ class UringEngine:
 
     def own(self, chain: Chain, ops: list[tuple]) -> bool:
         """Give `chain` SQEs of its own, written once with `ops` (as request()'s: its open,
-        each read its files may need, its close): a plain function, chain.done(chain), then
-        answers each of its requests (no coroutine), and again() sends the next. False (none
-        taken) where the ring keeps too few to spare (Ring.take)."""
+        each read its files may need, its close): a plain function, chain.done(chain, t, got),
+        then answers each of its requests (no coroutine), and again() sends the next. False
+        (none taken) where the ring keeps too few to spare (Ring.take)."""
         ring = self.ring
         sqes = [ring.take() for _ in ops]
         if -1 in sqes:

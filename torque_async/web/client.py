@@ -1,4 +1,4 @@
-"""-web: each test process is one client coroutine on the event loop, requesting whole files.
+"""-web: each test process is one client on the event loop, requesting whole files.
 
 A request picks a file (picks.py), opens it (relative to the tree's directory descriptor,
 O_NOFOLLOW), reads it whole in transfer-size reads into the client's buffer, and closes it;
@@ -14,13 +14,18 @@ tests):
              ordinary descriptor: the open alone, then the reads linked to the close), in
              flight in the kernel while the loop runs the other clients; the chains of every
              client that the same batch of completions woke go in one submit. The reads are
-             hard-linked, so a chain whose read fails still closes its file. A client is a lane
-             the engine steps (no task wake-up per request), or, under -webOpen, a coroutine
+             hard-linked, so a chain whose read fails still closes its file. In the common
+             case (direct descriptors, no -T nor -webOpen, every file in one chain) a client is
+             a state machine, chained(): its chain owns its SQEs and the engine calls answered()
+             once it completes, which counts the request and sends the next (no coroutine per
+             request). Else it is a lane the engine steps, or, under -webOpen, a coroutine
              awaiting its chain's future (the cap is an asyncio semaphore). An operation's
              latency runs from the completion before it (the submit, for the open) to its
              own, both as the loop's batches of completions saw them: the operations add up to
-             the request; entries completed in one batch share its clock read (a cached read
-             and its close then read 0).
+             the request. Entries completed in one batch share its clock read, so the split of
+             a request with two such entries is not known: none of its operations is recorded,
+             and it is counted in `unsplit` (timed()). A warm tree's chains complete whole in
+             their submit: none is split.
     threads  each request is made on a thread of the group's pool (one per client), its
              operations timed there: N requests in flight where io_uring cannot open files.
     sync     blocking calls on the loop's thread, timed apart: one request at a time. A client

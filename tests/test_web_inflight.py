@@ -10,6 +10,7 @@ import json
 import os
 import resource
 import subprocess
+import time
 from pathlib import Path
 
 import numpy as np
@@ -607,22 +608,29 @@ def test_the_ring_answers_a_whole_chain_at_once_and_a_failed_one_entry_by_entry(
 
 @needs_uring
 def test_completions_left_in_the_cq_by_a_full_batch_keep_its_clock_read(monkeypatch):
-    """A chain of three entries completes inside its submit; the reaper takes two (a batch of
-    at most BATCH), then the third, which was in the CQ before the first batch's clock read:
-    all three carry that read (a later one would put the time spent answering the first batch
-    into the third entry's latency, and split entries that completed together)."""
+    """A chain of three entries has completed (all three in the CQ); the reaper takes two (a
+    batch of at most BATCH), then the third, which was in the CQ before the first batch's
+    clock read: all three carry that read (a later one would put the time spent answering the
+    first batch into the third entry's latency, and split entries that completed together)."""
     monkeypatch.setattr(uring, "BATCH", 2)
 
     async def scenario():
         engine = uring.UringEngine.shared()
         try:
             chain = engine.chain(-1, uring.Gauge())
-            done = await engine.request(chain, [(rings.OP_NOP, rings.SQE_IO_LINK, -1, 0, 0, 0,
-                                                 0, 0)] * 2 + [(rings.OP_NOP, 0, -1, 0, 0, 0,
-                                                                0, 0)])
-            assert done.res == [0, 0, 0]
-            assert done.at[0] == done.at[1] == done.at[2] > done.t0
-            assert engine.early[0] == 0
+            nop = (rings.OP_NOP, rings.SQE_IO_LINK, -1, 0, 0, 0, 0, 0)
+            waiting = engine.request(chain, [nop, nop, (rings.OP_NOP, 0, -1, 0, 0, 0, 0, 0)])
+            waiting.send(None)                       # queued; the loop gets no turn until
+            engine.push()                            # the end: the reaper runs only when
+            deadline = time.monotonic() + 10         # called below
+            while engine.ring.ready() < 3:
+                assert time.monotonic() < deadline, "the three NOPs never completed"
+            t = engine.answer()
+            assert engine.early[0] == 1 and not chain.future.done()
+            assert engine.answer() == t and engine.early[0] == 0
+            assert chain.future.done() and chain.res == [0, 0, 0]
+            assert chain.at == [t, t, t] and t > chain.t0
+            waiting.close()
         finally:
             engine.close()
     asyncio.run(scenario())

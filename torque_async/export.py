@@ -32,7 +32,7 @@ from .units import mb_per_s
 from .web import summary as web
 
 SCHEMA_NAME = "torque-async-results"
-SCHEMA_VERSION = 3                 # 2: bandwidth.groups; 3: histograms [lo, hi, count] (fio's)
+SCHEMA_VERSION = 4                 # 2: bandwidth.groups; 3: histograms [lo, hi, count] (fio's); 4: web ops count resolved requests (ops_unresolved)
 SCHEMA_PATH = Path(__file__).with_name("schema") / "results.schema.json"
 
 

@@ -10,6 +10,7 @@ search; the points so far are reported.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -22,7 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from . import __version__, cluster, cmdline, criteria, orchestrator, outputs, varied
+from . import __version__, cluster, cmdline, criteria, helptext, orchestrator, outputs, varied
 from .criteria import Criterion
 from .errors import UsageError
 from .inputs import RESULTS_LIMIT, read_bounded
@@ -90,8 +91,7 @@ def refuse(plan) -> None:
         if given:
             raise UsageError(f"capacity: -{name} in the plan: {why}")
     if cluster.launcher_rank() is not None:
-        raise UsageError("capacity: not under mpiexec (each rank would search on its "
-                                 "own): run it on one host")
+        cluster.refuse(plan)            # what no run under mpiexec runs: before MPI starts
     if not plan.groups or plan.from_config:
         raise UsageError("capacity: no group to vary: give the plan's tests after -- "
                                  "(torque-async capacity -- -p 2 -MB 4 -w)")
@@ -117,20 +117,22 @@ def assess(setup: Setup, value: int, code: int, doc: dict[str, Any] | None,
 Quiet = Callable[[list[str], str], tuple[int, "dict | None", float, str]]   # quiet_run's own
 
 
-def quiet_run(execute: Callable[[list[str]], int], folder: str, tokens: list[str], name: str) \
-        -> tuple[int, dict | None, float, str]:
+def quiet_run(execute: Callable[[list[str]], int], folder: str, tokens: list[str], name: str,
+              results: str | None = None) -> tuple[int, dict | None, float, str]:
     """One run of the plan as `torque-async run` makes it (`execute`: cli's), its report sent to
     /dev/null, its results read from its -json file, what it said on stderr kept and passed
     on; (exit status, document, seconds, stderr). A stop signal noted before it raises
     orchestrator.Interrupted; one from the last look on ends the run at once (a noted one
-    would have waited for the whole run); after it, signals are noted again."""
-    path = os.path.join(folder, name)
+    would have waited for the whole run); after it, signals are noted again. `results`: the
+    -json path (default: `name` in `folder`)."""
+    path = results or os.path.join(folder, name)
+    said_path = os.path.join(folder, name + ".err")
     stopped_by(0)
     sys.stdout.flush()
     sys.stderr.flush()
     saved = os.dup(1), os.dup(2)
     null = os.open(os.devnull, os.O_WRONLY)
-    said = os.open(path + ".err", os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    said = os.open(said_path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     began = time.monotonic()
     try:
         os.dup2(null, 1)
@@ -154,7 +156,7 @@ def quiet_run(execute: Callable[[list[str]], int], folder: str, tokens: list[str
     with os.fdopen(said, "rb") as f:
         f.seek(0)
         text = f.read().decode("utf-8", "replace")
-    os.unlink(path + ".err")
+    os.unlink(said_path)
     if text:
         outputs.emit(sys.stderr, text)
     try:
@@ -297,8 +299,9 @@ def summary(setup: Setup, search: Search, stopped: int) -> list[str]:
 
 
 def document(setup: Setup, search: Search, stopped: int, argv: list[str],
-             command: str, seconds: float) -> dict[str, Any]:
-    """--json: the search, every point and every run's results document."""
+             command: str, seconds: float, ranks: int = 1) -> dict[str, Any]:
+    """--json: the search, every point and every run's results document (under mpiexec the
+    job's: every rank's tests, each with its rank and host)."""
     lo, hi = search.answer()
     return {
         "schema": SCHEMA, "schema_version": SCHEMA_VERSION, "version": __version__,
@@ -317,7 +320,7 @@ def document(setup: Setup, search: Search, stopped: int, argv: list[str],
                    for v, p in sorted(search.points.items())],
         "capacity": lo.value if lo else None, "failed": hi.value if hi else None,
         "interrupted": signal.Signals(stopped).name if stopped else None,
-        "seconds": seconds,
+        "seconds": seconds, "ranks": ranks,
     }
 
 
@@ -328,6 +331,61 @@ def load(path: str) -> dict[str, Any] | None:
     except (ValueError, RecursionError):
         return None
     return doc if isinstance(doc, dict) and doc.get("schema") == SCHEMA else None
+
+
+def status(code: int) -> int:
+    """What a rank tells rank 0 after a run: the stop signal that ended it or came since, else
+    0."""
+    return code - 128 if code > 128 else STOPS[0] if STOPS else 0
+
+
+def led(job: cluster.Cluster, quiet: Quiet) -> Quiet:
+    """Rank 0's runs under mpiexec: rank 0 sends each run's tokens to every rank (follow), every
+    rank runs them (a whole-job run: the MPI barrier, rank 0's results document holds every
+    rank's tests), then tells rank 0 whether a stop signal came; one that came to any rank is
+    the run's exit status on rank 0 (the search ends there)."""
+    def run(tokens: list[str], name: str) -> tuple[int, dict | None, float, str]:
+        stopped_by(0)                        # one noted since the last run: no rank starts one
+        job.share(("run", tokens, name, quiet.args[1]))     # (its -json path: quiet_run's)
+        try:
+            code, doc, seconds, said = quiet(tokens, name)
+        except orchestrator.Interrupted as e:          # (came as the run began)
+            code, doc, seconds, said = 128 + e.signum, None, 0.0, ""
+        stop = next((sig for sig in job.collect(status(code)) if sig), 0)
+        return (128 + stop if stop else code), doc, seconds, said
+    return run
+
+
+def follow(job: cluster.Cluster, execute: Callable[[list[str]], int]) -> int:
+    """Every rank but 0 under mpiexec: run each plan rank 0 sends (led) until it sends the end,
+    then its exit status; what the run says on stderr is said, its report is not. The plan
+    names rank 0's -json path (every rank's plan is the same: the run checks it; only rank 0
+    writes it): where its folder is not on this host, this rank makes it (and removes it)."""
+    folder, made = tempfile.mkdtemp(prefix="torque-async-capacity."), None
+    try:
+        while (step := job.share())[0] == "run":
+            _, tokens, name, theirs = step
+            if made is None and not os.path.isdir(theirs):
+                with contextlib.suppress(FileExistsError):   # (another rank of this host's)
+                    os.mkdir(theirs, 0o700)
+                    made = theirs
+            try:
+                code = quiet_run(execute, folder, tokens, name, os.path.join(theirs, name))[0]
+            except orchestrator.Interrupted as e:
+                code = 128 + e.signum
+            job.collect(status(code))
+        job.together = True
+        return step[1]
+    finally:
+        clear(folder)
+        if made:
+            clear(made)
+
+
+def clear(folder: str) -> None:
+    for name in os.listdir(folder):
+        os.unlink(os.path.join(folder, name))
+    os.rmdir(folder)
 
 
 def measured_alone(kept: list[Criterion], lay: varied.Layout, quiet: Quiet) \
@@ -383,15 +441,42 @@ def main(argv: list[str], group: int, vary: str, until: tuple[str, ...],
     if json_path in ("", "-"):
         raise UsageError(f"capacity: --json {json_path or repr('')}: name a file (the table "
                          f"goes to standard output)")
-    if json_path is not None:           # as a run's -json: never onto an input, nor in a tree
-        outputs.check(plan, (("capacity: --json", json_path),))
+    rank = cluster.launcher_rank()
+    job = cluster.start(rank) if rank is not None else None
+    if job:                             # the whole command, as every rank was given it
+        job.same_plan([f"capacity: {group} {vary} {until} {keep} {ceiling} {floor} {rounds} "
+                       f"{passing} {json_path is not None}",
+                       *cluster.plan_digest_lines(helptext.plan_lines(plan))])
+    check = functools.partial(outputs.check, plan, (("capacity: --json", json_path),)
+                              if json_path and not (job and job.rank) else ())
+    (job.agree if job else lambda checks: checks())(check)    # (rank 0 writes the --json)
     STOPS.clear()
     catch_stops()
+    if job and job.rank:
+        return follow(job, execute)
+    code = 2
+    try:
+        code = search(plan, argv, lay, knob, chosen, rule, start, floor, ceiling, json_path,
+                      command, execute, job)
+    finally:
+        if job:                         # every rank ends with rank 0's status
+            job.share(("end", code))
+            job.together = True
+    return code
+
+
+def search(plan, argv: list[str], lay: varied.Layout, knob: varied.Knob,
+           chosen: tuple[Criterion, ...], rule: Rule, start: int, floor: int | None,
+           ceiling: int, json_path: str | None, command: str,
+           execute: Callable[[list[str]], int], job: cluster.Cluster | None) -> int:
+    """main's search, once the command is checked (on rank 0 only under mpiexec: led)."""
+    group = knob.group
     began = time.monotonic()
-    search = Search(start, floor or 1, ceiling, rule)
+    found = Search(start, floor or 1, ceiling, rule)
     stopped, folder = 0, tempfile.mkdtemp(prefix="torque-async-capacity.")
     try:
         quiet = functools.partial(quiet_run, execute, folder)
+        quiet = led(job, quiet) if job else quiet
         checked = quiet([*varied.tokens_at(lay, knob, start, False), "-quit"], "checked.json")[0]
         stopped_by(checked)
         if checked == 2:
@@ -399,7 +484,7 @@ def main(argv: list[str], group: int, vary: str, until: tuple[str, ...],
         setup = Setup(knob, chosen, rule, tuple((g.index, g.action) for g in plan.groups
                                                 if g.index != group),
                       *measured_alone(list(chosen), lay, quiet))
-        stopped = explore(search, runner(setup, lay, quiet), knob.name,
+        stopped = explore(found, runner(setup, lay, quiet), knob.name,
                           lambda line: say([line], err=True))
     except orchestrator.Interrupted as e:        # before the search: no point to report
         say([f"torque-async: capacity: interrupted by {signal.Signals(e.signum).name}"],
@@ -408,15 +493,16 @@ def main(argv: list[str], group: int, vary: str, until: tuple[str, ...],
     except BadRun:
         return 2
     finally:
-        for name in os.listdir(folder):
-            os.unlink(os.path.join(folder, name))
-        os.rmdir(folder)
+        clear(folder)
+    ranks = job.size if job else 1
     say([f"capacity of group {group} ({plan.groups[group].text}), {knob.name} varied; "
-         f"criteria: {'; '.join(c.text for c in chosen)}", *table(setup, search), "",
-         *summary(setup, search, stopped)])
+         f"criteria: {'; '.join(c.text for c in chosen)}" + (
+             f"; under mpiexec: {ranks} ranks, each runs the value (the job {ranks} times "
+             f"it), judged on the whole job's results" if job else ""),
+         *table(setup, found), "", *summary(setup, found, stopped)])
     if json_path is not None:
-        text = json.dumps(document(setup, search, stopped, argv, command,
-                                   time.monotonic() - began))
+        text = json.dumps(document(setup, found, stopped, argv, command,
+                                   time.monotonic() - began, ranks))
         try:
             outputs.write(json_path, text)
         except OSError as e:

@@ -155,7 +155,8 @@ class Cluster:
         self.host = socket.gethostname()
         self.hosts, self.kernels = (list(x) for x in zip(*comm.allgather((self.host, boot_id()))))
         self.guard: subprocess.Popen | None = None
-        self.refused = False                           # every rank refused the plan (agree)
+        self.together = False                # every rank ends with the same status, knowing it
+                                             # (agree's refusal, capacity's end): no MPI_Abort
         self.machines: dict[str, SysInfo] = {}         # rank 0: every host's (survey)
         self.meetings = 0                              # the deadline barriers passed (assemble)
         self.timeout = GLOBAL_DEFAULTS["rankTimeout"]  # (plan_for: the plan's)
@@ -190,7 +191,7 @@ class Cluster:
         self.wait(self.comm.Iallreduce(np.array([bool(problem)], np.int64), refused, MPI.SUM))
         if refused[0]:
             problems = self.comm.allgather(problem)        # (every rank is here: at once)
-            self.refused = True
+            self.together = True
             if problem:
                 raise UsageError(problem)
             first = next(r for r, p in enumerate(problems) if p)
@@ -209,7 +210,7 @@ class Cluster:
         if other is None:
             return
         theirs = self.comm.allgather(lines)                # (every rank is here: at once)
-        self.refused = True
+        self.together = True
         first, differ = theirs[0], theirs[other]
         k = next((k for k, (a, b) in enumerate(zip(first, differ)) if a != b),
                  min(len(first), len(differ)))
@@ -224,18 +225,22 @@ class Cluster:
 
     def plan_for(self, plan: Plan) -> Plan:
         """This rank's plan (ranked() already): its own segment key; scratch files go into a
-        directory named by host and rank. Starts the rank's clean-up guard."""
+        directory named by host and rank. Starts the rank's clean-up guard (once: every run of
+        the process has the same segment and scratch directory)."""
         from .io import scratch
         key, scratch.TAG = own(plan.settings.smkey, self.rank)
         self.timeout = plan.settings.rankTimeout
         settings = replace(plan.settings, smkey=key)
-        self.guard = subprocess.Popen(                   # see cleanup_guard.py
+        if self.guard is None:
+            self.guard = self.guarded(segment_name(key), scratch.directory())
+        return replace(plan, settings=settings)
+
+    def guarded(self, segment: str, scratch_dir: str) -> subprocess.Popen:
+        return subprocess.Popen(                         # see cleanup_guard.py
             [sys.executable, "-m", "torque_async.cleanup_guard", str(os.getpid()),
-             segment_name(settings.smkey), scratch.directory(),
-             *(str(x) for found in mpi_files() for x in found)],
+             segment, scratch_dir, *(str(x) for found in mpi_files() for x in found)],
             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True)
-        return replace(plan, settings=settings)
 
     def meet(self, stopped: Callable[[], bool], timeout: float = SETUP_TIMEOUT) -> str:
         """Every rank set up: the MPI barrier, polled. '' once all are there (or when this rank
@@ -311,6 +316,16 @@ class Cluster:
         if late:
             self.abort(self.ended((late,), 0))
 
+    def share(self, what=None):
+        """Rank 0's `what` on every rank (MPI bcast), every rank there within -rankTimeout."""
+        self.settle("take rank 0's next step")
+        return self.comm.bcast(what, root=0)
+
+    def collect(self, mine) -> list | None:
+        """Rank 0: every rank's `mine`, in rank order (MPI gather); another rank: None."""
+        self.settle("end its step")
+        return self.comm.gather(mine, root=0)
+
     def survey(self, info: SysInfo, details: list[str]) -> list[str]:
         """Every host's machine, once per host (its first rank's SysInfo and sysctl.current
         lines): rank 0 keeps the SysInfo of each (`machines`) and gets the cluster's
@@ -370,9 +385,9 @@ class Cluster:
 
     def finish(self, code: int) -> int:
         """The run's exit status: a rank that did not succeed ends every rank (MPI_Abort, after
-        its own clean-up), unless every rank refused the plan together (agree); the guard is
+        its own clean-up), unless every rank ends together (agree's refusal, capacity); the guard is
         told this rank is done."""
-        if code and not self.refused:
+        if code and not self.together:
             self.abort(code)
         self.settle("come to its end")   # no rank leaves while another may still fail
         from mpi4py import MPI
@@ -395,9 +410,11 @@ UCX_QUIET = {"UCX_DEBUG_SIGNO": "0"}
 
 def start(rank: int) -> Cluster:
     """The MPI job this process is rank `rank` of (launcher_rank(): without one, mpi4py stays
-    unimported). The stop signals keep the run's handlers: any the MPI library set for one of
-    them at its start is replaced."""
+    unimported), started once per process (capacity's runs share it). The stop signals keep
+    the run's handlers: any the MPI library set for one of them at its start is replaced."""
     global _job
+    if _job is not None:
+        return _job
     for name, value in UCX_QUIET.items():
         os.environ.setdefault(name, value)
     handlers = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}

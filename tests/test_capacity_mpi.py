@@ -1,6 +1,8 @@
 """capacity under mpiexec (the mpi extra's MPICH): rank 0 searches and every rank runs each
 point together; one table, one answer, every rank's tests in each run's document; a stop or
-bad input ends every rank. The search's exchanges, with a fake job; then real small jobs."""
+bad input ends every rank. The search's exchanges, with a fake job; then real small jobs (their
+criterion, late<1.01, holds for any run that moved frames: the wiring, not the machine's
+capacity, which a loaded machine would change)."""
 from __future__ import annotations
 
 import json
@@ -129,13 +131,14 @@ def test_another_rank_runs_what_rank_0_sends_until_the_end(tmp_path):
 
 def test_a_search_under_mpiexec_runs_each_point_on_every_rank_and_answers_once(key, tmp_path):
     out = tmp_path / "cap.json"
-    run = mpiexec(2, "capacity", "--max", "4", "--rounds", "1", "--json", str(out), "--",
+    run = mpiexec(2, "capacity", "--max", "4", "--rounds", "1", "--until", "late<1.01",
+                  "--json", str(out), "--",
                   "-smkey", key, "-nh", *STREAMS, "0.2", "1", cwd=tmp_path)
     stdout, stderr = run.communicate(timeout=120)
     assert run.returncode == 0, stderr
     lines = stdout.splitlines()
     assert lines[0].startswith("capacity of group 0 (") and "under mpiexec: 2 ranks" in lines[0]
-    assert lines[1] == "-p,passed,held: streams not held,verdict"
+    assert lines[1] == "-p,passed,late<1.01: late share,verdict"
     assert [ln.split(", ")[:2] for ln in lines[2:5]] == [["1", "1/1"], ["2", "1/1"],
                                                            ["4", "1/1"]]
     assert sum(ln.startswith("capacity: ") for ln in lines) == 1      # from rank 0 only
@@ -152,7 +155,8 @@ def test_a_search_under_mpiexec_runs_each_point_on_every_rank_and_answers_once(k
 
 
 def test_a_stop_to_the_job_ends_every_rank_with_the_points_so_far(key, tmp_path):
-    run = mpiexec(2, "capacity", "--max", "64", "--rounds", "1", "--", "-smkey", key, "-nh",
+    run = mpiexec(2, "capacity", "--max", "64", "--rounds", "1", "--until", "late<1.01", "--",
+                  "-smkey", key, "-nh",
                   *STREAMS, "3", "1", cwd=tmp_path)
     for line in run.stderr:                        # the second point is next
         if line.startswith("capacity: -p 2 "):
@@ -161,8 +165,8 @@ def test_a_stop_to_the_job_ends_every_rank_with_the_points_so_far(key, tmp_path)
     run.send_signal(signal.SIGINT)                 # mpiexec passes it to every rank
     stdout, stderr = run.communicate(timeout=60)
     assert time.monotonic() - began < 30
-    assert run.returncode == 128 + signal.SIGINT, stderr
-    assert "\n1, 1/1, 0, pass\n" in stdout and "\n2, " not in stdout
+    assert run.returncode == 128 + signal.SIGINT, (stdout, stderr)
+    assert "\n1, 1/1, " in stdout and "\n2, " not in stdout
     assert stdout.count("capacity: interrupted by SIGINT after 1 run: so far 1 passed") == 1
     segments = [Path("/dev/shm", segment_name(int(key, 16) + k)) for k in range(2)]
     assert not any(p.exists() for p in segments)

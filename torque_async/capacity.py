@@ -339,31 +339,32 @@ def status(code: int) -> int:
     return code - 128 if code > 128 else STOPS[0] if STOPS else 0
 
 
-def led(job: cluster.Cluster, quiet: Quiet) -> Quiet:
-    """Rank 0's runs under mpiexec: rank 0 sends each run's tokens to every rank (follow), every
+def led(talk: cluster.Cluster, quiet: Quiet) -> Quiet:
+    """Rank 0's runs under mpiexec (`talk`: the job on a communicator of capacity's own, beside
+    the runs'): rank 0 sends each run's tokens to every rank (follow), every
     rank runs them (a whole-job run: the MPI barrier, rank 0's results document holds every
     rank's tests), then tells rank 0 whether a stop signal came; one that came to any rank is
     the run's exit status on rank 0 (the search ends there)."""
     def run(tokens: list[str], name: str) -> tuple[int, dict | None, float, str]:
         stopped_by(0)                        # one noted since the last run: no rank starts one
-        job.share(("run", tokens, name, quiet.args[1]))     # (its -json path: quiet_run's)
+        talk.share(("run", tokens, name, quiet.args[1]))    # (its -json path: quiet_run's)
         try:
             code, doc, seconds, said = quiet(tokens, name)
         except orchestrator.Interrupted as e:          # (came as the run began)
             code, doc, seconds, said = 128 + e.signum, None, 0.0, ""
-        stop = next((sig for sig in job.collect(status(code)) if sig), 0)
+        stop = next((sig for sig in talk.collect(status(code)) if sig), 0)
         return (128 + stop if stop else code), doc, seconds, said
     return run
 
 
-def follow(job: cluster.Cluster, execute: Callable[[list[str]], int]) -> int:
+def follow(talk: cluster.Cluster, execute: Callable[[list[str]], int]) -> int:
     """Every rank but 0 under mpiexec: run each plan rank 0 sends (led) until it sends the end,
     then its exit status; what the run says on stderr is said, its report is not. The plan
     names rank 0's -json path (every rank's plan is the same: the run checks it; only rank 0
     writes it): where its folder is not on this host, this rank makes it (and removes it)."""
     folder, made = tempfile.mkdtemp(prefix="torque-async-capacity."), None
     try:
-        while (step := job.share())[0] == "run":
+        while (step := talk.share())[0] == "run":
             _, tokens, name, theirs = step
             if made is None and not os.path.isdir(theirs):
                 with contextlib.suppress(FileExistsError):   # (another rank of this host's)
@@ -373,8 +374,7 @@ def follow(job: cluster.Cluster, execute: Callable[[list[str]], int]) -> int:
                 code = quiet_run(execute, folder, tokens, name, os.path.join(theirs, name))[0]
             except orchestrator.Interrupted as e:
                 code = 128 + e.signum
-            job.collect(status(code))
-        job.together = True
+            talk.collect(status(code))
         return step[1]
     finally:
         clear(folder)
@@ -444,23 +444,30 @@ def main(argv: list[str], group: int, vary: str, until: tuple[str, ...],
     rank = cluster.launcher_rank()
     job = cluster.start(rank) if rank is not None else None
     if job:                             # the whole command, as every rank was given it
+        job.timeout = plan.settings.rankTimeout
         job.same_plan([f"capacity: {group} {vary} {until} {keep} {ceiling} {floor} {rounds} "
                        f"{passing} {json_path is not None}",
                        *cluster.plan_digest_lines(helptext.plan_lines(plan))])
     check = functools.partial(outputs.check, plan, (("capacity: --json", json_path),)
                               if json_path and not (job and job.rank) else ())
     (job.agree if job else lambda checks: checks())(check)    # (rank 0 writes the --json)
+    talk = None
+    if job:                             # rank 0's steps, beside the runs' own exchanges
+        talk = cluster.Cluster(job.comm.Dup())
+        talk.timeout = job.timeout
     STOPS.clear()
     catch_stops()
     if job and job.rank:
-        return follow(job, execute)
+        code = follow(talk, execute)
+        job.together = True
+        return code
     code = 2
     try:
         code = search(plan, argv, lay, knob, chosen, rule, start, floor, ceiling, json_path,
-                      command, execute, job)
+                      command, execute, talk)
     finally:
         if job:                         # every rank ends with rank 0's status
-            job.share(("end", code))
+            talk.share(("end", code))
             job.together = True
     return code
 
@@ -468,7 +475,7 @@ def main(argv: list[str], group: int, vary: str, until: tuple[str, ...],
 def search(plan, argv: list[str], lay: varied.Layout, knob: varied.Knob,
            chosen: tuple[Criterion, ...], rule: Rule, start: int, floor: int | None,
            ceiling: int, json_path: str | None, command: str,
-           execute: Callable[[list[str]], int], job: cluster.Cluster | None) -> int:
+           execute: Callable[[list[str]], int], talk: cluster.Cluster | None) -> int:
     """main's search, once the command is checked (on rank 0 only under mpiexec: led)."""
     group = knob.group
     began = time.monotonic()
@@ -476,7 +483,7 @@ def search(plan, argv: list[str], lay: varied.Layout, knob: varied.Knob,
     stopped, folder = 0, tempfile.mkdtemp(prefix="torque-async-capacity.")
     try:
         quiet = functools.partial(quiet_run, execute, folder)
-        quiet = led(job, quiet) if job else quiet
+        quiet = led(talk, quiet) if talk else quiet
         checked = quiet([*varied.tokens_at(lay, knob, start, False), "-quit"], "checked.json")[0]
         stopped_by(checked)
         if checked == 2:
@@ -494,11 +501,11 @@ def search(plan, argv: list[str], lay: varied.Layout, knob: varied.Knob,
         return 2
     finally:
         clear(folder)
-    ranks = job.size if job else 1
+    ranks = talk.size if talk else 1
     say([f"capacity of group {group} ({plan.groups[group].text}), {knob.name} varied; "
          f"criteria: {'; '.join(c.text for c in chosen)}" + (
              f"; under mpiexec: {ranks} ranks, each runs the value (the job {ranks} times "
-             f"it), judged on the whole job's results" if job else ""),
+             f"it), judged on the whole job's results" if talk else ""),
          *table(setup, found), "", *summary(setup, found, stopped)])
     if json_path is not None:
         text = json.dumps(document(setup, found, stopped, argv, command,

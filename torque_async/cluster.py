@@ -317,7 +317,9 @@ class Cluster:
             self.abort(self.ended((late,), 0))
 
     def share(self, what=None):
-        """Rank 0's `what` on every rank (MPI bcast), every rank there within -rankTimeout."""
+        """Rank 0's `what` on every rank (MPI bcast), every rank there within -rankTimeout (give
+        these exchanges a communicator of their own, Dup, beside the runs': a rank whose run
+        ended early, stopped, must not meet another's run's gathering)."""
         self.settle("take rank 0's next step")
         return self.comm.bcast(what, root=0)
 
@@ -347,12 +349,12 @@ class Cluster:
         """After each run of a series, on every rank: rank 0's outcome gets every rank's records
         on its clock (the offsets measured now, after this run) and `cluster`, the gathered
         run; another rank keeps its own. A failed or interrupted outcome is returned as it is
-        (the series stops there, and ended() then finish() end every rank)."""
+        (the series stops there, and ended() then finish() end every rank). A rank that does
+        not come within -rankTimeout ends every rank at once (the ranks' collectives would no
+        longer pair up)."""
         if outcome.failures or outcome.interrupted:
             return outcome
-        late = self.assemble(self.timeout, lambda: False, "end its run")
-        if late:
-            return replace(outcome, failures=(late,))
+        self.settle("end its run")
         measured = self.offsets()
         sent = self.comm.gather((self.host, os.getpid(), outcome.records), root=0)
         if self.rank:

@@ -94,8 +94,7 @@ def test_rank_0_sends_each_run_and_a_stop_on_another_rank_ends_the_search(tmp_pa
     def quiet(tokens, name):
         ran.append(tokens)
         return 0, {"tests": []}, 0.1, ""
-    quiet.args = (None, str(tmp_path))             # (as functools.partial(quiet_run, ..., folder))
-    run = capacity.led(job, quiet)
+    run = capacity.led(job, quiet, str(tmp_path))
     assert run(["-w"], "run1.json")[0] == 0
     job.told = [signal.SIGINT]                     # rank 1 was stopped in its run
     assert run(["-r"], "run2.json")[0] == 128 + signal.SIGINT
@@ -209,3 +208,23 @@ def test_each_rank_s_tree_is_made_once_and_reused_under_mpiexec(key, tmp_path):
     assert len(commands) == 2 and "-cfiles" in commands[0] and "-cfiles" not in commands[1]
     assert all({t["rank"] for t in p["rounds"][0]["run"]["tests"]} == {0, 1} for p in points)
     assert sorted(p.name.rsplit(".", 1)[1] for p in tmp_path.glob("filestest.*")) == ["r0", "r1"]
+
+
+def test_keep_under_mpiexec_measures_the_load_alone_on_every_rank_and_sums_it(key, tmp_path):
+    out = tmp_path / "cap.json"
+    run = mpiexec(2, "capacity", "--max", "2", "--rounds", "1", "--until", "late<1.01",
+                  "--keep", "Striad bw>0.001", "--json", str(out), "--", "-smkey", key, "-nh",
+                  *STREAMS, "0.2", "1", "-n", "4", "-MB", "1", "-Striad", cwd=tmp_path)
+    stdout, stderr = run.communicate(timeout=120)
+    assert run.returncode == 0, stderr
+    assert stderr.count("capacity: group 1 alone, for --keep Striad bw>0.001") == 1
+    doc = json.loads(out.read_text())
+    alone = doc["alone"]["1"]
+    assert [(t["rank"], t["group"]) for t in alone["run"]["tests"]] == [(0, 0), (1, 0)]
+    assert alone["bw"] == pytest.approx(sum(t["table"]["bw"] for t in alone["run"]["tests"]))
+    for p in doc["points"]:
+        (r,) = p["rounds"]
+        striad = [t for t in r["run"]["tests"] if t["group"] == 1]
+        assert sorted(t["rank"] for t in striad) == [0, 1]
+        assert r["load"] == [pytest.approx(sum(t["table"]["bw"] for t in striad))]
+        assert r["figures"][1] == pytest.approx(r["load"][0] / alone["bw"])

@@ -7,6 +7,10 @@ document read from a private -json file; criteria.py judges it, search.py picks 
 A -files or -web tree made by -cfiles at the first point that finished is reused: the later
 points run without -cfiles. --keep's groups run alone once, first. A stop signal ends the
 search; the points so far are reported.
+
+Under mpiexec rank 0 searches (led) and every other rank runs what it sends (follow): each
+run is a whole-job run of every rank (cluster.py), rank 0's results document holds every
+rank's tests, and only rank 0 reports.
 """
 from __future__ import annotations
 
@@ -339,15 +343,16 @@ def status(code: int) -> int:
     return code - 128 if code > 128 else STOPS[0] if STOPS else 0
 
 
-def led(talk: cluster.Cluster, quiet: Quiet) -> Quiet:
+def led(talk: cluster.Cluster, quiet: Quiet, folder: str) -> Quiet:
     """Rank 0's runs under mpiexec (`talk`: the job on a communicator of capacity's own, beside
-    the runs'): rank 0 sends each run's tokens to every rank (follow), every
+    the runs'; `folder`: where quiet's -json files are): rank 0 sends each run's tokens to
+    every rank (follow), every
     rank runs them (a whole-job run: the MPI barrier, rank 0's results document holds every
     rank's tests), then tells rank 0 whether a stop signal came; one that came to any rank is
     the run's exit status on rank 0 (the search ends there)."""
     def run(tokens: list[str], name: str) -> tuple[int, dict | None, float, str]:
         stopped_by(0)                        # one noted since the last run: no rank starts one
-        talk.share(("run", tokens, name, quiet.args[1]))    # (its -json path: quiet_run's)
+        talk.share(("run", tokens, name, folder))
         try:
             code, doc, seconds, said = quiet(tokens, name)
         except orchestrator.Interrupted as e:          # (came as the run began)
@@ -483,7 +488,7 @@ def search(plan, argv: list[str], lay: varied.Layout, knob: varied.Knob,
     stopped, folder = 0, tempfile.mkdtemp(prefix="torque-async-capacity.")
     try:
         quiet = functools.partial(quiet_run, execute, folder)
-        quiet = led(talk, quiet) if talk else quiet
+        quiet = led(talk, quiet, folder) if talk else quiet
         checked = quiet([*varied.tokens_at(lay, knob, start, False), "-quit"], "checked.json")[0]
         stopped_by(checked)
         if checked == 2:

@@ -7,7 +7,8 @@ every rank runs the plan with its own results segment (-smkey + rank) and its ow
 directory and -files tree (named by host and rank); all ranks set up, meet at an MPI barrier
 (polled, so a rank that never comes ends the run after the set-up timeout), then pass their
 own local barrier. Each run of a series (-repeat's repetitions, -baseline's runs of a group
-alone: runs.py) is one such run of every rank. After each, rank 0 measures each rank's
+alone: runs.py; capacity's points) is one such run of every rank; MPI starts and ends once per
+process. After each, rank 0 measures each rank's
 CLOCK_MONOTONIC offset again with a few ping-pongs (the hosts' clocks drift apart between runs)
 and gathers every rank's records; before the first, the first rank on each host sends rank 0
 its machine's description. Ranks on rank 0's kernel (the same boot_id) share its clock: their

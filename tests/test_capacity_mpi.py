@@ -6,7 +6,9 @@ capacity, which a loaded machine would change)."""
 from __future__ import annotations
 
 import json
+import os
 import signal
+import socket
 import subprocess
 import sysconfig
 import time
@@ -22,6 +24,7 @@ from torque_async.results import segment_name
 from torque_async.search import Rule, Search
 
 MPIEXEC = str(Path(sysconfig.get_path("scripts")) / "mpiexec")   # the mpich wheel's
+HOST = socket.gethostname()
 HELD = Criterion("held", "held")
 STREAMS = ["-frame", "64x64", "-pixfmt", "rgba8", "-fps", "100", "-memStreams", "w", "2", "0",
            "0", "0"]
@@ -29,7 +32,7 @@ STREAMS = ["-frame", "64x64", "-pixfmt", "rgba8", "-fps", "100", "-memStreams", 
 
 def mpiexec(n: int, *args: str, **popen) -> subprocess.Popen:
     return subprocess.Popen([MPIEXEC, "-n", str(n), *CMD, *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=ENV, **popen)
+                            stderr=subprocess.PIPE, text=True, **{"env": ENV, **popen})
 
 
 # -- the exchanges, with a fake job ------------------------------------------------------------
@@ -228,3 +231,35 @@ def test_keep_under_mpiexec_measures_the_load_alone_on_every_rank_and_sums_it(ke
         assert sorted(t["rank"] for t in striad) == [0, 1]
         assert r["load"] == [pytest.approx(sum(t["table"]["bw"] for t in striad))]
         assert r["figures"][1] == pytest.approx(r["load"][0] / alone["bw"])
+
+
+def test_a_stop_to_one_rank_alone_ends_the_job_within_rank_timeout_and_says_why(key, tmp_path):
+    """Rank 1 stopped in its run while rank 0's runs on: rank 0 finds it missing at the run's
+    gathering after -rankTimeout and ends every rank (as a plain run under mpiexec), saying so
+    though its run's stderr was being kept; nothing is left."""
+    from torque_async.results import owner_of
+    run = mpiexec(2, "capacity", "--max", "64", "--rounds", "1", "--until", "late<1.01", "--",
+                  "-smkey", key, "-nh", "-rankTimeout", "2", *STREAMS, "3", "1", cwd=tmp_path,
+                  env={**ENV, "TMPDIR": str(tmp_path)})
+    for line in run.stderr:                        # the second point is next
+        if line.startswith("capacity: -p 2 "):
+            break
+    rank1 = Path("/dev/shm", segment_name(int(key, 16) + 1))
+    deadline = time.monotonic() + 30
+    while owner_of(rank1.name) is None:            # rank 1's run has made its results segment
+        assert time.monotonic() < deadline and run.poll() is None
+        time.sleep(0.05)
+    os.kill(owner_of(rank1.name), signal.SIGINT)
+    began = time.monotonic()
+    stdout, stderr = run.communicate(timeout=60)
+    assert time.monotonic() - began < 30
+    assert run.returncode == 1, (stdout, stderr)
+    assert f"rank 1 on {HOST}: interrupted by SIGINT" in stderr and "Traceback" not in stderr
+    assert f"torque-async: rank 0 on {HOST}: rank 1 on {HOST} did not end its run within 2 s" \
+        in stderr or f"rank 0 on {HOST} did not end its step" in stderr, stderr
+    left = [rank1, Path("/dev/shm", segment_name(int(key, 16))),
+            *tmp_path.glob("torque-async-*")]      # segments, scratch, the runs' folders
+    deadline = time.monotonic() + 15               # (each rank's guard removes them)
+    while any(p.exists() for p in left):
+        assert time.monotonic() < deadline, [p for p in left if p.exists()]
+        time.sleep(0.05)

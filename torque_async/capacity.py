@@ -138,6 +138,12 @@ def quiet_run(execute: Callable[[list[str]], int], folder: str, tokens: list[str
     null = os.open(os.devnull, os.O_WRONLY)
     said = os.open(said_path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     began = time.monotonic()
+
+    def tell() -> None:             # (MPI_Abort ends this rank in the run: what it said, said)
+        sys.stderr.flush()
+        os.dup2(saved[1], 2)
+        outputs.emit(sys.stderr, os.pread(said, RESULTS_LIMIT, 0).decode("utf-8", "replace"))
+    cluster.ABORTING.append(tell)
     try:
         os.dup2(null, 1)
         os.dup2(said, 2)
@@ -150,6 +156,7 @@ def quiet_run(execute: Callable[[list[str]], int], folder: str, tokens: list[str
     except orchestrator.Interrupted as e:           # before the run's own handling began
         code = 128 + e.signum
     finally:
+        cluster.ABORTING.remove(tell)
         sys.stderr.flush()
         for fd, kept in zip((1, 2), saved):
             os.dup2(kept, fd)
@@ -368,6 +375,7 @@ def follow(talk: cluster.Cluster, execute: Callable[[list[str]], int]) -> int:
     names rank 0's -json path (every rank's plan is the same: the run checks it; only rank 0
     writes it): where its folder is not on this host, this rank makes it (and removes it)."""
     folder, made = tempfile.mkdtemp(prefix="torque-async-capacity."), None
+    cluster.FOLDERS.append(folder)
     try:
         while (step := talk.share())[0] == "run":
             _, tokens, name, theirs = step
@@ -375,6 +383,7 @@ def follow(talk: cluster.Cluster, execute: Callable[[list[str]], int]) -> int:
                 with contextlib.suppress(FileExistsError):   # (another rank of this host's)
                     os.mkdir(theirs, 0o700)
                     made = theirs
+                    cluster.FOLDERS.append(made)
             try:
                 code = quiet_run(execute, folder, tokens, name, os.path.join(theirs, name))[0]
             except orchestrator.Interrupted as e:
@@ -486,6 +495,7 @@ def search(plan, argv: list[str], lay: varied.Layout, knob: varied.Knob,
     began = time.monotonic()
     found = Search(start, floor or 1, ceiling, rule)
     stopped, folder = 0, tempfile.mkdtemp(prefix="torque-async-capacity.")
+    cluster.FOLDERS.append(folder)
     try:
         quiet = functools.partial(quiet_run, execute, folder)
         quiet = led(talk, quiet, folder) if talk else quiet

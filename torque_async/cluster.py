@@ -239,7 +239,8 @@ class Cluster:
     def guarded(self, segment: str, scratch_dir: str) -> subprocess.Popen:
         return subprocess.Popen(                         # see cleanup_guard.py
             [sys.executable, "-m", "torque_async.cleanup_guard", str(os.getpid()),
-             segment, scratch_dir, *(str(x) for found in mpi_files() for x in found)],
+             segment, scratch_dir, *(str(x) for found in mpi_files() for x in found), "--",
+             *FOLDERS],
             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True)
 
@@ -379,8 +380,11 @@ class Cluster:
         return 128 + interrupted if interrupted else 1
 
     def abort(self, code: int) -> None:
-        """End every rank (MPI_Abort) after this rank's own clean-up."""
+        """End every rank (MPI_Abort) after this rank's own clean-up (ABORTING's too, the
+        latest first)."""
         from .io import scratch
+        for last in reversed(ABORTING):
+            last()
         scratch.remove()
         sys.stdout.flush()
         sys.stderr.flush()
@@ -405,6 +409,10 @@ class Cluster:
 
 
 _job: Cluster | None = None           # this process's MPI job, once start() found one
+ABORTING: list[Callable[[], None]] = []    # what this rank does before its MPI_Abort ends it
+                                           # (capacity: say what its run said)
+FOLDERS: list[str] = []     # folders of this rank's own that its guard removes if it is killed
+                            # (capacity's), made before the first run starts the guard
 # UCX (MPICH's ch4:ucx, the mpich wheel's) takes SIGHUP as its debug signal once MPI starts: a
 # stop signal was swallowed and 'UCX DEBUG' lines landed in the report. A value the user set
 # is kept.

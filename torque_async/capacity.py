@@ -353,10 +353,9 @@ def status(code: int) -> int:
 def led(talk: cluster.Cluster, quiet: Quiet, folder: str) -> Quiet:
     """Rank 0's runs under mpiexec (`talk`: the job on a communicator of capacity's own, beside
     the runs'; `folder`: where quiet's -json files are): rank 0 sends each run's tokens to
-    every rank (follow), every
-    rank runs them (a whole-job run: the MPI barrier, rank 0's results document holds every
-    rank's tests), then tells rank 0 whether a stop signal came; one that came to any rank is
-    the run's exit status on rank 0 (the search ends there)."""
+    every rank (follow), every rank runs them (a whole-job run: the MPI barrier, rank 0's
+    results document holds every rank's tests), then tells rank 0 whether a stop signal came;
+    one that came to any rank is the run's exit status on rank 0 (the search ends there)."""
     def run(tokens: list[str], name: str) -> tuple[int, dict | None, float, str]:
         stopped_by(0)                        # one noted since the last run: no rank starts one
         talk.share(("run", tokens, name, folder))

@@ -10,13 +10,14 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import sysconfig
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import CMD, ENV
+from conftest import CMD, ENV, never_alive
 from torque_async import capacity, cmdline, varied
 from torque_async.capacity import Setup
 from torque_async.criteria import Criterion
@@ -158,11 +159,12 @@ def test_a_search_under_mpiexec_runs_each_point_on_every_rank_and_answers_once(k
 
 def test_a_stop_to_the_job_ends_every_rank_with_the_points_so_far(key, tmp_path):
     run = mpiexec(2, "capacity", "--max", "64", "--rounds", "1", "--until", "late<1.01", "--",
-                  "-smkey", key, "-nh",
-                  *STREAMS, "3", "1", cwd=tmp_path)
+                  "-smkey", key, "-nh", *STREAMS, "3", "1", cwd=tmp_path,
+                  env={**ENV, "TMPDIR": str(tmp_path)})
     for line in run.stderr:                        # the second point is next
         if line.startswith("capacity: -p 2 "):
             break
+    assert len(list(tmp_path.glob("torque-async-capacity.*"))) == 2     # each rank's own
     began = time.monotonic()
     run.send_signal(signal.SIGINT)                 # mpiexec passes it to every rank
     stdout, stderr = run.communicate(timeout=60)
@@ -172,7 +174,7 @@ def test_a_stop_to_the_job_ends_every_rank_with_the_points_so_far(key, tmp_path)
     assert stdout.count("capacity: interrupted by SIGINT after 1 run: so far 1 passed") == 1
     segments = [Path("/dev/shm", segment_name(int(key, 16) + k)) for k in range(2)]
     assert not any(p.exists() for p in segments)
-    assert not list(tmp_path.glob("torque-async-scratch.*"))
+    assert not list(tmp_path.glob("torque-async-*"))      # scratch, capacity's folders
 
 
 @pytest.mark.parametrize("args, line", [
@@ -263,3 +265,15 @@ def test_a_stop_to_one_rank_alone_ends_the_job_within_rank_timeout_and_says_why(
     while any(p.exists() for p in left):
         assert time.monotonic() < deadline, [p for p in left if p.exists()]
         time.sleep(0.05)
+
+
+def test_a_rank_s_guard_removes_the_folders_it_was_given_unless_the_rank_ended_well(tmp_path):
+    for told, kept in ((b"", False), (b"done", True)):
+        folder = tmp_path / f"torque-async-capacity.{len(told)}"
+        folder.mkdir()
+        (folder / "run1.json.err").write_text("said")
+        guard = subprocess.run([sys.executable, "-m", "torque_async.cleanup_guard",
+                                str(never_alive()), segment_name(0x5C11),
+                                str(tmp_path / "torque-async-scratch.1.h.r1"), "--", str(folder)],
+                               input=told, env=ENV, timeout=60)
+        assert guard.returncode == 0 and folder.exists() == kept

@@ -277,3 +277,30 @@ def test_a_rank_s_guard_removes_the_folders_it_was_given_unless_the_rank_ended_w
                                 str(tmp_path / "torque-async-scratch.1.h.r1"), "--", str(folder)],
                                input=told, env=ENV, timeout=60)
         assert guard.returncode == 0 and folder.exists() == kept
+
+
+def test_a_stream_stalled_on_rank_1_alone_fails_the_point_and_is_named(key, tmp_path):
+    """The real job: rank 1's stream worker stopped for 2 s (SIGSTOP), far past its 0.6 s
+    buffer (60 frames at 100 fps), while rank 0's runs on: the job's point fails on held,
+    and the reason names rank 1's stream."""
+    from conftest import wait_for_rows
+    from torque_async.results import RUNNING
+    out = tmp_path / "cap.json"
+    run = mpiexec(2, "capacity", "--max", "1", "--rounds", "1", "--json", str(out), "--",
+                  "-smkey", key, "-nh", *STREAMS[:-4], "60", "0", "0", "0", "3", "2",
+                  cwd=tmp_path)
+    (pid,) = wait_for_rows(int(key, 16) + 1, 1, RUNNING)["pid"]      # rank 1's stream worker
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        time.sleep(2)                              # the stall itself, not a wait for anything
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    stdout, stderr = run.communicate(timeout=120)
+    assert run.returncode == 0, stderr
+    (point,) = json.loads(out.read_text())["points"]
+    streams = {t["rank"]: t["streams"] for t in point["rounds"][0]["run"]["tests"]}
+    assert streams[0]["verdict"] == "HELD" and streams[1]["verdict"] == "MISSED"
+    assert streams[1]["sub0"]["late"] >= 100, streams[1]  # 2 s at 100 fps, less the buffer
+    assert "capacity: none: 1, the smallest value (--min, else 1), failed (passed 0/1)" in stdout
+    assert f"\n1 failed: round 1: stream proc 1 (group 0, rank 1 on {HOST}) MISSED (0 write " \
+           f"t0: " in stdout

@@ -471,9 +471,7 @@ def main(argv: list[str], group: int, vary: str, until: tuple[str, ...],
     STOPS.clear()
     catch_stops()
     if job and job.rank:
-        code = follow(talk, execute)
-        job.together = True
-        return code
+        return ended(job, follow(talk, execute))
     code = 2
     try:
         code = search(plan, argv, lay, knob, chosen, rule, start, floor, ceiling, json_path,
@@ -481,7 +479,16 @@ def main(argv: list[str], group: int, vary: str, until: tuple[str, ...],
     finally:
         if job:                         # every rank ends with rank 0's status
             talk.share(("end", code))
-            job.together = True
+    return ended(job, code) if job else code
+
+
+def ended(job: cluster.Cluster, code: int) -> int:
+    """Every rank ends with rank 0's status, knowing it; after a stop by MPI_Abort (once rank 0
+    has reported): a stop reaches the ranks at different moments of a run, so their runs may
+    have left the job's MPI exchanges unpaired, and MPI_Finalize could wait for them."""
+    if code > 128:
+        job.abort(code)
+    job.together = True
     return code
 
 

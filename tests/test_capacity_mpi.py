@@ -139,6 +139,21 @@ def test_another_rank_runs_what_rank_0_sends_until_the_end(tmp_path):
     assert job.collected == [0, signal.SIGINT] and not theirs.exists()
 
 
+def test_another_rank_on_rank_0_s_host_leaves_rank_0_s_results_file_alone(tmp_path):
+    """The plan names rank 0's -json path; on rank 0's host that is rank 0's own file, which
+    a slower rank read and removed before rank 0 could (rank 0's point then had no
+    document)."""
+    theirs = tmp_path / "rank0"
+    theirs.mkdir()
+    job = FakeJob(1, [("run", ["-w"], "run1.json", str(theirs)), ("end", 0)])
+
+    def execute(argv):
+        (theirs / "run1.json").write_text('{"tests": []}')   # rank 0 wrote it meanwhile
+        return 0
+    assert capacity.follow(job, execute) == 0
+    assert (theirs / "run1.json").read_text() == '{"tests": []}'
+
+
 # -- real jobs -------------------------------------------------------------------------------
 
 def test_a_search_under_mpiexec_runs_each_point_on_every_rank_and_answers_once(key, tmp_path):

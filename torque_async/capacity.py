@@ -128,7 +128,8 @@ def quiet_run(execute: Callable[[list[str]], int], folder: str, tokens: list[str
     on; (exit status, document, seconds, stderr). A stop signal noted before it raises
     orchestrator.Interrupted; one from the last look on ends the run at once (a noted one
     would have waited for the whole run); after it, signals are noted again. `results`: the
-    -json path (default: `name` in `folder`)."""
+    -json path of another rank's run (under mpiexec; only rank 0 writes it, and this rank
+    neither reads nor removes it: on rank 0's host it may be rank 0's own): no document."""
     path = results or os.path.join(folder, name)
     said_path = os.path.join(folder, name + ".err")
     stopped_by(0)
@@ -170,6 +171,8 @@ def quiet_run(execute: Callable[[list[str]], int], folder: str, tokens: list[str
     os.unlink(said_path)
     if text:
         outputs.emit(sys.stderr, text)
+    if results is not None:
+        return code, None, seconds, text
     try:
         with open(path, encoding="utf-8") as f:
             doc = json.load(f)

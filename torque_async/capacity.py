@@ -480,8 +480,9 @@ def main(argv: list[str], group: int, vary: str, until: tuple[str, ...],
         code = search(plan, argv, lay, knob, chosen, rule, start, floor, ceiling, json_path,
                       command, execute, talk)
     finally:
-        if job:                         # every rank ends with rank 0's status
-            talk.share(("end", code))
+        if job:                         # every rank ends with rank 0's status (2: a refusal
+            talk.share(("end", code))   # raised here, said by rank 0)
+            job.together = True
     return ended(job, code) if job else code
 
 

@@ -529,8 +529,9 @@ def search(plan, argv: list[str], lay: varied.Layout, knob: varied.Knob,
     ranks = talk.size if talk else 1
     say([f"capacity of group {group} ({plan.groups[group].text}), {knob.name} varied; "
          f"criteria: {'; '.join(c.text for c in chosen)}" + (
-             f"; under mpiexec: {ranks} ranks, each runs the value (the job {ranks} times "
-             f"it), judged on the whole job's results" if talk else ""),
+             f"; under mpiexec: {ranks} rank{'s' * (ranks != 1)}" + (
+                 f", each runs the value (the job {ranks} times it)" if ranks > 1 else "") +
+             ", judged on the whole job's results" if talk else ""),
          *table(setup, found), "", *summary(setup, found, stopped)])
     if json_path is not None:
         text = json.dumps(document(setup, found, stopped, argv, command,

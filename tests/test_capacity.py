@@ -315,10 +315,13 @@ def test_a_real_search_runs_the_plan_at_each_point(key, tmp_path):
     assert drawn.returncode == 0 and (tmp_path / "cap.png").stat().st_size > 1000
 
 
-def test_refused_under_mpiexec(monkeypatch):
+def test_under_mpiexec_what_no_run_there_runs_is_refused_before_mpi_starts(monkeypatch):
+    """(The search under mpiexec: test_capacity_mpi.py.)"""
     monkeypatch.setenv("OMPI_COMM_WORLD_RANK", "0")
-    with pytest.raises(cmdline.UsageError, match="capacity: not under mpiexec"):
-        capacity.refuse(plan_of("-n 4 -MB 1 -Striad"))
+    capacity.refuse(plan_of("-n 4 -MB 1 -Striad"))
+    with pytest.raises(cmdline.UsageError, match="-sp runs one test in this process: it cannot "
+                                                  "run under an MPI launcher"):
+        capacity.refuse(plan_of("-sp -n 4 -MB 1 -Striad"))
 
 
 def test_keep_measures_the_load_alone_once_and_judges_its_share(key, tmp_path):

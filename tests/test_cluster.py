@@ -822,7 +822,7 @@ def test_every_rank_runs_rank_0_s_plan_and_one_with_another_is_named_with_the_di
             f"rank 2 on {HOST} has another plan than rank 0 (every rank runs one plan): rank 0 "
             f"has 'test processes: 1 in 1 groups (-fast)', rank 2 on {HOST} 'test processes: "
             f"2 in 2 groups (-slow)'")
-        assert job.refused                # every rank refused together: no MPI_Abort
+        assert job.together               # every rank refused together: no MPI_Abort
 
 
 def outcome_of_a_run():
@@ -830,15 +830,27 @@ def outcome_of_a_run():
     return Outcome(records=(), failures=())
 
 
-def test_a_rank_that_does_not_end_its_run_within_rank_timeout_is_named_and_fails_the_run():
+def test_a_rank_that_does_not_end_its_run_within_rank_timeout_is_named_and_every_rank_ends(
+        capsys):
+    """At once: a rank that never came may yet come to a later collective (capacity's next
+    step) and pair with the wrong one."""
     from torque_async import cmdline
     plan = cmdline.parse(["-rankTimeout", "4", "-n", "8", "-KB", "64", "-bzero"])
     ticks = iter(range(0, 10 ** 12, 10 ** 9))           # one second per look at the clock
-    job = Cluster(Meeting([2, 0], [], passes=False), clock=ticks.__next__)
+    comm = Meeting([2, 0], [], passes=False)
+
+    def abort(code):
+        raise SystemExit(code)                          # MPI_Abort ends this rank here
+    comm.Abort = abort
+    job = Cluster(comm, clock=ticks.__next__)
     job.timeout = plan.settings.rankTimeout
-    done = job.gather(outcome_of_a_run(), plan)
-    assert done.failures == (f"rank 1 on {HOST} did not end its run within 4 s of this "
-                             f"rank's (-rankTimeout): stopped or hung?",)
+    with pytest.raises(SystemExit) as e:
+        job.gather(outcome_of_a_run(), plan)
+    assert e.value.code == 1
+    assert capsys.readouterr().err.splitlines() == [
+        f"torque-async: rank 0 on {HOST}: rank 1 on {HOST} did not end its run within 4 s of "
+        f"this rank's (-rankTimeout): stopped or hung?",
+        f"torque-async: rank 0 on {HOST}: ending every rank"]
 
 
 def test_a_rank_other_than_0_names_rank_0_when_it_does_not_come_and_says_nothing():

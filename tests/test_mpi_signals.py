@@ -41,6 +41,9 @@ def test_the_mpi_library_s_start_leaves_the_stop_signals_to_the_run(monkeypatch)
     try:
         assert cluster.start(0).size == 1
         assert signal.getsignal(signal.SIGHUP) is orchestrator.raise_interrupted
+        job = cluster._job
+        assert cluster.start(0) is job and seen == ["0"]     # MPI starts once a process
+        monkeypatch.setattr(cluster, "_job", None)
         monkeypatch.setenv("UCX_DEBUG_SIGNO", "SIGUSR2")
         cluster.start(0)
     finally:

@@ -7,9 +7,14 @@ document read from a private -json file; criteria.py judges it, search.py picks 
 A -files or -web tree made by -cfiles at the first point that finished is reused: the later
 points run without -cfiles. --keep's groups run alone once, first. A stop signal ends the
 search; the points so far are reported.
+
+Under mpiexec rank 0 searches (led) and every other rank runs what it sends (follow): each
+run is a whole-job run of every rank (cluster.py), rank 0's results document holds every
+rank's tests, and only rank 0 reports.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -22,7 +27,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from . import __version__, cluster, cmdline, criteria, orchestrator, outputs, varied
+from . import __version__, cluster, cmdline, criteria, helptext, orchestrator, outputs, varied
 from .criteria import Criterion
 from .errors import UsageError
 from .inputs import RESULTS_LIMIT, read_bounded
@@ -90,8 +95,7 @@ def refuse(plan) -> None:
         if given:
             raise UsageError(f"capacity: -{name} in the plan: {why}")
     if cluster.launcher_rank() is not None:
-        raise UsageError("capacity: not under mpiexec (each rank would search on its "
-                                 "own): run it on one host")
+        cluster.refuse(plan)            # what no run under mpiexec runs: before MPI starts
     if not plan.groups or plan.from_config:
         raise UsageError("capacity: no group to vary: give the plan's tests after -- "
                                  "(torque-async capacity -- -p 2 -MB 4 -w)")
@@ -117,21 +121,30 @@ def assess(setup: Setup, value: int, code: int, doc: dict[str, Any] | None,
 Quiet = Callable[[list[str], str], tuple[int, "dict | None", float, str]]   # quiet_run's own
 
 
-def quiet_run(execute: Callable[[list[str]], int], folder: str, tokens: list[str], name: str) \
-        -> tuple[int, dict | None, float, str]:
+def quiet_run(execute: Callable[[list[str]], int], folder: str, tokens: list[str], name: str,
+              results: str | None = None) -> tuple[int, dict | None, float, str]:
     """One run of the plan as `torque-async run` makes it (`execute`: cli's), its report sent to
     /dev/null, its results read from its -json file, what it said on stderr kept and passed
     on; (exit status, document, seconds, stderr). A stop signal noted before it raises
     orchestrator.Interrupted; one from the last look on ends the run at once (a noted one
-    would have waited for the whole run); after it, signals are noted again."""
-    path = os.path.join(folder, name)
+    would have waited for the whole run); after it, signals are noted again. `results`: the
+    -json path of another rank's run (under mpiexec; only rank 0 writes it, and this rank
+    neither reads nor removes it: on rank 0's host it may be rank 0's own): no document."""
+    path = results or os.path.join(folder, name)
+    said_path = os.path.join(folder, name + ".err")
     stopped_by(0)
     sys.stdout.flush()
     sys.stderr.flush()
     saved = os.dup(1), os.dup(2)
     null = os.open(os.devnull, os.O_WRONLY)
-    said = os.open(path + ".err", os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    said = os.open(said_path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     began = time.monotonic()
+
+    def tell() -> None:             # (MPI_Abort ends this rank in the run: what it said, said)
+        sys.stderr.flush()
+        os.dup2(saved[1], 2)
+        outputs.emit(sys.stderr, os.pread(said, RESULTS_LIMIT, 0).decode("utf-8", "replace"))
+    cluster.ABORTING.append(tell)
     try:
         os.dup2(null, 1)
         os.dup2(said, 2)
@@ -144,6 +157,7 @@ def quiet_run(execute: Callable[[list[str]], int], folder: str, tokens: list[str
     except orchestrator.Interrupted as e:           # before the run's own handling began
         code = 128 + e.signum
     finally:
+        cluster.ABORTING.remove(tell)
         sys.stderr.flush()
         for fd, kept in zip((1, 2), saved):
             os.dup2(kept, fd)
@@ -154,9 +168,11 @@ def quiet_run(execute: Callable[[list[str]], int], folder: str, tokens: list[str
     with os.fdopen(said, "rb") as f:
         f.seek(0)
         text = f.read().decode("utf-8", "replace")
-    os.unlink(path + ".err")
+    os.unlink(said_path)
     if text:
         outputs.emit(sys.stderr, text)
+    if results is not None:
+        return code, None, seconds, text
     try:
         with open(path, encoding="utf-8") as f:
             doc = json.load(f)
@@ -297,8 +313,9 @@ def summary(setup: Setup, search: Search, stopped: int) -> list[str]:
 
 
 def document(setup: Setup, search: Search, stopped: int, argv: list[str],
-             command: str, seconds: float) -> dict[str, Any]:
-    """--json: the search, every point and every run's results document."""
+             command: str, seconds: float, ranks: int = 1) -> dict[str, Any]:
+    """--json: the search, every point and every run's results document (under mpiexec the
+    job's: every rank's tests, each with its rank and host)."""
     lo, hi = search.answer()
     return {
         "schema": SCHEMA, "schema_version": SCHEMA_VERSION, "version": __version__,
@@ -317,7 +334,7 @@ def document(setup: Setup, search: Search, stopped: int, argv: list[str],
                    for v, p in sorted(search.points.items())],
         "capacity": lo.value if lo else None, "failed": hi.value if hi else None,
         "interrupted": signal.Signals(stopped).name if stopped else None,
-        "seconds": seconds,
+        "seconds": seconds, "ranks": ranks,
     }
 
 
@@ -328,6 +345,63 @@ def load(path: str) -> dict[str, Any] | None:
     except (ValueError, RecursionError):
         return None
     return doc if isinstance(doc, dict) and doc.get("schema") == SCHEMA else None
+
+
+def status(code: int) -> int:
+    """What a rank tells rank 0 after a run: the stop signal that ended it or came since, else
+    0."""
+    return code - 128 if code > 128 else STOPS[0] if STOPS else 0
+
+
+def led(talk: cluster.Cluster, quiet: Quiet, folder: str) -> Quiet:
+    """Rank 0's runs under mpiexec (`talk`: the job on a communicator of capacity's own, beside
+    the runs'; `folder`: where quiet's -json files are): rank 0 sends each run's tokens to
+    every rank (follow), every rank runs them (a whole-job run: the MPI barrier, rank 0's
+    results document holds every rank's tests), then tells rank 0 whether a stop signal came;
+    one that came to any rank is the run's exit status on rank 0 (the search ends there)."""
+    def run(tokens: list[str], name: str) -> tuple[int, dict | None, float, str]:
+        stopped_by(0)                        # one noted since the last run: no rank starts one
+        talk.share(("run", tokens, name, folder))
+        try:
+            code, doc, seconds, said = quiet(tokens, name)
+        except orchestrator.Interrupted as e:          # (came as the run began)
+            code, doc, seconds, said = 128 + e.signum, None, 0.0, ""
+        stop = next((sig for sig in talk.collect(status(code)) if sig), 0)
+        return (128 + stop if stop else code), doc, seconds, said
+    return run
+
+
+def follow(talk: cluster.Cluster, execute: Callable[[list[str]], int]) -> int:
+    """Every rank but 0 under mpiexec: run each plan rank 0 sends (led) until it sends the end,
+    then its exit status; what the run says on stderr is said, its report is not. The plan
+    names rank 0's -json path (every rank's plan is the same: the run checks it; only rank 0
+    writes it): where its folder is not on this host, this rank makes it (and removes it)."""
+    folder, made = tempfile.mkdtemp(prefix="torque-async-capacity."), None
+    cluster.FOLDERS.append(folder)
+    try:
+        while (step := talk.share())[0] == "run":
+            _, tokens, name, theirs = step
+            if made is None and not os.path.isdir(theirs):
+                with contextlib.suppress(FileExistsError):   # (another rank of this host's)
+                    os.mkdir(theirs, 0o700)
+                    made = theirs
+                    cluster.FOLDERS.append(made)
+            try:
+                code = quiet_run(execute, folder, tokens, name, os.path.join(theirs, name))[0]
+            except orchestrator.Interrupted as e:
+                code = 128 + e.signum
+            talk.collect(status(code))
+        return step[1]
+    finally:
+        clear(folder)
+        if made:
+            clear(made)
+
+
+def clear(folder: str) -> None:
+    for name in os.listdir(folder):
+        os.unlink(os.path.join(folder, name))
+    os.rmdir(folder)
 
 
 def measured_alone(kept: list[Criterion], lay: varied.Layout, quiet: Quiet) \
@@ -383,15 +457,58 @@ def main(argv: list[str], group: int, vary: str, until: tuple[str, ...],
     if json_path in ("", "-"):
         raise UsageError(f"capacity: --json {json_path or repr('')}: name a file (the table "
                          f"goes to standard output)")
-    if json_path is not None:           # as a run's -json: never onto an input, nor in a tree
-        outputs.check(plan, (("capacity: --json", json_path),))
+    rank = cluster.launcher_rank()
+    job = cluster.start(rank) if rank is not None else None
+    if job:                             # the whole command, as every rank was given it
+        job.timeout = plan.settings.rankTimeout
+        job.same_plan([f"capacity: {group} {vary} {until} {keep} {ceiling} {floor} {rounds} "
+                       f"{passing} {json_path is not None}",
+                       *cluster.plan_digest_lines(helptext.plan_lines(plan))])
+    check = functools.partial(outputs.check, plan, (("capacity: --json", json_path),)
+                              if json_path and not (job and job.rank) else ())
+    (job.agree if job else lambda checks: checks())(check)    # (rank 0 writes the --json)
+    talk = None
+    if job:                             # rank 0's steps, beside the runs' own exchanges
+        talk = cluster.Cluster(job.comm.Dup())
+        talk.timeout = job.timeout
     STOPS.clear()
     catch_stops()
+    if job and job.rank:
+        return ended(job, follow(talk, execute))
+    code = 2
+    try:
+        code = search(plan, argv, lay, knob, chosen, rule, start, floor, ceiling, json_path,
+                      command, execute, talk)
+    finally:
+        if job:                         # every rank ends with rank 0's status (2: a refusal
+            talk.share(("end", code))   # raised here, said by rank 0)
+            job.together = True
+    return ended(job, code) if job else code
+
+
+def ended(job: cluster.Cluster, code: int) -> int:
+    """Every rank ends with rank 0's status, knowing it; after a stop by MPI_Abort (once rank 0
+    has reported): a stop reaches the ranks at different moments of a run, so their runs may
+    have left the job's MPI exchanges unpaired, and MPI_Finalize could wait for them."""
+    if code > 128:
+        job.abort(code)
+    job.together = True
+    return code
+
+
+def search(plan, argv: list[str], lay: varied.Layout, knob: varied.Knob,
+           chosen: tuple[Criterion, ...], rule: Rule, start: int, floor: int | None,
+           ceiling: int, json_path: str | None, command: str,
+           execute: Callable[[list[str]], int], talk: cluster.Cluster | None) -> int:
+    """main's search, once the command is checked (on rank 0 only under mpiexec: led)."""
+    group = knob.group
     began = time.monotonic()
-    search = Search(start, floor or 1, ceiling, rule)
+    found = Search(start, floor or 1, ceiling, rule)
     stopped, folder = 0, tempfile.mkdtemp(prefix="torque-async-capacity.")
+    cluster.FOLDERS.append(folder)
     try:
         quiet = functools.partial(quiet_run, execute, folder)
+        quiet = led(talk, quiet, folder) if talk else quiet
         checked = quiet([*varied.tokens_at(lay, knob, start, False), "-quit"], "checked.json")[0]
         stopped_by(checked)
         if checked == 2:
@@ -399,7 +516,7 @@ def main(argv: list[str], group: int, vary: str, until: tuple[str, ...],
         setup = Setup(knob, chosen, rule, tuple((g.index, g.action) for g in plan.groups
                                                 if g.index != group),
                       *measured_alone(list(chosen), lay, quiet))
-        stopped = explore(search, runner(setup, lay, quiet), knob.name,
+        stopped = explore(found, runner(setup, lay, quiet), knob.name,
                           lambda line: say([line], err=True))
     except orchestrator.Interrupted as e:        # before the search: no point to report
         say([f"torque-async: capacity: interrupted by {signal.Signals(e.signum).name}"],
@@ -408,15 +525,17 @@ def main(argv: list[str], group: int, vary: str, until: tuple[str, ...],
     except BadRun:
         return 2
     finally:
-        for name in os.listdir(folder):
-            os.unlink(os.path.join(folder, name))
-        os.rmdir(folder)
+        clear(folder)
+    ranks = talk.size if talk else 1
     say([f"capacity of {knob.where} ({plan.groups[group].text}), {knob.name} varied; "
-         f"criteria: {'; '.join(c.text for c in chosen)}", *table(setup, search), "",
-         *summary(setup, search, stopped)])
+         f"criteria: {'; '.join(c.text for c in chosen)}" + (
+             f"; under mpiexec: {ranks} rank{'s' * (ranks != 1)}" + (
+                 f", each runs the value (the job {ranks} times it)" if ranks > 1 else "") +
+             ", judged on the whole job's results" if talk else ""),
+         *table(setup, found), "", *summary(setup, found, stopped)])
     if json_path is not None:
-        text = json.dumps(document(setup, search, stopped, argv, command,
-                                   time.monotonic() - began))
+        text = json.dumps(document(setup, found, stopped, argv, command,
+                                   time.monotonic() - began, ranks))
         try:
             outputs.write(json_path, text)
         except OSError as e:

@@ -1,5 +1,5 @@
 """The clean-up guard of one MPI rank:
-`python -m torque_async.cleanup_guard PID SEGMENT DIR [INODE FILE]...`.
+`python -m torque_async.cleanup_guard PID SEGMENT DIR [INODE FILE]... [-- FOLDER...]`.
 
 MPI ends the other ranks of a job with SIGKILL to their process groups when one rank dies or
 calls MPI_Abort, so a rank cannot clean up after itself then. The guard runs in its own
@@ -9,7 +9,8 @@ is left of the rank's process group (its workers and their server), removes the 
 segment (if the rank made it), its scratch directory, its workers' server's socket directory,
 and the MPI library's own files in /dev/shm that the rank had mapped (MPICH's
 mpich_shm_JOB_NODE, which only MPI_Finalize removes): each FILE only while it is still the file
-of that INODE, so another job's file of the same name is never touched.
+of that INODE, so another job's file of the same name is never touched; and each FOLDER of the
+rank's own (capacity's private folders).
 """
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ from .results import NotASegment, free_segment, owner_of
 from .workstart import PREFIX, base
 
 
-def clean(pid: int, segment: str, scratch_dir: str, mpi_files: list[tuple[int, str]]) -> None:
+def clean(pid: int, segment: str, scratch_dir: str, mpi_files: list[tuple[int, str]],
+          folders: list[str] = ()) -> None:
     try:
         os.killpg(pid, signal.SIGKILL)         # a rank started by mpiexec leads its own group
     except (ProcessLookupError, PermissionError):     # not a group leader: no group of its own
@@ -35,7 +37,7 @@ def clean(pid: int, segment: str, scratch_dir: str, mpi_files: list[tuple[int, s
         pass
     server = os.path.join(base(pid), f"{PREFIX}{pid}")                  # workstart.py's
     for made in [*glob.glob(f"{glob.escape(scratch_dir)}.*"),  # scratch.directory() + mkdtemp's
-                 *glob.glob(f"{glob.escape(server)}.*")]:      # random suffix (a link: refused)
+                 *glob.glob(f"{glob.escape(server)}.*"), *folders]:  # suffix (a link: refused)
         shutil.rmtree(made, ignore_errors=True)
     remove_mpi_files(mpi_files)
 
@@ -51,11 +53,13 @@ def remove_mpi_files(mpi_files: list[tuple[int, str]]) -> None:
 
 
 def main(argv: list[str]) -> None:
-    pid, segment, scratch_dir, *pairs = argv
+    pid, segment, scratch_dir, *rest = argv
     signal.signal(signal.SIGINT, signal.SIG_IGN)     # a Ctrl-C meant for the run
+    end = rest.index("--") if "--" in rest else len(rest)
+    pairs, folders = rest[:end], rest[end + 1:]
     mpi_files = [(int(inode), path) for inode, path in zip(pairs[::2], pairs[1::2])]
     if sys.stdin.buffer.read() != b"done":
-        clean(int(pid), segment, scratch_dir, mpi_files)
+        clean(int(pid), segment, scratch_dir, mpi_files, folders)
     else:                        # the rank ended MPI (MPI_Finalize), which may leave the file
         remove_mpi_files(mpi_files)
 

@@ -227,8 +227,9 @@ def capacity_command(plan: tuple[str, ...], **given) -> None:
         code = capacity.main(list(plan), command=" ".join(map(shlex.quote, sys.argv[1:])),
                              execute=execute, **given)
     except UsageError as e:
-        fail(str(e), 2)
-    sys.exit(code)
+        error(str(e))
+        code = 2
+    sys.exit(cluster.finish(code))             # (under mpiexec: every rank ends together)
 
 
 # What a results file that passed export.load's checks can still raise in compare or plot: it

@@ -7,7 +7,8 @@ every rank runs the plan with its own results segment (-smkey + rank) and its ow
 directory and -files tree (named by host and rank); all ranks set up, meet at an MPI barrier
 (polled, so a rank that never comes ends the run after the set-up timeout), then pass their
 own local barrier. Each run of a series (-repeat's repetitions, -baseline's runs of a group
-alone: runs.py) is one such run of every rank. After each, rank 0 measures each rank's
+alone: runs.py; capacity's points) is one such run of every rank; MPI starts and ends once per
+process. After each, rank 0 measures each rank's
 CLOCK_MONOTONIC offset again with a few ping-pongs (the hosts' clocks drift apart between runs)
 and gathers every rank's records; before the first, the first rank on each host sends rank 0
 its machine's description. Ranks on rank 0's kernel (the same boot_id) share its clock: their
@@ -155,7 +156,8 @@ class Cluster:
         self.host = socket.gethostname()
         self.hosts, self.kernels = (list(x) for x in zip(*comm.allgather((self.host, boot_id()))))
         self.guard: subprocess.Popen | None = None
-        self.refused = False                           # every rank refused the plan (agree)
+        self.together = False                # every rank ends with the same status, knowing it
+                                             # (agree's refusal, capacity's end): no MPI_Abort
         self.machines: dict[str, SysInfo] = {}         # rank 0: every host's (survey)
         self.meetings = 0                              # the deadline barriers passed (assemble)
         self.timeout = GLOBAL_DEFAULTS["rankTimeout"]  # (plan_for: the plan's)
@@ -190,7 +192,7 @@ class Cluster:
         self.wait(self.comm.Iallreduce(np.array([bool(problem)], np.int64), refused, MPI.SUM))
         if refused[0]:
             problems = self.comm.allgather(problem)        # (every rank is here: at once)
-            self.refused = True
+            self.together = True
             if problem:
                 raise UsageError(problem)
             first = next(r for r, p in enumerate(problems) if p)
@@ -209,7 +211,7 @@ class Cluster:
         if other is None:
             return
         theirs = self.comm.allgather(lines)                # (every rank is here: at once)
-        self.refused = True
+        self.together = True
         first, differ = theirs[0], theirs[other]
         k = next((k for k, (a, b) in enumerate(zip(first, differ)) if a != b),
                  min(len(first), len(differ)))
@@ -224,18 +226,23 @@ class Cluster:
 
     def plan_for(self, plan: Plan) -> Plan:
         """This rank's plan (ranked() already): its own segment key; scratch files go into a
-        directory named by host and rank. Starts the rank's clean-up guard."""
+        directory named by host and rank. Starts the rank's clean-up guard (once: every run of
+        the process has the same segment and scratch directory)."""
         from .io import scratch
         key, scratch.TAG = own(plan.settings.smkey, self.rank)
         self.timeout = plan.settings.rankTimeout
         settings = replace(plan.settings, smkey=key)
-        self.guard = subprocess.Popen(                   # see cleanup_guard.py
+        if self.guard is None:
+            self.guard = self.guarded(segment_name(key), scratch.directory())
+        return replace(plan, settings=settings)
+
+    def guarded(self, segment: str, scratch_dir: str) -> subprocess.Popen:
+        return subprocess.Popen(                         # see cleanup_guard.py
             [sys.executable, "-m", "torque_async.cleanup_guard", str(os.getpid()),
-             segment_name(settings.smkey), scratch.directory(),
-             *(str(x) for found in mpi_files() for x in found)],
+             segment, scratch_dir, *(str(x) for found in mpi_files() for x in found), "--",
+             *FOLDERS],
             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True)
-        return replace(plan, settings=settings)
 
     def meet(self, stopped: Callable[[], bool], timeout: float = SETUP_TIMEOUT) -> str:
         """Every rank set up: the MPI barrier, polled. '' once all are there (or when this rank
@@ -311,6 +318,18 @@ class Cluster:
         if late:
             self.abort(self.ended((late,), 0))
 
+    def share(self, what=None):
+        """Rank 0's `what` on every rank (MPI bcast), every rank there within -rankTimeout (give
+        these exchanges a communicator of their own, Dup, beside the runs': a rank whose run
+        ended early, stopped, must not meet another's run's gathering)."""
+        self.settle("take rank 0's next step")
+        return self.comm.bcast(what, root=0)
+
+    def collect(self, mine) -> list | None:
+        """Rank 0: every rank's `mine`, in rank order (MPI gather); another rank: None."""
+        self.settle("end its step")
+        return self.comm.gather(mine, root=0)
+
     def survey(self, info: SysInfo, details: list[str]) -> list[str]:
         """Every host's machine, once per host (its first rank's SysInfo and sysctl.current
         lines): rank 0 keeps the SysInfo of each (`machines`) and gets the cluster's
@@ -332,12 +351,12 @@ class Cluster:
         """After each run of a series, on every rank: rank 0's outcome gets every rank's records
         on its clock (the offsets measured now, after this run) and `cluster`, the gathered
         run; another rank keeps its own. A failed or interrupted outcome is returned as it is
-        (the series stops there, and ended() then finish() end every rank)."""
+        (the series stops there, and ended() then finish() end every rank). A rank that does
+        not come within -rankTimeout ends every rank at once (the ranks' collectives would no
+        longer pair up)."""
         if outcome.failures or outcome.interrupted:
             return outcome
-        late = self.assemble(self.timeout, lambda: False, "end its run")
-        if late:
-            return replace(outcome, failures=(late,))
+        self.settle("end its run")
         measured = self.offsets()
         sent = self.comm.gather((self.host, os.getpid(), outcome.records), root=0)
         if self.rank:
@@ -361,8 +380,11 @@ class Cluster:
         return 128 + interrupted if interrupted else 1
 
     def abort(self, code: int) -> None:
-        """End every rank (MPI_Abort) after this rank's own clean-up."""
+        """End every rank (MPI_Abort) after this rank's own clean-up (ABORTING's too, the
+        latest first)."""
         from .io import scratch
+        for last in reversed(ABORTING):
+            last()
         scratch.remove()
         sys.stdout.flush()
         sys.stderr.flush()
@@ -370,9 +392,9 @@ class Cluster:
 
     def finish(self, code: int) -> int:
         """The run's exit status: a rank that did not succeed ends every rank (MPI_Abort, after
-        its own clean-up), unless every rank refused the plan together (agree); the guard is
+        its own clean-up), unless every rank ends together (agree's refusal, capacity); the guard is
         told this rank is done."""
-        if code and not self.refused:
+        if code and not self.together:
             self.abort(code)
         self.settle("come to its end")   # no rank leaves while another may still fail
         from mpi4py import MPI
@@ -387,6 +409,10 @@ class Cluster:
 
 
 _job: Cluster | None = None           # this process's MPI job, once start() found one
+ABORTING: list[Callable[[], None]] = []    # what this rank does before its MPI_Abort ends it
+                                           # (capacity: say what its run said)
+FOLDERS: list[str] = []     # folders of this rank's own that its guard removes if it is killed
+                            # (capacity's), made before the first run starts the guard
 # UCX (MPICH's ch4:ucx, the mpich wheel's) takes SIGHUP as its debug signal once MPI starts: a
 # stop signal was swallowed and 'UCX DEBUG' lines landed in the report. A value the user set
 # is kept.
@@ -395,9 +421,11 @@ UCX_QUIET = {"UCX_DEBUG_SIGNO": "0"}
 
 def start(rank: int) -> Cluster:
     """The MPI job this process is rank `rank` of (launcher_rank(): without one, mpi4py stays
-    unimported). The stop signals keep the run's handlers: any the MPI library set for one of
-    them at its start is replaced."""
+    unimported), started once per process (capacity's runs share it). The stop signals keep
+    the run's handlers: any the MPI library set for one of them at its start is replaced."""
     global _job
+    if _job is not None:
+        return _job
     for name, value in UCX_QUIET.items():
         os.environ.setdefault(name, value)
     handlers = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}

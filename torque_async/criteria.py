@@ -7,6 +7,9 @@ late<F        at most a share F of the varied group's frames lost or dropped
 NAME bw>F     (--keep) the group NAME (its action, or its index) keeps more than F of the
               bandwidth it had alone, measured once with the plan's globals and that group
 A run that failed (a test's error, a stop) fails every criterion: its figures are not whole.
+Under mpiexec the document is the whole job's (every rank's tests): held needs every stream of
+every rank HELD, the percentiles and shares are the job's (every rank's histograms and frames
+merged), a bandwidth is the sum over the ranks.
 """
 from __future__ import annotations
 
@@ -148,7 +151,9 @@ def judge(c: Criterion, doc: dict[str, Any], group: int, alone: dict[int, float]
                   if k.startswith("sub") and s and s["verdict"] != "HELD"), None)
         said = f" ({s['sub']}: {s['late']} lost, {s['dropped']} dropped of {s['frames']} " \
                f"frames, lateness max {s['lateness_max'] / 1e3:.1f} us)" if s else ""
-        return Judged(len(missed), False, f"stream proc {t['proc']} (group {t['group']}) "
+        where = f"group {t['group']}" + (f", rank {t['rank']} on {t['host']}" if "rank" in t
+                                         else "")          # (under mpiexec: the job's tests)
+        return Judged(len(missed), False, f"stream proc {t['proc']} ({where}) "
                                           f"{t['streams']['verdict']}{said}")
     if c.kind == "late":
         subs = [s for t in tests_of(doc, group) for k, s in (t.get("streams") or {}).items()

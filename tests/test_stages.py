@@ -376,3 +376,54 @@ def test_set_up_wires_each_stage_one_period_behind_its_writer_s_stage():
             for test in tests:
                 await test.close()
     asyncio.run(go())
+
+
+def test_a_stage_s_schedule_runs_from_its_writer_s_start_however_late_either_wakes(monkeypatch):
+    """A stage's first frame is due one period after its writer's schedule began, not after its
+    own wake-up: with the capture waking on time and the process stage 300 us late (the loop
+    busy with the capture's frame), the stage's period still starts one period after the
+    capture's (its first frames are then late by its own wake-up, not by the capture)."""
+    from torque_async import cmdline, meter, streams
+    from torque_async.kind_api.api import TestContext
+    from torque_async.meter import Meter
+    from torque_async.results import Results, segment_name
+    from torque_async.streams.stream import MemStreamTest
+    clock = EventClock(10**12)
+    for module in (meter, streams.stream, streams.tracks):
+        monkeypatch.setattr(module, "now", clock)
+    plan = cmdline.parse([*W[:2], "1", *W[3:6], "0.02", "1", "-from", "0", "-memStreams", "rw",
+                          "1", *W[3:6], "0.02", "1"])
+    tests = [MemStreamTest(TestContext(p.group, p.index, p.row, np.random.default_rng(p.row), 64,
+                                       plan.settings)) for p in plan.procs()]
+    results = Results.create(segment_name(0x7A5F1), 2)
+
+    class Late:
+        """The precise timer on the clock, its wake-ups `by` ns late."""
+        def __init__(self, by: int):
+            self.by = by
+
+        async def sleep_until(self, t: int) -> None:
+            await clock.sleep_until(t + self.by)
+
+    timers: list = []
+
+    async def go():
+        for test in tests:
+            await test.setup()
+        timers.extend(test.timer for test in tests)
+        tests[0].timer, tests[1].timer = Late(0), Late(300_000)
+        try:
+            await asyncio.gather(*(t.run(Meter(results, i, None, slow=False))
+                                   for i, t in enumerate(tests)))
+        finally:
+            for test, timer in zip(tests, timers):
+                test.timer = timer
+            for test in tests:
+                await test.close()
+    try:
+        clock.simulate(go())
+        capture, process = (t.pipeline.pacer.start for t in tests)
+        assert process - capture == PERIOD
+        assert tests[1].pipeline.lateness[0].up_late == 0     # its wake-up is not the capture's
+    finally:
+        results.shm.unlink()

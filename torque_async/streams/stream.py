@@ -61,6 +61,7 @@ class StreamTest:
         self.writer = writer_of(g.label)                   # its writing sub-stream (-1: none)
         self.output = Progress() if self.writer >= 0 else None     # shared with readers
         self.wire: Wire | None = None                      # -from: what it reads
+        self.begun = 0                         # its first frame's period's start, once run
 
     def open_tracks(self):
         g = self.geometry
@@ -124,8 +125,15 @@ class StreamTest:
         if not self.memory:
             meter.row["file"] = os.fsencode(self.tracks.path)[:256]
         stopped = lambda: meter.stopped                             # noqa: E731
-        await self.until(now() + g.start_delay + (self.wire.delay if self.wire else 0), stopped)
-        start = meter.begin()
+        at = now() + self.lag
+        await self.until(at, stopped)
+        up = self.wire and self.wire.writer
+        if up and up.begun:                # wired: from its writer's start, not its own wake-up
+            at = up.begun - up.lag + self.lag     # (which the loop may run late): exactly one
+            await self.until(at, stopped)         # period behind the writer's schedule
+            start = self.begun = meter.begin(min(at, now()))
+        else:
+            start = self.begun = meter.begin()
         local = self.ctx.local
         pipe = self.pipeline = Pipeline(self.stages, Pacer(start, g.period), self.tracks,
                                         self.frames, now, self.timer.sleep_until, stopped,
@@ -154,6 +162,12 @@ class StreamTest:
                 self.output.closed = True
                 self.output.release()
         meter.publish_extra(pipe.moved - meter.count)      # (not the frames -dropLate skipped)
+
+    @property
+    def lag(self) -> int:
+        """ns from the run's start to its first frame's period: its startTime, and its wire's
+        delay (one period behind its writer's stage)."""
+        return self.geometry.start_delay + (self.wire.delay if self.wire else 0)
 
     async def until(self, at: int, stopped) -> bool:
         """Wait on the precise timer until monotonic ns `at` (wait_until: False when a stop

@@ -9,7 +9,8 @@ reader: one that began frame k + slots before read k completed overwrote it (lap
 frame is lost for the reader, its own loss. A frame G dropped (-dropLate) is dropped by the
 reader too, as the upstream's. The reading stream runs one period behind the writer's stage:
 its first frame is released (the writer's pipeline stage + 1) periods after its own startTime,
-plus the writer's own such delay when the writer is wired too.
+plus the writer's own such delay when the writer is wired too, counted from the writer's own
+start (its `begun`, when it began first: StreamTest.run), not from the reader's wake-up.
 
 A writer publishes itself at set-up and withdraws at close; the reader finds it at its own
 set-up (the loop sets tests up in plan order, so an earlier group is there first).
@@ -44,8 +45,9 @@ def writer_of(label: str) -> int:
 @dataclass(frozen=True)
 class Wire:
     """The reading side of a wire: the writer's tracks, track and slots, its writer sub-stream's
-    Progress (done, started), the frames it dropped, its Frames, and the delay (ns) before the
-    reader's first frame (after its startTime)."""
+    Progress (done, started), the frames it dropped, its Frames, the delay (ns) before the
+    reader's first frame (after its startTime), and the writer's StreamTest (its `begun` and
+    `lag`: the reader's schedule starts from the writer's)."""
     group: int
     tracks: object
     track: int
@@ -54,6 +56,7 @@ class Wire:
     dropped: set
     frames: object
     delay: int
+    writer: object = None
 
     @classmethod
     def to(cls, group: int, proc: int, period) -> "Wire":
@@ -65,7 +68,7 @@ class Wire:
         behind = test.wire.delay if test.wire else 0    # itself behind its own writer
         return cls(group, test.tracks, writer.op.track, test.geometry.slots, test.output,
                    test.frames.dropped[writer.index], test.frames,
-                   behind + round((writer.stage + 1) * period))
+                   behind + round((writer.stage + 1) * period), test)
 
     def received(self, stage, k: int, frame) -> bool:
         """Check read k of the wired sub-stream: True when the writer lapped it (began frame

@@ -34,7 +34,7 @@ from ..meter import Meter, now
 from ..results import MAX_SAMPLES, UPSTREAM_FIELDS
 from ..timer import PreciseTimer
 from ..units import KB, MB, NS_PER_S
-from .frames import CHECK_FRAMES, WRITTEN, Frames, header_of
+from .frames import CHECK_FRAMES, HEADER, WRITTEN, Frames, header_of
 from .pipeline import Pipeline, Progress, Stopped, Timeline, wait_until
 from .schedule import READ, WRITE, Geometry, Pacer, frames_text
 from .tracks import FileTracks, MemoryTracks
@@ -241,6 +241,10 @@ def check_group(plan, group) -> None:
         g = Geometry.of(group.args, group.local)
     except ValueError as e:
         raise UsageError(f"{name}: {e}") from None
+    if g.size < HEADER:                # every frame carries its track and number (frames.py)
+        raise UsageError(f"{name}: frames of {g.size} bytes; a stream's frame starts with a "
+                         f"{HEADER}-byte header (its track and number): make it at least "
+                         f"{HEADER} bytes")
     check_wire(plan, group)
     run = group.args[5]
     if g.period > run * NS_PER_S:      # one frame, paced over its whole period: -memStreams r

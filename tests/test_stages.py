@@ -427,3 +427,13 @@ def test_a_stage_s_schedule_runs_from_its_writer_s_start_however_late_either_wak
         assert tests[1].pipeline.lateness[0].up_late == 0     # its wake-up is not the capture's
     finally:
         results.shm.unlink()
+
+
+def test_capacity_s_load_columns_leave_out_the_stages_it_varies():
+    """The stages wired to the varied group are varied with it, not a load: the table's load
+    columns name the groups not wired (here the -load alone), none per stage."""
+    argv = ["-n", "4", "-MB", "1", "-load", *W[:2], "1", *W[3:6], "0.05", "1", "-from", "1",
+            "-memStreams", "rw", "1", *W[3:6], "0.05", "1"]
+    out = run_cli("capacity", "--group", "2", "--max", "1", "--rounds", "1", "--", *argv)
+    header = next(line for line in out.stdout.splitlines() if line.startswith("-p,passed"))
+    assert header.split(",")[3:-1] == ["load BW(MB/s)"], out.stdout + out.stderr

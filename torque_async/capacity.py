@@ -397,7 +397,7 @@ def main(argv: list[str], group: int, vary: str, until: tuple[str, ...],
         if checked == 2:
             raise BadRun()                   # the run's checks refused the plan: its one line
         setup = Setup(knob, chosen, rule, tuple((g.index, g.action) for g in plan.groups
-                                                if g.index != group),
+                                                if g.index not in (group, *knob.stages)),
                       *measured_alone(list(chosen), lay, quiet))
         stopped = explore(search, runner(setup, lay, quiet), knob.name,
                           lambda line: say([line], err=True))

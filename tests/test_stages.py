@@ -187,6 +187,18 @@ def test_a_reader_whose_own_transfers_are_slow_is_late_on_its_own():
     assert s.late > 10 and s.up_late == 0 and s.up_lost == 0 and cap.lateness[0].late == 0
 
 
+@pytest.mark.parametrize("label", ["rw", "rwr", "rrw"])
+def test_a_read_held_up_by_the_stage_s_own_slow_write_is_late_on_its_own(label):
+    # the capture holds every frame; the process stage's writes of frames 10..12 take 3
+    # periods, and its reads, which may run only a frame ahead of that write, wait for it:
+    # their lateness is the stage's own (its write), none of it the capture's
+    cap, proc = chain(("w", quick, {}), (label, slow_frames(range(10, 13), 3_000_000), {}))
+    assert cap.lateness[0].settle().late == 0
+    reads = [s.settle() for st, s in zip(proc.stages, proc.lateness) if st.op.kind == READ]
+    assert all(s.up_late == s.up_lost == s.up_max == 0 for s in proc.lateness), label
+    assert all(s.late >= 5 and s.hi > PERIOD for s in reads)      # late: its own
+
+
 def test_a_writer_never_waits_for_a_reader_a_track_behind_whose_frames_are_lost_lapped():
     # 16 slots a track (mfile 1 MB of 64 KB frames); the reader takes 3 periods a frame and
     # falls behind, the writer goes on

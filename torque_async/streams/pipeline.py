@@ -17,7 +17,9 @@ A wired stream (-from, wire.py) reads its first sub-stream's frames from its wri
 frame k once the writer completed it. Its own lateness is what a frame would have had with a
 writer that held (frame k there at the start of the reader's period for it, the writer's
 deadline): each transfer's `alone` start is the latest of that, its release, its own previous
-frame's and its inputs' `alone` completions, and its `alone` completion that plus the time the
+frame's `alone` completion and those of the transfers its gates wait for (its inputs, and the
+frames of its own that free its ring or slot: a wait on its own slow write is its own), and its
+`alone` completion that plus the time the
 transfer really took. The rest of its lateness is inherited from the upstream. The figures
 (late, late within buffer, lateness) are its own; Lateness counts the inherited apart. A frame
 lost or dropped only through the inherited part is the upstream's.
@@ -181,7 +183,8 @@ class Pipeline:
                 self.progress[stage.index] = output
         self.alone = [0] * len(stages)        # a wired stream's: each sub-stream's last
         self.alone_at: list[dict[int, int]] = [{} for _ in stages]   # `alone` completion, and
-                                              # frame k's (for its consumers)
+                                              # recent frames' (for the sub-streams gated on it)
+        self.kept = 2 * (frames.slots + max(s.lead for s in stages)) + 4     # frames of them
         self.inherited: list[set[int]] = [set() for _ in stages]  # frames dropped upstream's
         self.cut = False                      # the wired writer ended: no frame comes
         self.lateness = [Lateness(tolerance) for _ in stages]
@@ -241,7 +244,8 @@ class Pipeline:
             alone = None                   # when it would start with a writer that held
             if self.wire is not None:
                 alone = max(release, pacer.release(k + stage.stage) if wired else 0,
-                            self.alone[i], *(self.alone_at[d].pop(k, 0) for d in stage.op.deps))
+                            self.alone[i], *(self.alone_at[other].get(k + offset - 1, 0)
+                                             for other, offset in stage.gates))
                 if wired and not await self.upstream(k):
                     self.wind_down()
                     return
@@ -276,9 +280,8 @@ class Pipeline:
             inherited = 0
             if alone is not None:
                 alone += t1 - t0
-                self.alone[i] = alone
-                if stage.consumers:
-                    self.alone_at[i][k] = alone
+                self.alone[i] = self.alone_at[i][k] = alone
+                self.alone_at[i].pop(k - self.kept, None)
             if k < self.measured:
                 deadline = pacer.release(k + late)
                 ns = max(0, t1 - deadline)

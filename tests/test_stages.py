@@ -211,6 +211,24 @@ def test_a_writer_never_waits_for_a_reader_a_track_behind_whose_frames_are_lost_
     assert len(play.trace) == play.g.frames               # every frame still read
 
 
+def test_a_frame_whose_overwriting_frame_the_writer_dropped_is_not_lapped():
+    # 16 slots; the reader falls behind (its reads take 2.5 periods) and the capture drops
+    # frames 27..33: slots 11..17 then keep frames 11..17 a track longer, and a read of them
+    # is lapped only when the writer began a frame of the slot that it wrote (43, ...)
+    clock = EventClock(10**12)
+    cap = stage("w", clock, clock.t, slow_reads(2_500_000), mfile=1, drop=True)
+    cap.skips = lambda st, k, alone: "own" if 27 <= k < 34 else ""
+    play = stage("r", clock, clock.t, quick, mfile=1, wire=wire_to(cap))
+    clock.simulate(whole(cap), whole(play))
+    began = {k: t0 for _, k, t0, _ in cap.trace}
+    lapped = [k for _, k, _, t1 in play.trace
+              if any(began.get(j, t1) < t1 for j in range(k + 16, k + 16 * 4, 16))]
+    read = dict(zip((k for _, k, *_ in play.trace), cap.tracks.seen[0]))
+    assert 0 < len(lapped) < 16
+    assert play.lateness[0].settle().lapped == len(lapped)
+    assert all(read[k] == (WRITTEN, k) for k in read if k not in lapped)
+
+
 def test_a_frame_the_writer_dropped_is_dropped_downstream_as_the_upstream_s():
     clock = EventClock(10**12)
     cap = stage("w", clock, clock.t, quick, drop=True)

@@ -71,10 +71,12 @@ class Wire:
                    behind + round((writer.stage + 1) * period), test)
 
     def received(self, stage, k: int, frame) -> bool:
-        """Check read k of the wired sub-stream: True when the writer lapped it (began frame
-        k + slots, in the same slot, before the read completed: lost), else it must hold the
-        writer's frame k (a gate that failed is an error)."""
-        if self.progress.started > k + self.slots:
+        """Check read k of the wired sub-stream: True when the writer lapped it (began a later
+        frame of the same slot, k + slots or after, that it did not drop, before the read
+        completed: lost), else it must hold the writer's frame k (a gate that failed is an
+        error)."""
+        if any(j not in self.dropped for j in range(k + self.slots, self.progress.started,
+                                                     self.slots)):
             return True
         want = WRITTEN | self.track, k
         if header_of(frame) != want:

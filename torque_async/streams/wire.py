@@ -148,6 +148,10 @@ def check(plan, group) -> None:
                          f"{float(mine.period) / 1e6:.3f} ms, group {g}'s of {theirs.size} "
                          f"bytes every {float(theirs.period) / 1e6:.3f} ms: a stage reads its "
                          f"writer's frames at its rate, give both the same")
+    if theirs.slots < 2:
+        raise UsageError(f"{name}: group {g}'s track holds 1 frame (its runTime or mfile): its "
+                         f"next frame overwrites each one while this stage, a period behind, "
+                         f"reads it; give group {g} room for 2 frames")
     if mine.frames > theirs.frames:
         raise UsageError(f"{name}: {mine.frames} frames, group {g} writes {theirs.frames}: "
                          f"a stage reads no more frames than its writer writes (lower its "

@@ -349,6 +349,12 @@ def test_capacity_varies_every_stage_of_a_wired_pipeline_together():
     out = run_cli("capacity", "--keep", "2 bw>0.5", "--", *argv)    # a stage cannot run alone
     assert out.returncode == 2 and out.stderr.count("\n") == 1
     assert "group 2 is a stage wired by -from" in out.stderr
+    mixed = ["-fps", "1000", "-frame", "64x256", "-pixfmt", "rgba8", *W[:3], "0", "0",
+             *W[5:], "-from", "0", *R]                      # the same frames, said two ways
+    assert run_cli("-quit", *mixed).returncode == 0
+    out = run_cli("capacity", "--vary", "rate", "--", *mixed)   # one value cannot edit both
+    assert out.returncode == 2 and out.stderr.count("\n") == 1
+    assert "-fps on group(s) 0 and MiB/s on the others" in out.stderr
 
 
 def test_the_process_stage_s_check_compares_what_it_wrote_with_what_it_made_of_the_capture():

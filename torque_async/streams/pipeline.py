@@ -275,6 +275,8 @@ class Pipeline:
             lapped = False
             if wired:
                 lapped = self.wire.received(stage, k, frame)
+                if lapped:
+                    self.frames.lapped.add(k)
             elif kind == READ:
                 self.frames.received(stage, k, frame)
             inherited = 0

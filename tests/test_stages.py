@@ -199,6 +199,22 @@ def test_a_read_held_up_by_the_stage_s_own_slow_write_is_late_on_its_own(label):
     assert all(s.late >= 5 and s.hi > PERIOD for s in reads)      # late: its own
 
 
+def test_a_stage_s_own_late_wake_ups_are_its_own_lateness():
+    # the capture holds every frame; the loop wakes the process stage 1.5 periods after each
+    # time it asked for (its thread starved, say): its lateness is its own, none inherited
+    clock = EventClock(10**12)
+    cap = stage("w", clock, clock.t, quick)
+    proc = stage("rw", clock, clock.t, quick, wire=wire_to(cap))
+
+    async def late(t):
+        await clock.sleep_until(t + 3 * PERIOD // 2)
+    proc.sleep_until = late
+    clock.simulate(whole(cap), whole(proc))
+    assert cap.lateness[0].settle().late == 0
+    assert all(s.settle().up_late == s.up_lost == s.up_max == 0 for s in proc.lateness)
+    assert proc.lateness[1].late >= 10 and proc.lateness[1].hi > 0       # late: its own
+
+
 def test_a_writer_never_waits_for_a_reader_a_track_behind_whose_frames_are_lost_lapped():
     # 16 slots a track (mfile 1 MB of 64 KB frames); the reader takes 3 periods a frame and
     # falls behind, the writer goes on

@@ -18,9 +18,9 @@ frame k once the writer completed it. Its own lateness is what a frame would hav
 writer that held (frame k there at the start of the reader's period for it, the writer's
 deadline): each transfer's `alone` start is the latest of that, its release, its own previous
 frame's `alone` completion and those of the transfers its gates wait for (its inputs, and the
-frames of its own that free its ring or slot: a wait on its own slow write is its own), and its
-`alone` completion that plus the time the
-transfer really took. The rest of its lateness is inherited from the upstream. The figures
+frames of its own that free its ring or slot: a wait on its own slow write is its own), plus
+its own delay (from its release or its last wait's end to its start: a late wake-up, the
+loop's turn), and its `alone` completion that plus the time the transfer really took. The rest of its lateness is inherited from the upstream. The figures
 (late, late within buffer, lateness) are its own; Lateness counts the inherited apart. A frame
 lost or dropped only through the inherited part is the upstream's.
 """
@@ -231,9 +231,11 @@ class Pipeline:
         while k < end:
             if self.stopped():
                 raise Stopped
-            for other, offset in stage.gates:
+            ready = clock() if self.wire is not None else 0     # (wired: when its last wait
+            for other, offset in stage.gates:                   # ended, below)
                 if progress[other].done < k + offset and not self.ending_now():
                     await progress[other].reach(k + offset)      # (no coroutine when met)
+                    ready = clock()
             release, t = pacer.release(k + early), clock()
             if self.ending_now() or t < release and not await wait_until(
                     release, clock, self.sleep_until, halted):
@@ -246,15 +248,19 @@ class Pipeline:
                 alone = max(release, pacer.release(k + stage.stage) if wired else 0,
                             self.alone[i], *(self.alone_at[other].get(k + offset - 1, 0)
                                              for other, offset in stage.gates))
-                if wired and not await self.upstream(k):
-                    self.wind_down()
-                    return
+                if wired and self.wire.progress.done <= k:
+                    if not await self.upstream(k):
+                        self.wind_down()
+                        return
+                    ready = clock()
+                ready = max(ready, release)    # from here to its start: its own delay
             if t < release:
                 turn = clock()
             elif t - turn > YIELD_NS:      # behind, it never sleeps, and a memory move never
                 await asyncio.sleep(0)     # waits: the loop's turn (signals, the watchdog, the
                 turn = clock()             # other tests) at least this often
-            if why := self.skips(stage, k, alone):
+            if why := self.skips(stage, k, None if alone is None else
+                                 alone + max(0, clock() - ready)):
                 self.frames.dropped[i].add(k)
                 if why == UPSTREAM:
                     self.inherited[i].add(k)
@@ -281,7 +287,7 @@ class Pipeline:
                 self.frames.received(stage, k, frame)
             inherited = 0
             if alone is not None:
-                alone += t1 - t0
+                alone += t1 - ready            # its own delay and its transfer's time
                 self.alone[i] = self.alone_at[i][k] = alone
                 self.alone_at[i].pop(k - self.kept, None)
             if k < self.measured:

@@ -20,9 +20,10 @@ deadline): each transfer's `alone` start is the latest of that, its release, its
 frame's `alone` completion and those of the transfers its gates wait for (its inputs, and the
 frames of its own that free its ring or slot: a wait on its own slow write is its own), plus
 its own delay (from its release or its last wait's end to its start: a late wake-up, the
-loop's turn), and its `alone` completion that plus the time the transfer really took. The rest of its lateness is inherited from the upstream. The figures
-(late, late within buffer, lateness) are its own; Lateness counts the inherited apart. A frame
-lost or dropped only through the inherited part is the upstream's.
+loop's turn), and its `alone` completion that plus the time the transfer really took. The rest
+of its lateness is inherited from the upstream. The figures (late, late within buffer,
+lateness) are its own; Lateness counts the inherited apart. A frame lost or dropped only
+through the inherited part is the upstream's.
 """
 from __future__ import annotations
 

@@ -215,6 +215,23 @@ def test_a_stage_s_own_late_wake_ups_are_its_own_lateness():
     assert proc.lateness[1].late >= 10 and proc.lateness[1].hi > 0       # late: its own
 
 
+def test_a_stage_resumed_late_after_its_frame_came_on_time_is_late_on_its_own():
+    # the capture completes frame 10 on time; the loop then runs something else for 2.5
+    # periods before it resumes the process stage that waited for that frame: the read's
+    # lateness is the stage's own (the frame was there), not the capture's
+    clock = EventClock(10**12)
+    cap = stage("w", clock, clock.t, quick)
+    proc = stage("rw", clock, clock.t, quick, wire=wire_to(cap))
+
+    async def hog():                      # woken first by frame 10, it holds the loop
+        await cap.output.reach(11)
+        clock.t += 5 * PERIOD // 2
+    clock.simulate(hog(), whole(cap), whole(proc))
+    read = proc.lateness[0].settle()
+    assert read.late >= 1 and read.hi > PERIOD // 4                # its own
+    assert ops(proc)[0][10][0] >= ops(cap)[0][10][1] + 5 * PERIOD // 2     # (it was held)
+
+
 def test_a_writer_never_waits_for_a_reader_a_track_behind_whose_frames_are_lost_lapped():
     # 16 slots a track (mfile 1 MB of 64 KB frames); the reader takes 3 periods a frame and
     # falls behind, the writer goes on

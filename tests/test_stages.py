@@ -539,3 +539,15 @@ def test_capacity_s_load_columns_leave_out_the_stages_it_varies():
     out = run_cli("capacity", "--group", "2", "--max", "1", "--rounds", "1", "--", *argv)
     header = next(line for line in out.stdout.splitlines() if line.startswith("-p,passed"))
     assert header.split(",")[3:-1] == ["load BW(MB/s)"], out.stdout + out.stderr
+
+
+def test_a_wired_playout_s_memory_is_its_frame_buffers_not_a_track_of_its_own():
+    """A wired r reads its writer's tracks: the memory check counts no mfile of its own (a
+    14 GB capture and its playout need 14 GB of tracks, not 28)."""
+    from torque_async import cmdline, limits
+    plan = cmdline.parse([*W, "-from", "0", *R, "-from", "0", "-memStreams", "rw", *R[2:]])
+    capture, playout, process = (limits.buffers_of(p) for p in plan.procs())
+    g = Geometry.of(plan.groups[1].args, plan.groups[1].local)
+    frames = (2 * g.lookahead + 6) * g.size
+    assert playout == frames
+    assert capture == process == frames + g.track_bytes

@@ -24,6 +24,7 @@ from .io.files import block_size
 from .kinds import KINDS, WORKER
 from .results import HEADER, MAX_SEMS, ROW, SHM_DIR
 from .streams.schedule import Geometry
+from .streams.wire import borrows
 from .units import KB, MB, amount
 from .workstart import FILES_AT_START
 
@@ -75,7 +76,8 @@ def buffers_of(proc) -> int:
     if kind.family == "streams":
         g = Geometry.of(group.args, local)
         need += (2 * g.lookahead + 6) * g.size
-        need += g.tracks * g.track_bytes if group.action == "memStreams" else 0
+        if group.action == "memStreams" and not borrows(group):    # (a wired r: its writer's)
+            need += g.tracks * g.track_bytes
     return need
 
 

@@ -38,7 +38,7 @@ from .frames import CHECK_FRAMES, HEADER, WRITTEN, Frames, header_of
 from .pipeline import Pipeline, Progress, Stopped, Timeline, wait_until
 from .schedule import READ, WRITE, Geometry, Pacer, frames_text
 from .tracks import FileTracks, MemoryTracks
-from .wire import Borrowed, Wire, check as check_wire, publish, withdraw, writer_of
+from .wire import Borrowed, Wire, borrows, check as check_wire, publish, withdraw, writer_of
 
 EXTRA_CHUNK = 100_000_000           # ns of frames run at a time while -slow keeps a stream going
 
@@ -77,8 +77,7 @@ class StreamTest:
         g, ctx = self.geometry, self.ctx
         if ctx.local.from_group is not None:
             self.wire = Wire.to(ctx.local.from_group, ctx.proc, g.period)
-        own = not (self.wire and len(self.stages) == 1)      # a wired r reads only its writer's
-                                                             # tracks (check_group: alike)
+        own = not borrows(ctx.group)                         # a wired r reads only its writer's
         self.tracks = self.open_tracks() if own else Borrowed(self.wire.tracks)
         sourced = own and (self.memory or self.tracks.scratch)
         self.frames = Frames(g, self.stages, self.buffers, ctx.rng, sourced,
@@ -256,7 +255,7 @@ def check_group(plan, group) -> None:
         frame = (f"-frame {group.local.frame[0]}x{group.local.frame[1]} frame of {g.size} bytes"
                  if group.local.frame else f"transfer of {g.size // KB} KB")
         raise UsageError(f"{name}: mfile {group.args[6]} MB holds no {frame}")
-    own = not (group.local.from_group is not None and len(g.stages()) == 1)   # a wired r: none
+    own = not borrows(group)
     need = g.tracks * g.track_bytes if own else 0
     if group.action == "memStreams":
         need += (2 * g.lookahead + 6) * g.size             # frame buffers, at most

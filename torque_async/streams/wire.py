@@ -42,6 +42,11 @@ def writer_of(label: str) -> int:
     return next((i for i, op in enumerate(LABELS[label]) if op.kind == WRITE), -1)
 
 
+def borrows(group) -> bool:
+    """A wired r: it has no tracks of its own (no memory, no file), it reads its writer's."""
+    return group.local.from_group is not None and len(LABELS[group.args[0]]) == 1
+
+
 @dataclass(frozen=True)
 class Wire:
     """The reading side of a wire: the writer's tracks, track and slots, its writer sub-stream's

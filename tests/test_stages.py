@@ -551,3 +551,12 @@ def test_a_wired_playout_s_memory_is_its_frame_buffers_not_a_track_of_its_own():
     frames = (2 * g.lookahead + 6) * g.size
     assert playout == frames
     assert capture == process == frames + g.track_bytes
+
+
+def test_a_wired_playout_makes_no_scratch_file():
+    """A wired -streams r reads its writer's file: the free-space check counts the capture's
+    scratch file alone."""
+    from torque_async import cmdline, limits
+    plan = cmdline.parse(["-streams", *W[1:], "-from", "0", "-streams", *R[1:]])
+    g = Geometry.of(plan.groups[0].args, plan.groups[0].local)
+    assert limits.disk_needs(plan)["."][:3] == [g.track_bytes, 0, 2]    # its file, its dir

@@ -190,8 +190,8 @@ def disk_needs(plan) -> dict[str, list[int]]:
         need[os.path.dirname(path) or "."][2] += not os.path.lexists(path)
     for proc in plan.procs():
         group, local = proc.group, proc.group.local
-        if group.action == "streams" and not s.files:
-            g = Geometry.of(group.args, local)
+        if group.action == "streams" and not s.files and not borrows(group):   # (a wired r
+            g = Geometry.of(group.args, local)                   # reads its writer's file)
             need["."][0] += g.tracks * g.track_bytes
             need["."][2] += 2                            # its file, the scratch directory
         if group.action == "web" and local.t is None:

@@ -5,8 +5,9 @@ as many processes), in G's tracks (its memory or its file), frame k from slot k 
 Read k starts only once G's write of frame k completed (G's writer's Progress, shared on the one
 event loop: no threads); the lateness that waiting causes is the upstream's (pipeline.py: what
 a frame would not have had with a writer that held is inherited). The writer never waits for a
-reader: one that began frame k + slots before read k completed overwrote it (lapped), and that
-frame is lost for the reader, its own loss. A frame G dropped (-dropLate) is dropped by the
+reader: one that began frame k + slots (or a later frame of that slot, when it dropped that
+one) before read k completed overwrote it (lapped), and that frame is lost for the reader, its
+own loss. A frame G dropped (-dropLate) is dropped by the
 reader too, as the upstream's. The reading stream runs one period behind the writer's stage:
 its first frame is released (the writer's pipeline stage + 1) periods after its own startTime,
 plus the writer's own such delay when the writer is wired too, counted from the writer's own

@@ -81,6 +81,8 @@ CMDLINE = [
       "0", "1", "64"], "-frame 1921x1080: uyvy422 needs a width that is a multiple of 2"),
     (["-frame", "1920x1080", "-pixfmt", "uyvy422", "-fps", "60", "-streams", "w", "4", "0", "0",
       "0", "1", "2"], "-streams w: mfile 2 MB holds no -frame 1920x1080 frame of 4147200 bytes"),
+    (["-frame", "2x2", "-pixfmt", "uyvy422", "-fps", "60", "-memStreams", "w", "1", "0", "0",
+      "0", "1", "1"], "-memStreams w: frames of 8 bytes; a stream's frame starts with a 16-byte"),
     (["-frame", "64x64", "-pixfmt", "rgba8", "-memStreams", "r", "4", "16", "10", "0", "1", "1"],
      "sizeKB 16 and -frame 64x64 -pixfmt rgba8 both set the frame size: give sizeKB 0"),
     (["-lateUs", "-1", "-memStreams", "r", "4", "16", "10", "0", "1", "1"],

@@ -187,6 +187,51 @@ def test_a_reader_whose_own_transfers_are_slow_is_late_on_its_own():
     assert s.late > 10 and s.up_late == 0 and s.up_lost == 0 and cap.lateness[0].late == 0
 
 
+@pytest.mark.parametrize("label", ["rw", "rwr", "rrw"])
+def test_a_read_held_up_by_the_stage_s_own_slow_write_is_late_on_its_own(label):
+    # the capture holds every frame; the process stage's writes of frames 10..12 take 3
+    # periods, and its reads, which may run only a frame ahead of that write, wait for it:
+    # their lateness is the stage's own (its write), none of it the capture's
+    cap, proc = chain(("w", quick, {}), (label, slow_frames(range(10, 13), 3_000_000), {}))
+    assert cap.lateness[0].settle().late == 0
+    reads = [s.settle() for st, s in zip(proc.stages, proc.lateness) if st.op.kind == READ]
+    assert all(s.up_late == s.up_lost == s.up_max == 0 for s in proc.lateness), label
+    assert all(s.late >= 5 and s.hi > PERIOD for s in reads)      # late: its own
+
+
+def test_a_stage_s_own_late_wake_ups_are_its_own_lateness():
+    # the capture holds every frame; the loop wakes the process stage 1.5 periods after each
+    # time it asked for (its thread starved, say): its lateness is its own, none inherited
+    clock = EventClock(10**12)
+    cap = stage("w", clock, clock.t, quick)
+    proc = stage("rw", clock, clock.t, quick, wire=wire_to(cap))
+
+    async def late(t):
+        await clock.sleep_until(t + 3 * PERIOD // 2)
+    proc.sleep_until = late
+    clock.simulate(whole(cap), whole(proc))
+    assert cap.lateness[0].settle().late == 0
+    assert all(s.settle().up_late == s.up_lost == s.up_max == 0 for s in proc.lateness)
+    assert proc.lateness[1].late >= 10 and proc.lateness[1].hi > 0       # late: its own
+
+
+def test_a_stage_resumed_late_after_its_frame_came_on_time_is_late_on_its_own():
+    # the capture completes frame 10 on time; the loop then runs something else for 2.5
+    # periods before it resumes the process stage that waited for that frame: the read's
+    # lateness is the stage's own (the frame was there), not the capture's
+    clock = EventClock(10**12)
+    cap = stage("w", clock, clock.t, quick)
+    proc = stage("rw", clock, clock.t, quick, wire=wire_to(cap))
+
+    async def hog():                      # woken first by frame 10, it holds the loop
+        await cap.output.reach(11)
+        clock.t += 5 * PERIOD // 2
+    clock.simulate(hog(), whole(cap), whole(proc))
+    read = proc.lateness[0].settle()
+    assert read.late >= 1 and read.hi > PERIOD // 4                # its own
+    assert ops(proc)[0][10][0] >= ops(cap)[0][10][1] + 5 * PERIOD // 2     # (it was held)
+
+
 def test_a_writer_never_waits_for_a_reader_a_track_behind_whose_frames_are_lost_lapped():
     # 16 slots a track (mfile 1 MB of 64 KB frames); the reader takes 3 periods a frame and
     # falls behind, the writer goes on
@@ -197,6 +242,54 @@ def test_a_writer_never_waits_for_a_reader_a_track_behind_whose_frames_are_lost_
     assert max(t1 for _, _, _, t1 in cap.trace) < min(t1 for *_, t1 in play.trace[-5:])
     assert s.lapped > 0 and s.late >= s.lapped           # lost: counted, no data error
     assert len(play.trace) == play.g.frames               # every frame still read
+
+
+def test_a_frame_whose_overwriting_frame_the_writer_dropped_is_not_lapped():
+    # 16 slots; the reader falls behind (its reads take 2.5 periods) and the capture drops
+    # frames 27..33: slots 11..17 then keep frames 11..17 a track longer, and a read of them
+    # is lapped only when the writer began a frame of the slot that it wrote (43, ...)
+    clock = EventClock(10**12)
+    cap = stage("w", clock, clock.t, slow_reads(2_500_000), mfile=1, drop=True)
+    cap.skips = lambda st, k, alone: "own" if 27 <= k < 34 else ""
+    play = stage("r", clock, clock.t, quick, mfile=1, wire=wire_to(cap))
+    clock.simulate(whole(cap), whole(play))
+    began = {k: t0 for _, k, t0, _ in cap.trace}
+    lapped = [k for _, k, _, t1 in play.trace
+              if any(began.get(j, t1) < t1 for j in range(k + 16, k + 16 * 4, 16))]
+    read = dict(zip((k for _, k, *_ in play.trace), cap.tracks.seen[0]))
+    assert 0 < len(lapped) < 16
+    assert play.lateness[0].settle().lapped == len(lapped)
+    assert all(read[k] == (WRITTEN, k) for k in read if k not in lapped)
+
+
+def test_a_process_stage_whose_reads_were_lapped_passes_its_data_check():
+    """A process stage that fell a track behind made its last frames from whichever later
+    frames its lapped reads found: lost (Lapped), no data error. The capture is an rw on
+    source frames, whose frames differ from pass to pass (a w's are all alike), and it writes
+    90 frames (-slow's extra ones) to the stage's 50, so the stage's last reads are lapped."""
+    from types import SimpleNamespace
+    from torque_async.streams.stream import StreamTest
+    clock = EventClock(10**12)
+    reading: list = []                    # the stage's read buffers: its reads take 3 periods
+    cap = stage("rw", clock, clock.t, lambda kind, frame: 3_000_000 if any(
+        frame is b for b in reading) else 100_000, mfile=1, run=0.09)
+    cap.frames.sourced = True
+    for slot in range(cap.g.slots):
+        source = np.empty(cap.g.size, np.uint8)
+        cap.frames.source_frame(source, 0, slot)
+        asyncio.run(cap.tracks.tracks.move("w", 0, slot, source))
+    proc = stage("rw", clock, clock.t, quick, mfile=1, wire=wire_to(cap))
+    reading.extend(proc.frames.rings[0])
+    clock.simulate(whole(cap), whole(proc))
+    assert proc.lateness[0].settle().lapped > proc.g.slots
+    checked = SimpleNamespace(pipeline=proc, geometry=proc.g, frames=proc.frames,
+                              buffers=Buffers(False), tracks=proc.tracks.tracks,
+                              wire=proc.wire, stages=proc.stages)
+    asyncio.run(StreamTest.check(checked))                           # no data error
+    last = range(proc.g.frames - proc.g.slots, proc.g.frames)       # the frames it read
+    assert set(last) <= proc.frames.lapped
+    assert proc.frames.body(proc.stages[1], last[0], []) is None     # unknown, not checked
+    assert cap.frames.output(0) is not None                          # (a known one is)
 
 
 def test_a_frame_the_writer_dropped_is_dropped_downstream_as_the_upstream_s():
@@ -251,6 +344,9 @@ R = "-memStreams r 2 64 62.5 0 0.2 1".split()
     ([*W, "-from", "0", "-memStreams", "r", "2", "32", *R[4:]], "give both the same"),
     ([*W, "-from", "0", "-memStreams", "r", "2", "64", "125", *R[5:]], "give both the same"),
     ([*W, "-from", "0", *R[:6], "0.4", "1"], "no more frames than its writer"),
+    ([*W[:6], "0.001", "1", "-from", "0", *R[:6], "0.001", "1"], "room for 2 frames"),
+    (["-memStreams", "w", "2", "1024", "1000", "0", "0.2", "1", "-from", "0", "-memStreams",
+      "r", "2", "1024", "1000", "0", "0.2", "1"], "group 0's track holds 1 frame"),
     ([*W, "-p", "2", "-from", "0", *R], "give both the same -p"),
     (["-baseline", *W, "-from", "0", *R], "-baseline runs each group alone"),
     (["-streams", *W[1:], "-m", "-from", "0", "-streams", *R[1:]], "-m differs from group 0's"),
@@ -316,6 +412,12 @@ def test_capacity_varies_every_stage_of_a_wired_pipeline_together():
     out = run_cli("capacity", "--keep", "2 bw>0.5", "--", *argv)    # a stage cannot run alone
     assert out.returncode == 2 and out.stderr.count("\n") == 1
     assert "group 2 is a stage wired by -from" in out.stderr
+    mixed = ["-fps", "1000", "-frame", "64x256", "-pixfmt", "rgba8", *W[:3], "0", "0",
+             *W[5:], "-from", "0", *R]                      # the same frames, said two ways
+    assert run_cli("-quit", *mixed).returncode == 0
+    out = run_cli("capacity", "--vary", "rate", "--", *mixed)   # one value cannot edit both
+    assert out.returncode == 2 and out.stderr.count("\n") == 1
+    assert "-fps on group(s) 0 and MiB/s on the others" in out.stderr
 
 
 def test_the_process_stage_s_check_compares_what_it_wrote_with_what_it_made_of_the_capture():
@@ -376,3 +478,85 @@ def test_set_up_wires_each_stage_one_period_behind_its_writer_s_stage():
             for test in tests:
                 await test.close()
     asyncio.run(go())
+
+
+def test_a_stage_s_schedule_runs_from_its_writer_s_start_however_late_either_wakes(monkeypatch):
+    """A stage's first frame is due one period after its writer's schedule began, not after its
+    own wake-up: with the capture waking on time and the process stage 300 us late (the loop
+    busy with the capture's frame), the stage's period still starts one period after the
+    capture's (its first frames are then late by its own wake-up, not by the capture)."""
+    from torque_async import cmdline, meter, streams
+    from torque_async.kind_api.api import TestContext
+    from torque_async.meter import Meter
+    from torque_async.results import Results, segment_name
+    from torque_async.streams.stream import MemStreamTest
+    clock = EventClock(10**12)
+    for module in (meter, streams.stream, streams.tracks):
+        monkeypatch.setattr(module, "now", clock)
+    plan = cmdline.parse([*W[:2], "1", *W[3:6], "0.02", "1", "-from", "0", "-memStreams", "rw",
+                          "1", *W[3:6], "0.02", "1"])
+    tests = [MemStreamTest(TestContext(p.group, p.index, p.row, np.random.default_rng(p.row), 64,
+                                       plan.settings)) for p in plan.procs()]
+    results = Results.create(segment_name(0x7A5F1), 2)
+
+    class Late:
+        """The precise timer on the clock, its wake-ups `by` ns late."""
+        def __init__(self, by: int):
+            self.by = by
+
+        async def sleep_until(self, t: int) -> None:
+            await clock.sleep_until(t + self.by)
+
+    timers: list = []
+
+    async def go():
+        for test in tests:
+            await test.setup()
+        timers.extend(test.timer for test in tests)
+        tests[0].timer, tests[1].timer = Late(0), Late(300_000)
+        try:
+            await asyncio.gather(*(t.run(Meter(results, i, None, slow=False))
+                                   for i, t in enumerate(tests)))
+        finally:
+            for test, timer in zip(tests, timers):
+                test.timer = timer
+            for test in tests:
+                await test.close()
+    try:
+        clock.simulate(go())
+        capture, process = (t.pipeline.pacer.start for t in tests)
+        assert process - capture == PERIOD
+        assert tests[1].pipeline.lateness[0].up_late == 0     # its wake-up is not the capture's
+    finally:
+        results.shm.unlink()
+
+
+def test_capacity_s_load_columns_leave_out_the_stages_it_varies():
+    """The stages wired to the varied group are varied with it, not a load: the table's load
+    columns name the groups not wired (here the -load alone), none per stage."""
+    argv = ["-n", "4", "-MB", "1", "-load", *W[:2], "1", *W[3:6], "0.05", "1", "-from", "1",
+            "-memStreams", "rw", "1", *W[3:6], "0.05", "1"]
+    out = run_cli("capacity", "--group", "2", "--max", "1", "--rounds", "1", "--", *argv)
+    header = next(line for line in out.stdout.splitlines() if line.startswith("-p,passed"))
+    assert header.split(",")[3:-1] == ["load BW(MB/s)"], out.stdout + out.stderr
+
+
+def test_a_wired_playout_s_memory_is_its_frame_buffers_not_a_track_of_its_own():
+    """A wired r reads its writer's tracks: the memory check counts no mfile of its own (a
+    14 GB capture and its playout need 14 GB of tracks, not 28)."""
+    from torque_async import cmdline, limits
+    plan = cmdline.parse([*W, "-from", "0", *R, "-from", "0", "-memStreams", "rw", *R[2:]])
+    capture, playout, process = (limits.buffers_of(p) for p in plan.procs())
+    g = Geometry.of(plan.groups[1].args, plan.groups[1].local)
+    frames = (2 * g.lookahead + 6) * g.size
+    assert playout == frames
+    assert capture == process == frames + g.track_bytes
+
+
+def test_a_wired_playout_makes_no_scratch_file():
+    """A wired -streams r reads its writer's file: the free-space check counts the capture's
+    scratch file alone."""
+    from torque_async import cmdline, limits
+    plan = cmdline.parse(["-streams", *W[1:], "-from", "0", "-streams", *R[1:]])
+    g = Geometry.of(plan.groups[0].args, plan.groups[0].local)
+    assert limits.disk_needs(plan)["."][:3] == [g.track_bytes, 0, 2]    # its file, its dir

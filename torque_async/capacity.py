@@ -514,7 +514,7 @@ def search(plan, argv: list[str], lay: varied.Layout, knob: varied.Knob,
         if checked == 2:
             raise BadRun()                   # the run's checks refused the plan: its one line
         setup = Setup(knob, chosen, rule, tuple((g.index, g.action) for g in plan.groups
-                                                if g.index != group),
+                                                if g.index not in (group, *knob.stages)),
                       *measured_alone(list(chosen), lay, quiet))
         stopped = explore(found, runner(setup, lay, quiet), knob.name,
                           lambda line: say([line], err=True))

@@ -24,6 +24,7 @@ from .io.files import block_size
 from .kinds import KINDS, WORKER
 from .results import HEADER, MAX_SEMS, ROW, SHM_DIR
 from .streams.schedule import Geometry
+from .streams.wire import borrows
 from .units import KB, MB, amount
 from .workstart import FILES_AT_START
 
@@ -75,7 +76,8 @@ def buffers_of(proc) -> int:
     if kind.family == "streams":
         g = Geometry.of(group.args, local)
         need += (2 * g.lookahead + 6) * g.size
-        need += g.tracks * g.track_bytes if group.action == "memStreams" else 0
+        if group.action == "memStreams" and not borrows(group):    # (a wired r: its writer's)
+            need += g.tracks * g.track_bytes
     return need
 
 
@@ -188,8 +190,8 @@ def disk_needs(plan) -> dict[str, list[int]]:
         need[os.path.dirname(path) or "."][2] += not os.path.lexists(path)
     for proc in plan.procs():
         group, local = proc.group, proc.group.local
-        if group.action == "streams" and not s.files:
-            g = Geometry.of(group.args, local)
+        if group.action == "streams" and not s.files and not borrows(group):   # (a wired r
+            g = Geometry.of(group.args, local)                   # reads its writer's file)
             need["."][0] += g.tracks * g.track_bytes
             need["."][2] += 2                            # its file, the scratch directory
         if group.action == "web" and local.t is None:

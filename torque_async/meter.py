@@ -100,11 +100,11 @@ class Meter:
         """True while the ramp lasts at time t (and nobody stopped the run)."""
         return t < self.ramp_end and not self.stop[0]
 
-    def begin(self) -> int:
-        """The measured interval starts (now: its first transfer follows); -t's deadline
-        counts from here."""
+    def begin(self, at: int | None = None) -> int:
+        """The measured interval starts (now: its first transfer follows; or at `at`, a moment
+        just past that the test's schedule starts from); -t's deadline counts from here."""
         self.cpu0 = self.who()
-        self.start = t = now()
+        self.start = t = now() if at is None else at
         if not self.row["ran"][0, 0]:               # (a ramp began it)
             self.row["ran"][0, 0] = t
         if self.limit.runtime_ns:

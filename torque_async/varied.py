@@ -96,6 +96,12 @@ def knob(plan: Plan, group: int, vary: str) -> Knob:
             raise UsageError(f"capacity: --vary qd: group {group} ({g.text}) is not an "
                                      f"-aio test: no queue depth to vary")
         return Knob(vary, group, "aio", g.args[0], 1024, "-aio depth")
+    if len({plan.groups[s].local.fps is None for s in stages}) > 1:
+        fps = ", ".join(str(s) for s in stages if plan.groups[s].local.fps is not None)
+        raise UsageError(f"capacity: --vary rate: the stages wired by -from (groups "
+                         f"{', '.join(map(str, stages))}) set their rate differently, -fps on "
+                         f"group(s) {fps} and MiB/s on the others: give every stage -fps, or "
+                         f"every stage its MiB/s")
     if g.action in STREAMS and g.local.fps is not None:
         return Knob(vary, group, "fps", max(1, int(rate(g.local.fps))), 100_000, "-fps",
                     stages)

@@ -15,7 +15,8 @@ dependency or slot-reuse gate that failed is caught at the transfer. check() the
 whole frames (header and body) of the last frames written against what they must hold. A frame
 dropped (-dropLate) was never written: its slot still holds the last frame written there.
 A wired stream's first read (-from) gets its writer's frames, not source frames (wire.py
-checks them): its track is no source, and a write made from it is made from the writer's frame.
+checks them): its track is no source, and a write made from it is made from the writer's frame,
+or, when the writer lapped that read, from whichever later frame it found (unknown: unchecked).
 """
 from __future__ import annotations
 
@@ -54,6 +55,7 @@ class Frames:
         self.sourced = sourced      # source tracks hold our source frames (not a user's file)
         self.writer = {s.op.track: s.index for s in stages if s.op.kind != READ}
         self.dropped: list[set[int]] = [set() for _ in stages]     # frames each one skipped
+        self.lapped: set[int] = set()   # frames whose wired read found a later frame
         self.rings: list[list[np.ndarray]] = []     # the frames each sub-stream moves in turn
         for s in stages:
             if s.op.kind != READ and len(s.op.deps) == 1:
@@ -118,8 +120,11 @@ class Frames:
 
     def body(self, writer: Stage, k: int, inputs: list[np.ndarray]) -> np.ndarray | None:
         """What frame k of `writer` must hold, given the source frames of its slot (None when
-        an input is a user's data)."""
+        an input is a user's data, or the wired read of frame k was lapped: the frame was made
+        from whichever frame the read found)."""
         deps = writer.op.deps
+        if k in self.lapped:
+            return None
         if not deps:
             frame = self.patterns[writer.op.track].copy()
         elif len(deps) == 2:

@@ -17,10 +17,13 @@ A wired stream (-from, wire.py) reads its first sub-stream's frames from its wri
 frame k once the writer completed it. Its own lateness is what a frame would have had with a
 writer that held (frame k there at the start of the reader's period for it, the writer's
 deadline): each transfer's `alone` start is the latest of that, its release, its own previous
-frame's and its inputs' `alone` completions, and its `alone` completion that plus the time the
-transfer really took. The rest of its lateness is inherited from the upstream. The figures
-(late, late within buffer, lateness) are its own; Lateness counts the inherited apart. A frame
-lost or dropped only through the inherited part is the upstream's.
+frame's `alone` completion and those of the transfers its gates wait for (its inputs, and the
+frames of its own that free its ring or slot: a wait on its own slow write is its own), plus
+its own delay (from its release, or when what it last waited for came, to its start: a late
+wake-up, the loop's turn), and its `alone` completion that plus the time the transfer really
+took. The rest of its lateness is inherited from the upstream. The figures (late, late within
+buffer, lateness) are its own; Lateness counts the inherited apart. A frame lost or dropped
+only through the inherited part is the upstream's.
 """
 from __future__ import annotations
 
@@ -65,13 +68,14 @@ class Progress:
         self.closed = False
         self.waiters: list[tuple[int, asyncio.Future]] = []
 
-    def advance(self) -> None:
+    def advance(self, t: int) -> None:
+        """One more transfer done, at time t (the waiters it reaches are told t)."""
         self.done += 1
         if self.waiters:
             due = [w for w in self.waiters if w[0] <= self.done]
             self.waiters = [w for w in self.waiters if w[0] > self.done]
             for _, future in due:
-                future.set_result(None)
+                future.set_result(t)
 
     def release(self) -> None:
         """Wake every waiter, reached or not (the pipeline winds down: each looks at `ending`)."""
@@ -80,15 +84,16 @@ class Progress:
             if not future.done():
                 future.set_result(None)
 
-    async def reach(self, count: int, timeout: float | None = None) -> None:
+    async def reach(self, count: int, timeout: float | None = None) -> int | None:
         """Wait until `count` transfers are done (called only when they are not yet), or at
-        most `timeout` s."""
+        most `timeout` s; when the count was reached (None: a timeout or a wind-down), which
+        is earlier than this wait's end when the loop ran something else first."""
         future = asyncio.get_running_loop().create_future()
         self.waiters.append((count, future))
         if timeout is None:
-            await future
-        else:
-            await asyncio.wait([future], timeout=timeout)
+            return await future
+        await asyncio.wait([future], timeout=timeout)
+        return future.result() if future.done() else None
 
 
 class Lateness(Summary):
@@ -181,7 +186,8 @@ class Pipeline:
                 self.progress[stage.index] = output
         self.alone = [0] * len(stages)        # a wired stream's: each sub-stream's last
         self.alone_at: list[dict[int, int]] = [{} for _ in stages]   # `alone` completion, and
-                                              # frame k's (for its consumers)
+                                              # recent frames' (for the sub-streams gated on it)
+        self.kept = 2 * (frames.slots + max(s.lead for s in stages)) + 4     # frames of them
         self.inherited: list[set[int]] = [set() for _ in stages]  # frames dropped upstream's
         self.cut = False                      # the wired writer ended: no frame comes
         self.lateness = [Lateness(tolerance) for _ in stages]
@@ -228,9 +234,11 @@ class Pipeline:
         while k < end:
             if self.stopped():
                 raise Stopped
-            for other, offset in stage.gates:
+            ready = clock() if self.wire is not None else 0     # (wired: when its last wait
+            for other, offset in stage.gates:                   # ended, below)
                 if progress[other].done < k + offset and not self.ending_now():
-                    await progress[other].reach(k + offset)      # (no coroutine when met)
+                    opened = await progress[other].reach(k + offset)    # (no coroutine when
+                    ready = max(ready, opened or 0)                     # met)
             release, t = pacer.release(k + early), clock()
             if self.ending_now() or t < release and not await wait_until(
                     release, clock, self.sleep_until, halted):
@@ -241,22 +249,28 @@ class Pipeline:
             alone = None                   # when it would start with a writer that held
             if self.wire is not None:
                 alone = max(release, pacer.release(k + stage.stage) if wired else 0,
-                            self.alone[i], *(self.alone_at[d].pop(k, 0) for d in stage.op.deps))
-                if wired and not await self.upstream(k):
-                    self.wind_down()
-                    return
+                            self.alone[i], *(self.alone_at[other].get(k + offset - 1, 0)
+                                             for other, offset in stage.gates))
+                if wired and self.wire.progress.done <= k:
+                    came = await self.upstream(k)
+                    if came is None:
+                        self.wind_down()
+                        return
+                    ready = max(ready, came)
+                ready = max(ready, release)    # from here to its start: its own delay
             if t < release:
                 turn = clock()
             elif t - turn > YIELD_NS:      # behind, it never sleeps, and a memory move never
                 await asyncio.sleep(0)     # waits: the loop's turn (signals, the watchdog, the
                 turn = clock()             # other tests) at least this often
-            if why := self.skips(stage, k, alone):
+            if why := self.skips(stage, k, None if alone is None else
+                                 alone + max(0, clock() - ready)):
                 self.frames.dropped[i].add(k)
                 if why == UPSTREAM:
                     self.inherited[i].add(k)
                 if k < self.measured:
                     lateness.drop(why == UPSTREAM)
-                progress[i].advance()
+                progress[i].advance(clock())
                 k += 1
                 continue
             frame = self.frames.prepare(stage, k)
@@ -271,14 +285,15 @@ class Pipeline:
             lapped = False
             if wired:
                 lapped = self.wire.received(stage, k, frame)
+                if lapped:
+                    self.frames.lapped.add(k)
             elif kind == READ:
                 self.frames.received(stage, k, frame)
             inherited = 0
             if alone is not None:
-                alone += t1 - t0
-                self.alone[i] = alone
-                if stage.consumers:
-                    self.alone_at[i][k] = alone
+                alone += t1 - ready            # its own delay and its transfer's time
+                self.alone[i] = self.alone_at[i][k] = alone
+                self.alone_at[i].pop(k - self.kept, None)
             if k < self.measured:
                 deadline = pacer.release(k + late)
                 ns = max(0, t1 - deadline)
@@ -293,21 +308,21 @@ class Pipeline:
                 self.last[i] = t1             # (its frames complete in order)
             if self.trace is not None:
                 self.trace.append((i, k, t0, t1))
-            progress[i].advance()
+            progress[i].advance(t1)
             k += 1
 
-    async def upstream(self, k: int) -> bool:
-        """Wait until the wired writer completed frame k (False: the pipeline winds down, or
-        the writer ended first)."""
-        written = self.wire.progress
+    async def upstream(self, k: int) -> int | None:
+        """Wait until the wired writer completed frame k: when it did (None: the pipeline
+        winds down, or the writer ended first)."""
+        written, came = self.wire.progress, None
         while written.done <= k:
             if self.stopped():
                 raise Stopped
             if self.ending_now() or written.closed:
                 self.cut = self.cut or written.closed
-                return False
-            await written.reach(k + 1, SLICE_NS / 1e9)
-        return True
+                return None
+            came = await written.reach(k + 1, SLICE_NS / 1e9)
+        return came or self.clock()
 
     def window(self, stage: Stage, by: int = NEVER) -> int:
         """ns a sub-stream's measured frames span: from its first frame's period (released at

@@ -34,11 +34,11 @@ from ..meter import Meter, now
 from ..results import MAX_SAMPLES, UPSTREAM_FIELDS
 from ..timer import PreciseTimer
 from ..units import KB, MB, NS_PER_S
-from .frames import CHECK_FRAMES, WRITTEN, Frames, header_of
+from .frames import CHECK_FRAMES, HEADER, WRITTEN, Frames, header_of
 from .pipeline import Pipeline, Progress, Stopped, Timeline, wait_until
 from .schedule import READ, WRITE, Geometry, Pacer, frames_text
 from .tracks import FileTracks, MemoryTracks
-from .wire import Borrowed, Wire, check as check_wire, publish, withdraw, writer_of
+from .wire import Borrowed, Wire, borrows, check as check_wire, publish, withdraw, writer_of
 
 EXTRA_CHUNK = 100_000_000           # ns of frames run at a time while -slow keeps a stream going
 
@@ -61,6 +61,7 @@ class StreamTest:
         self.writer = writer_of(g.label)                   # its writing sub-stream (-1: none)
         self.output = Progress() if self.writer >= 0 else None     # shared with readers
         self.wire: Wire | None = None                      # -from: what it reads
+        self.begun = 0                         # its first frame's period's start, once run
 
     def open_tracks(self):
         g = self.geometry
@@ -76,8 +77,7 @@ class StreamTest:
         g, ctx = self.geometry, self.ctx
         if ctx.local.from_group is not None:
             self.wire = Wire.to(ctx.local.from_group, ctx.proc, g.period)
-        own = not (self.wire and len(self.stages) == 1)      # a wired r reads only its writer's
-                                                             # tracks (check_group: alike)
+        own = not borrows(ctx.group)                         # a wired r reads only its writer's
         self.tracks = self.open_tracks() if own else Borrowed(self.wire.tracks)
         sourced = own and (self.memory or self.tracks.scratch)
         self.frames = Frames(g, self.stages, self.buffers, ctx.rng, sourced,
@@ -124,8 +124,15 @@ class StreamTest:
         if not self.memory:
             meter.row["file"] = os.fsencode(self.tracks.path)[:256]
         stopped = lambda: meter.stopped                             # noqa: E731
-        await self.until(now() + g.start_delay + (self.wire.delay if self.wire else 0), stopped)
-        start = meter.begin()
+        at = now() + self.lag
+        await self.until(at, stopped)
+        up = self.wire and self.wire.writer
+        if up and up.begun:                # wired: from its writer's start, not its own wake-up
+            at = up.begun - up.lag + self.lag     # (which the loop may run late): exactly one
+            await self.until(at, stopped)         # period behind the writer's schedule
+            start = self.begun = meter.begin(min(at, now()))
+        else:
+            start = self.begun = meter.begin()
         local = self.ctx.local
         pipe = self.pipeline = Pipeline(self.stages, Pacer(start, g.period), self.tracks,
                                         self.frames, now, self.timer.sleep_until, stopped,
@@ -154,6 +161,12 @@ class StreamTest:
                 self.output.closed = True
                 self.output.release()
         meter.publish_extra(pipe.moved - meter.count)      # (not the frames -dropLate skipped)
+
+    @property
+    def lag(self) -> int:
+        """ns from the run's start to its first frame's period: its startTime, and its wire's
+        delay (one period behind its writer's stage)."""
+        return self.geometry.start_delay + (self.wire.delay if self.wire else 0)
 
     async def until(self, at: int, stopped) -> bool:
         """Wait on the precise timer until monotonic ns `at` (wait_until: False when a stop
@@ -227,6 +240,10 @@ def check_group(plan, group) -> None:
         g = Geometry.of(group.args, group.local)
     except ValueError as e:
         raise UsageError(f"{name}: {e}") from None
+    if g.size < HEADER:                # every frame carries its track and number (frames.py)
+        raise UsageError(f"{name}: frames of {g.size} bytes; a stream's frame starts with a "
+                         f"{HEADER}-byte header (its track and number): make it at least "
+                         f"{HEADER} bytes")
     check_wire(plan, group)
     run = group.args[5]
     if g.period > run * NS_PER_S:      # one frame, paced over its whole period: -memStreams r
@@ -238,7 +255,7 @@ def check_group(plan, group) -> None:
         frame = (f"-frame {group.local.frame[0]}x{group.local.frame[1]} frame of {g.size} bytes"
                  if group.local.frame else f"transfer of {g.size // KB} KB")
         raise UsageError(f"{name}: mfile {group.args[6]} MB holds no {frame}")
-    own = not (group.local.from_group is not None and len(g.stages()) == 1)   # a wired r: none
+    own = not borrows(group)
     need = g.tracks * g.track_bytes if own else 0
     if group.action == "memStreams":
         need += (2 * g.lookahead + 6) * g.size             # frame buffers, at most

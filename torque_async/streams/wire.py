@@ -5,11 +5,13 @@ as many processes), in G's tracks (its memory or its file), frame k from slot k 
 Read k starts only once G's write of frame k completed (G's writer's Progress, shared on the one
 event loop: no threads); the lateness that waiting causes is the upstream's (pipeline.py: what
 a frame would not have had with a writer that held is inherited). The writer never waits for a
-reader: one that began frame k + slots before read k completed overwrote it (lapped), and that
-frame is lost for the reader, its own loss. A frame G dropped (-dropLate) is dropped by the
+reader: one that began frame k + slots (or a later frame of that slot, when it dropped that
+one) before read k completed overwrote it (lapped), and that frame is lost for the reader, its
+own loss. A frame G dropped (-dropLate) is dropped by the
 reader too, as the upstream's. The reading stream runs one period behind the writer's stage:
 its first frame is released (the writer's pipeline stage + 1) periods after its own startTime,
-plus the writer's own such delay when the writer is wired too.
+plus the writer's own such delay when the writer is wired too, counted from the writer's own
+start (its `begun`, when it began first: StreamTest.run), not from the reader's wake-up.
 
 A writer publishes itself at set-up and withdraws at close; the reader finds it at its own
 set-up (the loop sets tests up in plan order, so an earlier group is there first).
@@ -41,11 +43,17 @@ def writer_of(label: str) -> int:
     return next((i for i, op in enumerate(LABELS[label]) if op.kind == WRITE), -1)
 
 
+def borrows(group) -> bool:
+    """A wired r: it has no tracks of its own (no memory, no file), it reads its writer's."""
+    return group.local.from_group is not None and len(LABELS[group.args[0]]) == 1
+
+
 @dataclass(frozen=True)
 class Wire:
     """The reading side of a wire: the writer's tracks, track and slots, its writer sub-stream's
-    Progress (done, started), the frames it dropped, its Frames, and the delay (ns) before the
-    reader's first frame (after its startTime)."""
+    Progress (done, started), the frames it dropped, its Frames, the delay (ns) before the
+    reader's first frame (after its startTime), and the writer's StreamTest (its `begun` and
+    `lag`: the reader's schedule starts from the writer's)."""
     group: int
     tracks: object
     track: int
@@ -54,6 +62,7 @@ class Wire:
     dropped: set
     frames: object
     delay: int
+    writer: object = None
 
     @classmethod
     def to(cls, group: int, proc: int, period) -> "Wire":
@@ -65,13 +74,15 @@ class Wire:
         behind = test.wire.delay if test.wire else 0    # itself behind its own writer
         return cls(group, test.tracks, writer.op.track, test.geometry.slots, test.output,
                    test.frames.dropped[writer.index], test.frames,
-                   behind + round((writer.stage + 1) * period))
+                   behind + round((writer.stage + 1) * period), test)
 
     def received(self, stage, k: int, frame) -> bool:
-        """Check read k of the wired sub-stream: True when the writer lapped it (began frame
-        k + slots, in the same slot, before the read completed: lost), else it must hold the
-        writer's frame k (a gate that failed is an error)."""
-        if self.progress.started > k + self.slots:
+        """Check read k of the wired sub-stream: True when the writer lapped it (began a later
+        frame of the same slot, k + slots or after, that it did not drop, before the read
+        completed: lost), else it must hold the writer's frame k (a gate that failed is an
+        error)."""
+        if any(j not in self.dropped for j in range(k + self.slots, self.progress.started,
+                                                     self.slots)):
             return True
         want = WRITTEN | self.track, k
         if header_of(frame) != want:
@@ -143,6 +154,10 @@ def check(plan, group) -> None:
                          f"{float(mine.period) / 1e6:.3f} ms, group {g}'s of {theirs.size} "
                          f"bytes every {float(theirs.period) / 1e6:.3f} ms: a stage reads its "
                          f"writer's frames at its rate, give both the same")
+    if theirs.slots < 2:
+        raise UsageError(f"{name}: group {g}'s track holds 1 frame (its runTime or mfile): its "
+                         f"next frame overwrites each one while this stage, a period behind, "
+                         f"reads it; give group {g} room for 2 frames")
     if mine.frames > theirs.frames:
         raise UsageError(f"{name}: {mine.frames} frames, group {g} writes {theirs.frames}: "
                          f"a stage reads no more frames than its writer writes (lower its "

@@ -26,8 +26,10 @@ tests):
              a request with two such entries is not known: none of its operations is recorded,
              and it is counted in `unsplit` (timed()). A warm tree's chains complete whole in
              their submit: none is split.
-    threads  each request is made on a thread of the group's pool (one per client), its
-             operations timed there: N requests in flight where io_uring cannot open files.
+    threads  each client is a thread of its own that makes its requests one after another
+             (serve(): claim, open, reads, close, append, each timed there), counting what
+             the group shares under the Site's lock: N requests in flight where io_uring
+             cannot open files, and no turn of the loop per request.
     sync     blocking calls on the loop's thread, timed apart: one request at a time. A client
              gives the loop a turn once it has run TURN_NS (between requests, or between the
              reads of a large file, which it then holds open while others run).
@@ -53,7 +55,6 @@ import stat
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from time import process_time_ns
 
 import numpy as np
@@ -104,8 +105,9 @@ class Site:
         self.disk = disk.device_of(tree.fd)         # the tree's block device, or why none
         self.device = self.disk.device
         self.queue0: tuple[int, int] | None = None  # its weighted ms doing I/O then, and when
-        self.lock = threading.Lock()                # `files`: the threads engine's update it
-        self.threads: ThreadPoolExecutor | None = None
+        self.lock = threading.Lock()                # the threads engine's clients take it to
+                                                    # count (the gauges, the sums below)
+        self.slots = threading.BoundedSemaphore(cap) if cap else None   # -webOpen's, theirs
         self.names: ctypes.Array | None = None     # the ring's: every name, NUL-ended
         self.starts: list[int] = []
         self.log_start = os.fstat(log).st_size
@@ -170,12 +172,6 @@ class Site:
             with self.lock:
                 self.files.down()
 
-    def pool(self) -> ThreadPoolExecutor:
-        """The threads engine's: a thread for each client of the group."""
-        if self.threads is None:
-            self.threads = ThreadPoolExecutor(self.clients, "torque-async web")
-        return self.threads
-
     def begin(self) -> None:
         """The first request past -ramp: the process's CPU and the device's queue start."""
         self.cpu0 = process_time_ns()
@@ -208,8 +204,6 @@ class Site:
         made it) unless `keep_log`."""
         self.users -= 1
         if not self.users:
-            if self.threads is not None:
-                self.threads.shutdown()
             try:
                 if not keep_log:
                     remove_log(self.tree, self.log)
@@ -257,6 +251,8 @@ class WebTest:
         self.engine = self.chain = None
         self.buf, self.slot = -1, -1
         self.unsplit = 0               # measured requests whose split into operations is unknown
+        self.served: asyncio.Future | None = None   # the threads engine's: its thread's end
+        self.halt = False                            # its thread ends after its request
 
     async def setup(self) -> None:
         self.site = await Site.of(self.ctx)
@@ -290,7 +286,9 @@ class WebTest:
             + (f" ({self.engine_note})" if self.engine_note else "") + ", buffered"))
 
     async def run(self, meter) -> None:
-        if self.engine_name == "uring" and self.site.gate is None:
+        if self.engine_name == "threads":
+            await self.threaded(meter)                  # a thread of the client's own
+        elif self.engine_name == "uring" and self.site.gate is None:
             if self.chained_ok():
                 await self.chained(meter)               # a plain function per completion
             else:
@@ -384,8 +382,7 @@ class WebTest:
         self.starting(meter)
         shared = self.site
         gate, flight = shared.gate, shared.flight
-        fetch = {"uring": self.ring_fetch, "threads": self.thread_fetch,
-                 "sync": self.sync_fetch}[self.engine_name]
+        fetch = self.ring_fetch if self.engine_name == "uring" else self.sync_fetch
         turns = self.engine_name == "sync"
         while True:
             what, f = self.claim()
@@ -406,6 +403,62 @@ class WebTest:
             if turns and t - self.turn > TURN_NS:     # the next client's turn
                 await asyncio.sleep(0)
                 self.turn = now()
+        self.stopped()
+
+    async def threaded(self, meter) -> None:
+        """-engine threads: the client's requests made by a thread of its own (serve()), so N
+        clients have N requests in flight with no turn of the loop between them; the loop
+        waits for the thread's end. Cancelled (a stop), it tells the thread to end after its
+        request, and close() waits for that."""
+        self.starting(meter)
+        loop = asyncio.get_running_loop()
+        self.served = done = loop.create_future()
+
+        def body() -> None:
+            error = None
+            try:
+                self.serve()
+            except BaseException as e:  # noqa: BLE001 - the loop's run() raises it
+                error = e
+            try:
+                loop.call_soon_threadsafe(settle, done, error)
+            except RuntimeError:                 # the loop is gone: nobody waits
+                pass
+        threading.Thread(target=body, name="torque-async web", daemon=True).start()
+        try:
+            await asyncio.shield(done)
+        except asyncio.CancelledError:
+            self.halt = True
+            raise
+
+    def serve(self) -> None:
+        """The threads engine's client, on its own thread: claim, request (blocking(), each
+        operation timed), count, until the Meter says stop or the loop's run() was cancelled.
+        What the group's clients share is counted under the Site's lock; the Meter and the
+        operations' Summaries are this client's alone."""
+        shared = self.site
+        lock, slots, flight = shared.lock, shared.slots, shared.flight
+        while not self.halt:
+            what, f = self.claim()
+            if what == STOP:
+                break
+            if slots is not None:
+                slots.acquire()
+            with lock:
+                flight.up()
+            try:
+                got, t0, t, paused, times = self.blocking(f)
+            except BlockingIOError:            # a FIFO with a writer and nothing to read
+                got, t0, t, paused, times = -1, 0, 0, 0, []
+            finally:
+                with lock:
+                    flight.down()
+                if slots is not None:
+                    slots.release()
+            if what == MEASURED and times:
+                self.timed(times)
+            with lock:
+                self.completed(what, f, got, t0, t, paused, t - t0)
         self.stopped()
 
     def chained_ok(self) -> bool:
@@ -522,18 +575,10 @@ class WebTest:
             sc(t - ta)
         return got, t0, t, paused, t - t0
 
-    async def thread_fetch(self, f: int, measured: bool) -> tuple[int, int, int, int, int]:
-        """Request file f on a thread of the group's pool (-engine threads, or where the ring
-        cannot open files): the loop goes on with the other clients meanwhile."""
-        loop = asyncio.get_running_loop()
-        got, t0, t, paused, times = await loop.run_in_executor(
-            self.site.pool(), self.blocking, f)
-        if measured:
-            self.timed(times)
-        return got, t0, t, paused, t - t0
-
     def blocking(self, f: int) -> tuple[int, int, int, int, list[int]]:
-        """thread_fetch's request on its thread: as sync_fetch's, -T a sleep of the thread."""
+        """serve()'s request of file f on the client's thread, as sync_fetch's (-T a sleep of
+        the thread): (bytes read, its start, its end, the pauses in it, each operation's time:
+        the open, each read, the close)."""
         shared, local = self.site, self.local
         size, chunk, iov, throttle = shared.sizes[f], local.size, self.iov, local.T / 1e6
         got, paused, fd, times = 0, 0, -1, []
@@ -717,6 +762,10 @@ class WebTest:
             row["web_load"][0, WEB_LOAD.index("log_bytes")] = os.fstat(shared.log).st_size
 
     async def close(self) -> None:
+        if self.served is not None:             # the client's thread uses the site until
+            self.halt = True                    # it ends (after the request it is making)
+            await asyncio.wait([self.served])
+            self.served = None
         if self.engine is not None:
             await self.engine.forget([self.buf])    # waits for a chain still in flight
             if self.chain.sqes:
@@ -731,7 +780,7 @@ class WebTest:
 
 
 HOW = {"sync": "blocking calls on the loop thread (-engine sync)",
-       "threads": "each request on a thread of the group's own (threads engine)",
+       "threads": "each client a thread of its own (threads engine)",
        "uring": "open, reads and close as one linked io_uring chain (io_uring engine)"}
 OPEN_DIRECT = os.O_RDONLY | os.O_NOFOLLOW          # (a direct descriptor takes no O_CLOEXEC)
 
@@ -747,6 +796,15 @@ def engine_for(ctx: TestContext) -> tuple[str, str]:
         if not how:
             return "threads", f"io_uring cannot serve requests here: {why}"
     return name, note
+
+
+def settle(future: asyncio.Future, error: BaseException | None) -> None:
+    """The end of a client's thread, on the loop: its future done, or failed with its error."""
+    if not future.done():
+        if error is None:
+            future.set_result(None)
+        else:
+            future.set_exception(error)
 
 
 DOING = {rings.OP_OPENAT: "opening", rings.OP_READ: "reading", rings.OP_CLOSE: "closing"}

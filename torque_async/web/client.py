@@ -27,9 +27,10 @@ tests):
              and it is counted in `unsplit` (timed()). A warm tree's chains complete whole in
              their submit: none is split.
     threads  each client is a thread of its own that makes its requests one after another
-             (serve(): claim, open, reads, close, append, each timed there), counting what
-             the group shares under the Site's lock: N requests in flight where io_uring
-             cannot open files, and no turn of the loop per request.
+             (serve(): claim, open, reads, close, append, each timed there), counting into its
+             own Tally (no lock: a lock the threads share becomes a convoy at the
+             interpreter's lock): N requests in flight where io_uring cannot open files, and
+             no turn of the loop per request.
     sync     blocking calls on the loop's thread, timed apart: one request at a time. A client
              gives the loop a turn once it has run TURN_NS (between requests, or between the
              reads of a large file, which it then holds open while others run).
@@ -55,6 +56,7 @@ import stat
 import sys
 import threading
 import time
+from collections import deque
 from time import process_time_ns
 
 import numpy as np
@@ -91,33 +93,90 @@ def changed(rootfd: int, name: str, got: int) -> str:
     return f"held {got} bytes" if stat.S_ISREG(mode) else f"is {kind(mode)} now"
 
 
-class Site:
-    """What the clients of one -web group share."""
+class Tally:
+    """What clients counted: requests, bytes read and appended past -ramp (measured or not),
+    the requests' time (in flight) and the files' (held open) summed over them; bytes written
+    to the log, -ramp's too."""
+    __slots__ = ("requests", "read", "appended", "flight_ns", "open_ns", "written")
 
-    def __init__(self, tree: site.Tree, log: int, popularity: Popularity, cap: int):
+    def __init__(self):
+        self.requests = self.read = self.appended = self.flight_ns = self.open_ns = 0
+        self.written = 0
+
+
+class Census:
+    """A Gauge for holders on several threads, with no lock: each up() adds a token to a deque
+    (one atomic step under the interpreter's lock) and notes the count it then saw, a count
+    that held at that instant; `most` is the largest any thread saw."""
+    __slots__ = ("held", "seen")
+
+    def __init__(self):
+        self.held: deque = deque()
+        self.seen: dict[int, int] = {}             # by thread: the most it saw
+
+    def up(self) -> None:
+        held = self.held
+        held.append(None)
+        n, me = len(held), threading.get_ident()
+        if n > self.seen.get(me, 0):
+            self.seen[me] = n
+
+    def down(self) -> None:
+        self.held.pop()
+
+    @property
+    def now(self) -> int:
+        return len(self.held)
+
+    @property
+    def most(self) -> int:
+        return max(self.seen.values(), default=0)
+
+
+class Site:
+    """What the clients of one -web group share. Each client counts into a Tally (the group's
+    one, or under the threads engine its own, so that its thread takes no lock to count); the
+    group's figures are their sums."""
+
+    def __init__(self, tree: site.Tree, log: int, popularity: Popularity, cap: int,
+                 threaded: bool = False):
         self.tree, self.log, self.popularity = tree, log, popularity
         self.sizes, self.largest = tree.sizes.tolist(), int(tree.sizes.max())
         self.figures = tree.figures()
         self.gate = asyncio.Semaphore(cap) if cap else None
-        self.files, self.flight = Gauge(), Gauge()  # files held open, requests in flight
-        self.open_ns = self.flight_ns = 0           # each summed over its time, past -ramp
+        gauge = Census if threaded else Gauge
+        self.files, self.flight = gauge(), gauge()  # files held open, requests in flight
+        self.tallies = [] if threaded else [Tally()]
         self.cpu0 = 0                               # the process's CPU at the first request
         self.disk = disk.device_of(tree.fd)         # the tree's block device, or why none
         self.device = self.disk.device
         self.queue0: tuple[int, int] | None = None  # its weighted ms doing I/O then, and when
-        self.lock = threading.Lock()                # the threads engine's clients take it to
-                                                    # count (the gauges, the sums below)
+        self.lock = threading.Lock()                # begin()'s, which several threads may ask
         self.slots = threading.BoundedSemaphore(cap) if cap else None   # -webOpen's, theirs
         self.names: ctypes.Array | None = None     # the ring's: every name, NUL-ended
         self.starts: list[int] = []
         self.log_start = os.fstat(log).st_size
-        self.requests = self.read = self.appended = 0   # by every client past -ramp, measured
-                                                        # or not
-        self.written = 0                             # appended to the log, -ramp's too
         self.users = self.finished = 0               # clients set up, and done running
 
+    def tally(self) -> Tally:
+        """The Tally a client counts into: the group's, or a new one of its own (threads)."""
+        if isinstance(self.files, Gauge):
+            return self.tallies[0]
+        self.tallies.append(Tally())
+        return self.tallies[-1]
+
+    def summed(self, name: str) -> int:
+        return sum(getattr(t, name) for t in self.tallies)
+
+    requests = property(lambda self: self.summed("requests"))
+    read = property(lambda self: self.summed("read"))
+    appended = property(lambda self: self.summed("appended"))
+    written = property(lambda self: self.summed("written"))
+    flight_ns = property(lambda self: self.summed("flight_ns"))
+    open_ns = property(lambda self: self.summed("open_ns"))
+
     @classmethod
-    async def of(cls, ctx: TestContext) -> "Site":
+    async def of(cls, ctx: TestContext, threaded: bool = False) -> "Site":
         group = ctx.group
         if group.index not in _sites:
             local, law = ctx.local, site.Law.of(ctx.local)
@@ -137,7 +196,7 @@ class Site:
                 raise TestError(f"-web: the log in {local.dir}: {getattr(e, 'strerror', e)}")
             _sites[group.index] = cls(tree, log, Popularity(law.files, local.zipf,
                                                             ctx.settings.seed, group.index),
-                                      local.webOpen)
+                                      local.webOpen, threaded)
             _sites[group.index].clients = local.p
         shared = _sites[group.index]
         shared.users += 1
@@ -158,23 +217,20 @@ class Site:
             self.starts = (base + np.cumsum([0] + [len(e) for e in encoded[:-1]])).tolist()
         return self.starts[f]
 
-    def hold(self) -> None:
-        """A client (or its thread) is about to open a file: one more held open."""
-        with self.lock:
-            self.files.up()
-
     def let_go(self, fd: int) -> None:
         """Close fd (if it was opened): one file fewer held open."""
         try:
             if fd >= 0:
                 os.close(fd)
         finally:
-            with self.lock:
-                self.files.down()
+            self.files.down()
 
     def begin(self) -> None:
         """The first request past -ramp: the process's CPU and the device's queue start."""
-        self.cpu0 = process_time_ns()
+        with self.lock:
+            if self.cpu0:                      # (another client's thread was first)
+                return
+            self.cpu0 = process_time_ns()
         weighted = disk.weighted_ms(self.device) if self.device else None
         if weighted is not None:
             self.queue0 = (weighted, now())
@@ -255,7 +311,8 @@ class WebTest:
         self.halt = False                            # its thread ends after its request
 
     async def setup(self) -> None:
-        self.site = await Site.of(self.ctx)
+        self.site = await Site.of(self.ctx, self.engine_name == "threads")
+        self.tally = self.site.tally()
         self.buffer = bytearray(self.local.size)
         self.iov = [memoryview(self.buffer)]
         picks, sizes = generators(self.ctx.rng)
@@ -325,7 +382,7 @@ class WebTest:
         """Request f (`what` the Meter's) read `got` bytes from t0 to t, `paused` of it in -T's
         waits, holding its file `held`: checked whole, counted for the group past -ramp, the
         client's append due after it made, and recorded where measured."""
-        shared = self.site
+        shared, tally = self.site, self.tally
         if got != shared.sizes[f]:
             tree = shared.tree
             raise TestError(f"-web: {tree.root}/{tree.names[f]} "
@@ -336,10 +393,10 @@ class WebTest:
         if what != RAMP:
             if not shared.cpu0:
                 shared.begin()
-            shared.requests += 1
-            shared.read += got
-            shared.flight_ns += t - t0 - paused
-            shared.open_ns += held
+            tally.requests += 1
+            tally.read += got
+            tally.flight_ns += t - t0 - paused
+            tally.open_ns += held
         if k % self.local.appendEvery == 0:
             self.append(what)
         if what == MEASURED:
@@ -363,9 +420,10 @@ class WebTest:
             raise TestError(f"-web: appending to {shared.tree.root}/{site.LOG}: "
                             f"{e.strerror}") from None
         t3 = now()
-        shared.written += length
+        tally = self.tally
+        tally.written += length
         if what != RAMP:
-            shared.appended += length
+            tally.appended += length
         if what == MEASURED:
             self.ops[3].add(t3 - t2)
             self.appended += length
@@ -434,31 +492,28 @@ class WebTest:
     def serve(self) -> None:
         """The threads engine's client, on its own thread: claim, request (blocking(), each
         operation timed), count, until the Meter says stop or the loop's run() was cancelled.
-        What the group's clients share is counted under the Site's lock; the Meter and the
-        operations' Summaries are this client's alone."""
+        It takes no lock: it counts into its own Tally, Meter and Summaries, and the group's
+        gauges are Censuses."""
         shared = self.site
-        lock, slots, flight = shared.lock, shared.slots, shared.flight
+        slots, flight = shared.slots, shared.flight
         while not self.halt:
             what, f = self.claim()
             if what == STOP:
                 break
             if slots is not None:
                 slots.acquire()
-            with lock:
-                flight.up()
+            flight.up()
             try:
                 got, t0, t, paused, times = self.blocking(f)
             except BlockingIOError:            # a FIFO with a writer and nothing to read
                 got, t0, t, paused, times = -1, 0, 0, 0, []
             finally:
-                with lock:
-                    flight.down()
+                flight.down()
                 if slots is not None:
                     slots.release()
             if what == MEASURED and times:
                 self.timed(times)
-            with lock:
-                self.completed(what, f, got, t0, t, paused, t - t0)
+            self.completed(what, f, got, t0, t, paused, t - t0)
         self.stopped()
 
     def chained_ok(self) -> bool:
@@ -543,7 +598,7 @@ class WebTest:
         so, sr, sc = (s.add for s in self.ops[:3])
         size, chunk, iov, throttle = shared.sizes[f], local.size, self.iov, local.T / 1e6
         got, paused, fd = 0, 0, -1
-        shared.hold()
+        shared.files.up()
         try:
             t0 = now()
             fd = os.open(shared.tree.names[f], OPEN_FLAGS, dir_fd=shared.tree.fd)
@@ -582,7 +637,7 @@ class WebTest:
         shared, local = self.site, self.local
         size, chunk, iov, throttle = shared.sizes[f], local.size, self.iov, local.T / 1e6
         got, paused, fd, times = 0, 0, -1, []
-        shared.hold()
+        shared.files.up()
         try:
             t0 = now()
             fd = os.open(shared.tree.names[f], OPEN_FLAGS, dir_fd=shared.tree.fd)

@@ -130,7 +130,7 @@ class Census:
 
     @property
     def most(self) -> int:
-        return max(self.seen.values(), default=0)
+        return max(self.seen.values(), default=0)   # (C's loop: no thread adds a key in it)
 
 
 class Site:
@@ -144,6 +144,7 @@ class Site:
         self.sizes, self.largest = tree.sizes.tolist(), int(tree.sizes.max())
         self.figures = tree.figures()
         self.gate = asyncio.Semaphore(cap) if cap else None
+        self.threaded = threaded                    # the threads engine's clients
         gauge = Census if threaded else Gauge
         self.files, self.flight = gauge(), gauge()  # files held open, requests in flight
         self.tallies = [] if threaded else [Tally()]
@@ -160,7 +161,7 @@ class Site:
 
     def tally(self) -> Tally:
         """The Tally a client counts into: the group's, or a new one of its own (threads)."""
-        if isinstance(self.files, Gauge):
+        if not self.threaded:
             return self.tallies[0]
         self.tallies.append(Tally())
         return self.tallies[-1]
@@ -197,7 +198,6 @@ class Site:
             _sites[group.index] = cls(tree, log, Popularity(law.files, local.zipf,
                                                             ctx.settings.seed, group.index),
                                       local.webOpen, threaded)
-            _sites[group.index].clients = local.p
         shared = _sites[group.index]
         shared.users += 1
         return shared

@@ -33,6 +33,18 @@ def group_tests(root, monkeypatch, engine: str, *argv: str) -> list[client.WebTe
             for j in range(group.local.p)]
 
 
+async def set_up(tests: list[client.WebTest]) -> client.Site:
+    """Every client set up; their Site."""
+    for test in tests:
+        await test.setup()
+    return tests[0].site
+
+
+def start(tests: list[client.WebTest], meters: list) -> list[asyncio.Task]:
+    """Each client's run() with its meter, as tasks (they start at the loop's next turn)."""
+    return [asyncio.create_task(t.run(m)) for t, m in zip(tests, meters)]
+
+
 @pytest.fixture
 def gamma(tmp_path):
     """A webserver-shaped tree: 40 gamma-sized files (mean 16 KB, shape 1.5)."""
@@ -82,13 +94,11 @@ def test_webserver_shaped_requests_go_in_one_chain_each_sized_to_the_file(gamma,
                         "-webShape", "1.5", "-KB", "4", "-p", "3", "-appendEvery", "3")
 
     async def scenario():
-        for test in tests:
-            await test.setup()
-        shared = tests[0].site
+        shared = await set_up(tests)
         fake.sizes = dict(zip(shared.starts, shared.sizes))
         assert max(shared.sizes) > 4 * 4096 and min(shared.sizes) < 4096   # 1 read to many
         meters = [FakeMeter(6) for _ in tests]
-        runs = [asyncio.create_task(t.run(m)) for t, m in zip(tests, meters)]
+        runs = start(tests, meters)
         for _ in range(6):
             await until(lambda: len(fake.pending) == 3)
             fake.complete(step=7)
@@ -169,14 +179,12 @@ def test_threads_keep_n_requests_in_flight_and_count_what_they_did(tmp_path, mon
                         "-webSizes", "fixed", "-KB", "4", "-p", "5", "-appendEvery", "2")
 
     async def scenario():
-        for test in tests:
-            await test.setup()
-        shared = tests[0].site
+        shared = await set_up(tests)
         slow = SlowOpen(5, shared.tree.fd)
         monkeypatch.setattr(client.os, "open", slow)
         counted = Counted(20)
         meters = [counted.meter(4) for _ in tests]
-        runs = [asyncio.create_task(t.run(m)) for t, m in zip(tests, meters)]
+        runs = start(tests, meters)
         await until(lambda: len(web_threads()) == 5)
         assert counted.all.wait(WAIT_S)        # the loop held: the threads went on alone
         await asyncio.gather(*runs)
@@ -240,11 +248,9 @@ def test_threads_stop_after_the_request_they_are_making(tmp_path, monkeypatch, h
                         "-webSizes", "fixed", "-p", "4")
 
     async def scenario():
-        for test in tests:
-            await test.setup()
-        shared = tests[0].site
+        shared = await set_up(tests)
         meters = [Endless(0) for _ in tests]
-        runs = [asyncio.create_task(t.run(m)) for t, m in zip(tests, meters)]
+        runs = start(tests, meters)
         await until(lambda: shared.requests >= 40, turns=10 ** 7)
         if how == "flag":
             for m in meters:

@@ -354,7 +354,7 @@ class WebTest:
             await self.requests(meter)
 
     def starting(self, meter) -> None:
-        """Ready the client's requests (requests() and chained())."""
+        """Ready the client's requests (requests(), chained() and threaded())."""
         shared, local = self.site, self.local
         meter.row["file"], meter.row["file_bytes"] = os.fsencode(shared.tree.root), shared.largest
         self.meter, self.published, self.until = meter, False, 0

@@ -185,7 +185,7 @@ def test_threads_keep_n_requests_in_flight_and_count_what_they_did(tmp_path, mon
         counted = Counted(20)
         meters = [counted.meter(4) for _ in tests]
         runs = start(tests, meters)
-        await until(lambda: len(web_threads()) == 5)
+        await until(lambda: all(t.served is not None for t in tests))   # threads started
         assert counted.all.wait(WAIT_S)        # the loop held: the threads went on alone
         await asyncio.gather(*runs)
         monkeypatch.undo()

@@ -467,7 +467,7 @@ class WebTest:
         """-engine threads: the client's requests made by a thread of its own (serve()), so N
         clients have N requests in flight with no turn of the loop between them; the loop
         waits for the thread's end. Cancelled (a stop), it tells the thread to end after its
-        request, and close() waits for that."""
+        request and waits for that (close() too, if cancelled again meanwhile)."""
         self.starting(meter)
         loop = asyncio.get_running_loop()
         self.served = done = loop.create_future()
@@ -487,6 +487,7 @@ class WebTest:
             await asyncio.shield(done)
         except asyncio.CancelledError:
             self.halt = True
+            await asyncio.wait([done])         # its request: no thread writes past the stop
             raise
 
     def serve(self) -> None:

@@ -19,6 +19,7 @@ read and a close. For each number of clients N, a round runs in turn:
                    kernel has them), the same theta and transfer size, about as many requests
                    as fio's one job made; no log appends (-appendEvery past the requests)
     -web sync      the same with -engine sync (blocking calls on the loop's thread)
+    -web threads   the same with -engine threads (each client a thread of its own)
     ring floor     (--floor) tools/web_floor.py: N chains through the same ring with nothing
                    else, uniform picks: the least a Python loop pays a request there
 
@@ -283,13 +284,15 @@ def main() -> None:
             return
         print(f"# {' '.join(sys.argv)}\n# tree {root}: {args.files} files of {SIZE_KB} KB "
               f"(warm), zipf {args.zipf:g}, {args.rounds} interleaved rounds of "
-              f"{args.seconds:g} s, {version.strip()}")
+              f"{args.seconds:g} s, {version.strip()}; load average "
+              f"{os.getloadavg()[0]:.1f} at the start")
         print("| clients | side | requests/s | p99 (us) | CPU per request (us) | "
               "ratio to the faster fio |")
         print("|---|---|---|---|---|---|")
         for clients in counts:
             sides: dict[str, list[dict]] = {"fio 1 job": [], f"fio {clients} threads": [],
-                                            "-web": [], "-web -engine sync": []}
+                                            "-web": [], "-web -engine sync": [],
+                                            "-web -engine threads": []}
             for r in range(args.rounds):
                 one = run_fio(fio, root, args, clients, False)
                 sides["fio 1 job"].append(one)
@@ -298,6 +301,8 @@ def main() -> None:
                 sides["-web"].append(run_torque(root, args, clients, n, 0x7C01 + r, "auto"))
                 sides["-web -engine sync"].append(run_torque(root, args, clients, n,
                                                              0x7C11 + r, "sync"))
+                sides["-web -engine threads"].append(run_torque(root, args, clients, n,
+                                                                0x7C31 + r, "threads"))
                 if args.floor:
                     sides.setdefault("ring floor", []).append(run_floor(root, args, clients))
             fios = list(sides)[:2]
@@ -308,6 +313,7 @@ def main() -> None:
                 p99 = "-" if side == "ring floor" else f"{med('p99') / 1e3:.1f}"
                 print(f"| {clients} | {side} | {med('rps'):.0f} | {p99} | "
                       f"{med('cpu') * 1e6:.1f} | {ratio} |")
+        print(f"# load average {os.getloadavg()[0]:.1f} at the end")
 
 
 if __name__ == "__main__":

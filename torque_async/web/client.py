@@ -26,8 +26,11 @@ tests):
              a request with two such entries is not known: none of its operations is recorded,
              and it is counted in `unsplit` (timed()). A warm tree's chains complete whole in
              their submit: none is split.
-    threads  each request is made on a thread of the group's pool (one per client), its
-             operations timed there: N requests in flight where io_uring cannot open files.
+    threads  each client is a thread of its own that makes its requests one after another
+             (serve(): claim, open, reads, close, append, each timed there), counting into its
+             own Tally (no lock: a lock the threads share becomes a convoy at the
+             interpreter's lock): N requests in flight where io_uring cannot open files, and
+             no turn of the loop per request.
     sync     blocking calls on the loop's thread, timed apart: one request at a time. A client
              gives the loop a turn once it has run TURN_NS (between requests, or between the
              reads of a large file, which it then holds open while others run).
@@ -53,7 +56,7 @@ import stat
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections import deque
 from time import process_time_ns
 
 import numpy as np
@@ -90,32 +93,91 @@ def changed(rootfd: int, name: str, got: int) -> str:
     return f"held {got} bytes" if stat.S_ISREG(mode) else f"is {kind(mode)} now"
 
 
-class Site:
-    """What the clients of one -web group share."""
+class Tally:
+    """What clients counted: requests, bytes read and appended past -ramp (measured or not),
+    the requests' time (in flight) and the files' (held open) summed over them; bytes written
+    to the log, -ramp's too."""
+    __slots__ = ("requests", "read", "appended", "flight_ns", "open_ns", "written")
 
-    def __init__(self, tree: site.Tree, log: int, popularity: Popularity, cap: int):
+    def __init__(self):
+        self.requests = self.read = self.appended = self.flight_ns = self.open_ns = 0
+        self.written = 0
+
+
+class Census:
+    """A Gauge for holders on several threads, with no lock: each up() adds a token to a deque
+    (one atomic step under the interpreter's lock) and notes the count it then saw, a count
+    that held at that instant; `most` is the largest any thread saw."""
+    __slots__ = ("held", "seen")
+
+    def __init__(self):
+        self.held: deque = deque()
+        self.seen: dict[int, int] = {}             # by thread: the most it saw
+
+    def up(self) -> None:
+        held = self.held
+        held.append(None)
+        n, me = len(held), threading.get_ident()
+        if n > self.seen.get(me, 0):
+            self.seen[me] = n
+
+    def down(self) -> None:
+        self.held.pop()
+
+    @property
+    def now(self) -> int:
+        return len(self.held)
+
+    @property
+    def most(self) -> int:
+        return max(self.seen.values(), default=0)   # (C's loop: no thread adds a key in it)
+
+
+class Site:
+    """What the clients of one -web group share. Each client counts into a Tally (the group's
+    one, or under the threads engine its own, so that its thread takes no lock to count); the
+    group's figures are their sums."""
+
+    def __init__(self, tree: site.Tree, log: int, popularity: Popularity, cap: int,
+                 threaded: bool = False):
         self.tree, self.log, self.popularity = tree, log, popularity
         self.sizes, self.largest = tree.sizes.tolist(), int(tree.sizes.max())
         self.figures = tree.figures()
         self.gate = asyncio.Semaphore(cap) if cap else None
-        self.files, self.flight = Gauge(), Gauge()  # files held open, requests in flight
-        self.open_ns = self.flight_ns = 0           # each summed over its time, past -ramp
+        self.threaded = threaded                    # the threads engine's clients
+        gauge = Census if threaded else Gauge
+        self.files, self.flight = gauge(), gauge()  # files held open, requests in flight
+        self.tallies = [] if threaded else [Tally()]
         self.cpu0 = 0                               # the process's CPU at the first request
         self.disk = disk.device_of(tree.fd)         # the tree's block device, or why none
         self.device = self.disk.device
         self.queue0: tuple[int, int] | None = None  # its weighted ms doing I/O then, and when
-        self.lock = threading.Lock()                # `files`: the threads engine's update it
-        self.threads: ThreadPoolExecutor | None = None
+        self.lock = threading.Lock()                # begin()'s, which several threads may ask
+        self.slots = threading.BoundedSemaphore(cap) if cap else None   # -webOpen's, theirs
         self.names: ctypes.Array | None = None     # the ring's: every name, NUL-ended
         self.starts: list[int] = []
         self.log_start = os.fstat(log).st_size
-        self.requests = self.read = self.appended = 0   # by every client past -ramp, measured
-                                                        # or not
-        self.written = 0                             # appended to the log, -ramp's too
         self.users = self.finished = 0               # clients set up, and done running
 
+    def tally(self) -> Tally:
+        """The Tally a client counts into: the group's, or a new one of its own (threads)."""
+        if not self.threaded:
+            return self.tallies[0]
+        self.tallies.append(Tally())
+        return self.tallies[-1]
+
+    def summed(self, name: str) -> int:
+        return sum(getattr(t, name) for t in self.tallies)
+
+    requests = property(lambda self: self.summed("requests"))
+    read = property(lambda self: self.summed("read"))
+    appended = property(lambda self: self.summed("appended"))
+    written = property(lambda self: self.summed("written"))
+    flight_ns = property(lambda self: self.summed("flight_ns"))
+    open_ns = property(lambda self: self.summed("open_ns"))
+
     @classmethod
-    async def of(cls, ctx: TestContext) -> "Site":
+    async def of(cls, ctx: TestContext, threaded: bool = False) -> "Site":
         group = ctx.group
         if group.index not in _sites:
             local, law = ctx.local, site.Law.of(ctx.local)
@@ -135,8 +197,7 @@ class Site:
                 raise TestError(f"-web: the log in {local.dir}: {getattr(e, 'strerror', e)}")
             _sites[group.index] = cls(tree, log, Popularity(law.files, local.zipf,
                                                             ctx.settings.seed, group.index),
-                                      local.webOpen)
-            _sites[group.index].clients = local.p
+                                      local.webOpen, threaded)
         shared = _sites[group.index]
         shared.users += 1
         return shared
@@ -156,29 +217,20 @@ class Site:
             self.starts = (base + np.cumsum([0] + [len(e) for e in encoded[:-1]])).tolist()
         return self.starts[f]
 
-    def hold(self) -> None:
-        """A client (or its thread) is about to open a file: one more held open."""
-        with self.lock:
-            self.files.up()
-
     def let_go(self, fd: int) -> None:
         """Close fd (if it was opened): one file fewer held open."""
         try:
             if fd >= 0:
                 os.close(fd)
         finally:
-            with self.lock:
-                self.files.down()
-
-    def pool(self) -> ThreadPoolExecutor:
-        """The threads engine's: a thread for each client of the group."""
-        if self.threads is None:
-            self.threads = ThreadPoolExecutor(self.clients, "torque-async web")
-        return self.threads
+            self.files.down()
 
     def begin(self) -> None:
         """The first request past -ramp: the process's CPU and the device's queue start."""
-        self.cpu0 = process_time_ns()
+        with self.lock:
+            if self.cpu0:                      # (another client's thread was first)
+                return
+            self.cpu0 = process_time_ns()
         weighted = disk.weighted_ms(self.device) if self.device else None
         if weighted is not None:
             self.queue0 = (weighted, now())
@@ -208,8 +260,6 @@ class Site:
         made it) unless `keep_log`."""
         self.users -= 1
         if not self.users:
-            if self.threads is not None:
-                self.threads.shutdown()
             try:
                 if not keep_log:
                     remove_log(self.tree, self.log)
@@ -257,9 +307,12 @@ class WebTest:
         self.engine = self.chain = None
         self.buf, self.slot = -1, -1
         self.unsplit = 0               # measured requests whose split into operations is unknown
+        self.served: asyncio.Future | None = None   # the threads engine's: its thread's end
+        self.halt = False                            # its thread ends after its request
 
     async def setup(self) -> None:
-        self.site = await Site.of(self.ctx)
+        self.site = await Site.of(self.ctx, self.engine_name == "threads")
+        self.tally = self.site.tally()
         self.buffer = bytearray(self.local.size)
         self.iov = [memoryview(self.buffer)]
         picks, sizes = generators(self.ctx.rng)
@@ -290,7 +343,9 @@ class WebTest:
             + (f" ({self.engine_note})" if self.engine_note else "") + ", buffered"))
 
     async def run(self, meter) -> None:
-        if self.engine_name == "uring" and self.site.gate is None:
+        if self.engine_name == "threads":
+            await self.threaded(meter)                  # a thread of the client's own
+        elif self.engine_name == "uring" and self.site.gate is None:
             if self.chained_ok():
                 await self.chained(meter)               # a plain function per completion
             else:
@@ -299,7 +354,7 @@ class WebTest:
             await self.requests(meter)
 
     def starting(self, meter) -> None:
-        """Ready the client's requests (requests() and chained())."""
+        """Ready the client's requests (requests(), chained() and threaded())."""
         shared, local = self.site, self.local
         meter.row["file"], meter.row["file_bytes"] = os.fsencode(shared.tree.root), shared.largest
         self.meter, self.published, self.until = meter, False, 0
@@ -327,7 +382,7 @@ class WebTest:
         """Request f (`what` the Meter's) read `got` bytes from t0 to t, `paused` of it in -T's
         waits, holding its file `held`: checked whole, counted for the group past -ramp, the
         client's append due after it made, and recorded where measured."""
-        shared = self.site
+        shared, tally = self.site, self.tally
         if got != shared.sizes[f]:
             tree = shared.tree
             raise TestError(f"-web: {tree.root}/{tree.names[f]} "
@@ -338,10 +393,10 @@ class WebTest:
         if what != RAMP:
             if not shared.cpu0:
                 shared.begin()
-            shared.requests += 1
-            shared.read += got
-            shared.flight_ns += t - t0 - paused
-            shared.open_ns += held
+            tally.requests += 1
+            tally.read += got
+            tally.flight_ns += t - t0 - paused
+            tally.open_ns += held
         if k % self.local.appendEvery == 0:
             self.append(what)
         if what == MEASURED:
@@ -365,9 +420,10 @@ class WebTest:
             raise TestError(f"-web: appending to {shared.tree.root}/{site.LOG}: "
                             f"{e.strerror}") from None
         t3 = now()
-        shared.written += length
+        tally = self.tally
+        tally.written += length
         if what != RAMP:
-            shared.appended += length
+            tally.appended += length
         if what == MEASURED:
             self.ops[3].add(t3 - t2)
             self.appended += length
@@ -384,8 +440,7 @@ class WebTest:
         self.starting(meter)
         shared = self.site
         gate, flight = shared.gate, shared.flight
-        fetch = {"uring": self.ring_fetch, "threads": self.thread_fetch,
-                 "sync": self.sync_fetch}[self.engine_name]
+        fetch = self.ring_fetch if self.engine_name == "uring" else self.sync_fetch
         turns = self.engine_name == "sync"
         while True:
             what, f = self.claim()
@@ -406,6 +461,60 @@ class WebTest:
             if turns and t - self.turn > TURN_NS:     # the next client's turn
                 await asyncio.sleep(0)
                 self.turn = now()
+        self.stopped()
+
+    async def threaded(self, meter) -> None:
+        """-engine threads: the client's requests made by a thread of its own (serve()), so N
+        clients have N requests in flight with no turn of the loop between them; the loop
+        waits for the thread's end. Cancelled (a stop), it tells the thread to end after its
+        request and waits for that (close() too, if cancelled again meanwhile)."""
+        self.starting(meter)
+        loop = asyncio.get_running_loop()
+        self.served = done = loop.create_future()
+
+        def body() -> None:
+            error = None
+            try:
+                self.serve()
+            except BaseException as e:  # noqa: BLE001 - the loop's run() raises it
+                error = e
+            try:
+                loop.call_soon_threadsafe(settle, done, error)
+            except RuntimeError:                 # the loop is gone: nobody waits
+                pass
+        threading.Thread(target=body, name="torque-async web", daemon=True).start()
+        try:
+            await asyncio.shield(done)
+        except asyncio.CancelledError:
+            self.halt = True
+            await asyncio.wait([done])         # its request: no thread writes past the stop
+            raise
+
+    def serve(self) -> None:
+        """The threads engine's client, on its own thread: claim, request (blocking(), each
+        operation timed), count, until the Meter says stop or the loop's run() was cancelled.
+        It takes no lock: it counts into its own Tally, Meter and Summaries, and the group's
+        gauges are Censuses."""
+        shared = self.site
+        slots, flight = shared.slots, shared.flight
+        while not self.halt:
+            what, f = self.claim()
+            if what == STOP:
+                break
+            if slots is not None:
+                slots.acquire()
+            flight.up()
+            try:
+                got, t0, t, paused, times = self.blocking(f)
+            except BlockingIOError:            # a FIFO with a writer and nothing to read
+                got, t0, t, paused, times = -1, 0, 0, 0, []
+            finally:
+                flight.down()
+                if slots is not None:
+                    slots.release()
+            if what == MEASURED and times:
+                self.timed(times)
+            self.completed(what, f, got, t0, t, paused, t - t0)
         self.stopped()
 
     def chained_ok(self) -> bool:
@@ -490,7 +599,7 @@ class WebTest:
         so, sr, sc = (s.add for s in self.ops[:3])
         size, chunk, iov, throttle = shared.sizes[f], local.size, self.iov, local.T / 1e6
         got, paused, fd = 0, 0, -1
-        shared.hold()
+        shared.files.up()
         try:
             t0 = now()
             fd = os.open(shared.tree.names[f], OPEN_FLAGS, dir_fd=shared.tree.fd)
@@ -522,22 +631,14 @@ class WebTest:
             sc(t - ta)
         return got, t0, t, paused, t - t0
 
-    async def thread_fetch(self, f: int, measured: bool) -> tuple[int, int, int, int, int]:
-        """Request file f on a thread of the group's pool (-engine threads, or where the ring
-        cannot open files): the loop goes on with the other clients meanwhile."""
-        loop = asyncio.get_running_loop()
-        got, t0, t, paused, times = await loop.run_in_executor(
-            self.site.pool(), self.blocking, f)
-        if measured:
-            self.timed(times)
-        return got, t0, t, paused, t - t0
-
     def blocking(self, f: int) -> tuple[int, int, int, int, list[int]]:
-        """thread_fetch's request on its thread: as sync_fetch's, -T a sleep of the thread."""
+        """serve()'s request of file f on the client's thread, as sync_fetch's (-T a sleep of
+        the thread): (bytes read, its start, its end, the pauses in it, each operation's time:
+        the open, each read, the close)."""
         shared, local = self.site, self.local
         size, chunk, iov, throttle = shared.sizes[f], local.size, self.iov, local.T / 1e6
         got, paused, fd, times = 0, 0, -1, []
-        shared.hold()
+        shared.files.up()
         try:
             t0 = now()
             fd = os.open(shared.tree.names[f], OPEN_FLAGS, dir_fd=shared.tree.fd)
@@ -717,6 +818,10 @@ class WebTest:
             row["web_load"][0, WEB_LOAD.index("log_bytes")] = os.fstat(shared.log).st_size
 
     async def close(self) -> None:
+        if self.served is not None:             # the client's thread uses the site until
+            self.halt = True                    # it ends (after the request it is making)
+            await asyncio.wait([self.served])
+            self.served = None
         if self.engine is not None:
             await self.engine.forget([self.buf])    # waits for a chain still in flight
             if self.chain.sqes:
@@ -731,7 +836,7 @@ class WebTest:
 
 
 HOW = {"sync": "blocking calls on the loop thread (-engine sync)",
-       "threads": "each request on a thread of the group's own (threads engine)",
+       "threads": "each client a thread of its own (threads engine)",
        "uring": "open, reads and close as one linked io_uring chain (io_uring engine)"}
 OPEN_DIRECT = os.O_RDONLY | os.O_NOFOLLOW          # (a direct descriptor takes no O_CLOEXEC)
 
@@ -747,6 +852,15 @@ def engine_for(ctx: TestContext) -> tuple[str, str]:
         if not how:
             return "threads", f"io_uring cannot serve requests here: {why}"
     return name, note
+
+
+def settle(future: asyncio.Future, error: BaseException | None) -> None:
+    """The end of a client's thread, on the loop: its future done, or failed with its error."""
+    if not future.done():
+        if error is None:
+            future.set_result(None)
+        else:
+            future.set_exception(error)
 
 
 DOING = {rings.OP_OPENAT: "opening", rings.OP_READ: "reading", rings.OP_CLOSE: "closing"}

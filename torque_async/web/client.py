@@ -355,7 +355,7 @@ class WebTest:
 
     def starting(self, meter) -> None:
         """Ready the client's requests (requests(), chained() and threaded())."""
-        shared, local = self.site, self.local
+        shared = self.site
         meter.row["file"], meter.row["file_bytes"] = os.fsencode(shared.tree.root), shared.largest
         self.meter, self.published, self.until = meter, False, 0
         self.picks, self.at, self.lengths, self.used = self.first, 0, [], 0

@@ -162,9 +162,24 @@ def running_lines(plan: Plan, records, t0: int) -> str:
             f"{(hi - t0) // NS_PER_MS} ms ({(hi - lo) // NS_PER_MS} ms)")
     if not alone:
         return line
-    named = ", ".join(f"proc {row}" + (f" ({labels[row]})" if row in labels else "") +
-                      f" {ns // NS_PER_MS} ms" for row, ns in alone)
-    return f"{line}, measured or not; unmeasured in it: {named}"
+    return f"{line}, measured or not; unmeasured in it: {unmeasured_named(alone, labels)}"
+
+
+def unmeasured_named(alone: list[tuple[int, int]], labels: dict[int, str]) -> str:
+    """'proc 0 (STriad) 3927 ms, ...' for each test's unmeasured ns; a test kind with more than
+    3 such procs as one range ('procs 0-98 (Web) 1 to 96 ms'), so 100 clients stay one line."""
+    kinds: dict[str, list[tuple[int, int]]] = {}
+    for row, ns in alone:
+        kinds.setdefault(labels.get(row, ""), []).append((row, ns))
+    named = []
+    for label, entries in kinds.items():
+        shown = f" ({label})" if label else ""
+        if len(entries) <= 3:
+            named += [f"proc {row}{shown} {ns // NS_PER_MS} ms" for row, ns in entries]
+            continue
+        least, most = (f(ns for _, ns in entries) // NS_PER_MS for f in (min, max))
+        named.append(f"{procs_named([row for row, _ in entries])}{shown} {least} to {most} ms")
+    return ", ".join(named)
 
 
 def overlap_line(plan: Plan, records, t0: int, cluster=None) -> str:

@@ -43,7 +43,7 @@ Examples:
       two 200 MB/s camera streams combined into one output: does it hold its rate under load?
   torque-async -cyclic 1000 -n 64 -MB 4 -Striad
       timer wake-up latency every 1 ms while memory is loaded (cyclictest-style)
-  torque-async -json run.json -n 2048 -KB 64 -sample 255 -bzero; torque-async plot run.json
+  torque-async -json run.json -n 128 -MB 1 -i 100 -sample 127 -bzero; torque-async plot run.json
       samples, JSON and a picture of bandwidth over time
   torque-async -baseline -n 100 -MB 4 -Striad -n 4000 -KB 4 -mfileMB 256 -rand -cyclic 1000
       who slowed whom: each group alone, then all together (the plan runs 4 times);

@@ -23,10 +23,10 @@ READ_MORE = ("More: README.md (recipes) and docs/ (a page per subject; docs/opti
 
 EXAMPLES = """\
 Examples:
-  torque-async -p 2 -n 8 -i 200 -MB 4 -load
-      two processes each load a 32 MB working set 200 times, side by side (the man page's
+  torque-async -p 2 -n 8 -i 500 -MB 4 -load
+      two processes each load a 32 MB working set 500 times, side by side (the man page's
       -i 10 ends in about 20 ms on a machine of today: too soon for figures to resolve)
-  torque-async -p 1 -n 8 -i 200 -MB 4 -load -p 1 -n 8 -i 200 -MB 4 -load
+  torque-async -p 1 -n 8 -i 500 -MB 4 -load -p 1 -n 8 -i 500 -MB 4 -load
       the same two tests written out: locals apply only to the action after them
   torque-async -n 16 -MB 8 -Striad -spinWait -bcopy -quit
       show how the line parses (Triad on 3 x 128 MB, a spinner, a bcopy) and exit

@@ -434,9 +434,12 @@ def loop_line(records, procs, rank=no_rank) -> str:
         line += f": not resolved (< {SHORTEST_NS // NS_PER_MS} ms)"
     elif busy["limited"]:
         line += ": the loop tests were limited by torque-async, not by the system"
-        if any(p.group.action == "web" for p in procs):
+        if any(p.group.action == "web" for p in procs) and busy["loops"] == 1:
             line += ("; more loops serve more -web requests: run it under mpiexec -n K on this "
                      "host (each rank a loop of its own, all serving one -dir)")
+        elif any(p.group.action == "web" for p in procs):   # under mpiexec already
+            line += (f"; more loops serve more -web requests: more than {busy['loops']} ranks "
+                     f"(mpiexec -n K), where the hosts have CPUs to spare")
     return line
 
 

@@ -105,7 +105,12 @@ def test_help_flags_print_their_level_and_exit_0(capsys):
         code, out, err = execute(capsys, flag)
         assert code == 0 and marker in out and absent not in out and err == "", flag
         if flag.startswith("-h"):                 # each help level says where the docs are
-            assert out.splitlines()[-1] == helptext.READ_MORE, flag
+            assert out.splitlines()[-2:] == [helptext.OTHER_COMMANDS, helptext.READ_MORE], flag
+    # -h named none of the subcommands: a newcomer found capacity, compare and plot in the
+    # README only
+    from torque_async import cli
+    named = re.findall(r"(\w+)(?:,| \()", helptext.OTHER_COMMANDS.split(": ", 1)[1])
+    assert sorted(named) == sorted(set(cli.main.commands) - {"run"}), named
     for name in ("README.md", "docs/options.md"):
         assert name in helptext.READ_MORE and (REPO / name).is_file(), name
 

@@ -18,6 +18,7 @@ SECTIONS = {"global": (GLOBAL, "Global parameters (affect all actions; anywhere 
 LEVELS = {"all": ("global", "local", "actions"), "short": ("global", "actions"),
           "global": ("global",), "local": ("local",), "actions": ("actions",)}
 WIDTH, INDENT = 100, 28            # help lines wrap at WIDTH; the help text starts at INDENT
+OTHER_COMMANDS = "Other commands: torque-async capacity, compare, plot (each with --help)"
 READ_MORE = ("More: README.md (recipes) and docs/ (a page per subject; docs/options.md is "
              "this reference)")
 
@@ -92,7 +93,7 @@ def help_lines(level: str) -> list[str]:
         lines += section(key) + [""]
     if level == "all":
         lines += EXAMPLES.splitlines()
-    return lines + [READ_MORE]
+    return lines + [OTHER_COMMANDS, READ_MORE]
 
 
 def asked_about(argv: list[str]) -> list[str] | None:

@@ -18,6 +18,8 @@ CMDLINE = [
     (["--load"], "unknown option --load"),
     (["-"], "unexpected '-'"),
     (["load"], "unexpected 'load': options start with '-'"),
+    (["-v", "capacity", "--max", "4", "--", "-load"], "unexpected 'capacity': options start "
+     "with '-': capacity is a subcommand, first on the line: torque-async capacity ..."),
     (["-MB"], "-MB needs 1 argument"),
     (["-MB", "x", "-load"], "-MB MB: 'x' is not an integer"),
     (["-MB", "1.5", "-load"], "'1.5' is not an integer"),
@@ -175,6 +177,11 @@ ALIASES = [  # (alias file text, command line after -aliasFile, message)
                                                        for a, _ in CMDLINE])
 def test_bad_command_lines(capsys, argv, message):
     assert_one_clean_line(*execute(capsys, *argv), message)
+
+
+def test_the_subcommands_the_parser_names_are_the_cli_s():
+    from torque_async import cli, cmdline
+    assert sorted(cmdline.SUBCOMMANDS) == sorted(cli.main.commands)
 
 
 @pytest.mark.parametrize("text,message", CONFIG, ids=[m for _, m in CONFIG])

@@ -419,6 +419,18 @@ def test_plot_draws_the_curve(tmp_path):
                        "criterion held"])]
 
 
+def test_a_curve_of_one_point_has_integer_ticks():
+    """A search that failed at -p 1 drew an axis of 0.96 0.98 1.00 1.02 1.04 for -p."""
+    from matplotlib.figure import Figure
+    s, _ = searched(0, ceiling=1)
+    doc = json.loads(json.dumps(capacity.document(setup_for(), s, 0, [], "capacity -- x", 1.0)))
+    assert {p["value"] for p in doc["points"]} == {1}
+    (ax,) = plot.curve(doc, Figure)[0].axes
+    lo, hi = ax.get_xlim()
+    ticks = [t for t in ax.get_xticks() if lo <= t <= hi]
+    assert 1 in ticks and all(t == int(t) for t in ticks), ticks
+
+
 def test_a_plan_the_run_s_checks_refuse_is_one_line_before_any_point(key):
     done = run_cli("capacity", "--until", "late<0.5", "--", "-smkey", key, "-frame", "64x64",
                    "-memStreams", "w", "2", "0", "0", "0", "0.2", "1")

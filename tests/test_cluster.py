@@ -285,6 +285,21 @@ def test_tests_that_did_not_overlap_only_across_ranks_name_the_start_skew():
     assert "did not all overlap" in line and "start skew" not in line
 
 
+def test_the_overlap_line_labels_every_rank_s_tests_that_ran_unmeasured():
+    """Under mpiexec the line read 'proc 0 (Zero) 4 ms, proc 2 4 ms': rank 1's rows (2, 3) are
+    not the plan's, so they had no label; every rank's processes label them now."""
+    from torque_async.cmdline import parse
+    plan = parse(["-p", "2", "-n", "8", "-KB", "64", "-bzero"])
+    ms = 1_000_000
+    ranks = tuple(Rank(k, "a", 10 + k, 0, 1000, (
+        record(1 * ms, 5 * ms, ran=(1 * ms, 9 * ms)),
+        record(1 * ms, 9 * ms, row=1, ran=(1 * ms, 9 * ms)))) for k in (0, 1))
+    run = ClusterRun(ranks, plan)
+    label = report.test_label(plan.groups[0])
+    line = report.overlap_line(plan, run.records, 0, run, run.procs)
+    assert f"unmeasured in it: proc 0 ({label}) 4 ms, proc 2 ({label}) 4 ms;" in line, line
+
+
 def test_the_cluster_json_has_hosts_and_ranks_and_validates():
     plan, run = two_ranks()
     from torque_async import sysinfo

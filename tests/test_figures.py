@@ -130,6 +130,12 @@ def test_a_busy_loop_says_it_limited_the_loop_tests():
         "not by the system; more loops serve more -web requests: run it under mpiexec -n K on "
         "this host (each rank a loop of its own, all serving one -dir)")
     assert "mpiexec" not in report.loop_line((busy, *loads), plan.procs())   # no -web
+    # under mpiexec -n 2 (a loop per rank), it said to run it under mpiexec
+    ranked = (*clients, replace(loads[0], row=3, pid=801), replace(busy, row=4, pid=801),
+              replace(idle, row=5, pid=801))
+    assert report.loop_line(ranked, web.procs() * 2, lambda row: row // 3).endswith(
+        "not by the system; more loops serve more -web requests: more than 2 ranks "
+        "(mpiexec -n K), where the hosts have CPUs to spare")
     cpu = report.cpu_lines((replace(busy, cpu_wait=30 * MS), *loads), plan.procs())
     assert cpu[2] == "0, 900.0, 50.0, 95, 3, 0, 0, loop, Read" and cpu[3].endswith("process, Load")
     assert report.cpu_lines(loads, plan.procs())[2].startswith("1, 0.0, 0.0, 0, NA, ")  # unknown

@@ -147,6 +147,20 @@ def test_the_overlap_line_spans_the_time_all_ran_and_names_the_tests_that_ran_un
         f"({report.test_label(plan.groups[0])}) 1008 ms")
 
 
+def test_the_overlap_line_names_many_clients_that_ran_unmeasured_as_one_range():
+    """100 -web clients each ran unmeasured a few ms (-slow): the line named all 100, one by one,
+    in a line of thousands of characters; now a kind with more than 3 is one range, a kind with
+    3 or fewer keeps its names."""
+    plan = cmdline.parse("-p 5 -load -p 2 -Striad".split())
+    recs = tuple(record(row, 10, (1000 - row) * MS, 10, MB, ran=(10 * MS, 1020 * MS))
+                 for row in range(7))                            # unmeasured: 10 + row ms
+    load, triad = (report.test_label(g) for g in plan.groups)
+    assert report.overlap_line(plan, recs, 0) == (
+        "All 7 tests ran together from 10 ms to 1020 ms (1010 ms), measured or not; unmeasured "
+        f"in it: procs 0-4 ({load}) 10 to 14 ms, proc 5 ({triad}) 15 ms, proc 6 ({triad}) 16 "
+        "ms; all measured together from 10 ms to 1004 ms (994 ms)")
+
+
 def test_a_wired_stream_s_own_and_inherited_lateness_are_apart_and_its_verdict_is_its_own():
     """-from: the stream table (Verdict, Lost, lateness) is the stage's own; the Stages table
     gives what it inherited; a stream not wired has no Stages line."""

@@ -33,6 +33,7 @@ PACKAGED_CONFIG = str(importlib.resources.files("torque_async") / DEFAULT_CONFIG
                                    # workload where the working directory has no Torque.config
 SHIPPED_ALIASES = str(importlib.resources.files("torque_async") / "aliases" / "workloads.alias")
 COMMAND_LINE = "command line"
+SUBCOMMANDS = ("run", "plot", "compare", "capacity")   # cli.py's; first on the line
 
 
 @dataclass(frozen=True)
@@ -179,7 +180,10 @@ def scan(tokens: list[Token], aliases: Iterable[str] = ()) -> Scan:
     while pos < len(tokens):
         tok = tokens[pos]
         if not tok.text.startswith("-") or len(tok.text) < 2:
-            raise UsageError(f"{tok.where()}unexpected '{tok.text}': options start with '-'")
+            where = (f": {tok.text} is a subcommand, first on the line: torque-async "
+                     f"{tok.text} ..." if tok.text in SUBCOMMANDS else "")
+            raise UsageError(f"{tok.where()}unexpected '{tok.text}': options start with '-'"
+                             f"{where}")
         opt = OPTIONS.get(tok.text[1:])
         if opt is None:
             name = tok.text[1:]

@@ -18,15 +18,16 @@ SECTIONS = {"global": (GLOBAL, "Global parameters (affect all actions; anywhere 
 LEVELS = {"all": ("global", "local", "actions"), "short": ("global", "actions"),
           "global": ("global",), "local": ("local",), "actions": ("actions",)}
 WIDTH, INDENT = 100, 28            # help lines wrap at WIDTH; the help text starts at INDENT
+OTHER_COMMANDS = "Other commands: torque-async capacity, compare, plot (each with --help)"
 READ_MORE = ("More: README.md (recipes) and docs/ (a page per subject; docs/options.md is "
              "this reference)")
 
 EXAMPLES = """\
 Examples:
-  torque-async -p 2 -n 8 -i 200 -MB 4 -load
-      two processes each load a 32 MB working set 200 times, side by side (the man page's
+  torque-async -p 2 -n 8 -i 500 -MB 4 -load
+      two processes each load a 32 MB working set 500 times, side by side (the man page's
       -i 10 ends in about 20 ms on a machine of today: too soon for figures to resolve)
-  torque-async -p 1 -n 8 -i 200 -MB 4 -load -p 1 -n 8 -i 200 -MB 4 -load
+  torque-async -p 1 -n 8 -i 500 -MB 4 -load -p 1 -n 8 -i 500 -MB 4 -load
       the same two tests written out: locals apply only to the action after them
   torque-async -n 16 -MB 8 -Striad -spinWait -bcopy -quit
       show how the line parses (Triad on 3 x 128 MB, a spinner, a bcopy) and exit
@@ -43,7 +44,7 @@ Examples:
       two 200 MB/s camera streams combined into one output: does it hold its rate under load?
   torque-async -cyclic 1000 -n 64 -MB 4 -Striad
       timer wake-up latency every 1 ms while memory is loaded (cyclictest-style)
-  torque-async -json run.json -n 2048 -KB 64 -sample 255 -bzero; torque-async plot run.json
+  torque-async -json run.json -n 128 -MB 1 -i 100 -sample 127 -bzero; torque-async plot run.json
       samples, JSON and a picture of bandwidth over time
   torque-async -baseline -n 100 -MB 4 -Striad -n 4000 -KB 4 -mfileMB 256 -rand -cyclic 1000
       who slowed whom: each group alone, then all together (the plan runs 4 times);
@@ -92,7 +93,7 @@ def help_lines(level: str) -> list[str]:
         lines += section(key) + [""]
     if level == "all":
         lines += EXAMPLES.splitlines()
-    return lines + [READ_MORE]
+    return lines + [OTHER_COMMANDS, READ_MORE]
 
 
 def asked_about(argv: list[str]) -> list[str] | None:

@@ -387,6 +387,8 @@ def curve(doc: dict[str, Any], Figure):
         ax.set_xscale("log", base=2)
     else:
         ax.xaxis.get_major_locator().set_params(integer=True)
+        if len(set(values)) == 1:          # one value: room for integer ticks (not 0.96, 1.04)
+            ax.set_xlim(values[0] - 1, values[0] + 1)
     ax.set_xlabel(f"{doc['varied']} of group {doc['group']}")
     ax.set_ylabel(crit["figure"])
     found = "none" if doc["capacity"] is None else doc["capacity"]

@@ -146,28 +146,43 @@ def ran_span(rec: Record) -> tuple[int, int]:
     return (began or rec.start, max(ended, rec.finish) if ended else rec.finish)
 
 
-def running_lines(plan: Plan, records, t0: int) -> str:
+def running_lines(plan: Plan, records, t0: int, procs=()) -> str:
     """The span in which every measured test was running, measured or not, and the tests that
     ran unmeasured in it (-ramp, -slow's extra transfers) for at least a ms, for how long; ""
-    when there was none."""
+    when there was none. procs: every rank's processes under mpiexec (else the plan's)."""
     measured = [r for r in records if r.measured]
     spans = [ran_span(r) for r in measured]
     lo, hi = max(a for a, _ in spans), min(b for _, b in spans)
     if hi <= lo:
         return ""
-    labels = {p.row: test_label(p.group) for p in plan.procs()}
+    labels = {p.row: test_label(p.group) for p in procs or plan.procs()}
     alone = [(r.row, hi - lo - max(0, min(hi, r.finish) - max(lo, r.start))) for r in measured]
     alone = [(row, ns) for row, ns in alone if ns >= NS_PER_MS]
     line = (f"All {len(measured)} tests ran together from {(lo - t0) // NS_PER_MS} ms to "
             f"{(hi - t0) // NS_PER_MS} ms ({(hi - lo) // NS_PER_MS} ms)")
     if not alone:
         return line
-    named = ", ".join(f"proc {row}" + (f" ({labels[row]})" if row in labels else "") +
-                      f" {ns // NS_PER_MS} ms" for row, ns in alone)
-    return f"{line}, measured or not; unmeasured in it: {named}"
+    return f"{line}, measured or not; unmeasured in it: {unmeasured_named(alone, labels)}"
 
 
-def overlap_line(plan: Plan, records, t0: int, cluster=None) -> str:
+def unmeasured_named(alone: list[tuple[int, int]], labels: dict[int, str]) -> str:
+    """'proc 0 (STriad) 3927 ms, ...' for each test's unmeasured ns; a test kind with more than
+    3 such procs as one range ('procs 0-98 (Web) 1 to 96 ms'), so 100 clients stay one line."""
+    kinds: dict[str, list[tuple[int, int]]] = {}
+    for row, ns in alone:
+        kinds.setdefault(labels.get(row, ""), []).append((row, ns))
+    named = []
+    for label, entries in kinds.items():
+        shown = f" ({label})" if label else ""
+        if len(entries) <= 3:
+            named += [f"proc {row}{shown} {ns // NS_PER_MS} ms" for row, ns in entries]
+            continue
+        least, most = (f(ns for _, ns in entries) // NS_PER_MS for f in (min, max))
+        named.append(f"{procs_named([row for row, _ in entries])}{shown} {least} to {most} ms")
+    return ", ".join(named)
+
+
+def overlap_line(plan: Plan, records, t0: int, cluster=None, procs=()) -> str:
     """The span in which every test was running (running_lines) and the interval in which
     every one was measuring at once; when there was none, advice that fits the plan that ran
     (under mpiexec: the ranks' start skew, when each rank's own tests did overlap)."""
@@ -185,7 +200,7 @@ def overlap_line(plan: Plan, records, t0: int, cluster=None) -> str:
         line = f"Warning: the measured intervals did not all overlap; {advice}"
         ran = "" if cluster else running_lines(plan, records, t0)     # (ranks' clocks differ)
         return f"{line}; {ran}" if ran else line
-    line = running_lines(plan, records, t0)
+    line = running_lines(plan, records, t0, procs)
     if "unmeasured in it" not in line:
         return line
     return (f"{line}; all measured together from {(lo - t0) // NS_PER_MS} ms to "
@@ -419,9 +434,12 @@ def loop_line(records, procs, rank=no_rank) -> str:
         line += f": not resolved (< {SHORTEST_NS // NS_PER_MS} ms)"
     elif busy["limited"]:
         line += ": the loop tests were limited by torque-async, not by the system"
-        if any(p.group.action == "web" for p in procs):
+        if any(p.group.action == "web" for p in procs) and busy["loops"] == 1:
             line += ("; more loops serve more -web requests: run it under mpiexec -n K on this "
                      "host (each rank a loop of its own, all serving one -dir)")
+        elif any(p.group.action == "web" for p in procs):   # under mpiexec already
+            line += (f"; more loops serve more -web requests: more than {busy['loops']} ranks "
+                     f"(mpiexec -n K), where the hosts have CPUs to spare")
     return line
 
 
@@ -1129,7 +1147,7 @@ def render(plan: Plan, records: tuple[Record, ...], procs: tuple[Proc, ...], inf
     lines += [*resolution_lines(rows), *waited_lines(rows, plan.settings.baseline),
               *(made_lines(records) if plan.settings.nh else ()), "",
               *summary_lines(plan, records, procs)]
-    lines += filter(None, (overlap_line(plan, records, t0, cluster),
+    lines += filter(None, (overlap_line(plan, records, t0, cluster, procs),
                            *mostly_alone_lines(plan, records), startup_line(began, t0),
                            loop_line(records, procs, rank_of(cluster)), *spin_lines(records),
                            *check_lines(records, procs),

@@ -325,3 +325,32 @@ def test_a_stream_stalled_on_rank_1_alone_fails_the_point_and_is_named(key, tmp_
     assert "capacity: none: 1, the smallest value (--min, else 1), failed (passed 0/1)" in stdout
     assert f"\n1 failed: round 1: stream proc 1 (group 0, rank 1 on {HOST}) MISSED (0 write " \
            f"t0: " in stdout
+
+
+def test_a_run_refused_on_one_rank_alone_ends_the_job_at_once_with_exit_2(key, tmp_path):
+    """Rank 1's segment key (-smkey + 1) held by a live process: rank 1's run refuses it
+    while rank 0's waits in the run's barrier. The job ends at once (not after the set-up
+    timeout, with exit 1 and 'rank 0 did not end its step'), exit 2, the line said once:
+    MPICH's MPI_Abort returned, and the rank went on to say it again."""
+    held = int(key, 16) + 1
+    holder = tmp_path / "holder.py"
+    holder.write_text("import sys\nfrom torque_async.results import Results, segment_name\n"
+                      f"held = Results.create(segment_name({held:#x}), 1)\n"
+                      "print('made', flush=True)\nsys.stdin.read()\nheld.unlink()\n")
+    proc = subprocess.Popen([sys.executable, str(holder)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True, env=ENV)
+    try:
+        assert proc.stdout.readline() == "made\n"
+        run = mpiexec(2, "capacity", "--max", "2", "--rounds", "1", "--until", "late<1.01",
+                      "--", "-smkey", key, "-nh", *STREAMS, "0.2", "1", cwd=tmp_path,
+                      env={**ENV, "TMPDIR": str(tmp_path)})
+        began = time.monotonic()
+        stdout, stderr = run.communicate(timeout=120)
+        assert time.monotonic() - began < 25, stderr           # (the set-up timeout is 30 s)
+        assert (run.returncode, stdout) == (2, ""), stderr
+        line = f"torque-async: error: shared memory key {held:#x} is in use by pid {proc.pid}, " \
+               f"still running: wait for it or choose another -smkey"
+        assert stderr.count(line) == 1 and "did not end" not in stderr, stderr
+    finally:
+        proc.communicate("", timeout=30)
+    assert not left([Path("/dev/shm", segment_name(int(key, 16))), *tmp_path.glob("torque-async-*")])

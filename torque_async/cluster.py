@@ -389,6 +389,7 @@ class Cluster:
         sys.stdout.flush()
         sys.stderr.flush()
         self.comm.Abort(code)
+        os._exit(code)        # (MPICH's MPI_Abort may return: nothing of this rank goes on)
 
     def finish(self, code: int) -> int:
         """The run's exit status: a rank that did not succeed ends every rank (MPI_Abort, after

@@ -541,4 +541,8 @@ def search(plan, argv: list[str], lay: varied.Layout, knob: varied.Knob,
         except OSError as e:
             say([f"torque-async: capacity: --json {json_path}: {e.strerror}"], err=True)
             return 1
+    if not stopped and STOPS:           # after the last run: the answer is whole, the exit says it
+        say([f"torque-async: capacity: interrupted by {signal.Signals(STOPS[0]).name} after "
+             f"the search ended: it stopped no run, and the table and --json are whole"], err=True)
+        return 128 + STOPS[0]
     return 128 + stopped if stopped else 0

@@ -354,3 +354,18 @@ def test_a_run_refused_on_one_rank_alone_ends_the_job_at_once_with_exit_2(key, t
     finally:
         proc.communicate("", timeout=30)
     assert not left([Path("/dev/shm", segment_name(int(key, 16))), *tmp_path.glob("torque-async-*")])
+
+
+def test_a_command_that_differs_by_rank_is_refused_in_words_a_user_typed(key):
+    """Each rank's --until from its environment: the refusal names the option that differs
+    as typed (it showed a Python tuple and the words None and False)."""
+    run = subprocess.run([MPIEXEC, "-n", "2", "sh", "-c", 'exec "$@" --until "p99<$((PMI_RANK + '
+                          '1))s" -- -smkey ' + key + ' -n 4 -MB 1 -Striad', "sh", *CMD,
+                          "capacity", "--max", "2", "--rounds", "1"],
+                         capture_output=True, text=True, env=ENV, timeout=60)
+    assert (run.returncode, run.stdout) == (2, ""), run.stderr
+    said = f"torque-async: error: rank 1 on {HOST} has another plan than rank 0 (every rank " \
+           f"runs one plan): rank 0 has 'capacity --group 0 --vary procs --until p99<1s --max " \
+           f"2 --rounds 1', rank 1 on {HOST} 'capacity --group 0 --vary procs --until p99<2s " \
+           f"--max 2 --rounds 1'"
+    assert run.stderr.splitlines() == [said, said]

@@ -461,8 +461,11 @@ def main(argv: list[str], group: int, vary: str, until: tuple[str, ...],
     job = cluster.start(rank) if rank is not None else None
     if job:                             # the whole command, as every rank was given it
         job.timeout = plan.settings.rankTimeout
-        job.same_plan([f"capacity: {group} {vary} {until} {keep} {ceiling} {floor} {rounds} "
-                       f"{passing} {json_path is not None}",
+        said = ["capacity --group", str(group), "--vary", vary, *(f"--until {u}" for u in until),
+                *(f"--keep {k}" for k in keep), f"--max {ceiling}", f"--min {floor}" * bool(floor),
+                f"--rounds {rounds}", f"--pass {passing}" * bool(passing),
+                "--json" * (json_path is not None)]       # (as typed, for the refusal's line)
+        job.same_plan([" ".join(filter(None, said)),
                        *cluster.plan_digest_lines(helptext.plan_lines(plan))])
     check = functools.partial(outputs.check, plan, (("capacity: --json", json_path),)
                               if json_path and not (job and job.rank) else ())

@@ -60,7 +60,8 @@ class FakeJob:
         self.sent.append(what)
         return next(self.steps) if self.rank else what
 
-    def collect(self, mine):
+    def collect(self, mine, *, stopped=0):
+        assert stopped == mine                  # (a rank's own stop: see Cluster.settle)
         self.collected.append(mine)
         return [mine, *self.told] if not self.rank else None
 
@@ -369,3 +370,29 @@ def test_a_command_that_differs_by_rank_is_refused_in_words_a_user_typed(key):
            f"2 --rounds 1', rank 1 on {HOST} 'capacity --group 0 --vary procs --until p99<2s " \
            f"--max 2 --rounds 1'"
     assert run.stderr.splitlines() == [said, said]
+
+
+def test_a_stop_to_rank_0_alone_ends_the_job_with_its_status_and_says_so(key, tmp_path):
+    """Rank 0 stopped in its run while rank 1's runs on: rank 0 waited -rankTimeout for
+    rank 1, then named it as 'stopped or hung?' and ended the job with exit 1; it now says its
+    own stop reached it alone and the job ends 128 + the signal, as a plain run's would."""
+    from torque_async.results import owner_of
+    run = mpiexec(2, "capacity", "--max", "64", "--rounds", "1", "--until", "late<1.01", "--",
+                  "-smkey", key, "-nh", "-rankTimeout", "2", *STREAMS, "3", "1", cwd=tmp_path,
+                  env={**ENV, "TMPDIR": str(tmp_path)})
+    for line in run.stderr:                        # the second point is next
+        if line.startswith("capacity: -p 2 "):
+            break
+    rank0 = Path("/dev/shm", segment_name(int(key, 16)))
+    deadline = time.monotonic() + 30
+    while owner_of(rank0.name) is None:            # rank 0's run has made its results segment
+        assert time.monotonic() < deadline and run.poll() is None
+        time.sleep(0.05)
+    os.kill(owner_of(rank0.name), signal.SIGINT)
+    stdout, stderr = run.communicate(timeout=60)
+    assert run.returncode == 128 + signal.SIGINT, (stdout, stderr)
+    assert f"torque-async: rank 0 on {HOST}: rank 1 on {HOST} did not end its step within 2 s " \
+           f"of this rank's (-rankTimeout), which was stopped: the stop reached it alone" \
+        in stderr and "stopped or hung" not in stderr, stderr
+    assert not left([rank0, Path("/dev/shm", segment_name(int(key, 16) + 1)),
+                     *tmp_path.glob("torque-async-*")])

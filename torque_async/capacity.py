@@ -366,7 +366,8 @@ def led(talk: cluster.Cluster, quiet: Quiet, folder: str) -> Quiet:
             code, doc, seconds, said = quiet(tokens, name)
         except orchestrator.Interrupted as e:          # (came as the run began)
             code, doc, seconds, said = 128 + e.signum, None, 0.0, ""
-        stop = next((sig for sig in talk.collect(status(code)) if sig), 0)
+        mine = status(code)
+        stop = next((sig for sig in talk.collect(mine, stopped=mine) if sig), 0)
         return (128 + stop if stop else code), doc, seconds, said
     return run
 
@@ -390,7 +391,8 @@ def follow(talk: cluster.Cluster, execute: Callable[[list[str]], int]) -> int:
                 code = quiet_run(execute, folder, tokens, name, os.path.join(theirs, name))[0]
             except orchestrator.Interrupted as e:
                 code = 128 + e.signum
-            talk.collect(status(code))
+            mine = status(code)
+            talk.collect(mine, stopped=mine)
         return step[1]
     finally:
         clear(folder)

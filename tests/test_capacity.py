@@ -446,6 +446,7 @@ def test_a_stop_after_the_last_run_still_ends_with_its_status(tmp_path):
         code = capacity.main(["-n", "4", "-MB", "1", "-Striad"], 0, "procs", ("p99<1s",), (),
                              1, None, 1, None, str(out), "capacity", execute)
     finally:
+        capacity.STOPS.clear()                      # (the process's: the next tests' too)
         for sig, handler in kept.items():
             signal.signal(sig, handler)
     assert code == 128 + signal.SIGINT

@@ -261,10 +261,9 @@ def test_keep_under_mpiexec_measures_the_load_alone_on_every_rank_and_sums_it(ke
         assert r["figures"][1] == pytest.approx(r["load"][0] / alone["bw"])
 
 
-def test_a_stop_to_one_rank_alone_ends_the_job_within_rank_timeout_and_says_why(key, tmp_path):
-    """Rank 1 stopped in its run while rank 0's runs on: rank 0 finds it missing at the run's
-    gathering after -rankTimeout and ends every rank (as a plain run under mpiexec), saying so
-    though its run's stderr was being kept; nothing is left."""
+def stopped_in_the_second_point(key: str, tmp_path: Path, rank: int):
+    """A search with -rankTimeout 2 whose `rank` alone gets SIGINT in its second point's run;
+    (the job, that rank's results segment)."""
     from torque_async.results import owner_of
     run = mpiexec(2, "capacity", "--max", "64", "--rounds", "1", "--until", "late<1.01", "--",
                   "-smkey", key, "-nh", "-rankTimeout", "2", *STREAMS, "3", "1", cwd=tmp_path,
@@ -272,12 +271,20 @@ def test_a_stop_to_one_rank_alone_ends_the_job_within_rank_timeout_and_says_why(
     for line in run.stderr:                        # the second point is next
         if line.startswith("capacity: -p 2 "):
             break
-    rank1 = Path("/dev/shm", segment_name(int(key, 16) + 1))
+    segment = Path("/dev/shm", segment_name(int(key, 16) + rank))
     deadline = time.monotonic() + 30
-    while owner_of(rank1.name) is None:            # rank 1's run has made its results segment
+    while owner_of(segment.name) is None:          # the rank's run has made its segment
         assert time.monotonic() < deadline and run.poll() is None
         time.sleep(0.05)
-    os.kill(owner_of(rank1.name), signal.SIGINT)
+    os.kill(owner_of(segment.name), signal.SIGINT)
+    return run, segment
+
+
+def test_a_stop_to_one_rank_alone_ends_the_job_within_rank_timeout_and_says_why(key, tmp_path):
+    """Rank 1 stopped in its run while rank 0's runs on: rank 0 finds it missing at the run's
+    gathering after -rankTimeout and ends every rank (as a plain run under mpiexec), saying so
+    though its run's stderr was being kept; nothing is left."""
+    run, rank1 = stopped_in_the_second_point(key, tmp_path, 1)
     began = time.monotonic()
     stdout, stderr = run.communicate(timeout=60)
     assert time.monotonic() - began < 30
@@ -376,19 +383,7 @@ def test_a_stop_to_rank_0_alone_ends_the_job_with_its_status_and_says_so(key, tm
     """Rank 0 stopped in its run while rank 1's runs on: rank 0 waited -rankTimeout for
     rank 1, then named it as 'stopped or hung?' and ended the job with exit 1; it now says its
     own stop reached it alone and the job ends 128 + the signal, as a plain run's would."""
-    from torque_async.results import owner_of
-    run = mpiexec(2, "capacity", "--max", "64", "--rounds", "1", "--until", "late<1.01", "--",
-                  "-smkey", key, "-nh", "-rankTimeout", "2", *STREAMS, "3", "1", cwd=tmp_path,
-                  env={**ENV, "TMPDIR": str(tmp_path)})
-    for line in run.stderr:                        # the second point is next
-        if line.startswith("capacity: -p 2 "):
-            break
-    rank0 = Path("/dev/shm", segment_name(int(key, 16)))
-    deadline = time.monotonic() + 30
-    while owner_of(rank0.name) is None:            # rank 0's run has made its results segment
-        assert time.monotonic() < deadline and run.poll() is None
-        time.sleep(0.05)
-    os.kill(owner_of(rank0.name), signal.SIGINT)
+    run, rank0 = stopped_in_the_second_point(key, tmp_path, 0)
     stdout, stderr = run.communicate(timeout=60)
     assert run.returncode == 128 + signal.SIGINT, (stdout, stderr)
     assert f"torque-async: rank 0 on {HOST}: rank 1 on {HOST} did not end its step within 2 s " \

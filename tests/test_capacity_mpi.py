@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CMD, ENV, never_alive
+from conftest import CMD, ENV, never_alive, segment_held
 from torque_async import capacity, cmdline, varied
 from torque_async.capacity import Setup
 from torque_async.criteria import Criterion
@@ -341,14 +341,7 @@ def test_a_run_refused_on_one_rank_alone_ends_the_job_at_once_with_exit_2(key, t
     timeout, with exit 1 and 'rank 0 did not end its step'), exit 2, the line said once:
     MPICH's MPI_Abort returned, and the rank went on to say it again."""
     held = int(key, 16) + 1
-    holder = tmp_path / "holder.py"
-    holder.write_text("import sys\nfrom torque_async.results import Results, segment_name\n"
-                      f"held = Results.create(segment_name({held:#x}), 1)\n"
-                      "print('made', flush=True)\nsys.stdin.read()\nheld.unlink()\n")
-    proc = subprocess.Popen([sys.executable, str(holder)], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True, env=ENV)
-    try:
-        assert proc.stdout.readline() == "made\n"
+    with segment_held(held) as proc:
         run = mpiexec(2, "capacity", "--max", "2", "--rounds", "1", "--until", "late<1.01",
                       "--", "-smkey", key, "-nh", *STREAMS, "0.2", "1", cwd=tmp_path,
                       env={**ENV, "TMPDIR": str(tmp_path)})
@@ -359,8 +352,6 @@ def test_a_run_refused_on_one_rank_alone_ends_the_job_at_once_with_exit_2(key, t
         line = f"torque-async: error: shared memory key {held:#x} is in use by pid {proc.pid}, " \
                f"still running: wait for it or choose another -smkey"
         assert stderr.count(line) == 1 and "did not end" not in stderr, stderr
-    finally:
-        proc.communicate("", timeout=30)
     assert not left([Path("/dev/shm", segment_name(int(key, 16))), *tmp_path.glob("torque-async-*")])
 
 

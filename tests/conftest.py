@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import shutil
 import signal
@@ -132,3 +133,21 @@ def run(key: str, *argv: str):
     plan = cmdline.parse(["-smkey", key, *argv])
     validate.check(plan)
     return orchestrator.run(plan, 64)
+
+
+@contextlib.contextmanager
+def segment_held(key: int):
+    """A live process of another program (no 'torque' on its command line) holding the
+    results segment of `key` until the block ends; yields it (its pid names the owner)."""
+    holder = Path(tempfile.mkdtemp(prefix="holder."), "holder.py")   # a path without the name
+    holder.write_text("import sys\nfrom torque_async.results import Results, segment_name\n"
+                      f"held = Results.create(segment_name({key:#x}), 1)\n"
+                      "print('made', flush=True)\nsys.stdin.read()\nheld.unlink()\n")
+    proc = subprocess.Popen([sys.executable, str(holder)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True, env=ENV)
+    try:
+        assert proc.stdout.readline() == "made\n"
+        yield proc
+    finally:
+        proc.communicate("", timeout=30)
+        shutil.rmtree(holder.parent, ignore_errors=True)

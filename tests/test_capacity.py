@@ -437,3 +437,30 @@ def test_a_plan_the_run_s_checks_refuse_is_one_line_before_any_point(key):
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr == "torque-async: error: -memStreams w: -frame WxH and -pixfmt go " \
                           "together: give both\n"
+
+
+def test_a_stop_after_the_last_run_still_ends_with_its_status(tmp_path):
+    """A signal noted after the search's last run (as the table prints) ended the command
+    with exit 0, the stop lost: the answer is whole and printed, and the exit says the stop."""
+    kept = {sig: signal.getsignal(sig) for sig in orchestrator.STOP_SIGNALS}
+    out = tmp_path / "cap.json"
+
+    def execute(argv):
+        if "-quit" not in argv:
+            record = {"lat_count": 1, "lat_min": 1000, "lat_max": 1000, "lat_sum": 1000,
+                      "hist": [[1000, 1000, 1]]}
+            doc = {"tests": [{"group": 0, "table": {"bw": 1.0}, "record": record}]}
+            with open(argv[argv.index("-json") + 1], "w") as f:
+                json.dump(doc, f)
+            capacity.STOPS.append(signal.SIGINT)    # as if it came once the run had ended
+        return 0
+    try:
+        code = capacity.main(["-n", "4", "-MB", "1", "-Striad"], 0, "procs", ("p99<1s",), (),
+                             1, None, 1, None, str(out), "capacity", execute)
+    finally:
+        capacity.STOPS.clear()                      # (the process's: the next tests' too)
+        for sig, handler in kept.items():
+            signal.signal(sig, handler)
+    assert code == 128 + signal.SIGINT
+    doc = json.loads(out.read_text())
+    assert (doc["capacity"], doc["interrupted"]) == (1, None)     # the answer is whole

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CMD, ENV, never_alive
+from conftest import CMD, ENV, never_alive, segment_held
 from torque_async import capacity, cmdline, varied
 from torque_async.capacity import Setup
 from torque_async.criteria import Criterion
@@ -60,7 +60,8 @@ class FakeJob:
         self.sent.append(what)
         return next(self.steps) if self.rank else what
 
-    def collect(self, mine):
+    def collect(self, mine, *, stopped=0):
+        assert stopped == mine                  # (a rank's own stop: see Cluster.settle)
         self.collected.append(mine)
         return [mine, *self.told] if not self.rank else None
 
@@ -260,10 +261,9 @@ def test_keep_under_mpiexec_measures_the_load_alone_on_every_rank_and_sums_it(ke
         assert r["figures"][1] == pytest.approx(r["load"][0] / alone["bw"])
 
 
-def test_a_stop_to_one_rank_alone_ends_the_job_within_rank_timeout_and_says_why(key, tmp_path):
-    """Rank 1 stopped in its run while rank 0's runs on: rank 0 finds it missing at the run's
-    gathering after -rankTimeout and ends every rank (as a plain run under mpiexec), saying so
-    though its run's stderr was being kept; nothing is left."""
+def stopped_in_the_second_point(key: str, tmp_path: Path, rank: int):
+    """A search with -rankTimeout 2 whose `rank` alone gets SIGINT in its second point's run;
+    (the job, that rank's results segment)."""
     from torque_async.results import owner_of
     run = mpiexec(2, "capacity", "--max", "64", "--rounds", "1", "--until", "late<1.01", "--",
                   "-smkey", key, "-nh", "-rankTimeout", "2", *STREAMS, "3", "1", cwd=tmp_path,
@@ -271,12 +271,20 @@ def test_a_stop_to_one_rank_alone_ends_the_job_within_rank_timeout_and_says_why(
     for line in run.stderr:                        # the second point is next
         if line.startswith("capacity: -p 2 "):
             break
-    rank1 = Path("/dev/shm", segment_name(int(key, 16) + 1))
+    segment = Path("/dev/shm", segment_name(int(key, 16) + rank))
     deadline = time.monotonic() + 30
-    while owner_of(rank1.name) is None:            # rank 1's run has made its results segment
+    while owner_of(segment.name) is None:          # the rank's run has made its segment
         assert time.monotonic() < deadline and run.poll() is None
         time.sleep(0.05)
-    os.kill(owner_of(rank1.name), signal.SIGINT)
+    os.kill(owner_of(segment.name), signal.SIGINT)
+    return run, segment
+
+
+def test_a_stop_to_one_rank_alone_ends_the_job_within_rank_timeout_and_says_why(key, tmp_path):
+    """Rank 1 stopped in its run while rank 0's runs on: rank 0 finds it missing at the run's
+    gathering after -rankTimeout and ends every rank (as a plain run under mpiexec), saying so
+    though its run's stderr was being kept; nothing is left."""
+    run, rank1 = stopped_in_the_second_point(key, tmp_path, 1)
     began = time.monotonic()
     stdout, stderr = run.communicate(timeout=60)
     assert time.monotonic() - began < 30
@@ -327,3 +335,52 @@ def test_a_stream_stalled_on_rank_1_alone_fails_the_point_and_is_named(key, tmp_
     if streams[0]["verdict"] == "HELD":            # (a loaded machine may make rank 0 miss too:
         assert f"\n1 failed: round 1: stream proc 1 (group 0, rank 1 on {HOST}) MISSED " \
                f"(0 write t0: " in stdout        # the reason then names the first, rank 0's)
+
+
+def test_a_run_refused_on_one_rank_alone_ends_the_job_at_once_with_exit_2(key, tmp_path):
+    """Rank 1's segment key (-smkey + 1) held by a live process: rank 1's run refuses it
+    while rank 0's waits in the run's barrier. The job ends at once (not after the set-up
+    timeout, with exit 1 and 'rank 0 did not end its step'), exit 2, the line said once:
+    MPICH's MPI_Abort returned, and the rank went on to say it again."""
+    held = int(key, 16) + 1
+    with segment_held(held) as proc:
+        run = mpiexec(2, "capacity", "--max", "2", "--rounds", "1", "--until", "late<1.01",
+                      "--", "-smkey", key, "-nh", *STREAMS, "0.2", "1", cwd=tmp_path,
+                      env={**ENV, "TMPDIR": str(tmp_path)})
+        began = time.monotonic()
+        stdout, stderr = run.communicate(timeout=120)
+        assert time.monotonic() - began < 25, stderr           # (the set-up timeout is 30 s)
+        assert (run.returncode, stdout) == (2, ""), stderr
+        line = f"torque-async: error: shared memory key {held:#x} is in use by pid {proc.pid}, " \
+               f"still running: wait for it or choose another -smkey"
+        assert stderr.count(line) == 1 and "did not end" not in stderr, stderr
+    assert not left([Path("/dev/shm", segment_name(int(key, 16))), *tmp_path.glob("torque-async-*")])
+
+
+def test_a_command_that_differs_by_rank_is_refused_in_words_a_user_typed(key):
+    """Each rank's --until from its environment: the refusal names the option that differs
+    as typed (it showed a Python tuple and the words None and False)."""
+    run = subprocess.run([MPIEXEC, "-n", "2", "sh", "-c", 'exec "$@" --until "p99<$((PMI_RANK + '
+                          '1))s" -- -smkey ' + key + ' -n 4 -MB 1 -Striad', "sh", *CMD,
+                          "capacity", "--max", "2", "--rounds", "1"],
+                         capture_output=True, text=True, env=ENV, timeout=60)
+    assert (run.returncode, run.stdout) == (2, ""), run.stderr
+    said = f"torque-async: error: rank 1 on {HOST} has another plan than rank 0 (every rank " \
+           f"runs one plan): rank 0 has 'capacity --group 0 --vary procs --until p99<1s --max " \
+           f"2 --rounds 1', rank 1 on {HOST} 'capacity --group 0 --vary procs --until p99<2s " \
+           f"--max 2 --rounds 1'"
+    assert run.stderr.splitlines() == [said, said]
+
+
+def test_a_stop_to_rank_0_alone_ends_the_job_with_its_status_and_says_so(key, tmp_path):
+    """Rank 0 stopped in its run while rank 1's runs on: rank 0 waited -rankTimeout for
+    rank 1, then named it as 'stopped or hung?' and ended the job with exit 1; it now says its
+    own stop reached it alone and the job ends 128 + the signal, as a plain run's would."""
+    run, rank0 = stopped_in_the_second_point(key, tmp_path, 0)
+    stdout, stderr = run.communicate(timeout=60)
+    assert run.returncode == 128 + signal.SIGINT, (stdout, stderr)
+    assert f"torque-async: rank 0 on {HOST}: rank 1 on {HOST} did not end its step within 2 s " \
+           f"of this rank's (-rankTimeout), which was stopped: the stop reached it alone" \
+        in stderr and "stopped or hung" not in stderr, stderr
+    assert not left([rank0, Path("/dev/shm", segment_name(int(key, 16) + 1)),
+                     *tmp_path.glob("torque-async-*")])

@@ -26,8 +26,8 @@ from torque_async import cli, deadlines
 from torque_async.results import (DONE, MEASURED, NEW, READY, RUNNING, free_segment,
                                   segment_name)
 
-from conftest import (CMD, ENV, assert_one_clean_line, execute, never_alive, run_cli, start,
-                      table, wait_for_rows)
+from conftest import (CMD, ENV, assert_one_clean_line, execute, never_alive, run_cli,
+                      segment_held, start, table, wait_for_rows)
 
 LONG = ["-n", "16", "-i", "1000000", "-KB", "256", "-bzero", "-spinWait"]
 CODES = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129, signal.SIGQUIT: 131}
@@ -489,22 +489,13 @@ def test_a_program_running_torque_async_in_its_own_process_holds_its_segment():
     """A run inside another program (the tests, execute()) has no 'torque' on its command line:
     it was taken for a killed run, and -freeSharedMemory removed its live segment."""
     key = 0x7517
-    holder = Path(tempfile.mkdtemp(prefix="holder."), "holder.py")   # a path without the name
-    holder.write_text("import sys\nfrom torque_async.results import Results, segment_name\n"
-                      f"held = Results.create(segment_name({key:#x}), 1)\n"
-                      "print('made', flush=True)\nsys.stdin.read()\nheld.unlink()\n")
-    proc = subprocess.Popen([sys.executable, str(holder)], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True, env=ENV)
-    try:
-        assert proc.stdout.readline() == "made\n"
+    with segment_held(key) as proc:
         r = run_cli("-smkey", hex(key), "-freeSharedMemory")
         assert (r.returncode, r.stdout) == (2, "") and f"in use by pid {proc.pid}, still " \
             "running" in r.stderr
         r = run_cli("-smkey", hex(key), "-n", "1", "-KB", "4", "-bzero")
         assert r.returncode == 2 and f"in use by pid {proc.pid}, still running" in r.stderr
         assert Path("/dev/shm", segment_name(key)).exists()
-    finally:
-        proc.communicate("", timeout=30)
     assert not Path("/dev/shm", segment_name(key)).exists()
 
 

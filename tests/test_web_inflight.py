@@ -537,9 +537,15 @@ def test_the_report_flags_unresolved_operations_and_counts_them():
     assert "resolved for 0 of 80" in nothing
     assert all(f"\n{op}, unresolved" in nothing for op in ("open", "read", "close"))
     assert "\nopen, 0" not in nothing and "\nread, 0" not in nothing
+    assert "files open at once: at most 0, mean not resolved (each timed request's open and " \
+           "close completions were seen together" in nothing and "once: at most 0, mean 0" \
+        not in nothing
+    assert "mean 0.0 (not resolved for 75 of 80 timed requests, whose completions were seen " \
+           "together)" in text
     alone = "\n".join(summary.lines(group, (rec(0, (apart, apart, apart, none), 0),),
                                     plan.procs(), 0))
     assert "resolved for" not in alone and "unresolved" not in alone
+    assert "files open at once: at most 0, mean 0.0; " in alone
 
 
 @needs_direct_files

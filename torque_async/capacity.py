@@ -366,7 +366,8 @@ def led(talk: cluster.Cluster, quiet: Quiet, folder: str) -> Quiet:
             code, doc, seconds, said = quiet(tokens, name)
         except orchestrator.Interrupted as e:          # (came as the run began)
             code, doc, seconds, said = 128 + e.signum, None, 0.0, ""
-        stop = next((sig for sig in talk.collect(status(code)) if sig), 0)
+        mine = status(code)
+        stop = next((sig for sig in talk.collect(mine, stopped=mine) if sig), 0)
         return (128 + stop if stop else code), doc, seconds, said
     return run
 
@@ -390,7 +391,8 @@ def follow(talk: cluster.Cluster, execute: Callable[[list[str]], int]) -> int:
                 code = quiet_run(execute, folder, tokens, name, os.path.join(theirs, name))[0]
             except orchestrator.Interrupted as e:
                 code = 128 + e.signum
-            talk.collect(status(code))
+            mine = status(code)
+            talk.collect(mine, stopped=mine)
         return step[1]
     finally:
         clear(folder)
@@ -461,8 +463,11 @@ def main(argv: list[str], group: int, vary: str, until: tuple[str, ...],
     job = cluster.start(rank) if rank is not None else None
     if job:                             # the whole command, as every rank was given it
         job.timeout = plan.settings.rankTimeout
-        job.same_plan([f"capacity: {group} {vary} {until} {keep} {ceiling} {floor} {rounds} "
-                       f"{passing} {json_path is not None}",
+        said = ["capacity --group", str(group), "--vary", vary, *(f"--until {u}" for u in until),
+                *(f"--keep {k}" for k in keep), f"--max {ceiling}", f"--min {floor}" * bool(floor),
+                f"--rounds {rounds}", f"--pass {passing}" * bool(passing),
+                "--json" * (json_path is not None)]       # (as typed, for the refusal's line)
+        job.same_plan([" ".join(filter(None, said)),
                        *cluster.plan_digest_lines(helptext.plan_lines(plan))])
     check = functools.partial(outputs.check, plan, (("capacity: --json", json_path),)
                               if json_path and not (job and job.rank) else ())
@@ -541,4 +546,8 @@ def search(plan, argv: list[str], lay: varied.Layout, knob: varied.Knob,
         except OSError as e:
             say([f"torque-async: capacity: --json {json_path}: {e.strerror}"], err=True)
             return 1
+    if not stopped and STOPS:           # after the last run: the answer is whole, the exit says it
+        say([f"torque-async: capacity: interrupted by {signal.Signals(STOPS[0]).name} after "
+             f"the search ended: it stopped no run, and the table and --json are whole"], err=True)
+        return 128 + STOPS[0]
     return 128 + stopped if stopped else 0

@@ -322,6 +322,7 @@ def run_plan(argv: list[str], began: startup.Began, late: list[int], parsed=None
     if about := helptext.asked_about(argv):
         say(about)
         return 0
+    job = None
     try:
         plan = parsed if parsed is not None else cmdline.parse(argv)
         answer = answers(plan)
@@ -337,12 +338,12 @@ def run_plan(argv: list[str], began: startup.Began, late: list[int], parsed=None
             if not plan.groups or plan.from_config:
                 return 0
         note_leftovers(tag, cluster.first_on_host())
-        job = None
         if rank is not None:                     # each rank's own plan, checked as it runs,
             cluster.refuse(plan)                 # every rank told of any rank's refusal
             agreed = cluster.plan_digest_lines(helptext.plan_lines(plan))
             plan = cluster.ranked(plan, tag)
             job = cluster.start(rank)
+            job.together = False                 # (capacity: each run agrees anew)
             job.same_plan(agreed)
             plan = job.plan_for(plan)            # (its clean-up guard from here: a stop in
             job.agree(lambda: validate.check(plan))   # the checks leaves none of MPI's files)
@@ -363,6 +364,8 @@ def run_plan(argv: list[str], began: startup.Began, late: list[int], parsed=None
             survey(plan, job)
     except UsageError as e:
         error(str(e))
+        if job is not None and not job.together:    # this rank's alone (its -smkey in use):
+            job.abort(2)                 # the others wait in the run's barrier, so end the job
         return 2
     return finish(plan, done, info, job, began)
 

@@ -42,6 +42,8 @@ PING_ROUNDS = 16                  # ping-pongs per rank; the one with the shorte
 POLL = 0.0005                     # seconds between looks at the MPI barrier
 TAG_PING, TAG_PONG, TAG_PHASE = 11, 12, 100     # TAG_PHASE + k: the arrivals at meeting k
 LATE = " of this rank's (-rankTimeout): stopped or hung?"
+STOPPED_ALONE = " of this rank's (-rankTimeout), which was stopped: the stop reached it alone " \
+                "(the others run on, or wait for it in their run); ending every rank"
 BOOT_ID = "/proc/sys/kernel/random/boot_id"   # one per running kernel: one CLOCK_MONOTONIC
 
 
@@ -310,11 +312,16 @@ class Cluster:
             out.append(offset_of(pongs))
         return out
 
-    def settle(self, do: str) -> None:
+    def settle(self, do: str, stopped: int = 0) -> None:
         """Every rank here before a blocking collective, within -rankTimeout: a rank that is
         not (stopped, hung) is named and the job ends. The wait sleeps: MPI's blocking calls
-        spin a core, which would take it from the ranks of this host still measuring."""
-        late = self.assemble(self.timeout, lambda: False, do)
+        spin a core, which would take it from the ranks of this host still measuring.
+        `stopped`: the signal that stopped this rank, whose stop then most likely reached it
+        alone (the others run on, or wait for it in their run): the job ends with its status."""
+        late = self.assemble(self.timeout, lambda: False, do, STOPPED_ALONE if stopped else LATE)
+        if late and stopped:
+            print(f"torque-async: {self.name(self.rank)}: {late}", file=sys.stderr)
+            self.abort(128 + stopped)
         if late:
             self.abort(self.ended((late,), 0))
 
@@ -325,9 +332,10 @@ class Cluster:
         self.settle("take rank 0's next step")
         return self.comm.bcast(what, root=0)
 
-    def collect(self, mine) -> list | None:
-        """Rank 0: every rank's `mine`, in rank order (MPI gather); another rank: None."""
-        self.settle("end its step")
+    def collect(self, mine, *, stopped: int = 0) -> list | None:
+        """Rank 0: every rank's `mine`, in rank order (MPI gather); another rank: None.
+        `stopped`: see settle."""
+        self.settle("end its step", stopped)
         return self.comm.gather(mine, root=0)
 
     def survey(self, info: SysInfo, details: list[str]) -> list[str]:
@@ -389,6 +397,7 @@ class Cluster:
         sys.stdout.flush()
         sys.stderr.flush()
         self.comm.Abort(code)
+        os._exit(code)        # (MPICH's MPI_Abort may return: nothing of this rank goes on)
 
     def finish(self, code: int) -> int:
         """The run's exit status: a rank that did not succeed ends every rank (MPI_Abort, after

@@ -88,8 +88,8 @@ def lines(group, records, procs, shortest_ns: int) -> list[str]:
            f"{s['read_mb_per_s']:.1f} MB/s read, {s['append_mb_per_s']:.2f} MB/s appended "
            f"(every request over the group's span; BW: sums each client's timed ones over its "
            f"own interval)",
-           f"Web group {group.index} load: files open at once: at most {s['most_open']}, mean "
-           f"{s['mean_open']:.1f}; requests in flight: at most {s['most_in_flight']}, mean "
+           f"Web group {group.index} load: files open at once: at most {s['most_open']}, "
+           f"{mean_open(s)}; requests in flight: at most {s['most_in_flight']}, mean "
            f"{s['mean_in_flight']:.1f}; CPU {s['cpu_ns_per_request'] / 1000:.1f} us per "
            f"request (the process's, user and system); the tree's disk: " + (
                "no queue figure (its file system is on no one block device: the web tree "
@@ -111,6 +111,20 @@ def lines(group, records, procs, shortest_ns: int) -> list[str]:
         elif name in SPLIT and s["ops_unresolved"]:
             out.append(f"{name}, unresolved")
     return out
+
+
+def mean_open(s: dict[str, Any]) -> str:
+    """The mean of the files open at once: a file is open from its open's completion to its
+    close's, so where a request's completions were seen together (unsplit) its time open is
+    not known (it adds 0 or a part of it): not resolved when no timed request's split was,
+    else how many were not said beside it."""
+    n, measured = s["ops_unresolved"], s["measured"]
+    if n and n == measured:
+        return "mean not resolved (each timed request's open and close completions were seen " \
+               "together: the time a file was open is unknown)"
+    return f"mean {s['mean_open']:.1f}" + (f" (not resolved for {n} of {measured} timed "
+                                           f"requests, whose completions were seen together)"
+                                           if n else "")
 
 
 SPLIT = WEB_OPS[:3]                              # a request's chain: open, reads, close

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -384,3 +385,27 @@ def test_a_stop_to_rank_0_alone_ends_the_job_with_its_status_and_says_so(key, tm
         in stderr and "stopped or hung" not in stderr, stderr
     assert not left([rank0, Path("/dev/shm", segment_name(int(key, 16) + 1)),
                      *tmp_path.glob("torque-async-*")])
+
+
+@pytest.mark.parametrize("bad, said", [
+    (["--rounds", "x"], "capacity: Invalid value for '--rounds': 'x' is not a valid integer "
+                        "range. (--help for help)"),
+    (["--until", "p99<fast"], None)])
+def test_a_command_line_refused_on_one_rank_before_mpi_started_ends_every_rank(key, bad, said):
+    """Rank 1's capacity options refused before MPI's start (click's or capacity's own check):
+    rank 0 waited in MPI's start for ever; rank 1 now joins the job to say so, and every
+    rank ends with exit 2, rank 0 naming rank 1's refusal."""
+    plan = ["--", "-smkey", key, "-nh", *STREAMS, "0.2", "1"]
+    run = subprocess.run([MPIEXEC, "-n", "2", "sh", "-c", 'if [ "$PMI_RANK" = 1 ]; then exec "$@" '
+                          + shlex.join(bad + plan) + '; else exec "$@" ' + shlex.join(plan)
+                          + '; fi', "sh", *CMD, "capacity", "--max", "2",
+                          "--rounds", "1", "--until", "late<1.01"],
+                         capture_output=True, text=True, env=ENV, timeout=60)
+    assert (run.returncode, run.stdout) == (2, ""), run.stderr
+    lines = run.stderr.splitlines()
+    assert len(lines) == 2, run.stderr
+    own = next(line for line in lines if "another plan" not in line)
+    assert said is None or own == f"torque-async: error: {said}"
+    assert any(line.startswith(f"torque-async: error: rank 1 on {HOST} has another plan than "
+                               f"rank 0") and f"'refused its command line: {own[21:]}'" in line
+               for line in lines), run.stderr

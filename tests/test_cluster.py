@@ -929,3 +929,19 @@ def test_a_stopped_rank_is_named_after_rank_timeout_and_the_job_ends_leaving_not
     assert gone([Path("/dev/shm", segment_name(key + k)) for k in range(2)])
     assert not {n for n in shm_now() - before if not n.startswith("torque-async-")}   # MPI's
     assert not list(tmp_path.glob("torque-async-scratch.*"))
+
+
+def test_a_command_line_refused_on_one_rank_alone_ends_every_rank_with_exit_2():
+    """An option only rank 1 was given (its environment's) is refused before MPI starts:
+    rank 0 waited in MPI's start for ever; rank 1 now joins the job to tell it, and rank 0
+    refuses the job in one line that names rank 1 and its reason."""
+    run = subprocess.run([MPIEXEC, "-n", "2", "sh", "-c", 'if [ "$PMI_RANK" = 1 ]; then exec '
+                          '"$@" -bogus; else exec "$@"; fi', "sh", *CMD, "-smkey", "0x7a40",
+                          "-nh", "-n", "4", "-MB", "1", "-Striad"],
+                         capture_output=True, text=True, env=ENV, timeout=60)
+    assert (run.returncode, run.stdout) == (2, ""), run.stderr
+    assert sorted(run.stderr.splitlines()) == [
+        "torque-async: error: rank 1 on " + HOST + " has another plan than rank 0 (every rank "
+        "runs one plan): rank 0 has 'globals: nh=True, smkey=0x7a40', rank 1 on " + HOST +
+        " 'refused its command line: unknown option -bogus'",
+        "torque-async: error: unknown option -bogus"]

@@ -48,7 +48,7 @@ class DefaultRun(click.Group):
             code = super().main(*args, standalone_mode=False, **kwargs)
         except click.UsageError as e:
             where = f"{e.ctx.info_name}: " if e.ctx and e.ctx.parent else ""
-            fail(f"{where}{e.format_message()} (--help for help)", 2)
+            refuse(f"{where}{e.format_message()} (--help for help)")
         except click.ClickException as e:
             fail(e.format_message(), e.exit_code)
         except click.Abort:
@@ -227,8 +227,7 @@ def capacity_command(plan: tuple[str, ...], **given) -> None:
         code = capacity.main(list(plan), command=" ".join(map(shlex.quote, sys.argv[1:])),
                              execute=execute, **given)
     except UsageError as e:
-        error(str(e))
-        code = 2
+        refuse(str(e))
     sys.exit(cluster.finish(code))             # (under mpiexec: every rank ends together)
 
 
@@ -259,6 +258,14 @@ def error(message: str) -> None:
 def fail(message: str, code: int) -> None:
     error(message)
     sys.exit(code)
+
+
+def refuse(message: str) -> None:
+    """Bad input, said in one line; exit 2 (under mpiexec every rank told, cluster.refused_alone,
+    and ended together)."""
+    error(message)
+    cluster.refused_alone(message)
+    sys.exit(cluster.finish(2))
 
 
 def execute(argv: list[str], began: startup.Began | None = None, exiting: bool = False,
@@ -322,7 +329,7 @@ def run_plan(argv: list[str], began: startup.Began, late: list[int], parsed=None
     if about := helptext.asked_about(argv):
         say(about)
         return 0
-    job = None
+    job, alone = None, False
     try:
         plan = parsed if parsed is not None else cmdline.parse(argv)
         answer = answers(plan)
@@ -333,9 +340,10 @@ def run_plan(argv: list[str], began: startup.Began, late: list[int], parsed=None
         rank = cluster.launcher_rank()            # under mpiexec: this rank's key and scratch
         key, tag = cluster.own(s.smkey, rank)
         if s.freeSharedMemory:
+            alone = not plan.groups or plan.from_config     # (no rank starts MPI then)
             free_leftovers(None if s.smkey is None else key, tag,
                            f"rank {rank} on {socket.gethostname()}: " if tag else "")
-            if not plan.groups or plan.from_config:
+            if alone:
                 return 0
         note_leftovers(tag, cluster.first_on_host())
         if rank is not None:                     # each rank's own plan, checked as it runs,
@@ -364,7 +372,10 @@ def run_plan(argv: list[str], began: startup.Began, late: list[int], parsed=None
             survey(plan, job)
     except UsageError as e:
         error(str(e))
-        if job is not None and not job.together:    # this rank's alone (its -smkey in use):
+        if job is None:
+            if not alone:                # before MPI's start: the others wait there
+                cluster.refused_alone(str(e))
+        elif not job.together:           # this rank's alone (its -smkey in use):
             job.abort(2)                 # the others wait in the run's barrier, so end the job
         return 2
     return finish(plan, done, info, job, began)

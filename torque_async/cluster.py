@@ -451,6 +451,26 @@ def start(rank: int) -> Cluster:
     return _job
 
 
+def refused_alone(message: str) -> None:
+    """Under an MPI launcher, a rank that refused its command line before MPI started (an
+    option that differs by rank) joins the job to say so: the others wait in MPI's start, then
+    compare plans (same_plan, the first exchange of a run and of capacity). Its refusal is its
+    plan, so every other rank refuses the job in one line naming it, where they would have
+    waited for ever; ranks that all refused alike end quietly. finish() then ends it."""
+    rank = launcher_rank()
+    if rank is None or _job is not None:
+        return
+    try:
+        job = start(rank)
+    except UsageError:           # (no mpi4py here: nothing to tell the others with)
+        return
+    job.together = True
+    try:
+        job.same_plan([f"refused its command line: {message}"])
+    except UsageError:           # (said already, in this rank's own words)
+        pass
+
+
 def finish(code: int) -> int:
     """The exit status; under MPI, see Cluster.finish."""
     return _job.finish(code) if _job else code

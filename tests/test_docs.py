@@ -60,7 +60,8 @@ def commands(page: Path) -> list[list[str]]:
                 continue                                         # the grammar, not a command
             for part in re.split(r"\|\||&&|[|;]", line):
                 part = re.sub(r"^\s*do\s", "", part)
-                if not re.match(r"\s*(torque-async|mpiexec|python3 tools/)", part):
+                if not re.match(r"\s*(torque-async|mpiexec|python3 tools/)", part) or \
+                        re.match(r"\s*torque-async:", part):     # (its messages, not a command)
                     continue
                 words = shlex.split(re.sub(r"\$(\w+)", lambda m: SHELL_VARS[m.group(1)], part),
                                     comments=True)

@@ -39,10 +39,37 @@ def test_mann_whitney_s_p_is_scipy_s_and_its_interval_a_seeded_bootstrap():
     assert (f.a, f.b) == (21.0, 30.0)                 # medians
     assert f.low <= f.change <= f.high and f.low > 0
     assert sig.sample_test(lat_a, lat_b, ranks=True) == f        # seeded: the same interval
-    rng = np.random.default_rng(sig.SEED)             # the bootstrap, written out
-    ra = np.median(rng.choice(lat_a, (sig.BOOTSTRAP, 5)), axis=1)
+    rng = np.random.default_rng(sig.SEED)             # the bootstrap, written out: of the
+    ra = np.median(rng.choice(lat_a, (sig.BOOTSTRAP, 5)), axis=1)      # ratio of the medians
     rb = np.median(rng.choice(lat_b, (sig.BOOTSTRAP, 5)), axis=1)
-    assert (f.low, f.high) == tuple(np.quantile(rb - ra, (0.025, 0.975)))
+    ratio = np.quantile(rb / ra, (0.025, 0.975))
+    assert [f.low, f.high] == pytest.approx(list((ratio - 1) * 21))
+    late_a, late_b = [0, 2, 1, 0, 3], [4, 5, 6, 5, 7]               # a 0 in A: of the difference
+    g = sig.sample_test(late_a, late_b, ranks=True)
+    rng = np.random.default_rng(sig.SEED)
+    ra = np.median(rng.choice(late_a, (sig.BOOTSTRAP, 5)), axis=1)
+    rb = np.median(rng.choice(late_b, (sig.BOOTSTRAP, 5)), axis=1)
+    assert (g.low, g.high) == tuple(np.quantile(rb - ra, (0.025, 0.975)))
+
+
+def test_a_latency_s_interval_never_reaches_past_minus_100_percent():
+    """A p99 whose runs in A spread from 10 to 100 us, all about 1 us in B: the difference of
+    resampled medians reached -99 us, -900% of A's median (11 us); a latency cannot fall by
+    more than all of it."""
+    f = sig.sample_test([10.0, 10.0, 11.0, 100.0, 100.0], [1.0, 1.2, 0.9, 2.0, 1.1], ranks=True)
+    assert -100 < f.pct_interval[0] <= f.pct <= f.pct_interval[1] < 0
+    assert f.interval_text("us") == \
+        f"95% CI {f.pct_interval[0]:+.1f}% to {f.pct_interval[1]:+.1f}%"
+
+
+def test_a_welch_interval_past_minus_100_percent_is_flagged_not_printed_as_a_bound():
+    f = sig.sample_test([100.0, 100.5, 99.5], [5.0, 90.0, 20.0])     # a wide B, three runs
+    assert f.pct_interval[0] < -100                                  # (Welch's own interval)
+    assert f.interval_text("MB/s") == \
+        f"95% CI below -100% (too few runs for the spread) to {f.pct_interval[1]:+.1f}%"
+    zero = sig.sample_test([0.0, 0.0, 0.0], [2.0, 3.0, 4.0])          # from 0: in the unit
+    assert zero.interval_text("frames") == \
+        f"95% CI {zero.low:+.1f} frames to {zero.high:+.1f} frames"
 
 
 def test_a_welch_interval_excludes_zero_exactly_when_p_is_below_alpha():

@@ -241,7 +241,7 @@ class Change:
         if f.why == UNTESTABLE:
             return f"{change}, untestable (every repetition alike on each side: no spread to " \
                    f"tell noise by)" + flags
-        stated = f"{interval_text(f, self.unit)}; {f.test}, p = {f.p:.2g}"
+        stated = f"{f.interval_text(self.unit)}; {f.test}, p = {f.p:.2g}"
         if self.role == TOTAL:
             return f"{change} ({stated}), the sum of the tests above: not a test" + flags
         said = direction if f.significant else "not significant"
@@ -253,13 +253,6 @@ def change_text(pct: float | None, change: float, unit: str) -> str:
     """'+12.3%', or from 0 the change in the figure's unit ('+3 frames')."""
     return f"{pct:+.1f}%" if pct is not None else \
         ("no change" if not change else f"from 0 ({change:+g} {unit})")
-
-
-def interval_text(f: Finding, unit: str) -> str:
-    """The change's 95% interval, in % of A's centre (in the unit from 0)."""
-    got = f.pct_interval
-    lo, hi, u = (*got, "%") if got else (f.low, f.high, f" {unit}")
-    return f"95% CI {lo:+.1f}{u} to {hi:+.1f}{u}"
 
 
 @dataclass(frozen=True)

@@ -1042,8 +1042,7 @@ def change_text_of(r: Rank) -> str:
     change = "new" if f.pct is None else f"{f.pct:+.1f}%"
     if f.test is None:
         return change + (f" ({f.why})" if f.why != "one run" else "")
-    got = f.pct_interval
-    interval = f"95% CI {got[0]:+.1f}% to {got[1]:+.1f}%; " if got else ""
+    interval = f"{f.interval_text(r.figure.label)}; " if f.pct_interval else ""
     return f"{change} ({interval}{f.test}, p = {f.p:.2g})"
 
 

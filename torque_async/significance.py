@@ -7,7 +7,10 @@ comparisons decided together (Holm), so that dozens of figures do not cry wolf.
   excludes 0 exactly when p < 0.05.
 - Mann-Whitney U of the medians, for percentiles (latency, lateness) and frame counts, which are
   not normal: the change is B's median minus A's, its interval a seeded percentile bootstrap
-  (each side resampled on its own).
+  (each side resampled on its own) of the ratio of the medians when A's values are all above 0
+  and B's not below (so the interval never reaches past -100%), of their difference otherwise.
+- A Welch interval reaching past -100% (a mean falling by more than all of it: a figure that
+  cannot be negative, too few repetitions for its spread) is said so, not printed as a bound.
 - Fewer than two values on a side: no test ("one run"). No spread on either side (every value of
   A alike, every value of B alike): equal, "no change"; else "untestable" (a difference no
   spread can be measured against), never significant.
@@ -63,6 +66,16 @@ class Finding:
             return None
         return 100 * self.low / abs(self.a), 100 * self.high / abs(self.a)
 
+    def interval_text(self, unit: str) -> str:
+        """'95% CI -4.1% to -1.2%' (in % of A's centre; from 0 in `unit`); a lower end past
+        -100% is flagged ('below -100%: too few runs for the spread'), never printed as a
+        bound."""
+        got = self.pct_interval
+        if got is None:
+            return f"95% CI {self.low:+.1f} {unit} to {self.high:+.1f} {unit}"
+        low = f"{got[0]:+.1f}%" if got[0] >= -100 else "below -100% (too few runs for the spread)"
+        return f"95% CI {low} to {got[1]:+.1f}%"
+
     def direction(self, higher_is_better: bool) -> int:
         """1: B better than A, -1 worse, 0 equal."""
         up = self.change if higher_is_better else -self.change
@@ -104,11 +117,18 @@ def sample_test(a: Sequence[float], b: Sequence[float], ranks: bool = False,
 
 def bootstrap_interval(a: list[float], b: list[float], seed: int = SEED) -> tuple[float, float]:
     """The 95% percentile-bootstrap interval of median(b) - median(a), each side resampled
-    with replacement BOOTSTRAP times (seeded: the same samples give the same interval)."""
+    with replacement BOOTSTRAP times (seeded: the same samples give the same interval): of
+    the ratio median(b) / median(a), times median(a), when a > 0 and b >= 0 throughout (a
+    latency cannot fall by more than all of it), of the difference otherwise."""
     rng = np.random.default_rng(seed)
     ra = np.median(rng.choice(a, (BOOTSTRAP, len(a))), axis=1)
     rb = np.median(rng.choice(b, (BOOTSTRAP, len(b))), axis=1)
-    low, high = np.quantile(rb - ra, (ALPHA / 2, 1 - ALPHA / 2))
+    quantiles = (ALPHA / 2, 1 - ALPHA / 2)
+    if min(a) > 0 and min(b) >= 0:
+        centre = statistics.median(a)
+        low, high = (np.quantile(rb / ra, quantiles) - 1) * centre
+    else:
+        low, high = np.quantile(rb - ra, quantiles)
     return float(low), float(high)
 
 

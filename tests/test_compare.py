@@ -228,6 +228,21 @@ def test_runs_whose_tests_had_other_neighbours_are_noted():
                                                    "not the system's")
 
 
+def test_runs_made_with_another_engine_priority_or_verbosity_are_noted():
+    """The same plan with -engine threads against the default read as the system's change."""
+    a = document(PLAN, {"load": 1000, "bcopy": 500, "spinWait": 100})
+    b = document("-engine threads -rtprio 50 " + PLAN, {"load": 1000, "bcopy": 500,
+                                                        "spinWait": 100})
+    assert compare.provenance(a, b) == [
+        "note: the runs were made differently (-engine auto in A, threads in B; -rtprio None in "
+        "A, 50 in B): a change may be that choice's, not the system's"]
+    assert compare.provenance(a, document("-v " + PLAN, {"load": 1000, "bcopy": 500,
+                                                          "spinWait": 100}))[0].startswith(
+        "note: the runs were made differently (-vl 0 in A, 1 in B)")
+    seeded = document("-seed 7 " + PLAN, {"load": 1000, "bcopy": 500, "spinWait": 100})
+    assert compare.provenance(a, seeded) == []       # what it does, not how: -seed is not noted
+
+
 def test_a_baseline_stopped_in_a_run_alone_is_noted_as_alone():
     """Its figures are a group's alone: compared with a run together as like for like."""
     a = document(PLAN, {"load": 1000, "bcopy": 500, "spinWait": 100})

@@ -63,8 +63,12 @@ def test_a_how_not_of_the_known_kinds_is_refused():
     table = list(OPTIONS.values())
     with pytest.raises(TypeError, match="-p says how='ignored'"):
         options.settings(swapped(table, "p", how="ignored"))
-    with pytest.raises(TypeError, match="-seed says how='setting'"):   # a global has none
-        options.settings(swapped(table, "seed", how=SETTING))
+    with pytest.raises(TypeError, match="-load says how='setting'"):   # an action has none
+        options.settings(swapped(table, "load", how=SETTING))
+    assert "seed" not in options.settings(swapped(table, "seed", how=SETTING))   # a local's
+    assert "seed" in options.settings(swapped(table, "seed", how=SETTING), options.GLOBAL)
+    assert {"engine", "rtprio", "vl"} <= options.RUN_SETTINGS and "seed" not in \
+        options.RUN_SETTINGS and not options.RUN_SETTINGS & compare.HOW
     with pytest.raises(TypeError, match="-sample makes sample a work, another option a setting"):
         options.settings(swapped(table, "sample", how=WORK))
 

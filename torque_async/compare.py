@@ -34,7 +34,7 @@ from typing import Any
 
 from .significance import (ALPHA, MANN_WHITNEY, ONE_RUN, SAME, UNTESTABLE, WELCH, Finding,
                            Spread, holm, sample_test)
-from .options import SETTINGS
+from .options import RUN_SETTINGS, SETTINGS
 from .stats import Stats, bucket, merge
 
 
@@ -375,6 +375,12 @@ def provenance(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     if plan_of(a) != plan_of(b):
         out.append(f"note: the plans differ ({plan_difference(a, b)}): a test's neighbours are "
                    f"not the same, so a change may be the plan's, not the system's")
+    sa, sb = a["plan"]["settings"], b["plan"]["settings"]
+    made = [f"-{k} {sa.get(k)} in A, {sb.get(k)} in B" for k in sorted(RUN_SETTINGS)
+            if sa.get(k) != sb.get(k)]
+    if made:
+        out.append(f"note: the runs were made differently ({'; '.join(made)}): a change may be "
+                   f"that choice's, not the system's")
     alone = [(label, doc["stopped_alone"]) for label, doc in (("A", a), ("B", b))
              if doc.get("stopped_alone") is not None]
     out += [f"note: {label} is a -baseline run stopped in group {k}'s run alone: its figures are "

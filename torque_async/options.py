@@ -228,7 +228,7 @@ _G = [
            "with one transfer outstanding, else io_uring where available, else threads), uring, "
            "threads, sync (blocking, one transfer at a time)",
            (Arg("name", choice("auto", "uring", "threads", "sync")),),
-           default="auto", group="Files", fio=("ioengine",)),
+           default="auto", how=SETTING, group="Files", fio=("ioengine",)),
     Option("example", GLOBAL, "print worked examples", default=False, group="Help", asks=True),
     Option("failLate", GLOBAL, "exit with status 3 when a stream missed its rate (a frame "
            "lost, later than -lateUs and its -bufferFrames allow, or dropped) and nothing else "
@@ -273,7 +273,7 @@ _G = [
     Option("rtprio", GLOBAL, "run the event loop's thread (streams, file and web tests) "
            "SCHED_FIFO at priority N, its process's memory locked (mlockall), as cyclictest's "
            "-p N -m; refused without the privilege", (Arg("N", integer(1, 99)),),
-           default=None, group="Execution"),
+           default=None, how=SETTING, group="Execution"),
     Option("seed", GLOBAL, "seed of every random choice (default: from the clock, printed)",
            (Arg("n", integer(0, 2**63 - 1)),), default=None, group="Execution", fio=("randseed",)),
     Option("slow", GLOBAL, "keep every test running until the slowest completes "
@@ -283,13 +283,14 @@ _G = [
            "gives rank r KEY + r)",
            (Arg("key", integer(0, 2**32 - 1)),), default=None, group="Execution"),
     Option("sp", GLOBAL, "single process: the main process runs the one test itself",
-           default=False, group="Execution"),
+           default=False, how=SETTING, group="Execution"),
     Option("tAll", GLOBAL, "-t for every group that sets none (streams keep their runTime)",
            (Arg("seconds", TIME),), default=None, group="Transfers"),
-    Option("v", GLOBAL, "verbose (perturbs results)", dest="vl", const=1, group="Output"),
+    Option("v", GLOBAL, "verbose (perturbs results)", dest="vl", const=1, how=SETTING,
+           group="Output"),
     Option("version", GLOBAL, "print the version", default=False, group="Help", asks=True),
     Option("vl", GLOBAL, "verbose level 1..3", (Arg("n", integer(1, 3)),),
-           default=0, group="Output"),
+           default=0, how=SETTING, group="Output"),
     Option("allowForeign", GLOBAL, "let -cfiles/-files use a -dir that holds files torque-async "
            "did not make (it still writes only its own)", default=False, group="Files"),
     Option("writeDevices", GLOBAL, "let write tests write to devices (block or character) "
@@ -535,21 +536,26 @@ if any(o.default is not UNSET for o in _A):
     raise TypeError("an action declares a default: its arguments have none")
 
 
-def settings(options: list[Option]) -> frozenset[str]:
-    """The local fields of how a test runs, not what it does (Option.how SETTING); TypeError
-    for a how not in HOW_KINDS, on an option not local, or differing between a field's options."""
+def settings(options: list[Option], scope: str = LOCAL) -> frozenset[str]:
+    """The fields of `scope`'s options that say how the tests run, not what they do (Option.how
+    SETTING: a local one's test is the same test, a global one's run the same plan, made
+    differently); TypeError for a how not in HOW_KINDS, on an action, or differing between a
+    field's options."""
     kinds: dict[str, str] = {}
+    mine = set()
     for o in options:
-        if o.how not in HOW_KINDS or (o.scope != LOCAL and o.how != WORK):
-            raise TypeError(f"-{o.name} says how={o.how!r}: a local option's is one of "
-                            f"{', '.join(HOW_KINDS)}")
+        if o.how not in HOW_KINDS or (o.scope == ACTION and o.how != WORK):
+            raise TypeError(f"-{o.name} says how={o.how!r}: an option's is one of "
+                            f"{', '.join(HOW_KINDS)}, an action's {WORK}")
         for f in (o.field, *(extra for extra, _ in o.also)):
             if kinds.setdefault(f, o.how) != o.how:
                 raise TypeError(f"-{o.name} makes {f} a {o.how}, another option a {kinds[f]}")
-    return frozenset(f for f, kind in kinds.items() if kind == SETTING)
+            mine |= {f} if o.scope == scope else set()
+    return frozenset(f for f in mine if kinds[f] == SETTING)
 
 
 SETTINGS = settings(list(OPTIONS.values()))          # compare.HOW
+RUN_SETTINGS = settings(list(OPTIONS.values()), GLOBAL)   # compare's note on runs made otherwise
 
 
 def check_applies(options: list[Option]) -> None:

@@ -961,3 +961,87 @@ def test_a_command_line_refused_on_one_rank_alone_ends_every_rank_with_exit_2():
         "runs one plan): rank 0 has 'globals: nh=True, smkey=0x7a40', rank 1 on " + HOST +
         " 'refused its command line: unknown option -bogus'",
         "torque-async: error: unknown option -bogus"]
+
+
+def server_dirs() -> set[Path]:
+    """The workers' servers' socket directories in the suite's temp dir (workstart.PREFIX)."""
+    return set(Path(tempfile.gettempdir()).glob("torque-async-forkserver.*"))
+
+
+def ours_left(before_shm: set[str], before_dirs: set[Path]) -> set[str]:
+    """What a job left since `before_*`: /dev/shm files no live process maps, and servers'
+    directories of commands no longer alive."""
+    dead = {str(d) for d in server_dirs() - before_dirs
+            if not psutil.pid_exists(int(d.name.split(".")[1]))}
+    return left_behind(before_shm) | dead
+
+
+FAILS_BEFORE_MPI = ['if [ "$PMI_RANK" = 1 ]; then echo "rank 1: no numpy here" >&2; exit 2; '
+                    'else exec "$@"; fi', "sh", *CMD]
+
+
+def test_a_rank_that_fails_before_mpi_starts_ends_the_job_within_rank_timeout():
+    """Rank 1 fails before it starts MPI (numpy that cannot load under its ulimit -v): rank 0
+    waited in MPI's start for ever, where no signal's handler runs. It now ends after
+    -rankTimeout, saying why, and leaves neither MPI's files nor its workers' server's."""
+    before_shm, before_dirs = shm_now(), server_dirs()
+    began = time.monotonic()
+    run = subprocess.run([MPIEXEC, "-n", "2", "sh", "-c", *FAILS_BEFORE_MPI, "-rankTimeout",
+                          "2", "-smkey", "0x7a60", "-nh", "-n", "4", "-MB", "1", "-Striad"],
+                         capture_output=True, text=True, env=ENV, timeout=60)
+    assert time.monotonic() - began < 30 and run.returncode != 0 and "BW:" not in run.stdout
+    assert "rank 1: no numpy here" in run.stderr
+    assert f"torque-async: rank 0 on {HOST}: not every rank started MPI within 2 s " \
+        "(-rankTimeout): a rank that failed before it started MPI" in run.stderr, run.stderr
+    assert "Traceback" not in run.stderr
+    deadline = time.monotonic() + 15                  # (its watcher cleans as the rank dies)
+    while ours_left(before_shm, before_dirs) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not ours_left(before_shm, before_dirs)
+
+
+def test_a_stop_while_mpi_starts_ends_the_rank_at_once_and_leaves_nothing():
+    """Ctrl-C to mpiexec while rank 0 waits in MPI's start for a rank that never comes: the
+    run's handlers cannot run in MPI's C code, so the stop used to be held until the start
+    returned (never); the rank now ends at once, and its watcher removes what it left."""
+    before_shm, before_dirs = shm_now(), server_dirs()
+    run = subprocess.Popen([MPIEXEC, "-n", "2", "sh", "-c", *FAILS_BEFORE_MPI, "-rankTimeout",
+                            "600", "-smkey", "0x7a62", "-nh", "-n", "4", "-MB", "1", "-Striad"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    deadline = time.monotonic() + 60
+    while not (rank0 := [p for p in psutil.Process(run.pid).children(recursive=True)
+                         if "torque_async" in " ".join(p.cmdline()) and
+                         "mpi4py" in {Path(m.path).parts[-2] for m in p.memory_maps()
+                                      if len(Path(m.path).parts) > 1}]):
+        assert time.monotonic() < deadline and run.poll() is None   # (in MPI's start: mapped)
+        time.sleep(0.05)
+    began = time.monotonic()
+    run.send_signal(signal.SIGINT)
+    code, out, err = finished(run, timeout=60)
+    assert time.monotonic() - began < 10 and code != 0, err
+    assert "not every rank started MPI" not in err and "Traceback" not in err
+    _, alive = psutil.wait_procs(rank0, timeout=15)
+    assert not alive
+    deadline = time.monotonic() + 15
+    while ours_left(before_shm, before_dirs) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not ours_left(before_shm, before_dirs)
+
+
+def test_an_mpi_library_that_cannot_load_is_one_line_naming_why(tmp_path):
+    """mpi4py found but its MPI library not loadable (ulimit -v on that rank: 'failed to map
+    segment'): a RuntimeError whose traceback was the rank's whole answer."""
+    fake = tmp_path / "mpi4py"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("")
+    (fake / "MPI.py").write_text(
+        'raise RuntimeError("cannot load MPI library\\n/x/libmpi.so: file too short\\n'
+        '/x/libmpi.so.12: failed to map segment from shared object\\n'
+        '/x/libmpi.so.40: cannot open shared object file: No such file or directory")')
+    run = subprocess.run([*CMD, "-nh", "-n", "4", "-MB", "1", "-Striad"], capture_output=True,
+                         text=True, timeout=60, cwd=tmp_path,
+                         env={**ENV, "PMI_RANK": "1", "PYTHONPATH": f"{tmp_path}:{REPO}"})
+    assert_one_clean_line(run.returncode, run.stdout, run.stderr,
+                          f"rank 1 on {HOST}: mpi4py cannot load the MPI library (/x/libmpi."
+                          "so.12: failed to map segment from shared object): check the MPI "
+                          "installation there, and ulimit -v")

@@ -4,6 +4,7 @@ runs both pipelines together (order, inherited lateness, lapping, drops), and th
 from __future__ import annotations
 
 import asyncio
+import copy
 import heapq
 import itertools
 import json
@@ -13,6 +14,7 @@ import numpy as np
 import pytest
 
 from conftest import run_cli
+from torque_async import compare
 from torque_async.kind_api.api import TestError as Failure
 from torque_async.kind_api.buffers import Buffers
 from torque_async.streams.frames import WRITTEN, Frames, header_of
@@ -393,6 +395,18 @@ def test_a_real_three_stage_pipeline_passes_its_checks_and_reports_its_stages(ac
     start = [t["record"]["start"] for t in tests]
     assert start[0] < start[1] < start[2]                  # one period behind each writer's
     assert Fraction(start[2] - start[0], PERIOD) > 2.5     # stage: 1 + 2 periods
+    playout = tests[2]["streams"]["sub0"]             # compare: what a stage inherited, apart
+    got = compare.figures(tests[2])
+    assert [got[f"sub 0 {k}"][2] for k in ("lapped", "inherited late", "inherited lost")] == \
+        [playout["lapped"], playout["up_late"], playout["up_lost"]]
+    assert got["sub 0 inherited max"] == ("us", False, playout["up_max"] / 1000)
+    assert not any("inherited" in k or "lapped" in k for k in compare.figures(tests[0]))
+    later = copy.deepcopy(doc)
+    later["tests"][2]["streams"]["sub0"]["up_late"] += 40     # the capture's lateness grew
+    found = {(c.test.split(" [")[0], c.figure): c for c in compare.compare(doc, later).changes}
+    grew = [(c.a, c.b) for (t, f), c in found.items() if f == "sub 0 inherited late"
+            and t.startswith("-from 1")]
+    assert grew == [((playout["up_late"],), (playout["up_late"] + 40,))]
 
 
 def test_capacity_varies_every_stage_of_a_wired_pipeline_together():

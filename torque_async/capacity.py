@@ -460,7 +460,7 @@ def main(argv: list[str], group: int, vary: str, until: tuple[str, ...],
         raise UsageError(f"capacity: --json {json_path or repr('')}: name a file (the table "
                          f"goes to standard output)")
     rank = cluster.launcher_rank()
-    job = cluster.start(rank) if rank is not None else None
+    job = cluster.start(rank, plan.settings.rankTimeout) if rank is not None else None
     if job:                             # the whole command, as every rank was given it
         job.timeout = plan.settings.rankTimeout
         said = ["capacity --group", str(group), "--vary", vary, *(f"--until {u}" for u in until),

@@ -35,10 +35,16 @@ def clean(pid: int, segment: str, scratch_dir: str, mpi_files: list[tuple[int, s
             free_segment(segment)
     except NotASegment:                        # not the rank's: left alone
         pass
+    left(pid, [*glob.glob(f"{glob.escape(scratch_dir)}.*"), *folders], mpi_files)  # scratch.
+                                                 # directory() + mkdtemp's suffix (a link: refused)
+
+
+def left(pid: int, made: list[str], mpi_files: list[tuple[int, str]]) -> None:
+    """What process `pid`, killed, left: the folders it `made`, its workers' server's socket
+    directory, its MPI library's files (remove_mpi_files)."""
     server = os.path.join(base(pid), f"{PREFIX}{pid}")                  # workstart.py's
-    for made in [*glob.glob(f"{glob.escape(scratch_dir)}.*"),  # scratch.directory() + mkdtemp's
-                 *glob.glob(f"{glob.escape(server)}.*"), *folders]:  # suffix (a link: refused)
-        shutil.rmtree(made, ignore_errors=True)
+    for folder in [*made, *glob.glob(f"{glob.escape(server)}.*")]:
+        shutil.rmtree(folder, ignore_errors=True)
     remove_mpi_files(mpi_files)
 
 

@@ -350,7 +350,7 @@ def run_plan(argv: list[str], began: startup.Began, late: list[int], parsed=None
             cluster.refuse(plan)                 # every rank told of any rank's refusal
             agreed = cluster.plan_digest_lines(helptext.plan_lines(plan))
             plan = cluster.ranked(plan, tag)
-            job = cluster.start(rank)
+            job = cluster.start(rank, s.rankTimeout)
             job.together = False                 # (capacity: each run agrees anew)
             job.same_plan(agreed)
             plan = job.plan_for(plan)            # (its clean-up guard from here: a stop in

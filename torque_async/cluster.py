@@ -19,8 +19,10 @@ what a killed rank leaves: its workers, its segment, its scratch directory.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -40,6 +42,8 @@ from .sysinfo import SysInfo
 LAUNCHER_RANK = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")   # MPICH hydra, Open MPI, PMIx
 PING_ROUNDS = 16                  # ping-pongs per rank; the one with the shortest round trip counts
 POLL = 0.0005                     # seconds between looks at the MPI barrier
+POLL_START = 0.05                 # seconds between looks at the files MPI maps as it starts
+ALIVE = b"+"                      # a rank to its start's watcher: past MPI's start, alive
 TAG_PING, TAG_PONG, TAG_PHASE = 11, 12, 100     # TAG_PHASE + k: the arrivals at meeting k
 LATE = " of this rank's (-rankTimeout): stopped or hung?"
 STOPPED_ALONE = " of this rank's (-rankTimeout), which was stopped: the stop reached it alone " \
@@ -428,10 +432,13 @@ FOLDERS: list[str] = []     # folders of this rank's own that its guard removes 
 UCX_QUIET = {"UCX_DEBUG_SIGNO": "0"}
 
 
-def start(rank: int) -> Cluster:
+def start(rank: int, timeout: float = GLOBAL_DEFAULTS["rankTimeout"]) -> Cluster:
     """The MPI job this process is rank `rank` of (launcher_rank(): without one, mpi4py stays
-    unimported), started once per process (capacity's runs share it). The stop signals keep
-    the run's handlers: any the MPI library set for one of them at its start is replaced."""
+    unimported), started once per process (capacity's runs share it). MPI's start waits in C
+    for every rank, where no Python handler runs: a stop signal there ends the process at once
+    (nothing of the run exists yet), and a rank that never comes ends it after `timeout` s
+    (start_watch). After, the stop signals keep the run's handlers: any the MPI library set for
+    one of them at its start is replaced."""
     global _job
     if _job is not None:
         return _job
@@ -439,16 +446,77 @@ def start(rank: int) -> Cluster:
         os.environ.setdefault(name, value)
     handlers = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
     try:
-        from mpi4py import MPI
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, signal.SIG_DFL)
+        with start_watch(f"rank {rank} on {socket.gethostname()}", timeout):
+            from mpi4py import MPI
     except ImportError:          # (perhaps on one host only: the line names it)
         raise UsageError(f"an MPI launcher started this process (rank {rank} on "
                          f"{socket.gethostname()}) but mpi4py is not installed there: "
                          f"pip install 'torque-async[mpi]'") from None
-    for sig, handler in handlers.items():
-        if handler is not None:
-            signal.signal(sig, handler)
+    except RuntimeError as e:    # mpi4py's: no MPI library it could load (each one's dlerror)
+        raise UsageError(f"rank {rank} on {socket.gethostname()}: mpi4py cannot load the MPI "
+                         f"library ({load_error(str(e))}): check the MPI installation there, "
+                         f"and ulimit -v") from None
+    finally:
+        for sig, handler in handlers.items():
+            if handler is not None:
+                signal.signal(sig, handler)
     _job = Cluster(MPI.COMM_WORLD)
     return _job
+
+
+def load_error(said: str) -> str:
+    """The telling line of mpi4py's 'cannot load MPI library' (a dlerror per library it tried):
+    the first that found a library it could not load, else the first."""
+    lines = said.splitlines()[1:] or [said]
+    missing = ("No such file or directory", "file too short")
+    return next((ln for ln in lines if not ln.endswith(missing)), lines[0])
+
+
+@contextlib.contextmanager
+def start_watch(who: str, timeout: float):
+    """While MPI starts: a forked watcher (nothing of the run's exists yet to copy), in a
+    session of its own (the launcher's kill of the rank's group spares it), that ends this
+    process (SIGKILL: MPI's start may hold any signal; the launcher then ends the job) when the
+    start has not returned within `timeout` s, saying why: a rank that failed before it started
+    MPI (no mpi4py or numpy on its host, too little memory, a refusal it could not tell) never
+    comes, and the others would wait in MPI's start for ever. If this process is killed in the
+    start (so, by the launcher, or by a stop signal: see start()), the watcher removes what it
+    left: its workers' server's directory and the MPI library's files it had mapped."""
+    from .cleanup_guard import left           # (the guard's, as for a rank killed later)
+    said = (f"torque-async: {who}: not every rank started MPI within {timeout:g} s "
+            f"(-rankTimeout): a rank that failed before it started MPI (no mpi4py or numpy on "
+            f"its host, too little memory) never comes; ending this rank\n").encode()
+    me = os.getpid()
+    done, tell = os.pipe()
+    watcher = os.fork()
+    if watcher == 0:                                  # (only system calls and reads: a fork)
+        try:
+            os.setsid()
+            os.close(tell)
+            deadline, mapped = time.monotonic() + timeout, set()
+            while (wait := deadline - time.monotonic()) > 0:
+                with contextlib.suppress(OSError):    # (the files MPI maps as it starts)
+                    mapped |= set(mpi_files(f"/proc/{me}/maps"))
+                if select.select([done], [], [], min(wait, POLL_START))[0]:
+                    break
+            else:
+                os.write(2, said)
+                os.kill(me, signal.SIGKILL)
+            if wait <= 0 or os.read(done, 1) != ALIVE:
+                for fd in (0, 1, 2):                  # (the launcher waits for their EOF)
+                    os.close(fd)
+                left(me, [], sorted(mapped))
+        finally:
+            os._exit(0)
+    os.close(done)
+    try:
+        yield
+    finally:                                          # started, or refused: its own to clean
+        os.write(tell, ALIVE)
+        os.close(tell)
+        os.waitpid(watcher, 0)
 
 
 def refused_alone(message: str) -> None:

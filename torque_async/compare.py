@@ -5,7 +5,8 @@ the work (`identity`), then by their order among tests alike, then by process in
 under mpiexec); a plan reordered still matches test for test. Each matched test is compared on
 the figures its family reports (`figures`): bandwidth and IO/s, latency p50/p99, spinWait
 loops/s, -cyclic p99 and max, a stream's late and dropped frames and lateness p99 per
-sub-stream. The total is summed over
+sub-stream, and a wired stage's (-from) lapped frames and what it inherited (late, lost, max).
+The total is summed over
 the matched tests only; unmatched tests are listed apart, never summed.
 
 With repetitions on both sides (-repeat), each figure's two samples are compared by a stated
@@ -69,7 +70,12 @@ def figures(test: dict[str, Any]) -> dict[str, tuple[str, bool, float | None]]:
     for name, sub in stream_subs(test):
         out[f"{name} late"] = ("frames", False, sub["late"])
         out[f"{name} dropped"] = ("frames", False, sub["dropped"])
-        out[f"{name} lateness p99"] = ("us", False, _us(sub.get("p99")))
+        out[f"{name} lateness p99"] = ("us", False, _us(sub["lateness_p99"]))
+        if sub.get("from_group") is not None:       # a wired stage: what it inherited apart
+            out[f"{name} lapped"] = ("frames", False, sub.get("lapped"))
+            out[f"{name} inherited late"] = ("frames", False, sub.get("up_late"))
+            out[f"{name} inherited lost"] = ("frames", False, sub.get("up_lost"))
+            out[f"{name} inherited max"] = ("us", False, _us(sub.get("up_max")))
     return out
 
 
@@ -78,12 +84,10 @@ def _us(ns: float | None) -> float | None:
 
 
 def stream_subs(test: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    """(name, figures) of each sub-stream of a stream test, as its report gives them: late and
-    dropped frames, lateness p99 (ns)."""
+    """(name, JSON figures) of each sub-stream of a stream test, as its report names them."""
     streams = test.get("streams") or {}
-    return [(f"sub {key[3:]}", {"late": sub["late"], "dropped": sub["dropped"],
-                                "p99": sub["lateness_p99"]})
-            for key, sub in sorted(streams.items()) if key.startswith("sub") and sub]
+    return [(f"sub {key[3:]}", sub) for key, sub in sorted(streams.items())
+            if key.startswith("sub") and sub]
 
 
 def repetitions(doc: dict[str, Any]) -> list[list[dict[str, Any]]]:
@@ -148,8 +152,9 @@ def group_figures(tests: list[dict[str, Any]]) -> dict[str, tuple[str, bool, flo
             value = (merged.hi if q == 1 else merged.percentile(q)) if merged.count else None
             out[name] = (unit, up, _us(value))
         elif not name.endswith("lateness p99"):   # a sub-stream's: no histogram of its own here
-            values = [f[name][2] for f in each]
-            out[name] = (unit, up, None if None in values else sum(values))
+            values = [f[name][2] for f in each]   # (counts summed, a most its greatest)
+            combine = max if name.endswith(" max") else sum
+            out[name] = (unit, up, None if None in values else combine(values))
     return out
 
 

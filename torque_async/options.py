@@ -264,9 +264,9 @@ _G = [
            default=False, group="Execution", asks=True),
     Option("rampAll", GLOBAL, "-ramp for every group that sets none", (Arg("seconds", RAMP),),
            default=None, group="Transfers"),
-    Option("rankTimeout", GLOBAL, "under mpiexec: seconds a rank waits, once its run ended, for "
-           "every other rank to end theirs; then the ranks that did not are named and the job "
-           "ends (exit 1)", (Arg("seconds", number(1, 86400)),), default=30.0, group="Execution"),
+    Option("rankTimeout", GLOBAL, "under mpiexec: seconds a rank waits for every other rank "
+           "to start MPI, and, once its run ended, to end theirs; then the job ends, saying "
+           "why (exit 1, or by MPI's kill in its start)", (Arg("seconds", number(1, 86400)),), default=30.0, group="Execution"),
     Option("repeat", GLOBAL, "run the whole plan n times; the report gives each test's median, "
            "min-max and spread, the JSON every repetition", (Arg("n", integer(1, 1000)),),
            default=1, group="Execution"),

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CMD, ENV, never_alive, segment_held
+from conftest import CMD, ENV, never_alive, segment_held, wait_for_rows
 from torque_async import capacity, cmdline, varied
 from torque_async.capacity import Setup
 from torque_async.criteria import Criterion
@@ -263,9 +263,10 @@ def test_keep_under_mpiexec_measures_the_load_alone_on_every_rank_and_sums_it(ke
 
 
 def stopped_in_the_second_point(key: str, tmp_path: Path, rank: int):
-    """A search with -rankTimeout 2 whose `rank` alone gets SIGINT in its second point's run;
+    """A search with -rankTimeout 2 whose `rank` alone gets SIGINT in its second point's run
+    (its 2 streams running: a stop in its set-up ends every rank at once, by design);
     (the job, that rank's results segment)."""
-    from torque_async.results import owner_of
+    from torque_async.results import RUNNING, owner_of
     run = mpiexec(2, "capacity", "--max", "64", "--rounds", "1", "--until", "late<1.01", "--",
                   "-smkey", key, "-nh", "-rankTimeout", "2", *STREAMS, "3", "1", cwd=tmp_path,
                   env={**ENV, "TMPDIR": str(tmp_path)})
@@ -277,6 +278,7 @@ def stopped_in_the_second_point(key: str, tmp_path: Path, rank: int):
     while owner_of(segment.name) is None:          # the rank's run has made its segment
         assert time.monotonic() < deadline and run.poll() is None
         time.sleep(0.05)
+    wait_for_rows(int(key, 16) + rank, 2, RUNNING)
     os.kill(owner_of(segment.name), signal.SIGINT)
     return run, segment
 

@@ -435,19 +435,18 @@ UCX_QUIET = {"UCX_DEBUG_SIGNO": "0"}
 def start(rank: int, timeout: float = GLOBAL_DEFAULTS["rankTimeout"]) -> Cluster:
     """The MPI job this process is rank `rank` of (launcher_rank(): without one, mpi4py stays
     unimported), started once per process (capacity's runs share it). MPI's start waits in C
-    for every rank, where no Python handler runs: a stop signal there ends the process at once
-    (nothing of the run exists yet), and a rank that never comes ends it after `timeout` s
-    (start_watch). After, the stop signals keep the run's handlers: any the MPI library set for
-    one of them at its start is replaced."""
+    for every rank, where no Python handler runs: the stop signals are blocked there, and its
+    watcher (start_watch) ends the rank on one, or after `timeout` s when a rank never comes.
+    After, the stop signals keep the run's handlers (any the MPI library set for one of them
+    at its start is replaced), and one that came as MPI started is taken as they take it."""
     global _job
     if _job is not None:
         return _job
     for name, value in UCX_QUIET.items():
         os.environ.setdefault(name, value)
     handlers = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)   # (MPI's threads too)
     try:
-        for sig in STOP_SIGNALS:
-            signal.signal(sig, signal.SIG_DFL)
         with start_watch(f"rank {rank} on {socket.gethostname()}", timeout):
             from mpi4py import MPI
     except ImportError:          # (perhaps on one host only: the line names it)
@@ -462,6 +461,7 @@ def start(rank: int, timeout: float = GLOBAL_DEFAULTS["rankTimeout"]) -> Cluster
         for sig, handler in handlers.items():
             if handler is not None:
                 signal.signal(sig, handler)
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
     _job = Cluster(MPI.COMM_WORLD)
     return _job
 
@@ -474,20 +474,33 @@ def load_error(said: str) -> str:
     return next((ln for ln in lines if not ln.endswith(missing)), lines[0])
 
 
+def pending_stop(pid: int) -> int:
+    """A stop signal pending on process `pid` (blocked: see start()), or 0."""
+    with open(f"/proc/{pid}/status") as lines:
+        held = 0
+        for line in lines:
+            if line.startswith(("SigPnd:", "ShdPnd:")):
+                held |= int(line.split()[1], 16)
+    return next((sig for sig in STOP_SIGNALS if held >> (sig - 1) & 1), 0)
+
+
 @contextlib.contextmanager
 def start_watch(who: str, timeout: float):
-    """While MPI starts: a forked watcher (nothing of the run's exists yet to copy), in a
-    session of its own (the launcher's kill of the rank's group spares it), that ends this
-    process (SIGKILL: MPI's start may hold any signal; the launcher then ends the job) when the
-    start has not returned within `timeout` s, saying why: a rank that failed before it started
-    MPI (no mpi4py or numpy on its host, too little memory, a refusal it could not tell) never
-    comes, and the others would wait in MPI's start for ever. If this process is killed in the
-    start (so, by the launcher, or by a stop signal: see start()), the watcher removes what it
-    left: its workers' server's directory and the MPI library's files it had mapped."""
+    """While MPI starts (this process's stop signals blocked): a forked watcher (nothing of the
+    run's exists yet to copy), in a session of its own (the launcher's kill of the rank's group
+    spares it), that ends this process (SIGKILL, which the launcher then takes as the end of the
+    job) when a stop signal is pending on it, or when the start has not returned within
+    `timeout` s, saying why: a rank that failed before it started MPI (no mpi4py or numpy on its
+    host, too little memory, a refusal it could not tell) never comes, and the others would
+    wait in MPI's start for ever. Before, it reads the files this process maps; after, it
+    removes what the process left: its workers' server's directory and the MPI library's files
+    (as it does when the launcher kills the process first, with the files it had seen)."""
     from .cleanup_guard import left           # (the guard's, as for a rank killed later)
-    said = (f"torque-async: {who}: not every rank started MPI within {timeout:g} s "
+    late = (f"torque-async: {who}: not every rank started MPI within {timeout:g} s "
             f"(-rankTimeout): a rank that failed before it started MPI (no mpi4py or numpy on "
             f"its host, too little memory) never comes; ending this rank\n").encode()
+    stopped = {sig: f"torque-async: {who}: interrupted by {signal.Signals(sig).name} as MPI "
+                    f"started; ending this rank\n".encode() for sig in STOP_SIGNALS}
     me = os.getpid()
     done, tell = os.pipe()
     watcher = os.fork()
@@ -495,19 +508,26 @@ def start_watch(who: str, timeout: float):
         try:
             os.setsid()
             os.close(tell)
-            deadline, mapped = time.monotonic() + timeout, set()
+            deadline, mapped, said = time.monotonic() + timeout, set(), late
             while (wait := deadline - time.monotonic()) > 0:
-                with contextlib.suppress(OSError):    # (the files MPI maps as it starts)
+                with contextlib.suppress(OSError):    # (gone: its read of `done` says so)
                     mapped |= set(mpi_files(f"/proc/{me}/maps"))
+                    if sig := pending_stop(me):
+                        said = stopped[sig]
+                        break
                 if select.select([done], [], [], min(wait, POLL_START))[0]:
+                    if os.read(done, 1) == ALIVE:
+                        os._exit(0)
+                    said = b""                        # killed first: what it had mapped
                     break
-            else:
+            if said:
                 os.write(2, said)
+                with contextlib.suppress(OSError):    # (its last files, blocked in MPI's C)
+                    mapped |= set(mpi_files(f"/proc/{me}/maps"))
                 os.kill(me, signal.SIGKILL)
-            if wait <= 0 or os.read(done, 1) != ALIVE:
-                for fd in (0, 1, 2):                  # (the launcher waits for their EOF)
-                    os.close(fd)
-                left(me, [], sorted(mapped))
+            for fd in (0, 1, 2):                      # (the launcher waits for their EOF)
+                os.close(fd)
+            left(me, [], sorted(mapped))
         finally:
             os._exit(0)
     os.close(done)

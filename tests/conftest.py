@@ -14,9 +14,10 @@ import zlib
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 
-from torque_async import cli, cmdline, orchestrator, report, validate
+from torque_async import cli, cluster, cmdline, orchestrator, report, validate
 from torque_async.io import uring
 from torque_async.results import HEADER, ROW, segment_name
 
@@ -151,3 +152,32 @@ def segment_held(key: int):
     finally:
         proc.communicate("", timeout=30)
         shutil.rmtree(holder.parent, ignore_errors=True)
+
+
+def shm_now() -> set[str]:
+    return set(os.listdir("/dev/shm"))
+
+
+def mapped_by(pid: int) -> set[str]:
+    """The /dev/shm files process `pid` maps (none when it is gone or not ours to read)."""
+    try:
+        return {path for _, path in cluster.mpi_files(f"/proc/{pid}/maps")}
+    except OSError:
+        return set()
+
+
+def left_behind(before: set[str]) -> set[str]:
+    """The files in /dev/shm (segments, MPI's, named semaphores) made since `before` that no
+    live process maps: a job running beside this one (another test run on a shared machine)
+    still maps its own."""
+    held = set().union(*(mapped_by(pid) for pid in psutil.pids()))
+    return {n for n in shm_now() - before if f"/dev/shm/{n}" not in held}
+
+
+def still_left(before: set[str], timeout: float = 15) -> set[str]:
+    """left_behind(before) once it is empty, or when `timeout` s passed (a killed rank's guard
+    removes its files after the rank ended)."""
+    deadline = time.monotonic() + timeout
+    while (left := left_behind(before)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return left

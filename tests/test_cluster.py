@@ -25,8 +25,8 @@ from torque_async.report_cluster import ClusterRun, Rank
 from torque_async.results import READY, RUNNING, owner_of, segment_name
 from torque_async.io import identity
 
-from conftest import (CMD, ENV, REPO, assert_one_clean_line, never_alive, start, table,
-                      wait_for_rows)
+from conftest import (CMD, ENV, REPO, assert_one_clean_line, left_behind, mapped_by,
+                      never_alive, shm_now, start, still_left, table, wait_for_rows)
 
 MPIEXEC = str(Path(sysconfig.get_path("scripts")) / "mpiexec")   # the mpich wheel's
 HOST = socket.gethostname()
@@ -460,25 +460,6 @@ def test_three_ranks_each_use_their_own_scratch_files_and_leave_none(tmp_path):
     assert not any(Path("/dev/shm", segment_name(key + k)).exists() for k in range(3))
 
 
-def shm_now() -> set[str]:
-    return set(os.listdir("/dev/shm"))
-
-
-def mapped_by(pid: int) -> set[str]:
-    """The /dev/shm files process `pid` maps (none when it is gone or not ours to read)."""
-    try:
-        return {path for _, path in cluster.mpi_files(f"/proc/{pid}/maps")}
-    except OSError:
-        return set()
-
-
-def left_behind(before: set[str]) -> set[str]:
-    """The files in /dev/shm made since `before` that no live process maps: a job running
-    beside this one (another test run on a shared machine) still maps its own."""
-    held = set().union(*(mapped_by(pid) for pid in psutil.pids()))
-    return {n for n in shm_now() - before if f"/dev/shm/{n}" not in held}
-
-
 @pytest.mark.parametrize("sig, target, series", [
     (signal.SIGKILL, "rank", ()), (signal.SIGINT, "rank", ()), (signal.SIGINT, "mpiexec", ()),
     (signal.SIGINT, "rank", ("-repeat", "2")), (signal.SIGINT, "rank 0", ())])
@@ -517,7 +498,7 @@ def test_a_killed_or_interrupted_rank_ends_every_rank_and_nothing_is_left(tmp_pa
     assert not alive, "a rank or a test process outlived the run"
     assert gone([Path("/dev/shm", segment_name(key + k)) for k in range(2)] + mpis)
     assert gone(scratch) and gone(servers)
-    assert not left_behind(before)
+    assert not still_left(before)
 
 
 def test_a_rank_interrupted_in_its_set_up_ends_every_rank_at_once(tmp_path):
@@ -537,7 +518,7 @@ def test_a_rank_interrupted_in_its_set_up_ends_every_rank_at_once(tmp_path):
     assert time.monotonic() - began < 30 and code == 130, err
     assert not err or f"torque-async: rank 1 on {HOST}: interrupted by SIGINT" in err, err
     assert gone(scratch) and gone([Path("/dev/shm", segment_name(key + k)) for k in range(2)])
-    assert not left_behind(before)
+    assert not still_left(before)
 
 
 def test_a_rank_s_guard_removes_only_the_mpi_files_it_was_given_while_they_are_the_same(
@@ -943,7 +924,7 @@ def test_a_stopped_rank_is_named_after_rank_timeout_and_the_job_ends_leaving_not
     _, alive = psutil.wait_procs(everyone, timeout=15)
     assert not alive
     assert gone([Path("/dev/shm", segment_name(key + k)) for k in range(2)])
-    assert not {n for n in shm_now() - before if not n.startswith("torque-async-")}   # MPI's
+    assert not still_left(before)                                  # MPI's files too
     assert not list(tmp_path.glob("torque-async-scratch.*"))
 
 
@@ -968,12 +949,18 @@ def server_dirs() -> set[Path]:
     return set(Path(tempfile.gettempdir()).glob("torque-async-forkserver.*"))
 
 
-def ours_left(before_shm: set[str], before_dirs: set[Path]) -> set[str]:
-    """What a job left since `before_*`: /dev/shm files no live process maps, and servers'
-    directories of commands no longer alive."""
-    dead = {str(d) for d in server_dirs() - before_dirs
-            if not psutil.pid_exists(int(d.name.split(".")[1]))}
-    return left_behind(before_shm) | dead
+def ours_left(before_shm: set[str], before_dirs: set[Path], timeout: float = 15) -> set[str]:
+    """What a job left since `before_*` (once it left nothing, or after `timeout` s: a watcher
+    cleans as its rank dies): /dev/shm files no live process maps, and servers' directories of
+    commands no longer alive."""
+    deadline = time.monotonic() + timeout
+    while True:
+        dead = {str(d) for d in server_dirs() - before_dirs
+                if not psutil.pid_exists(int(d.name.split(".")[1]))}
+        left = left_behind(before_shm) | dead
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.05)
 
 
 FAILS_BEFORE_MPI = ['if [ "$PMI_RANK" = 1 ]; then echo "rank 1: no numpy here" >&2; exit 2; '
@@ -994,9 +981,6 @@ def test_a_rank_that_fails_before_mpi_starts_ends_the_job_within_rank_timeout():
     assert f"torque-async: rank 0 on {HOST}: not every rank started MPI within 2 s " \
         "(-rankTimeout): a rank that failed before it started MPI" in run.stderr, run.stderr
     assert "Traceback" not in run.stderr
-    deadline = time.monotonic() + 15                  # (its watcher cleans as the rank dies)
-    while ours_left(before_shm, before_dirs) and time.monotonic() < deadline:
-        time.sleep(0.05)
     assert not ours_left(before_shm, before_dirs)
 
 
@@ -1024,9 +1008,6 @@ def test_a_stop_while_mpi_starts_ends_the_rank_at_once_and_leaves_nothing():
         "this rank" in err and "not every rank started MPI" not in err and "Traceback" not in err
     _, alive = psutil.wait_procs(rank0, timeout=15)
     assert not alive
-    deadline = time.monotonic() + 15
-    while ours_left(before_shm, before_dirs) and time.monotonic() < deadline:
-        time.sleep(0.05)
     assert not ours_left(before_shm, before_dirs)
 
 

@@ -26,8 +26,8 @@ from torque_async import cli, deadlines
 from torque_async.results import (DONE, MEASURED, NEW, READY, RUNNING, free_segment,
                                   segment_name)
 
-from conftest import (CMD, ENV, assert_one_clean_line, execute, never_alive, run_cli,
-                      segment_held, start, table, wait_for_rows)
+from conftest import (CMD, ENV, assert_one_clean_line, execute, left_behind, mapped_by,
+                      never_alive, run_cli, segment_held, start, table, wait_for_rows)
 
 LONG = ["-n", "16", "-i", "1000000", "-KB", "256", "-bzero", "-spinWait"]
 CODES = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129, signal.SIGQUIT: 131}
@@ -35,8 +35,10 @@ QUICK = 5          # seconds: a signal ends a run within about 1 s; this leaves 
                    # loaded machine, and is far below the waits the cases would otherwise take
 
 
-def semaphores() -> set[str]:
-    return {n for n in os.listdir("/dev/shm") if n.startswith("sem.")}
+def semaphores(names: set[str] | None = None) -> set[str]:
+    """The named semaphores among `names` (default: /dev/shm's)."""
+    return {n for n in (os.listdir("/dev/shm") if names is None else names)
+            if n.startswith("sem.")}
 
 
 def servers(pid: int) -> list[Path]:
@@ -54,7 +56,7 @@ def assert_clean(key: int, children: list[psutil.Process], where: Path | None = 
     if where is not None:
         assert not [p for p in where.iterdir() if p.name.startswith("torque-async-scratch.")]
     if sems is not None:
-        assert semaphores() <= sems, "the run left named semaphores"
+        assert not semaphores(left_behind(sems)), "the run left named semaphores"
 
 
 def interrupt(proc: subprocess.Popen, sig: int) -> tuple[str, str]:
@@ -422,14 +424,19 @@ def test_a_stopped_worker_is_named_by_the_watchdog_and_ends_the_run():
 def test_a_run_keeps_no_named_semaphore_once_its_workers_started():
     """multiprocessing's Barrier and Lock are named semaphores: removed as soon as every
     worker opened them, so even a SIGKILL cannot leak them."""
-    key, before = 0x7513, semaphores()
+    key = 0x7513
     proc = start("-smkey", hex(key), "-g", "-p", "2", "-n", "4", "-KB", "64", "-bzero",
                  "-n", "4", "-KB", "64", "-spinWait", stdin=subprocess.PIPE)
     wait_for_rows(key, 3, READY)
+    run = psutil.Process(proc.pid)
+
+    def named() -> set[str]:                    # the run's processes' (an unlinked one's
+        return semaphores({Path(p).name for q in [run, *run.children(recursive=True)]
+                           for p in mapped_by(q.pid)})      # map says '(deleted)': no name)
     deadline = time.monotonic() + 10            # the watchdog removes them within 0.1 s
-    while semaphores() - before and time.monotonic() < deadline:
+    while named() and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert not semaphores() - before
+    assert not named()
     out, err = proc.communicate("\n", timeout=120)
     assert proc.returncode == 0, err
 

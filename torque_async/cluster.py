@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import resource
 import select
 import signal
 import socket
@@ -436,17 +437,19 @@ def start(rank: int, timeout: float = GLOBAL_DEFAULTS["rankTimeout"]) -> Cluster
     """The MPI job this process is rank `rank` of (launcher_rank(): without one, mpi4py stays
     unimported), started once per process (capacity's runs share it). MPI's start waits in C
     for every rank, where no Python handler runs: a stop signal there ends the process at once
-    (nothing of the run exists yet), and a rank that never comes ends it after `timeout` s
-    (start_watch). After, the stop signals keep the run's handlers: any the MPI library set for
-    one of them at its start is replaced."""
+    (nothing of the run exists yet; SIGQUIT dumps no core), and a rank that never comes ends it
+    after `timeout` s (start_watch). After, the stop signals keep the run's handlers: any the
+    MPI library set for one of them at its start is replaced."""
     global _job
     if _job is not None:
         return _job
     for name, value in UCX_QUIET.items():
         os.environ.setdefault(name, value)
     handlers = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+    core = resource.getrlimit(resource.RLIMIT_CORE)
     try:
-        for sig in STOP_SIGNALS:
+        resource.setrlimit(resource.RLIMIT_CORE, (0, core[1]))   # SIGQUIT's default dumps
+        for sig in STOP_SIGNALS:                                 # none into the user's folder
             signal.signal(sig, signal.SIG_DFL)
         with start_watch(f"rank {rank} on {socket.gethostname()}", timeout):
             from mpi4py import MPI
@@ -462,6 +465,7 @@ def start(rank: int, timeout: float = GLOBAL_DEFAULTS["rankTimeout"]) -> Cluster
         for sig, handler in handlers.items():
             if handler is not None:
                 signal.signal(sig, handler)
+        resource.setrlimit(resource.RLIMIT_CORE, core)
     _job = Cluster(MPI.COMM_WORLD)
     return _job
 
@@ -495,6 +499,8 @@ def start_watch(who: str, timeout: float):
         try:
             os.setsid()
             os.close(tell)
+            for sig in STOP_SIGNALS:                  # a stop for the rank (pkill -f) ends
+                signal.signal(sig, signal.SIG_IGN)    # the rank, whose leftovers it removes
             deadline, mapped = time.monotonic() + timeout, set()
             while (wait := deadline - time.monotonic()) > 0:
                 with contextlib.suppress(OSError):    # (the files MPI maps as it starts)
@@ -514,7 +520,8 @@ def start_watch(who: str, timeout: float):
     try:
         yield
     finally:                                          # started, or refused: its own to clean
-        os.write(tell, ALIVE)
+        with contextlib.suppress(BrokenPipeError):    # (a watcher killed: none to tell)
+            os.write(tell, ALIVE)
         os.close(tell)
         os.waitpid(watcher, 0)
 

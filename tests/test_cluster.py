@@ -2,6 +2,7 @@
 rank 0's, every rank ended and cleaned up when one fails; nothing of it without a launcher."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -1142,3 +1143,21 @@ def test_a_sigquit_in_mpi_s_start_dumps_no_core(tmp_path):
     while ours_left(before_shm, before_dirs) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not ours_left(before_shm, before_dirs)
+
+
+def test_a_start_watcher_with_no_one_to_read_its_line_still_ends_its_rank():
+    """Rank 0's stderr a pipe whose reader is gone (its launcher's proxy killed) while it waits
+    in MPI's start for a rank that never comes: the watcher's line failed (EPIPE) and it exited
+    without ending the rank, left spinning in MPI's start for ever, a CPU's worth. It ends."""
+    deaf = ['if [ "$PMI_RANK" = 1 ]; then exit 2; fi; "$@" 2>&1 | true', "sh", *CMD]
+    run = subprocess.Popen([MPIEXEC, "-n", "2", "sh", "-c", *deaf, "-rankTimeout", "2",
+                            "-smkey", "0x7a6a", "-nh", "-n", "4", "-MB", "1", "-Striad"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    rank0 = in_mpi_start(run)
+    try:
+        _, alive = psutil.wait_procs([rank0], timeout=60)
+        assert not alive
+        finished(run, timeout=60)
+    finally:
+        with contextlib.suppress(psutil.Error):      # (not left spinning, whatever happened)
+            rank0.kill()

@@ -508,7 +508,8 @@ def start_watch(who: str, timeout: float):
                 if select.select([done], [], [], min(wait, POLL_START))[0]:
                     break
             else:
-                os.write(2, said)
+                with contextlib.suppress(OSError):    # (no one left to read it: ended anyway)
+                    os.write(2, said)
                 os.kill(me, signal.SIGKILL)
             if wait <= 0 or os.read(done, 1) != ALIVE:
                 for fd in (0, 1, 2):                  # (the launcher waits for their EOF)

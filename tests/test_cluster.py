@@ -1161,3 +1161,15 @@ def test_a_start_watcher_with_no_one_to_read_its_line_still_ends_its_rank():
     finally:
         with contextlib.suppress(psutil.Error):      # (not left spinning, whatever happened)
             rank0.kill()
+
+
+def test_ranks_started_with_sigchld_ignored_run():
+    """A launcher (or a daemon before it) that leaves SIGCHLD ignored: the kernel reaps the
+    start's watcher itself, and the rank's wait for it failed every rank ('running the plan:
+    No child processes'), where a run without mpiexec runs."""
+    ignoring = ["-c", "import os, signal, sys; signal.signal(signal.SIGCHLD, signal.SIG_IGN); "
+                "os.execv(sys.argv[1], sys.argv[1:])", *CMD]
+    run = subprocess.run([MPIEXEC, "-n", "2", sys.executable, *ignoring, "-smkey", "0x7a6c",
+                          "-nh", "-n", "4", "-MB", "1", "-Striad"], capture_output=True,
+                         text=True, env=ENV, timeout=120)
+    assert run.returncode == 0 and "BW:" in run.stdout and "error" not in run.stderr, run.stderr

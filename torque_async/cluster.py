@@ -524,7 +524,8 @@ def start_watch(who: str, timeout: float):
         with contextlib.suppress(BrokenPipeError):    # (a watcher killed: none to tell)
             os.write(tell, ALIVE)
         os.close(tell)
-        os.waitpid(watcher, 0)
+        with contextlib.suppress(ChildProcessError):  # (SIGCHLD ignored: the kernel reaped
+            os.waitpid(watcher, 0)                    # it, the wait still waited for its end)
 
 
 def refused_alone(message: str) -> None:

@@ -487,7 +487,9 @@ def start_watch(who: str, timeout: float):
     MPI (no mpi4py or numpy on its host, too little memory, a refusal it could not tell) never
     comes, and the others would wait in MPI's start for ever. If this process is killed in the
     start (so, by the launcher, or by a stop signal: see start()), the watcher removes what it
-    left: its workers' server's directory and the MPI library's files it had mapped."""
+    left: its workers' server's directory and the MPI library's files it had mapped (those its
+    last look, POLL_START ago at most, saw). It ignores the stop signals: one sent to both (pkill
+    -f) ends the rank alone."""
     from .cleanup_guard import left           # (the guard's, as for a rank killed later)
     said = (f"torque-async: {who}: not every rank started MPI within {timeout:g} s "
             f"(-rankTimeout): a rank that failed before it started MPI (no mpi4py or numpy on "

@@ -2,9 +2,11 @@
 rank 0's, every rank ended and cleaned up when one fails; nothing of it without a launcher."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import resource
 import signal
 import socket
 import subprocess
@@ -984,6 +986,37 @@ def test_a_rank_that_fails_before_mpi_starts_ends_the_job_within_rank_timeout():
     assert not ours_left(before_shm, before_dirs)
 
 
+def in_mpi_start(run: subprocess.Popen) -> psutil.Process:
+    """The rank of mpiexec `run` that has started MPI (mpi4py's library mapped: its start waits
+    there for a rank that never comes, or has not come yet)."""
+    def started(p: psutil.Process) -> bool:
+        try:
+            return "torque_async" in " ".join(p.cmdline()) and "mpi4py" in {
+                Path(m.path).parts[-2] for m in p.memory_maps() if len(Path(m.path).parts) > 1}
+        except psutil.Error:                     # (gone meanwhile: a wrapper's sleep)
+            return False
+    deadline = time.monotonic() + 60
+    while not (ranks := [p for p in psutil.Process(run.pid).children(recursive=True)
+                         if started(p)]):
+        assert time.monotonic() < deadline and run.poll() is None
+        time.sleep(0.05)
+    return ranks[0]
+
+
+def start_watcher(rank: psutil.Process) -> psutil.Process:
+    """The watcher of a rank in MPI's start (cluster.start_watch): its child, a session leader,
+    once it has read the rank's maps twice since now (so once since MPI mapped its files: it
+    removes only those it saw)."""
+    watcher, = [p for p in rank.children() if os.getsid(p.pid) == p.pid]
+    reads = {watcher.io_counters().read_chars}
+    deadline = time.monotonic() + 15
+    while len(reads) < 3:
+        assert time.monotonic() < deadline
+        reads.add(watcher.io_counters().read_chars)
+        time.sleep(0.01)
+    return watcher
+
+
 def test_a_stop_while_mpi_starts_ends_the_rank_at_once_and_leaves_nothing():
     """Ctrl-C to mpiexec while rank 0 waits in MPI's start for a rank that never comes: the
     run's handlers cannot run in MPI's C code, so the stop used to be held until the start
@@ -993,13 +1026,8 @@ def test_a_stop_while_mpi_starts_ends_the_rank_at_once_and_leaves_nothing():
     run = subprocess.Popen([MPIEXEC, "-n", "2", "sh", "-c", *FAILS_BEFORE_MPI, "-rankTimeout",
                             "600", "-smkey", "0x7a62", "-nh", "-n", "4", "-MB", "1", "-Striad"],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
-    deadline = time.monotonic() + 60
-    while not (rank0 := [p for p in psutil.Process(run.pid).children(recursive=True)
-                         if "torque_async" in " ".join(p.cmdline()) and
-                         "mpi4py" in {Path(m.path).parts[-2] for m in p.memory_maps()
-                                      if len(Path(m.path).parts) > 1}]):
-        assert time.monotonic() < deadline and run.poll() is None   # (in MPI's start: mapped)
-        time.sleep(0.05)
+    rank0 = [in_mpi_start(run)]
+    start_watcher(rank0[0])
     began = time.monotonic()
     run.send_signal(signal.SIGINT)
     code, out, err = finished(run, timeout=60)
@@ -1028,3 +1056,99 @@ def test_an_mpi_library_that_cannot_load_is_one_line_naming_why(tmp_path):
                           f"rank 1 on {HOST}: mpi4py cannot load the MPI library (/x/libmpi."
                           "so.12: failed to map segment from shared object): check the MPI "
                           "installation there, and ulimit -v")
+
+
+def test_a_stop_to_a_rank_and_its_start_watcher_alike_still_leaves_nothing():
+    """A stop sent to every process of the command (pkill -f torque_async, kill of what ps
+    shows: the watcher is the rank's fork) in MPI's start: the watcher, which alone removes
+    what the killed rank left, died of it too and left MPI's files and the workers' server's
+    directory behind. It ignores the stop signals: the rank ends, and it cleans up."""
+    before_shm, before_dirs = shm_now(), server_dirs()
+    run = subprocess.Popen([MPIEXEC, "-n", "2", "sh", "-c", *FAILS_BEFORE_MPI, "-rankTimeout",
+                            "600", "-smkey", "0x7a64", "-nh", "-n", "4", "-MB", "1", "-Striad"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    rank0 = in_mpi_start(run)
+    assert mapped_by(rank0.pid)                       # (MPI's files, for the watcher to remove)
+    watcher = start_watcher(rank0)
+    for p in (watcher, rank0):
+        p.send_signal(signal.SIGTERM)
+    code, _, err = finished(run, timeout=60)
+    assert code != 0 and "Traceback" not in err
+    _, alive = psutil.wait_procs([rank0, watcher], timeout=15)
+    assert not alive
+    assert not ours_left(before_shm, before_dirs)
+
+
+def test_a_start_watcher_killed_leaves_the_rank_to_start_and_run(tmp_path):
+    """The watcher SIGKILLed (by hand, or the OOM killer) while rank 0 waits in MPI's start for
+    a rank still starting: rank 0's word to it, a pipe no one read, failed the rank ('running
+    the plan: Broken pipe', exit 1, MPI started), and the job hung. The run goes on."""
+    go = tmp_path / "go"
+    slow = [f'if [ "$PMI_RANK" = 1 ]; then while [ ! -e {go} ]; do sleep 0.05; done; fi; '
+            'exec "$@"', "sh", *CMD]
+    run = subprocess.Popen([MPIEXEC, "-n", "2", "sh", "-c", *slow, "-rankTimeout", "600",
+                            "-smkey", "0x7a66", "-nh", "-n", "4", "-MB", "1", "-Striad"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    try:
+        watcher = start_watcher(in_mpi_start(run))
+        watcher.kill()
+        deadline = time.monotonic() + 15             # (its parent, in MPI's start, reaps it
+        while watcher.status() != psutil.STATUS_ZOMBIE:      # only after)
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    finally:
+        go.touch()                                   # rank 1 starts (whatever happened)
+    code, out, err = finished(run, timeout=120)
+    assert code == 0 and "BW:" in out and "error" not in err, err
+
+
+def test_a_sigquit_in_mpi_s_start_dumps_no_core(tmp_path):
+    """SIGQUIT (Ctrl-\\, which mpiexec passes on) in MPI's start, where the stop signals had
+    their default action: its default dumped the rank's core (tens of MB) into the user's
+    directory where core dumps are on. Blocked there, it never acts: the watcher ends the
+    rank."""
+    def cores_on():
+        resource.setrlimit(resource.RLIMIT_CORE, (resource.getrlimit(resource.RLIMIT_CORE)[1],) * 2)
+    before_shm, before_dirs = shm_now(), server_dirs()
+    run = subprocess.Popen([MPIEXEC, "-n", "2", "sh", "-c", *FAILS_BEFORE_MPI, "-rankTimeout",
+                            "600", "-smkey", "0x7a68", "-nh", "-n", "4", "-MB", "1", "-Striad"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
+                           cwd=tmp_path, preexec_fn=cores_on)
+    rank0 = in_mpi_start(run)
+    start_watcher(rank0)
+    run.send_signal(signal.SIGQUIT)
+    code, _, err = finished(run, timeout=60)
+    assert code != 0 and "Traceback" not in err
+    _, alive = psutil.wait_procs([rank0], timeout=15)
+    assert not alive and not list(tmp_path.iterdir())
+    assert not ours_left(before_shm, before_dirs)
+
+
+def test_a_start_watcher_with_no_one_to_read_its_line_still_ends_its_rank():
+    """Rank 0's stderr a pipe whose reader is gone (its launcher's proxy killed) while it waits
+    in MPI's start for a rank that never comes: the watcher's line failed (EPIPE) and it exited
+    without ending the rank, left spinning in MPI's start for ever, a CPU's worth. It ends."""
+    deaf = ['if [ "$PMI_RANK" = 1 ]; then exit 2; fi; "$@" 2>&1 | true', "sh", *CMD]
+    run = subprocess.Popen([MPIEXEC, "-n", "2", "sh", "-c", *deaf, "-rankTimeout", "2",
+                            "-smkey", "0x7a6a", "-nh", "-n", "4", "-MB", "1", "-Striad"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    rank0 = in_mpi_start(run)
+    try:
+        _, alive = psutil.wait_procs([rank0], timeout=60)
+        assert not alive
+        finished(run, timeout=60)
+    finally:
+        with contextlib.suppress(psutil.Error):      # (not left spinning, whatever happened)
+            rank0.kill()
+
+
+def test_ranks_started_with_sigchld_ignored_run():
+    """A launcher (or a daemon before it) that leaves SIGCHLD ignored: the kernel reaps the
+    start's watcher itself, and the rank's wait for it failed every rank ('running the plan:
+    No child processes'), where a run without mpiexec runs."""
+    ignoring = ["-c", "import os, signal, sys; signal.signal(signal.SIGCHLD, signal.SIG_IGN); "
+                "os.execv(sys.argv[1], sys.argv[1:])", *CMD]
+    run = subprocess.run([MPIEXEC, "-n", "2", sys.executable, *ignoring, "-smkey", "0x7a6c",
+                          "-nh", "-n", "4", "-MB", "1", "-Striad"], capture_output=True,
+                         text=True, env=ENV, timeout=120)
+    assert run.returncode == 0 and "BW:" in run.stdout and "error" not in run.stderr, run.stderr

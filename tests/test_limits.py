@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import resource
+import threading
 from collections import namedtuple
 
 import pytest
@@ -269,3 +270,20 @@ def test_a_segment_that_finds_dev_shm_full_after_the_check_is_one_line(capsys, k
     assert (code, out, err) == (1, "", f"torque-async: error: running the plan: /dev/shm/{name}: "
                                        f"No space left on device\n")
     assert not [n for n in os.listdir("/dev/shm") if name in n]
+
+
+def test_a_thread_that_cannot_start_is_one_line(capsys, key, monkeypatch):
+    """(A rank under ulimit -v whose MPI library's threads took the room: the run's barrier
+    thread cannot start.) A traceback of RuntimeError('can't start new thread') was the
+    answer."""
+    started = threading.Thread.start
+
+    def no_room(thread):
+        if thread.name.startswith("torque-async barrier"):
+            raise RuntimeError("can't start new thread")
+        started(thread)
+    monkeypatch.setattr(threading.Thread, "start", no_room)
+    code, out, err = execute(capsys, "-smkey", key, "-n", "4", "-KB", "4", "-bzero")
+    assert (code, out, err) == (1, "", "torque-async: error: running the plan: a thread could "
+                                       "not start (no room for its stack: ulimit -v?)\n")
+    assert not [n for n in os.listdir("/dev/shm") if results.segment_name(int(key, 16)) in n]

@@ -29,6 +29,7 @@ from .results import (SEGMENT_PREFIX, SHM_DIR, NotASegment, SegmentInUse, free_s
                       segment_name)
 
 MISSED_EXIT = 3                    # -failLate: a stream missed its rate, nothing else failed
+NO_THREAD = "can't start new thread"   # threading's RuntimeError: pthread_create failed
 
 
 class DefaultRun(click.Group):
@@ -288,6 +289,10 @@ def execute(argv: list[str], began: startup.Began | None = None, exiting: bool =
     except OSError as e:     # the run's own machinery (shared memory, processes): one line
         error(f"running the plan: {e.filename}: {e.strerror}" if e.filename is not None
               else f"running the plan: {e.strerror or e}")
+    except RuntimeError as e:    # threading's when pthread_create fails (under mpiexec, MPI's
+        if str(e) != NO_THREAD:  # own threads may take the room ulimit -v leaves)
+            raise
+        error("running the plan: a thread could not start (no room for its stack: ulimit -v?)")
     finally:
         hold(late, again_ends=False)       # an unlink cannot be cut short
         scratch = sys.modules.get("torque_async.io.scratch")

@@ -435,18 +435,21 @@ UCX_QUIET = {"UCX_DEBUG_SIGNO": "0"}
 def start(rank: int, timeout: float = GLOBAL_DEFAULTS["rankTimeout"]) -> Cluster:
     """The MPI job this process is rank `rank` of (launcher_rank(): without one, mpi4py stays
     unimported), started once per process (capacity's runs share it). MPI's start waits in C
-    for every rank, where no Python handler runs: the stop signals are blocked there, and its
-    watcher (start_watch) ends the rank on one, or after `timeout` s when a rank never comes.
-    After, the stop signals keep the run's handlers (any the MPI library set for one of them
-    at its start is replaced), and one that came as MPI started is taken as they take it."""
+    for every rank, where no Python handler runs: its watcher (start_watch) ends the rank on a
+    stop signal, or after `timeout` s when a rank never comes. After, the stop signals keep the
+    run's handlers (any the MPI library set for one of them at its start is replaced), and one
+    that came as MPI started is taken as they take it."""
     global _job
     if _job is not None:
         return _job
     for name, value in UCX_QUIET.items():
         os.environ.setdefault(name, value)
     handlers = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
-    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)   # (MPI's threads too)
+    came: list[int] = []
     try:
+        for sig, handler in handlers.items():     # Python's own handler tells the watcher,
+            if not callable(handler):             # whichever thread the signal reaches
+                signal.signal(sig, lambda sig, _: came.append(sig))
         with start_watch(f"rank {rank} on {socket.gethostname()}", timeout):
             from mpi4py import MPI
     except ImportError:          # (perhaps on one host only: the line names it)
@@ -461,7 +464,8 @@ def start(rank: int, timeout: float = GLOBAL_DEFAULTS["rankTimeout"]) -> Cluster
         for sig, handler in handlers.items():
             if handler is not None:
                 signal.signal(sig, handler)
-        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        for sig in came[:1]:                      # (its own disposition's turn)
+            os.kill(os.getpid(), sig)
     _job = Cluster(MPI.COMM_WORLD)
     return _job
 
@@ -474,27 +478,19 @@ def load_error(said: str) -> str:
     return next((ln for ln in lines if not ln.endswith(missing)), lines[0])
 
 
-def pending_stop(pid: int) -> int:
-    """A stop signal pending on process `pid` (blocked: see start()), or 0."""
-    with open(f"/proc/{pid}/status") as lines:
-        held = 0
-        for line in lines:
-            if line.startswith(("SigPnd:", "ShdPnd:")):
-                held |= int(line.split()[1], 16)
-    return next((sig for sig in STOP_SIGNALS if held >> (sig - 1) & 1), 0)
-
-
 @contextlib.contextmanager
 def start_watch(who: str, timeout: float):
-    """While MPI starts (this process's stop signals blocked): a forked watcher (nothing of the
-    run's exists yet to copy), in a session of its own (the launcher's kill of the rank's group
-    spares it), that ends this process (SIGKILL, which the launcher then takes as the end of the
-    job) when a stop signal is pending on it, or when the start has not returned within
-    `timeout` s, saying why: a rank that failed before it started MPI (no mpi4py or numpy on its
-    host, too little memory, a refusal it could not tell) never comes, and the others would
-    wait in MPI's start for ever. Before, it reads the files this process maps; after, it
-    removes what the process left: its workers' server's directory and the MPI library's files
-    (as it does when the launcher kills the process first, with the files it had seen)."""
+    """While MPI starts: a forked watcher (nothing of the run's exists yet to copy), in a
+    session of its own (the launcher's kill of the rank's group spares it), that ends this
+    process (SIGKILL, which the launcher then takes as the end of the job) on a stop signal (the
+    byte Python's C handler writes to the wakeup fd, from whichever thread the signal reached),
+    or when the start has not returned within `timeout` s, saying why: a rank that failed
+    before it started MPI (no mpi4py or numpy on its host, too little memory, a refusal it could
+    not tell) never comes, and the others would wait in MPI's start for ever. Before, it reads
+    the files this process maps; after, it removes what the process left: its workers' server's
+    directory and the MPI library's files (as it does when the launcher kills the process
+    first, with the files its last look, at most POLL_START ago, saw). It ignores the stop
+    signals: one sent to both (pkill -f) ends the rank alone."""
     from .cleanup_guard import left           # (the guard's, as for a rank killed later)
     late = (f"torque-async: {who}: not every rank started MPI within {timeout:g} s "
             f"(-rankTimeout): a rank that failed before it started MPI (no mpi4py or numpy on "
@@ -503,26 +499,33 @@ def start_watch(who: str, timeout: float):
                     f"started; ending this rank\n".encode() for sig in STOP_SIGNALS}
     me = os.getpid()
     done, tell = os.pipe()
+    stops, woken = os.pipe()
+    os.set_blocking(woken, False)                     # (as set_wakeup_fd needs)
     watcher = os.fork()
     if watcher == 0:                                  # (only system calls and reads: a fork)
         try:
             os.setsid()
+            for sig in STOP_SIGNALS:
+                signal.signal(sig, signal.SIG_IGN)
             os.close(tell)
+            os.close(woken)
             deadline, mapped, said = time.monotonic() + timeout, set(), late
             while (wait := deadline - time.monotonic()) > 0:
                 with contextlib.suppress(OSError):    # (gone: its read of `done` says so)
                     mapped |= set(mpi_files(f"/proc/{me}/maps"))
-                    if sig := pending_stop(me):
-                        said = stopped[sig]
-                        break
-                if select.select([done], [], [], min(wait, POLL_START))[0]:
+                ready = select.select([done, stops], [], [], min(wait, POLL_START))[0]
+                if stops in ready and (sig := os.read(stops, 1)[0]) in stopped:
+                    said = stopped[sig]
+                    break
+                if done in ready:
                     if os.read(done, 1) == ALIVE:
                         os._exit(0)
                     said = b""                        # killed first: what it had mapped
                     break
             if said:
-                os.write(2, said)
-                with contextlib.suppress(OSError):    # (its last files, blocked in MPI's C)
+                with contextlib.suppress(OSError):    # (no one left to read it: ended anyway)
+                    os.write(2, said)
+                with contextlib.suppress(OSError):    # (its last files, held in MPI's C)
                     mapped |= set(mpi_files(f"/proc/{me}/maps"))
                 os.kill(me, signal.SIGKILL)
             for fd in (0, 1, 2):                      # (the launcher waits for their EOF)
@@ -531,12 +534,18 @@ def start_watch(who: str, timeout: float):
         finally:
             os._exit(0)
     os.close(done)
+    os.close(stops)
+    before = signal.set_wakeup_fd(woken, warn_on_full_buffer=False)
     try:
         yield
     finally:                                          # started, or refused: its own to clean
-        os.write(tell, ALIVE)
+        signal.set_wakeup_fd(before)
+        os.close(woken)
+        with contextlib.suppress(BrokenPipeError):    # (a watcher killed: none to tell)
+            os.write(tell, ALIVE)
         os.close(tell)
-        os.waitpid(watcher, 0)
+        with contextlib.suppress(ChildProcessError):  # (SIGCHLD ignored: the kernel reaped
+            os.waitpid(watcher, 0)                    # it, the wait still waited for its end)
 
 
 def refused_alone(message: str) -> None:

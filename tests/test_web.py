@@ -380,3 +380,29 @@ def test_a_dir_that_cannot_hold_the_tree_is_refused_at_the_plan(capsys, key):
                           f"-web: -dir afile/sub: {Path('afile').resolve()} is a file, not a "
                           f"directory")
     assert Path("afile").read_text() == "x"
+
+
+def test_a_log_another_rank_removed_first_is_no_error(tmp_path, monkeypatch):
+    """Under mpiexec every rank's clients append to one site's log, and each rank's last
+    client removes it: the name gone between one rank's look and its unlink failed that
+    rank's test ('closing: torque-web.log: No such file or directory')."""
+    from torque_async.web import client
+    root = tmp_path / "site"
+    root.mkdir()
+    log = os.open(root / site.LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    tree = site.Tree(str(root), os.open(root, os.O_RDONLY | os.O_DIRECTORY), None, [],
+                     np.zeros(0, np.int64), True)
+    looked = os.stat
+
+    def other_rank_first(*args, **kwargs):           # its look, then the other's unlink
+        found = looked(*args, **kwargs)
+        os.unlink(root / site.LOG)
+        return found
+    monkeypatch.setattr(client.os, "stat", other_rank_first)
+    try:
+        client.remove_log(tree, log)
+    finally:
+        monkeypatch.undo()
+        os.close(log)
+        tree.close()
+    assert not (root / site.LOG).exists()

@@ -49,6 +49,7 @@ at its set-up, and removed at its end unless -keepLog.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import errno
 import os
@@ -270,14 +271,13 @@ class Site:
 
 
 def remove_log(tree: site.Tree, log: int) -> None:
-    """Unlink the tree's log, if its name still is the file `log` opened."""
-    try:
+    """Unlink the tree's log, if its name still is the file `log` opened (gone already: under
+    mpiexec another rank that shares the site's log was first)."""
+    with contextlib.suppress(FileNotFoundError):
         named = os.stat(site.LOG, dir_fd=tree.fd, follow_symlinks=False)
-    except FileNotFoundError:
-        return
-    held = os.fstat(log)
-    if (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino):
-        os.unlink(site.LOG, dir_fd=tree.fd)
+        held = os.fstat(log)
+        if (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino):
+            os.unlink(site.LOG, dir_fd=tree.fd)
 
 
 class Progress:

@@ -266,7 +266,8 @@ _G = [
            default=None, group="Transfers"),
     Option("rankTimeout", GLOBAL, "under mpiexec: seconds a rank waits for every other rank "
            "to start MPI, and, once its run ended, to end theirs; then the job ends, saying "
-           "why (exit 1, or by MPI's kill in its start)", (Arg("seconds", number(1, 86400)),), default=30.0, group="Execution"),
+           "why (exit 1, or by MPI's kill in its start)", (Arg("seconds", number(1, 86400)),),
+           default=30.0, group="Execution"),
     Option("repeat", GLOBAL, "run the whole plan n times; the report gives each test's median, "
            "min-max and spread, the JSON every repetition", (Arg("n", integer(1, 1000)),),
            default=1, group="Execution"),
